@@ -1,0 +1,400 @@
+"""Defining primitives: a function plus its derivative rules, side by side.
+
+This module is all a user needs to add a differentiable operation, and it is what
+stanlite's own math library is built with::
+
+    import numpy as np, stanlite as sl
+
+    @sl.primitive
+    def softplus(x):
+        return np.logaddexp(0.0, x)
+
+    # one VJP per argument: (g, ans, *args) -> contribution to that argument's adjoint
+    sl.defvjp(softplus, lambda g, ans, x: g * sl.inv_logit(x))
+
+    sl.grad(lambda x: sl.sum(softplus(x)))(np.array([0.0, 1.0]))  # = inv_logit(x)
+
+Rules
+-----
+* A VJP receives the output adjoint ``g``, the primal output ``ans`` and the primal
+  inputs, and returns the contribution to one input's adjoint. It may return it at
+  the *broadcast* shape: the sum back to the input's shape happens once, here, in
+  :func:`accumulate`.
+* VJPs must be written with stanlite operations (operators, ``sl.*`` functions). On
+  plain arrays those are plain numpy calls (the first-order fast path); under an
+  outer differentiation the inputs are themselves traced values, so the backward
+  sweep is recorded (reverse-over-reverse) - that is how higher derivatives nest.
+* ``None`` in place of a VJP marks a non-differentiable argument (an index, an axis):
+  passing a traced value there raises instead of silently dropping a derivative.
+
+Dispatch: a primitive called with traced arguments finds the one of highest level,
+replaces the arguments traced at that level by their values, calls itself again on
+those (which records the lower levels, if any) and records one node at that level.
+"""
+
+import functools
+import numbers
+
+import numpy as np
+
+from ..errors import DifferentiationError
+from .var import Box, Var, make_node, shape_of
+
+__all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
+           "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
+           "spec_of"]
+
+
+class Primitive:
+    """The derivative rules of one primitive (kept on the wrapped function as ``_spec``)."""
+
+    __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped")
+
+    def __init__(self, name, fun):
+        self.name = name
+        self.fun = fun
+        self.vjps = ()
+        self.vjp_all = None
+        self.jvps = ()
+        self.jvp_all = None
+        self.wrapped = None
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+    def check_differentiable(self, i):
+        if self.vjp_all is not None:
+            return
+        if i >= len(self.vjps) or self.vjps[i] is None:
+            if not self.vjps:
+                raise DifferentiationError(
+                    f"primitive '{self.name}' has no VJP: define one with sl.defvjp")
+            raise DifferentiationError(
+                f"argument {i} of '{self.name}' is not differentiable "
+                f"(it received a traced value)")
+
+
+def spec_of(f):
+    spec = getattr(f, "_spec", None)
+    if spec is None:
+        raise TypeError(f"{getattr(f, '__name__', f)!r} is not a stanlite primitive "
+                        "(decorate it with @sl.primitive)")
+    return spec
+
+
+# --------------------------------------------------------------------------------------
+# accumulation: the single place where broadcasting is undone
+# --------------------------------------------------------------------------------------
+def accumulate(p, c):
+    """Add contribution ``c`` into ``p.adj``, first summing it back to ``p``'s shape."""
+    pv = p.value
+    tp = type(pv)
+    if tp is float:
+        tc = type(c)
+        if tc is not float:
+            if tc is np.ndarray or tc is np.float64:
+                c = float(c.sum())
+            elif isinstance(c, Box):
+                if c.shape != ():
+                    c = sum_to_shape(c, ())
+            else:
+                c = float(np.sum(c))
+    else:
+        ps = pv.shape if tp is np.ndarray else shape_of(pv)
+        if shape_of(c) != ps:
+            c = sum_to_shape(c, ps)
+    a = p.adj
+    p.adj = c if a is None else a + c
+
+
+def _bp_generic(node, g):
+    spec, vals, kw, pairs = node.x
+    ans = node.value
+    if spec.vjp_all is not None:
+        cs = spec.vjp_all(g, ans, *vals, **kw)
+        for i, p in pairs:
+            c = cs[i]
+            if c is not None:
+                accumulate(p, c)
+        return
+    vjps = spec.vjps
+    for i, p in pairs:
+        accumulate(p, vjps[i](g, ans, *vals, **kw))
+
+
+def _normalize(ans):
+    t = type(ans)
+    if t is float or t is np.ndarray and ans.ndim and ans.dtype == np.float64:
+        return ans
+    if isinstance(ans, Box):
+        return ans
+    arr = np.asarray(ans, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def _record(tape, spec, wrapped, args, kw):
+    vals = list(args)
+    pairs = []
+    for i, a in enumerate(args):
+        if isinstance(a, Box) and a.tape is tape:
+            spec.check_differentiable(i)
+            vals[i] = a.value
+            pairs.append((i, a))
+    ans = _normalize(wrapped(*vals, **kw))
+    return make_node(ans, tape, _bp_generic, (spec, vals, kw, tuple(pairs)), None)
+
+
+def _dispatch(spec, wrapped, args, kw):
+    top = None
+    level = 0
+    for a in args:
+        if isinstance(a, Box) and a.tape.level > level:
+            top = a
+            level = a.tape.level
+    for v in kw.values():
+        if isinstance(v, Box):
+            raise DifferentiationError(
+                f"'{spec.name}': keyword arguments are not differentiable; pass traced "
+                "values positionally")
+    if top is None:
+        return spec.fun(*args, **kw)
+    if type(top) is Var:
+        return _record(top.tape, spec, wrapped, args, kw)
+    return top.tape.apply(spec, wrapped, args, kw)
+
+
+def primitive(fun=None, *, name=None):
+    """Make ``fun`` (written on plain floats/arrays) a differentiable primitive.
+
+    The returned function accepts plain values (then it is ``fun`` itself, plus one
+    type check) and traced values (then it records a node). Give its derivatives with
+    :func:`defvjp` (and :func:`defjvp` for forward mode).
+    """
+    if fun is None:
+        return functools.partial(primitive, name=name)
+    spec = Primitive(name or fun.__name__, fun)
+
+    def wrapped(*args, **kw):
+        for a in args:
+            if isinstance(a, Box):
+                return _dispatch(spec, wrapped, args, kw)
+        return fun(*args, **kw)
+
+    functools.update_wrapper(wrapped, fun)
+    wrapped._spec = spec
+    spec.wrapped = wrapped
+    return wrapped
+
+
+def defvjp(prim, *vjps):
+    """Give ``prim`` one VJP per positional argument (``None``: not differentiable).
+
+    Each VJP is ``vjp(g, ans, *args, **kwargs) -> contribution`` where ``g`` has the
+    output's shape; the contribution may have any shape that broadcasts the input's.
+    """
+    spec_of(prim).vjps = tuple(vjps)
+    return prim
+
+
+def defvjp_all(prim, vjp_all):
+    """Give ``prim`` one VJP returning the contributions to all arguments at once.
+
+    ``vjp_all(g, ans, *args, **kwargs) -> tuple`` (one entry per positional argument,
+    ``None`` for the non-differentiable ones) - for rules that share work, such as a
+    matrix factorisation reused by every argument's adjoint.
+    """
+    spec_of(prim).vjp_all = vjp_all
+    return prim
+
+
+def defjvp(prim, *jvps):
+    """Give ``prim`` one JVP per positional argument: ``jvp(t, ans, *args) -> tangent``."""
+    spec_of(prim).jvps = tuple(jvps)
+    return prim
+
+
+# --------------------------------------------------------------------------------------
+# broadcasting: summing an adjoint back to an input's shape, and its transpose
+# --------------------------------------------------------------------------------------
+def _sum_to_shape_raw(x, shape):
+    xs = np.shape(x)
+    shape = tuple(shape)
+    if xs == shape:
+        return x
+    if len(xs) < len(shape) or np.broadcast_shapes(xs, shape) == shape:
+        # a contribution smaller than its input (e.g. a scalar) broadcasts up
+        return np.broadcast_to(x, shape).copy()
+    lead = len(xs) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and xs[i + lead] != 1)
+    r = np.sum(x, axis=axes)
+    if shape == ():
+        return float(r)
+    return np.reshape(r, shape)
+
+
+sum_to_shape = primitive(_sum_to_shape_raw, name="sum_to_shape")
+
+
+def _broadcast_to_raw(x, shape):
+    shape = tuple(shape)
+    if np.shape(x) == shape:
+        return x
+    if shape == ():
+        return float(np.asarray(x).reshape(()))
+    return np.broadcast_to(x, shape)
+
+
+broadcast_to = primitive(_broadcast_to_raw, name="broadcast_to")
+
+defvjp(sum_to_shape, lambda g, ans, x, shape: broadcast_to(g, shape_of(x)), None)
+defvjp(broadcast_to, lambda g, ans, x, shape: sum_to_shape(g, shape_of(x)), None)
+
+
+# --------------------------------------------------------------------------------------
+# fast paths for elementwise primitives (most nodes of a scalar model are these)
+# --------------------------------------------------------------------------------------
+def _plain(x):
+    t = type(x)
+    return t is float or t is np.ndarray or t is int
+
+
+def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
+    """An elementwise primitive ``raw`` (a numpy ufunc-like) with a VJP.
+
+    ``scalar`` is an optional float -> float implementation (e.g. ``math.exp``) used
+    for 0-d values, 20-50x cheaper than a numpy call on a scalar; where it raises
+    (domain/overflow) the numpy function decides the value (NaN/inf) as it would
+    without stanlite. ``scalar_vjp(g, ans, x) -> float`` is the same VJP on plain
+    floats (first-order sweeps of scalar code); it must agree with ``vjp``.
+    """
+    spec = Primitive(name, raw)
+    spec.vjps = (vjp,)
+    svjp = scalar_vjp
+
+    def bp(node, g):
+        x = node.x
+        xv = x.value
+        if svjp is not None and type(g) is float and type(xv) is float:
+            c = svjp(g, node.value, xv)
+            a = x.adj
+            x.adj = c if a is None else a + c
+            return
+        accumulate(x, spec.vjps[0](g, node.value, xv))
+
+    if scalar is None:
+        def on_value(v):
+            if type(v) is float:
+                return float(raw(v))
+            return raw(v) if type(v) is np.ndarray else wrapped(v)
+    else:
+        def on_value(v):
+            if type(v) is float:
+                try:
+                    return scalar(v)
+                except (ValueError, OverflowError, ZeroDivisionError):
+                    return float(raw(v))
+            return raw(v) if type(v) is np.ndarray else wrapped(v)
+
+    def wrapped(x):
+        if type(x) is Var:
+            return make_node(on_value(x.value), x.tape, bp, x, None)
+        if isinstance(x, Box):
+            return _dispatch(spec, wrapped, (x,), {})
+        if scalar is not None and type(x) is float:
+            return on_value(x)
+        return raw(x)
+
+    wrapped.__name__ = wrapped.__qualname__ = name
+    wrapped._spec = spec
+    spec.wrapped = wrapped
+    return wrapped
+
+
+def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None):
+    """A broadcasting binary primitive with one VJP per argument.
+
+    ``op``, if given, must work on traced values directly (a Python operator such as
+    ``operator.mul``); it then skips one dispatch on the values. ``scalar_vjp(g, ans,
+    x, y) -> (cx, cy)`` is the pair of VJPs on plain floats (scalar fast path).
+    """
+    spec = Primitive(name, raw)
+    spec.vjps = (vjp_x, vjp_y)
+    svjp = scalar_vjp
+
+    if op is None:
+        def op(a, b):
+            if isinstance(a, Box) or isinstance(b, Box):
+                return wrapped(a, b)
+            return raw(a, b)
+
+    def bp_xy(node, g):
+        x = node.x
+        y = node.y
+        xv = x.value
+        yv = y.value
+        ans = node.value
+        if svjp is not None and type(g) is float and type(xv) is float \
+                and type(yv) is float:
+            cx, cy = svjp(g, ans, xv, yv)
+            a = x.adj
+            x.adj = cx if a is None else a + cx
+            a = y.adj
+            y.adj = cy if a is None else a + cy
+            return
+        vjps = spec.vjps
+        accumulate(x, vjps[0](g, ans, xv, yv))
+        accumulate(y, vjps[1](g, ans, xv, yv))
+
+    def bp_x(node, g):
+        x = node.x
+        xv = x.value
+        c = node.y
+        if svjp is not None and type(g) is float and type(xv) is float \
+                and type(c) is float:
+            cx = svjp(g, node.value, xv, c)[0]
+            a = x.adj
+            x.adj = cx if a is None else a + cx
+            return
+        accumulate(x, spec.vjps[0](g, node.value, xv, c))
+
+    def bp_y(node, g):
+        y = node.x
+        yv = y.value
+        c = node.y
+        if svjp is not None and type(g) is float and type(yv) is float \
+                and type(c) is float:
+            cy = svjp(g, node.value, c, yv)[1]
+            a = y.adj
+            y.adj = cy if a is None else a + cy
+            return
+        accumulate(y, spec.vjps[1](g, node.value, c, yv))
+
+    def wrapped(x, y):
+        tx = type(x)
+        ty = type(y)
+        if tx is Var:
+            if ty is Var:
+                if y.tape is x.tape:
+                    return make_node(op(x.value, y.value), x.tape, bp_xy, x, y)
+            elif ty is float or ty is int or ty is np.ndarray:
+                return make_node(op(x.value, y), x.tape, bp_x, x, y)
+        elif ty is Var:
+            if tx is float or tx is int or tx is np.ndarray:
+                return make_node(op(x, y.value), y.tape, bp_y, y, x)
+        elif not isinstance(x, Box) and not isinstance(y, Box):
+            return raw(x, y)
+        if not isinstance(x, Box) and not _plain(x):
+            x = np.asarray(x, dtype=np.float64)
+        if not isinstance(y, Box) and not _plain(y):
+            y = np.asarray(y, dtype=np.float64)
+        return _dispatch(spec, wrapped, (x, y), {})
+
+    wrapped.__name__ = wrapped.__qualname__ = name
+    wrapped._spec = spec
+    spec.wrapped = wrapped
+    return wrapped
+
+
+def is_number(x):
+    return isinstance(x, numbers.Number)

@@ -1,0 +1,223 @@
+"""The reverse-mode node: :class:`Var`, an array-valued variable with an adjoint.
+
+A ``Var`` holds
+
+* ``value`` - a float (0-d) or a float64 ``ndarray`` (n-d), or, under nested
+  differentiation, a ``Var`` of a lower level (its value is itself being recorded);
+* ``adj``   - the adjoint, same shape, ``None`` until something flows into it;
+* ``tape``  - the :class:`~stanlite.autodiff.tape.Tape` that recorded it;
+* ``bp``    - its backward rule ``bp(node, g)`` (``None`` for leaves), which pushes
+  ``g``'s contribution into the parents' adjoints; and ``x``/``y``, the parents or
+  the rule's saved data.
+
+This is Stan's ``var_value<Matrix>``/``vari`` pair collapsed into one object, and
+micrograd's ``Value`` with arrays: a node knows its parents and its chain rule, and
+the tape (not the node) knows the order. Nodes never point at their children, so the
+graph has no cycles besides the tape's own list.
+
+Scalars are stored as Python floats, not 0-d arrays: numpy's per-call overhead on
+0-d arrays (~0.5-1 us) would dominate scalar code, where a float multiply costs 20 ns.
+
+Operators, numpy's ufuncs (``np.exp(v)``) and numpy functions (``np.sum(v)``) are
+routed through tables filled by :mod:`stanlite.math`; anything not in the tables
+raises ``TypeError`` naming the function instead of silently dropping the gradient.
+"""
+
+import numpy as np
+
+from .tape import current_tape
+
+__all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "ones_like_value",
+           "UFUNCS", "FUNCTIONS"]
+
+
+class Box:
+    """Base of every traced value (reverse ``Var``; forward duals build on it)."""
+
+    __slots__ = ()
+
+
+# numpy protocol tables: ufunc -> stanlite function, numpy function -> stanlite
+# function. Filled by stanlite.math when the primitives are defined.
+UFUNCS = {}
+FUNCTIONS = {}
+
+
+def shape_of(x):
+    """Shape of a float, array or Var (of any level)."""
+    t = type(x)
+    if t is float or t is int:
+        return ()
+    if t is np.ndarray:
+        return x.shape
+    if isinstance(x, Box):
+        return x.shape
+    return np.shape(x)
+
+
+def is_box(x):
+    return isinstance(x, Box)
+
+
+def value_of(x):
+    """Strip every level of tracing: the plain float or ndarray underneath."""
+    while isinstance(x, Box):
+        x = x.value
+    return x
+
+
+def ones_like_value(v):
+    s = shape_of(v)
+    return 1.0 if s == () else np.ones(s)
+
+
+def _as_float_value(value):
+    """Convert user input to stanlite's value representation (float or float64 array)."""
+    if isinstance(value, Box):
+        return value
+    if type(value) is float:
+        return value
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        return float(arr)
+    return arr
+
+
+class Var(Box):
+    """A reverse-mode variable (a node of the tape).
+
+    ``Var(value)`` makes an independent variable (a leaf) on the innermost open tape,
+    or on ``tape`` if given. Arithmetic, indexing and the functions of
+    :mod:`stanlite.math` applied to it record nodes; :meth:`backward` sweeps.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> with sl.nested():
+    ...     x = sl.Var(np.array([1.0, 2.0, 3.0]))
+    ...     y = sl.sum(sl.exp(x) * x)
+    ...     y.backward()
+    ...     np.allclose(x.adj, np.exp([1, 2, 3]) * (1 + np.array([1, 2, 3])))
+    True
+    """
+
+    __slots__ = ("value", "adj", "tape", "bp", "x", "y")
+
+    def __init__(self, value, tape=None):
+        if tape is None:
+            tape = current_tape()
+        value = _as_float_value(value)
+        if isinstance(value, Box) and value.tape.level >= tape.level:
+            raise ValueError("Var(value): value is traced at the same or a higher level")
+        self.value = value
+        self.adj = None
+        self.tape = tape
+        self.bp = None
+        self.x = None
+        self.y = None
+
+    # -- introspection ---------------------------------------------------------------
+    @property
+    def shape(self):
+        v = self.value
+        t = type(v)
+        if t is float:
+            return ()
+        if t is np.ndarray:
+            return v.shape
+        return shape_of(v)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self):
+        return np.dtype(np.float64)
+
+    @property
+    def grad(self):
+        """The adjoint as a plain value (zeros if nothing flowed into it)."""
+        a = self.adj
+        if a is None:
+            return np.zeros(self.shape) if self.shape else 0.0
+        return a
+
+    def __len__(self):
+        s = self.shape
+        if not s:
+            raise TypeError("len() of a 0-d Var")
+        return s[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self):
+        return f"Var({self.value!r}, level={self.tape.level})"
+
+    def __float__(self):
+        return float(value_of(self.value))
+
+    def __bool__(self):
+        return bool(value_of(self.value))
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "converting a stanlite Var to a numpy array would drop its gradient; "
+            "use stanlite functions (sl.exp, sl.sum, ...) or read .value explicitly")
+
+    __hash__ = object.__hash__
+
+    # -- reverse sweep -----------------------------------------------------------------
+    def backward(self, seed=None, retain=False):
+        """Sweep this variable's tape backwards from it; adjoints land in ``.adj``.
+
+        The tape region is released afterwards unless ``retain=True``.
+        """
+        self.tape.backward(self, seed=seed, retain=retain)
+
+    # -- numpy protocols -------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs.get("out") is not None:
+            raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on "
+                            "stanlite Vars (no gradient rule); use stanlite functions")
+        fn = UFUNCS.get(ufunc)
+        if fn is None:
+            raise TypeError(f"numpy.{ufunc.__name__} is not supported on stanlite Vars "
+                            "(no gradient rule)")
+        kwargs.pop("out", None)
+        if kwargs:
+            raise TypeError(f"numpy.{ufunc.__name__}: keyword arguments {sorted(kwargs)} "
+                            "are not supported on stanlite Vars")
+        return fn(*inputs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        fn = FUNCTIONS.get(func)
+        if fn is None:
+            raise TypeError(f"numpy.{func.__name__} is not supported on stanlite Vars "
+                            "(no gradient rule); use the stanlite equivalent")
+        return fn(*args, **kwargs)
+
+
+def make_node(value, tape, bp, x, y):
+    """Record a new node (the one allocation every primitive pays)."""
+    n = _new(Var)
+    if type(value) is _np_float64:
+        value = float(value)
+    n.value = value
+    n.adj = None
+    n.tape = tape
+    n.bp = bp
+    n.x = x
+    n.y = y
+    tape.nodes.append(n)
+    return n
+
+
+_new = object.__new__
+_np_float64 = np.float64

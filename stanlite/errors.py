@@ -1,0 +1,26 @@
+"""Exception types that name what went wrong, for users of every layer.
+
+``DataError`` and ``ModelError`` are part of the public contract (DESIGN.md, "Errors"):
+a bad data field or a model that cannot be evaluated must say *which* field or
+parameter and what was expected, instead of surfacing a numpy traceback.
+``DifferentiationError`` is raised by the AD core when a derivative cannot be
+computed correctly (a primitive without the needed rule, a closed tape).
+"""
+
+__all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError"]
+
+
+class StanliteError(Exception):
+    """Base class of every error stanlite raises on purpose."""
+
+
+class DataError(StanliteError, ValueError):
+    """Bad input data: names the field, what was expected and what came."""
+
+
+class ModelError(StanliteError, ValueError):
+    """A model that cannot be evaluated: names the parameter or expression."""
+
+
+class DifferentiationError(StanliteError, TypeError):
+    """A derivative that cannot be computed correctly (never silently wrong)."""

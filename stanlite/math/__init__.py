@@ -1,0 +1,15 @@
+"""stanlite's math library: differentiable functions with Stan's names.
+
+Import order matters only in that :mod:`.structure` (indexing, reshaping) and
+:mod:`.arithmetic` (the operators) come first; every other module builds on them.
+"""
+
+from .structure import *  # noqa: F401,F403
+from .arithmetic import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .reductions import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from . import structure, arithmetic, elementwise, reductions, linalg  # noqa: F401
+
+__all__ = (structure.__all__ + arithmetic.__all__ + elementwise.__all__
+           + reductions.__all__ + linalg.__all__)

@@ -1,0 +1,150 @@
+"""Arithmetic primitives and the operator overloads of :class:`~stanlite.Var`.
+
+``+ - * / **``, unary ``-``, ``abs`` and the comparisons. Derivatives (elementwise,
+broadcast; the sum back to each input's shape is done by the core):
+
+    d(x + y) = dx + dy          d(x * y) = y dx + x dy
+    d(x / y) = dx / y - (x / y^2) dy
+    d(x ** y) = y x^(y-1) dx + log(x) x^y dy     (the dy term is 0 where x == 0)
+    d|x| = sign(x) dx                            (0 at x == 0, a subgradient)
+
+Comparisons compare values and return plain booleans or boolean arrays: a branch
+on them is a branch of the program, not of the derivative.
+"""
+
+import operator
+
+import numpy as np
+
+from ..autodiff.extend import elementwise_binary, elementwise_unary
+from ..autodiff.var import UFUNCS, Var, value_of
+from .structure import where
+
+__all__ = ["add", "subtract", "multiply", "divide", "power", "negative", "fabs",
+           "abs_", "pow_"]
+
+
+def _neg_vjp(g, ans, x):
+    return -g
+
+
+negative = elementwise_unary("negative", np.negative, _neg_vjp, scalar=operator.neg,
+                             scalar_vjp=lambda g, ans, x: -g)
+
+add = elementwise_binary("add", np.add,
+                         lambda g, ans, x, y: g,
+                         lambda g, ans, x, y: g, op=operator.add,
+                         scalar_vjp=lambda g, ans, x, y: (g, g))
+subtract = elementwise_binary("subtract", np.subtract,
+                              lambda g, ans, x, y: g,
+                              lambda g, ans, x, y: -g, op=operator.sub,
+                              scalar_vjp=lambda g, ans, x, y: (g, -g))
+multiply = elementwise_binary("multiply", np.multiply,
+                              lambda g, ans, x, y: g * y,
+                              lambda g, ans, x, y: g * x, op=operator.mul,
+                              scalar_vjp=lambda g, ans, x, y: (g * y, g * x))
+
+
+def _true_divide(x, y):
+    return np.true_divide(x, y)
+
+
+divide = elementwise_binary("divide", _true_divide,
+                            lambda g, ans, x, y: g / y,
+                            lambda g, ans, x, y: -g * ans / y, op=None,
+                            scalar_vjp=lambda g, ans, x, y: (g / y, -g * ans / y))
+
+
+def _pow_raw(x, y):
+    if type(x) is float and type(y) in (float, int):
+        try:
+            r = x ** y
+            if type(r) is float:
+                return r
+        except (OverflowError, ZeroDivisionError):
+            pass
+    return np.power(np.asarray(x, dtype=float) if type(x) is int else x, y)
+
+
+def _pow_vjp_x(g, ans, x, y):
+    # y x^(y-1); written with x^(y-1) (not ans / x) so that x == 0 is right
+    return g * y * power(x, y - 1)
+
+
+def _pow_vjp_y(g, ans, x, y):
+    # log(x) x^y, defined as 0 where x == 0 (then x^y is 0 or 1 and the limit is used)
+    from .elementwise import log
+    safe = where(value_of(x) == 0, 1.0, x)
+    return g * ans * log(safe)
+
+
+power = elementwise_binary("power", _pow_raw, _pow_vjp_x, _pow_vjp_y, op=None)
+
+
+def _abs_vjp(g, ans, x):
+    from .elementwise import sign
+    return g * sign(x)
+
+
+fabs = elementwise_unary("fabs", np.abs, _abs_vjp, scalar=abs)
+abs_ = fabs
+pow_ = power
+
+
+# -- operator overloads -------------------------------------------------------------
+# the primitives themselves are the methods (self is the first argument): no extra
+# Python frame per operator on the hot path of scalar code
+Var.__add__ = add
+Var.__radd__ = lambda self, o: add(o, self)
+Var.__sub__ = subtract
+Var.__rsub__ = lambda self, o: subtract(o, self)
+Var.__mul__ = multiply
+Var.__rmul__ = lambda self, o: multiply(o, self)
+Var.__truediv__ = divide
+Var.__rtruediv__ = lambda self, o: divide(o, self)
+Var.__pow__ = power
+Var.__rpow__ = lambda self, o: power(o, self)
+Var.__neg__ = negative
+Var.__pos__ = lambda self: self
+Var.__abs__ = lambda self: fabs(self)
+
+
+def _matmul(self, o):
+    from .linalg import matmul
+    return matmul(self, o)
+
+
+def _rmatmul(self, o):
+    from .linalg import matmul
+    return matmul(o, self)
+
+
+Var.__matmul__ = _matmul
+Var.__rmatmul__ = _rmatmul
+
+
+def _cmp(op):
+    def compare(self, other):
+        return op(value_of(self), value_of(other))
+    return compare
+
+
+Var.__lt__ = _cmp(operator.lt)
+Var.__le__ = _cmp(operator.le)
+Var.__gt__ = _cmp(operator.gt)
+Var.__ge__ = _cmp(operator.ge)
+Var.__eq__ = _cmp(operator.eq)
+Var.__ne__ = _cmp(operator.ne)
+
+UFUNCS.update({
+    np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
+    np.true_divide: divide, np.power: power, np.negative: negative,
+    np.absolute: fabs, np.fabs: fabs,
+    np.positive: lambda x: x,
+    np.less: lambda a, b: operator.lt(value_of(a), value_of(b)),
+    np.less_equal: lambda a, b: operator.le(value_of(a), value_of(b)),
+    np.greater: lambda a, b: operator.gt(value_of(a), value_of(b)),
+    np.greater_equal: lambda a, b: operator.ge(value_of(a), value_of(b)),
+    np.equal: lambda a, b: operator.eq(value_of(a), value_of(b)),
+    np.not_equal: lambda a, b: operator.ne(value_of(a), value_of(b)),
+})

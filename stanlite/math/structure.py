@@ -1,0 +1,329 @@
+"""Structural primitives: indexing, reshaping, transposing, joining, selecting.
+
+None of these do arithmetic; their adjoints move values around:
+
+* ``x[idx]``       adjoint: scatter-add ``g`` into zeros of ``x``'s shape at ``idx``
+  (``np.add.at`` when an integer array may repeat positions);
+* ``reshape``      adjoint: reshape back; ``transpose``: the inverse permutation;
+* ``concatenate``/``stack``: slice the adjoint back into the pieces;
+* ``where(c, a, b)``: route the adjoint by the (constant) condition.
+
+Scatter-add and gather are each other's transpose, so both are primitives: that
+keeps the reverse sweep of an indexing operation differentiable (nested AD).
+The first-order sweep of ``x[i]`` adds into the input's adjoint in place (when the
+sweep owns that buffer) so a Python loop over ``x[i]`` costs O(1) per element.
+"""
+
+import numpy as np
+
+from ..autodiff.extend import accumulate, defvjp, primitive
+from ..autodiff.var import FUNCTIONS, Box, Var, make_node, shape_of
+
+__all__ = ["getitem", "scatter_add", "reshape", "flatten", "transpose", "concatenate",
+           "stack", "where", "append_row", "append_col", "head", "tail", "segment",
+           "rep_vector", "rep_matrix", "rep_array", "to_vector", "swapaxes", "squeeze",
+           "expand_dims"]
+
+
+def _check_index(idx):
+    items = idx if type(idx) is tuple else (idx,)
+    for it in items:
+        if isinstance(it, Box):
+            raise TypeError("indexing with a stanlite Var is not differentiable; "
+                            "index with ints, slices or integer/boolean arrays")
+
+
+def _is_basic(idx):
+    t = type(idx)
+    if t is int or t is slice or idx is None or idx is Ellipsis:
+        return True
+    if t is tuple:
+        for it in idx:
+            ti = type(it)
+            if not (ti is int or ti is slice or it is None or it is Ellipsis
+                    or isinstance(it, (np.integer,))):
+                return False
+        return True
+    if isinstance(idx, np.integer):
+        return True
+    if isinstance(idx, np.ndarray) and idx.dtype == bool:
+        return True  # a mask selects each element at most once
+    return False
+
+
+def _getitem_raw(x, idx):
+    r = x[idx]
+    if type(r) is np.float64:
+        return float(r)
+    return r
+
+
+def _scatter_add_raw(g, idx, shape):
+    """zeros(shape) with ``g`` added at ``idx`` (repeated positions accumulate)."""
+    z = np.zeros(shape)
+    if _is_basic(idx):
+        z[idx] += g
+    else:
+        np.add.at(z, idx, g)
+    return z
+
+
+getitem = primitive(_getitem_raw, name="getitem")
+scatter_add = primitive(_scatter_add_raw, name="scatter_add")
+defvjp(getitem, lambda g, ans, x, idx: scatter_add(g, idx, shape_of(x)), None)
+defvjp(scatter_add, lambda g, ans, gg, idx, shape: getitem(g, idx), None, None)
+
+
+def _bp_getitem(node, g):
+    p = node.x
+    idx = node.y
+    tg = type(g)
+    a = p.adj
+    if (tg is float or tg is np.ndarray) and not isinstance(a, Box):
+        # first-order sweep: add in place into a buffer this sweep owns
+        owned = p.tape.owned
+        if a is None or owned.get(id(p)) is not a:
+            a = np.zeros(p.value.shape) if a is None else np.array(a, dtype=float)
+            p.adj = a
+            owned[id(p)] = a
+        if _is_basic(idx):
+            a[idx] += g
+        else:
+            np.add.at(a, idx, g)
+    else:
+        accumulate(p, scatter_add(g, idx, shape_of(p.value)))
+
+
+def var_getitem(self, idx):
+    """``Var.__getitem__``: basic, integer-array and boolean-mask indexing."""
+    if type(idx) is list:
+        idx = np.asarray(idx)
+    _check_index(idx)
+    v = self.value
+    if type(v) is np.ndarray:
+        return make_node(_getitem_raw(v, idx), self.tape, _bp_getitem, self, idx)
+    return getitem(self, idx)
+
+
+Var.__getitem__ = var_getitem
+
+
+@primitive
+def reshape(x, shape):
+    """``x`` with a new shape (numpy semantics, ``-1`` allowed); adjoint reshaped back."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    r = np.reshape(x, shape)
+    return float(r) if r.ndim == 0 else r
+
+
+defvjp(reshape, lambda g, ans, x, shape: reshape(g, shape_of(x)), None)
+
+
+def flatten(x):
+    """``x`` as a 1-D vector (row-major)."""
+    return reshape(x, (-1,))
+
+
+@primitive
+def transpose(x, axes=None):
+    """Permute axes (reverse them by default); the adjoint applies the inverse."""
+    return np.transpose(x, axes)
+
+
+def _transpose_vjp(g, ans, x, axes=None):
+    if axes is None:
+        return transpose(g)
+    return transpose(g, tuple(np.argsort(axes)))
+
+
+defvjp(transpose, _transpose_vjp, None)
+
+
+def swapaxes(x, a, b):
+    n = len(shape_of(x))
+    axes = list(range(n))
+    axes[a], axes[b] = axes[b], axes[a]
+    return transpose(x, tuple(axes))
+
+
+@primitive
+def _concat(axis, *xs):
+    return np.concatenate([np.atleast_1d(x) for x in xs], axis=axis)
+
+
+def _concat_vjp_all(g, ans, axis, *xs):
+    out = [None]
+    start = 0
+    for x in xs:
+        s = shape_of(x)
+        n = s[axis] if s else 1
+        sl = [slice(None)] * len(shape_of(ans))
+        sl[axis] = slice(start, start + n)
+        piece = getitem(g, tuple(sl))
+        out.append(piece if s else reshape(piece, ()))
+        start += n
+    return tuple(out)
+
+
+from ..autodiff.extend import defvjp_all  # noqa: E402
+
+defvjp_all(_concat, _concat_vjp_all)
+
+
+def concatenate(xs, axis=0):
+    """Join arrays (plain or traced, mixed) along an existing axis; scalars count as
+    length-1 vectors."""
+    return _concat(axis, *xs)
+
+
+@primitive
+def _stack(axis, *xs):
+    return np.stack(xs, axis=axis)
+
+
+def _stack_vjp_all(g, ans, axis, *xs):
+    nd = len(shape_of(ans))
+    ax = axis if axis >= 0 else axis + nd
+    out = [None]
+    for i in range(len(xs)):
+        sl = [slice(None)] * nd
+        sl[ax] = i
+        out.append(getitem(g, tuple(sl)))
+    return tuple(out)
+
+
+defvjp_all(_stack, _stack_vjp_all)
+
+
+def stack(xs, axis=0):
+    """Stack equally-shaped arrays (plain or traced, mixed) along a new axis."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError("stack: need at least one array")
+    return _stack(axis, *xs)
+
+
+def _as_cond(c):
+    if isinstance(c, Box):
+        raise TypeError("where: the condition must be plain booleans (compare values: "
+                        "comparisons on Vars already return plain booleans)")
+    return np.asarray(c, dtype=bool)
+
+
+@primitive
+def _where(c, x, y):
+    r = np.where(c, x, y)
+    return float(r) if r.ndim == 0 else r
+
+
+defvjp(_where, None,
+       lambda g, ans, c, x, y: _where(c, g, 0.0),
+       lambda g, ans, c, x, y: _where(c, 0.0, g))
+
+
+def where(c, x, y):
+    """Elementwise ``x`` where ``c`` else ``y`` (broadcasting). The condition is
+    constant: comparisons on Vars return plain booleans, so ``where(x > 0, x, 0)``
+    works and its derivative flows to the branch taken."""
+    return _where(_as_cond(c), x, y)
+
+
+def squeeze(x, axis=None):
+    s = shape_of(x)
+    if axis is None:
+        new = tuple(d for d in s if d != 1)
+    else:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(a % len(s) for a in axes)
+        new = tuple(d for i, d in enumerate(s) if i not in axes)
+    return reshape(x, new)
+
+
+def expand_dims(x, axis):
+    s = list(shape_of(x))
+    s.insert(axis if axis >= 0 else len(s) + axis + 1, 1)
+    return reshape(x, tuple(s))
+
+
+# Stan's vector helpers (1-based ``segment`` as in Stan)
+def head(v, n):
+    """The first ``n`` elements of a vector."""
+    return v[:n]
+
+
+def tail(v, n):
+    """The last ``n`` elements of a vector."""
+    return v[len(v) - n:] if n else v[0:0]
+
+
+def segment(v, i, n):
+    """``n`` elements starting at 1-based position ``i`` (Stan's ``segment``)."""
+    return v[i - 1:i - 1 + n]
+
+
+def append_row(a, b):
+    """Stack vectors/matrices vertically (Stan's ``append_row``)."""
+    return concatenate([a, b], axis=0)
+
+
+def append_col(a, b):
+    """Join matrices side by side, or row vectors end to end (Stan's ``append_col``)."""
+    if len(shape_of(a)) <= 1 and len(shape_of(b)) <= 1:
+        return concatenate([a, b], axis=0)
+    return concatenate([a, b], axis=1)
+
+
+def rep_vector(x, n):
+    """A length-``n`` vector filled with ``x`` (derivative: the sum of the adjoint)."""
+    from ..autodiff.extend import broadcast_to
+    return broadcast_to(x, (n,))
+
+
+def rep_matrix(x, m, n=None):
+    """An ``m x n`` matrix of ``x``; or, for a vector ``x`` and ``n=None``, Stan's
+    column-repeat: ``m`` copies of the column vector ``x`` side by side."""
+    from ..autodiff.extend import broadcast_to
+    if n is None:
+        k = shape_of(x)[0]
+        return broadcast_to(reshape(x, (k, 1)), (k, m))
+    return broadcast_to(x, (m, n))
+
+
+def rep_array(x, *dims):
+    from ..autodiff.extend import broadcast_to
+    return broadcast_to(x, tuple(dims))
+
+
+def to_vector(x):
+    """Column-major flattening, as Stan's ``to_vector`` of a matrix."""
+    if len(shape_of(x)) == 2:
+        return reshape(transpose(x), (-1,))
+    return reshape(x, (-1,))
+
+
+# numpy protocol
+FUNCTIONS.update({
+    np.reshape: lambda a, newshape=None, shape=None, **k: reshape(
+        a, shape if shape is not None else newshape),
+    np.transpose: lambda a, axes=None: transpose(a, axes),
+    np.concatenate: lambda arrays, axis=0, **k: concatenate(arrays, axis),
+    np.stack: lambda arrays, axis=0, **k: stack(arrays, axis),
+    np.where: lambda c, x=None, y=None: where(c, x, y),
+    np.ravel: lambda a, order="C": flatten(a),
+    np.squeeze: lambda a, axis=None: squeeze(a, axis),
+    np.expand_dims: lambda a, axis: expand_dims(a, axis),
+    np.swapaxes: lambda a, b, c: swapaxes(a, b, c),
+})
+
+
+def _T(self):
+    return transpose(self)
+
+
+Var.T = property(_T)
+Var.reshape = lambda self, *shape: reshape(
+    self, shape[0] if len(shape) == 1 else shape)
+Var.flatten = lambda self: flatten(self)
+Var.ravel = lambda self: flatten(self)
+Var.transpose = lambda self, *axes: transpose(self, axes or None)
