@@ -33,7 +33,6 @@ those (which records the lower levels, if any) and records one node at that leve
 """
 
 import functools
-import numbers
 
 import numpy as np
 
@@ -271,6 +270,7 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
     spec = Primitive(name, raw)
     spec.vjps = (vjp,)
     svjp = scalar_vjp
+    fast = scalar is not None
 
     def bp(node, g):
         x = node.x
@@ -282,27 +282,39 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
             return
         accumulate(x, spec.vjps[0](g, node.value, xv))
 
-    if scalar is None:
-        def on_value(v):
-            if type(v) is float:
-                return float(raw(v))
-            return raw(v) if type(v) is np.ndarray else wrapped(v)
-    else:
-        def on_value(v):
-            if type(v) is float:
-                try:
-                    return scalar(v)
-                except (ValueError, OverflowError, ZeroDivisionError):
-                    return float(raw(v))
-            return raw(v) if type(v) is np.ndarray else wrapped(v)
-
     def wrapped(x):
         if type(x) is Var:
-            return make_node(on_value(x.value), x.tape, bp, x, None)
+            v = x.value
+            tv = type(v)
+            if tv is float:
+                if fast:
+                    try:
+                        ans = scalar(v)
+                    except (ValueError, OverflowError, ZeroDivisionError):
+                        ans = float(raw(v))
+                else:
+                    ans = float(raw(v))
+            elif tv is np.ndarray:
+                ans = raw(v)
+            else:
+                ans = wrapped(v)
+            # inlined make_node: this is the hot path of scalar code
+            n = _new(Var)
+            n.value = ans
+            n.adj = None
+            n.tape = t = x.tape
+            n.bp = bp
+            n.x = x
+            n.y = None
+            t.nodes.append(n)
+            return n
         if isinstance(x, Box):
             return _dispatch(spec, wrapped, (x,), {})
-        if scalar is not None and type(x) is float:
-            return on_value(x)
+        if fast and type(x) is float:
+            try:
+                return scalar(x)
+            except (ValueError, OverflowError, ZeroDivisionError):
+                return float(raw(x))
         return raw(x)
 
     wrapped.__name__ = wrapped.__qualname__ = name
@@ -311,16 +323,20 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
     return wrapped
 
 
-def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None):
+def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=None):
     """A broadcasting binary primitive with one VJP per argument.
 
     ``op``, if given, must work on traced values directly (a Python operator such as
     ``operator.mul``); it then skips one dispatch on the values. ``scalar_vjp(g, ans,
     x, y) -> (cx, cy)`` is the pair of VJPs on plain floats (scalar fast path).
+    ``bps``, optional, replaces the three generated backward rules (both traced,
+    only x, only y) by hand-written ones for the hottest operators; they must fall
+    back to ``spec.vjps`` for anything but plain floats.
     """
     spec = Primitive(name, raw)
     spec.vjps = (vjp_x, vjp_y)
     svjp = scalar_vjp
+    new = _new
 
     if op is None:
         def op(a, b):
@@ -370,18 +386,50 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None):
             return
         accumulate(y, spec.vjps[1](g, node.value, c, yv))
 
+    if bps is not None:
+        bp_xy, bp_x, bp_y = bps(spec)
+
     def wrapped(x, y):
         tx = type(x)
         ty = type(y)
         if tx is Var:
             if ty is Var:
-                if y.tape is x.tape:
-                    return make_node(op(x.value, y.value), x.tape, bp_xy, x, y)
+                t = x.tape
+                if y.tape is t:
+                    n = new(Var)
+                    n.value = op(x.value, y.value)
+                    n.adj = None
+                    n.tape = t
+                    n.bp = bp_xy
+                    n.x = x
+                    n.y = y
+                    t.nodes.append(n)
+                    return n
             elif ty is float or ty is int or ty is np.ndarray:
-                return make_node(op(x.value, y), x.tape, bp_x, x, y)
+                t = x.tape
+                n = new(Var)
+                v = op(x.value, y)
+                n.value = float(v) if type(v) is _f64 else v
+                n.adj = None
+                n.tape = t
+                n.bp = bp_x
+                n.x = x
+                n.y = float(y) if ty is int else y
+                t.nodes.append(n)
+                return n
         elif ty is Var:
             if tx is float or tx is int or tx is np.ndarray:
-                return make_node(op(x, y.value), y.tape, bp_y, y, x)
+                t = y.tape
+                n = new(Var)
+                v = op(x, y.value)
+                n.value = float(v) if type(v) is _f64 else v
+                n.adj = None
+                n.tape = t
+                n.bp = bp_y
+                n.x = y
+                n.y = float(x) if tx is int else x
+                t.nodes.append(n)
+                return n
         elif not isinstance(x, Box) and not isinstance(y, Box):
             return raw(x, y)
         if not isinstance(x, Box) and not _plain(x):
@@ -396,5 +444,6 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None):
     return wrapped
 
 
-def is_number(x):
-    return isinstance(x, numbers.Number)
+_new = object.__new__
+_f64 = np.float64
+

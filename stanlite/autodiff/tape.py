@@ -62,6 +62,10 @@ class Tape:
                 "(its nested scope ended or a previous backward() freed it)")
         if root.tape is not self:
             raise DifferentiationError("backward(): the root does not belong to this tape")
+        if root.bp is _retired:
+            raise DifferentiationError(
+                "backward() on a variable whose recording was already released by a "
+                "previous backward(); pass retain=True to sweep the same recording twice")
         if seed is None:
             from .var import ones_like_value
             seed = ones_like_value(root.value)
@@ -73,6 +77,10 @@ class Tape:
                 if g is not None:
                     node.bp(node, g)
         if not retain:
+            # the tape stays open for new recordings; the swept nodes are retired so
+            # that sweeping them again is an error rather than a silent no-op
+            for node in nodes:
+                node.bp = _retired
             self.release()
 
     def zero_adjoints(self):
@@ -85,6 +93,10 @@ class Tape:
         """Drop the region: every node recorded here becomes unreachable from the tape."""
         self.nodes = []
         self.owned = {}
+
+
+def _retired(node, g):
+    raise DifferentiationError("this node's recording was released")
 
 
 class _State(threading.local):

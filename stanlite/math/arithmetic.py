@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..autodiff.extend import elementwise_binary, elementwise_unary
+from ..autodiff.extend import accumulate, elementwise_binary, elementwise_unary
 from ..autodiff.var import UFUNCS, Var, value_of
 from .structure import where
 
@@ -31,18 +31,98 @@ def _neg_vjp(g, ans, x):
 negative = elementwise_unary("negative", np.negative, _neg_vjp, scalar=operator.neg,
                              scalar_vjp=lambda g, ans, x: -g)
 
+def _linear_bps(sx, sy):
+    """Backward rules of ``sx * x + sy * y`` (add: (1, 1), subtract: (1, -1)).
+
+    Hand-written because + and - are the most frequent nodes of scalar code; the
+    float branch is ``accumulate`` inlined, anything else goes through it.
+    """
+    def bps(spec):
+        def bp_xy(node, g):
+            x = node.x
+            y = node.y
+            if type(g) is float and type(x.value) is float and type(y.value) is float:
+                a = x.adj
+                x.adj = g if a is None else a + g
+                cy = g if sy == 1 else -g
+                a = y.adj
+                y.adj = cy if a is None else a + cy
+                return
+            accumulate(x, g)
+            accumulate(y, g if sy == 1 else -g)
+
+        def bp_x(node, g):
+            x = node.x
+            if type(g) is float and type(x.value) is float:
+                a = x.adj
+                x.adj = g if a is None else a + g
+                return
+            accumulate(x, g)
+
+        def bp_y(node, g):
+            y = node.x
+            c = g if sy == 1 else -g
+            if type(g) is float and type(y.value) is float:
+                a = y.adj
+                y.adj = c if a is None else a + c
+                return
+            accumulate(y, c)
+        return bp_xy, bp_x, bp_y
+    return bps
+
+
+def _mul_bps(spec):
+    def bp_xy(node, g):
+        x = node.x
+        y = node.y
+        xv = x.value
+        yv = y.value
+        if type(g) is float and type(xv) is float and type(yv) is float:
+            c = g * yv
+            a = x.adj
+            x.adj = c if a is None else a + c
+            c = g * xv
+            a = y.adj
+            y.adj = c if a is None else a + c
+            return
+        accumulate(x, g * yv)
+        accumulate(y, g * xv)
+
+    def bp_x(node, g):
+        x = node.x
+        c = g * node.y
+        if type(c) is float and type(x.value) is float:
+            a = x.adj
+            x.adj = c if a is None else a + c
+            return
+        accumulate(x, c)
+
+    def bp_y(node, g):
+        y = node.x
+        c = g * node.y
+        if type(c) is float and type(y.value) is float:
+            a = y.adj
+            y.adj = c if a is None else a + c
+            return
+        accumulate(y, c)
+    return bp_xy, bp_x, bp_y
+
+
+# d(x + y) = dx + dy
 add = elementwise_binary("add", np.add,
                          lambda g, ans, x, y: g,
                          lambda g, ans, x, y: g, op=operator.add,
-                         scalar_vjp=lambda g, ans, x, y: (g, g))
+                         bps=_linear_bps(1, 1))
+# d(x - y) = dx - dy
 subtract = elementwise_binary("subtract", np.subtract,
                               lambda g, ans, x, y: g,
                               lambda g, ans, x, y: -g, op=operator.sub,
-                              scalar_vjp=lambda g, ans, x, y: (g, -g))
+                              bps=_linear_bps(1, -1))
+# d(x y) = y dx + x dy
 multiply = elementwise_binary("multiply", np.multiply,
                               lambda g, ans, x, y: g * y,
                               lambda g, ans, x, y: g * x, op=operator.mul,
-                              scalar_vjp=lambda g, ans, x, y: (g * y, g * x))
+                              bps=_mul_bps)
 
 
 def _true_divide(x, y):

@@ -52,6 +52,8 @@ def _is_basic(idx):
 
 
 def _getitem_raw(x, idx):
+    if type(x) is float:
+        x = np.asarray(x)  # a 0-d value: x[()], x[None], x[...] as numpy allows
     r = x[idx]
     if type(r) is np.float64:
         return float(r)
@@ -97,7 +99,10 @@ def _bp_getitem(node, g):
 def var_getitem(self, idx):
     """``Var.__getitem__``: basic, integer-array and boolean-mask indexing."""
     if type(idx) is list:
+        _check_index(tuple(idx))
         idx = np.asarray(idx)
+        if idx.size == 0:
+            idx = idx.astype(np.intp)  # x[[]]: an empty selection, not a float index
     _check_index(idx)
     v = self.value
     if type(v) is np.ndarray:
@@ -127,14 +132,17 @@ def flatten(x):
 
 @primitive
 def transpose(x, axes=None):
-    """Permute axes (reverse them by default); the adjoint applies the inverse."""
-    return np.transpose(x, axes)
+    """Permute axes (reverse them by default; negative axes allowed, as numpy); the
+    adjoint applies the inverse permutation."""
+    r = np.transpose(x, axes)
+    return float(r) if r.ndim == 0 else r
 
 
 def _transpose_vjp(g, ans, x, axes=None):
     if axes is None:
         return transpose(g)
-    return transpose(g, tuple(np.argsort(axes)))
+    n = len(shape_of(x))
+    return transpose(g, tuple(int(i) for i in np.argsort([int(a) % n for a in axes])))
 
 
 defvjp(transpose, _transpose_vjp, None)
@@ -173,7 +181,12 @@ defvjp_all(_concat, _concat_vjp_all)
 
 def concatenate(xs, axis=0):
     """Join arrays (plain or traced, mixed) along an existing axis; scalars count as
-    length-1 vectors."""
+    length-1 vectors. ``axis=None`` joins the flattened arrays (as numpy)."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError("concatenate: need at least one array")
+    if axis is None:
+        return _concat(0, *[reshape(x, (-1,)) for x in xs])
     return _concat(axis, *xs)
 
 
@@ -230,20 +243,38 @@ def where(c, x, y):
 
 
 def squeeze(x, axis=None):
+    """Drop length-1 axes (all of them, or those in ``axis``; numpy semantics)."""
     s = shape_of(x)
     if axis is None:
         new = tuple(d for d in s if d != 1)
     else:
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        for a in axes:
+            if not -len(s) <= a < len(s):
+                raise np.exceptions.AxisError(int(a), len(s))
         axes = tuple(a % len(s) for a in axes)
+        for a in axes:
+            if s[a] != 1:
+                raise ValueError("cannot select an axis to squeeze out which has size "
+                                 f"not equal to one (axis {a} of shape {s})")
         new = tuple(d for i, d in enumerate(s) if i not in axes)
     return reshape(x, new)
 
 
 def expand_dims(x, axis):
-    s = list(shape_of(x))
-    s.insert(axis if axis >= 0 else len(s) + axis + 1, 1)
-    return reshape(x, tuple(s))
+    """Insert length-1 axes at ``axis`` (an int or a tuple; numpy semantics)."""
+    s = shape_of(x)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    n = len(s) + len(axes)
+    pos = set()
+    for a in axes:
+        if not -n <= a < n:
+            raise np.exceptions.AxisError(int(a), n)
+        pos.add(a % n)
+    if len(pos) != len(axes):
+        raise ValueError("expand_dims: repeated axis")
+    it = iter(s)
+    return reshape(x, tuple(1 if i in pos else next(it) for i in range(n)))
 
 
 # Stan's vector helpers (1-based ``segment`` as in Stan)
@@ -285,6 +316,9 @@ def rep_matrix(x, m, n=None):
     column-repeat: ``m`` copies of the column vector ``x`` side by side."""
     from ..autodiff.extend import broadcast_to
     if n is None:
+        if len(shape_of(x)) != 1:
+            raise TypeError("rep_matrix(x, m): x must be a vector (give both m and n "
+                            "to repeat a scalar)")
         k = shape_of(x)[0]
         return broadcast_to(reshape(x, (k, 1)), (k, m))
     return broadcast_to(x, (m, n))
@@ -326,4 +360,13 @@ Var.reshape = lambda self, *shape: reshape(
     self, shape[0] if len(shape) == 1 else shape)
 Var.flatten = lambda self: flatten(self)
 Var.ravel = lambda self: flatten(self)
-Var.transpose = lambda self, *axes: transpose(self, axes or None)
+
+
+def _transpose_method(self, *axes):
+    """``v.transpose()``, ``v.transpose(1, 0)`` or ``v.transpose((1, 0))`` (numpy's)."""
+    if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
+        axes = axes[0]
+    return transpose(self, axes or None)
+
+
+Var.transpose = _transpose_method

@@ -1,0 +1,72 @@
+"""The distribution: one import name (``stanlite``) with samplers/ and models/ inside."""
+
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _source_packages():
+    """Every package folder of the repo, under the name it must have once installed."""
+    names = set()
+    for top, installed in (("stanlite", "stanlite"), ("samplers", "stanlite/samplers"),
+                           ("models", "stanlite/models")):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top)
+            names.add(installed if str(rel) == "." else f"{installed}/{rel.as_posix()}")
+    return names
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    src = tmp_path_factory.mktemp("src")
+    for name in ("stanlite", "samplers", "models"):
+        shutil.copytree(ROOT / name, src / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(out)],
+                   check=True, capture_output=True, text=True)
+    (whl,) = out.glob("stanlite-*.whl")
+    return whl
+
+
+def test_wheel_installs_only_the_stanlite_import_name(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"stanlite"}
+    assert "stanlite/samplers/__init__.py" in names
+    assert "stanlite/models/__init__.py" in names
+    assert not any(n.startswith(("samplers/", "models/")) for n in names)
+
+
+def test_wheel_contains_every_package_of_the_repo(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    missing = {p for p in _source_packages() if f"{p}/__init__.py" not in names}
+    assert not missing, f"packages missing from pyproject's package list: {missing}"
+
+
+def test_unpacked_wheel_imports(wheel, tmp_path):
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = f"""
+import sys, importlib.util
+sys.path.insert(0, {str(site)!r})
+import numpy as np
+import stanlite, stanlite.samplers, stanlite.models
+assert stanlite.__file__.startswith({str(site)!r}), stanlite.__file__
+assert importlib.util.find_spec("samplers") is None
+assert importlib.util.find_spec("models") is None
+print(stanlite.grad(lambda x: stanlite.sum(x * x))(np.ones(2)))
+"""
+    r = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "[2. 2.]" in r.stdout
