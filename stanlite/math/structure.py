@@ -96,6 +96,12 @@ def _bp_getitem(node, g):
         accumulate(p, scatter_add(g, idx, shape_of(p.value)))
 
 
+# the node of x[idx] recorded with _bp_getitem is a plain getitem(x, idx) node: say so,
+# for tools that read a tape back as (primitive, inputs) records
+_bp_getitem._spec = getitem._spec
+_bp_getitem._args = lambda node: (node.x, node.y)
+
+
 def var_getitem(self, idx):
     """``Var.__getitem__``: basic, integer-array and boolean-mask indexing."""
     if type(idx) is list:
