@@ -1,9 +1,42 @@
 """Elementwise functions of one or two arguments, with Stan's names.
 
-Each function is one primitive: the numpy implementation (plus a ``math``-module
-scalar fast path where one exists) and its VJP, side by side. Derivatives are
-stated in each entry's comment; domain errors give what numpy gives (NaN/inf, with
-numpy's RuntimeWarning), never a silently wrong derivative.
+What lives here: the pointwise special functions a model's log density is built
+from - exponentials and logarithms (``exp``, ``log1p``, ``expm1``, ...), powers and
+roots, trigonometric and hyperbolic functions and their inverses, ``fmin``/``fmax``/
+``fdim``/``hypot``, and Stan's numerically stable logit family (``inv_logit``,
+``log1p_exp``, ``log1m_exp``, ``log_diff_exp``, ...). All are vectorized and
+broadcasting, and accept floats, arrays and traced values (``Var``) alike.
+
+Why one module: each function is *one* primitive, defined in one place - the numpy
+implementation (plus a ``math``-module float fast path for 0-d values, 20-50x
+cheaper than a numpy call on a scalar), its VJP, and a plain-float VJP for
+first-order sweeps of scalar code - with the derivative stated in the comment above
+it. The VJPs are written with stanlite operations only (``g * cos(x)``, never
+``np.cos(x)``): under nested differentiation their arguments are traced values and
+the VJP itself is recorded and differentiated (reverse-over-reverse), so every
+function here has derivatives of every order. VJPs reuse ``ans`` (the forward
+result) where that is cheaper than recomputing.
+
+Conventions
+-----------
+* Domain errors give what numpy gives - NaN (or +-inf at a pole), with numpy's
+  ``RuntimeWarning`` - as Stan returns NaN; the derivative there is NaN/inf too,
+  never a silently finite wrong number. Exceptions, as in Stan: ``log1m_exp(0)`` and
+  ``log_diff_exp(a, a)`` are ``-inf`` (log of an exact zero) without a warning.
+* Non-smooth points use a documented subgradient: ``fabs`` has derivative 0 at 0;
+  ``fmin``/``fmax``/``fdim`` (and ``np.minimum``/``np.maximum`` on Vars) split the
+  derivative equally, 1/2 to each argument, at ties - the symmetric choice, equal
+  to the central difference there, and it keeps ``fmin(x, x)`` of slope 1;
+  ``hypot`` has gradient 0 at the origin.
+* ``fmin``/``fmax`` ignore a NaN argument (C99), so the whole derivative goes to
+  the other argument; ``np.minimum``/``np.maximum`` propagate NaN (value and
+  derivative).
+* ``pow`` and ``abs`` are :func:`~stanlite.math.arithmetic.power` and
+  :func:`~stanlite.math.arithmetic.fabs`, re-exported under Stan's names.
+
+>>> import numpy as np, stanlite as sl
+>>> float(sl.log1p_exp(800.0)), float(sl.grad(sl.log1p_exp)(0.0))
+(800.0, 0.5)
 """
 
 import math
@@ -11,27 +44,563 @@ import math
 import numpy as np
 
 from ..autodiff.extend import elementwise_binary, elementwise_unary
-from ..autodiff.var import UFUNCS
+from ..autodiff.var import UFUNCS, value_of
+from .arithmetic import fabs, power
+from .structure import where
 
-__all__ = ["exp", "log", "sqrt", "square", "sin", "cos", "sign"]
+__all__ = ["exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "cbrt", "square",
+           "pow", "inv", "inv_sqrt", "inv_square", "sin", "cos", "tan", "asin", "acos",
+           "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "abs",
+           "fmin", "fmax", "fdim", "hypot", "logit", "inv_logit", "log_inv_logit",
+           "log1m_inv_logit", "log1m", "log1m_exp", "log1p_exp", "log_diff_exp", "sign"]
 
+# NB: ``abs`` and ``pow`` are rebound at the end of the module (Stan's names), so the
+# code below uses ``math.fabs``/``np.abs`` and never the builtins of those names.
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_INF = math.inf
+_NAN = math.nan
+_f64 = np.float64
+_SCALAR_ERRORS = (ValueError, OverflowError, ZeroDivisionError)
+
+
+def _out(r):
+    """A numpy result in stanlite's value representation (0-d -> float)."""
+    return float(r) if np.ndim(r) == 0 else r
+
+
+def _fp(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def _unary(name, raw, vjp, scalar=None, svjp=None, safe=False):
+    """``elementwise_unary`` with a guarded plain-float VJP.
+
+    Python float arithmetic raises where numpy returns inf/NaN (``1.0 / 0.0``,
+    ``math.cosh(1e3)``); unless ``safe`` (the expression cannot raise), an exception
+    of the fast ``svjp`` falls back to ``vjp`` on numpy scalars, which gives numpy's
+    value and warning - the same semantics as the array path.
+    """
+    if svjp is not None and not safe:
+        fast = svjp
+
+        def svjp(g, ans, x):
+            try:
+                return fast(g, ans, x)
+            except _SCALAR_ERRORS:
+                return float(vjp(_f64(g), _f64(ans), _f64(x)))
+    return elementwise_unary(name, raw, vjp, scalar=scalar, scalar_vjp=svjp)
+
+
+def _binary(name, raw, vjp_x, vjp_y, svjp=None):
+    """``elementwise_binary`` with a guarded plain-float VJP pair (see :func:`_unary`)."""
+    if svjp is not None:
+        fast = svjp
+
+        def svjp(g, ans, x, y):
+            try:
+                return fast(g, ans, x, y)
+            except _SCALAR_ERRORS:
+                a = (_f64(g), _f64(ans), _f64(x), _f64(y))
+                return float(vjp_x(*a)), float(vjp_y(*a))
+    return elementwise_binary(name, raw, vjp_x, vjp_y, scalar_vjp=svjp)
+
+
+# ======================================================================================
+# exponentials and logarithms
+# ======================================================================================
 # d exp(x) = exp(x) dx
-exp = elementwise_unary("exp", np.exp, lambda g, ans, x: g * ans, scalar=math.exp,
-                        scalar_vjp=lambda g, ans, x: g * ans)
-# d log(x) = dx / x
-log = elementwise_unary("log", np.log, lambda g, ans, x: g / x, scalar=math.log)
-# d sqrt(x) = dx / (2 sqrt(x))
-sqrt = elementwise_unary("sqrt", np.sqrt, lambda g, ans, x: g * 0.5 / ans, scalar=math.sqrt)
-# d x^2 = 2x dx
-square = elementwise_unary("square", np.square, lambda g, ans, x: g * 2.0 * x,
-                           scalar=lambda v: v * v)
-# d sin(x) = cos(x) dx
-sin = elementwise_unary("sin", np.sin, lambda g, ans, x: g * cos(x), scalar=math.sin,
-                        scalar_vjp=lambda g, ans, x: g * math.cos(x))
-# d cos(x) = -sin(x) dx
-cos = elementwise_unary("cos", np.cos, lambda g, ans, x: -g * sin(x), scalar=math.cos)
-# sign is piecewise constant: derivative 0 (Stan's convention, also at 0)
-sign = elementwise_unary("sign", np.sign, lambda g, ans, x: 0.0 * g)
+exp = _unary("exp", np.exp, lambda g, ans, x: g * ans, scalar=math.exp,
+             svjp=lambda g, ans, x: g * ans, safe=True)
 
-UFUNCS.update({np.exp: exp, np.log: log, np.sqrt: sqrt, np.square: square, np.sin: sin,
-               np.cos: cos, np.sign: sign})
+# d log(x) = dx / x
+log = _unary("log", np.log, lambda g, ans, x: g / x, scalar=math.log,
+             svjp=lambda g, ans, x: g / x)
+
+# d log2(x) = dx / (x log 2)
+log2 = _unary("log2", np.log2, lambda g, ans, x: g / (x * _LN2), scalar=math.log2,
+              svjp=lambda g, ans, x: g / (x * _LN2))
+
+# d log10(x) = dx / (x log 10)
+log10 = _unary("log10", np.log10, lambda g, ans, x: g / (x * _LN10), scalar=math.log10,
+               svjp=lambda g, ans, x: g / (x * _LN10))
+
+# d log1p(x) = dx / (1 + x)
+log1p = _unary("log1p", np.log1p, lambda g, ans, x: g / (1.0 + x), scalar=math.log1p,
+               svjp=lambda g, ans, x: g / (1.0 + x))
+
+# d expm1(x) = exp(x) dx = (expm1(x) + 1) dx
+expm1 = _unary("expm1", np.expm1, lambda g, ans, x: g * (ans + 1.0), scalar=math.expm1,
+               svjp=lambda g, ans, x: g * (ans + 1.0), safe=True)
+
+
+# d log1m(x) = d log(1 - x) = -dx / (1 - x)          (x <= 1; Stan's log1m)
+def _log1m_raw(x):
+    return np.log1p(np.negative(x))
+
+
+def _log1m_s(v):
+    return math.log1p(-v)
+
+
+log1m = _unary("log1m", _log1m_raw, lambda g, ans, x: -g / (1.0 - x), scalar=_log1m_s,
+               svjp=lambda g, ans, x: -g / (1.0 - x))
+
+
+# ======================================================================================
+# powers and roots
+# ======================================================================================
+# d sqrt(x) = dx / (2 sqrt(x))
+sqrt = _unary("sqrt", np.sqrt, lambda g, ans, x: 0.5 * g / ans, scalar=math.sqrt,
+              svjp=lambda g, ans, x: 0.5 * g / ans)
+
+# d cbrt(x) = dx / (3 cbrt(x)^2)
+cbrt = _unary("cbrt", np.cbrt, lambda g, ans, x: g / (3.0 * square(ans)),
+              scalar=getattr(math, "cbrt", None),        # math.cbrt: Python >= 3.11
+              svjp=lambda g, ans, x: g / (3.0 * ans * ans))
+
+
+# d x^2 = 2x dx
+def _square_raw(x):
+    return np.square(x, dtype=np.float64)
+
+
+square = _unary("square", _square_raw, lambda g, ans, x: g * 2.0 * x,
+                scalar=lambda v: v * v, svjp=lambda g, ans, x: g * 2.0 * x, safe=True)
+
+
+# d (1/x) = -dx / x^2 = -(1/x)^2 dx
+def _inv_raw(x):
+    return np.divide(1.0, x)
+
+
+inv = _unary("inv", _inv_raw, lambda g, ans, x: -g * square(ans),
+             scalar=lambda v: 1.0 / v, svjp=lambda g, ans, x: -g * (ans * ans), safe=True)
+
+
+# d x^(-1/2) = -(1/2) x^(-3/2) dx = -(1/2) inv_sqrt(x)^3 dx
+def _inv_sqrt_raw(x):
+    return np.divide(1.0, np.sqrt(x))
+
+
+inv_sqrt = _unary("inv_sqrt", _inv_sqrt_raw,
+                  lambda g, ans, x: -0.5 * g * ans * square(ans),
+                  scalar=lambda v: 1.0 / math.sqrt(v),
+                  svjp=lambda g, ans, x: -0.5 * g * ans * (ans * ans), safe=True)
+
+
+# d x^(-2) = -2 x^(-3) dx = -2 inv_square(x) / x dx
+def _inv_square_raw(x):
+    return np.divide(1.0, np.square(x, dtype=np.float64))
+
+
+inv_square = _unary("inv_square", _inv_square_raw, lambda g, ans, x: -2.0 * g * ans / x,
+                    scalar=lambda v: 1.0 / (v * v),
+                    svjp=lambda g, ans, x: -2.0 * g * ans / x)
+
+
+# ======================================================================================
+# trigonometric functions
+# ======================================================================================
+# d sin(x) = cos(x) dx
+sin = _unary("sin", np.sin, lambda g, ans, x: g * cos(x), scalar=math.sin,
+             svjp=lambda g, ans, x: g * math.cos(x))
+
+# d cos(x) = -sin(x) dx
+cos = _unary("cos", np.cos, lambda g, ans, x: -g * sin(x), scalar=math.cos,
+             svjp=lambda g, ans, x: -g * math.sin(x))
+
+# d tan(x) = (1 + tan(x)^2) dx
+tan = _unary("tan", np.tan, lambda g, ans, x: g * (1.0 + square(ans)), scalar=math.tan,
+             svjp=lambda g, ans, x: g * (1.0 + ans * ans), safe=True)
+
+# d asin(x) = dx / sqrt(1 - x^2)      ((1 - x)(1 + x): exact near |x| = 1)
+asin = _unary("asin", np.arcsin, lambda g, ans, x: g / sqrt((1.0 - x) * (1.0 + x)),
+              scalar=math.asin,
+              svjp=lambda g, ans, x: g / math.sqrt((1.0 - x) * (1.0 + x)))
+
+# d acos(x) = -dx / sqrt(1 - x^2)
+acos = _unary("acos", np.arccos, lambda g, ans, x: -g / sqrt((1.0 - x) * (1.0 + x)),
+              scalar=math.acos,
+              svjp=lambda g, ans, x: -g / math.sqrt((1.0 - x) * (1.0 + x)))
+
+
+# d atan(x) = dx / (1 + x^2) = dx / hypot(1, x)^2    (no overflow of x^2)
+def _atan_vjp(g, ans, x):
+    h = hypot(1.0, x)
+    return g / h / h
+
+
+def _atan_svjp(g, ans, x):
+    h = math.hypot(1.0, x)
+    return g / h / h
+
+
+atan = _unary("atan", np.arctan, _atan_vjp, scalar=math.atan, svjp=_atan_svjp)
+
+
+# atan2(y, x) = arg(x + iy);  d atan2(y, x) = (x dy - y dx) / (x^2 + y^2),
+# written (x / h) / h with h = hypot(x, y) so that x^2 + y^2 cannot overflow or
+# underflow. NaN at the origin (where atan2 is discontinuous).
+def _atan2_raw(y, x):
+    if type(y) is float and type(x) is float:
+        return math.atan2(y, x)
+    return np.arctan2(y, x)
+
+
+def _atan2_vjp_y(g, ans, y, x):
+    h = hypot(y, x)
+    return g * (x / h) / h
+
+
+def _atan2_vjp_x(g, ans, y, x):
+    h = hypot(y, x)
+    return -g * (y / h) / h
+
+
+def _atan2_svjp(g, ans, y, x):
+    h = math.hypot(y, x)
+    return g * (x / h) / h, -g * (y / h) / h
+
+
+atan2 = _binary("atan2", _atan2_raw, _atan2_vjp_y, _atan2_vjp_x, svjp=_atan2_svjp)
+
+
+# ======================================================================================
+# hyperbolic functions
+# ======================================================================================
+# d sinh(x) = cosh(x) dx
+sinh = _unary("sinh", np.sinh, lambda g, ans, x: g * cosh(x), scalar=math.sinh,
+              svjp=lambda g, ans, x: g * math.cosh(x))
+
+# d cosh(x) = sinh(x) dx
+cosh = _unary("cosh", np.cosh, lambda g, ans, x: g * sinh(x), scalar=math.cosh,
+              svjp=lambda g, ans, x: g * math.sinh(x))
+
+# d tanh(x) = (1 - tanh(x)^2) dx = (1 - tanh)(1 + tanh) dx
+tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1.0 - ans) * (1.0 + ans),
+              scalar=math.tanh, svjp=lambda g, ans, x: g * (1.0 - ans) * (1.0 + ans),
+              safe=True)
+
+# d asinh(x) = dx / sqrt(1 + x^2) = dx / hypot(1, x)
+asinh = _unary("asinh", np.arcsinh, lambda g, ans, x: g / hypot(1.0, x),
+               scalar=math.asinh, svjp=lambda g, ans, x: g / math.hypot(1.0, x))
+
+# d acosh(x) = dx / sqrt(x^2 - 1) = dx / (sqrt(x - 1) sqrt(x + 1))     (x >= 1)
+acosh = _unary("acosh", np.arccosh,
+               lambda g, ans, x: g / (sqrt(x - 1.0) * sqrt(x + 1.0)), scalar=math.acosh,
+               svjp=lambda g, ans, x: g / (math.sqrt(x - 1.0) * math.sqrt(x + 1.0)))
+
+# d atanh(x) = dx / (1 - x^2) = dx / ((1 - x)(1 + x))        (|x| <= 1)
+atanh = _unary("atanh", np.arctanh, lambda g, ans, x: g / ((1.0 - x) * (1.0 + x)),
+               scalar=math.atanh, svjp=lambda g, ans, x: g / ((1.0 - x) * (1.0 + x)))
+
+
+# ======================================================================================
+# fmin, fmax, fdim, hypot
+# ======================================================================================
+# The derivative of a min/max goes to the argument that is selected; at a tie it is
+# split, 1/2 to each (see the module docstring). The weights are computed from the
+# values and are piecewise constant, so the VJP g * w differentiates again (to 0).
+def _select_weights(x, y, greater, ignore_nan):
+    """Weight of x in fmin (greater=False) / fmax (greater=True); y's is 1 - w."""
+    x = value_of(x)
+    y = value_of(y)
+    if type(x) is float and type(y) is float:
+        if (x > y) if greater else (x < y):
+            return 1.0
+        if x == y:
+            return 0.5
+        xn = x != x
+        yn = y != y
+        if xn or yn:
+            if ignore_nan and not (xn and yn):
+                return 0.0 if xn else 1.0
+            return _NAN
+        return 0.0
+    x = _fp(x)
+    y = _fp(y)
+    w = np.where(np.greater(x, y) if greater else np.less(x, y), 1.0,
+                 np.where(x == y, 0.5, 0.0))
+    xn = np.isnan(x)
+    yn = np.isnan(y)
+    if ignore_nan:
+        w = np.where(yn & ~xn, 1.0, w)
+        w = np.where(xn & yn, _NAN, w)
+    else:
+        w = np.where(xn | yn, _NAN, w)
+    return _out(w)
+
+
+def _minmax(name, raw, greater, ignore_nan, scalar_select):
+    def vjp_x(g, ans, x, y):
+        return g * _select_weights(x, y, greater, ignore_nan)
+
+    def vjp_y(g, ans, x, y):
+        return g * (1.0 - _select_weights(x, y, greater, ignore_nan))
+
+    def svjp(g, ans, x, y):
+        w = _select_weights(x, y, greater, ignore_nan)
+        return g * w, g * (1.0 - w)
+
+    def raw2(x, y):
+        if type(x) is float and type(y) is float:
+            return scalar_select(x, y)
+        return raw(x, y, dtype=np.float64)
+
+    return _binary(name, raw2, vjp_x, vjp_y, svjp=svjp)
+
+
+# d fmin(x, y) = dx where x < y (or y is NaN), dy where y < x (or x is NaN),
+# (dx + dy) / 2 at ties. NaN-ignoring like C's fmin; numpy returns x at ties.
+fmin = _minmax("fmin", np.fmin, False, True,
+               lambda x, y: x if (x <= y or y != y) else y)
+# d fmax(x, y) = dx where x > y (or y is NaN), dy where y > x, (dx + dy) / 2 at ties.
+fmax = _minmax("fmax", np.fmax, True, True,
+               lambda x, y: x if (x >= y or y != y) else y)
+# NaN-propagating twins, only reachable as np.minimum / np.maximum on Vars
+# (numpy returns y at ties and NaN if either argument is NaN).
+_minimum = _minmax("minimum", np.minimum, False, False,
+                   lambda x, y: x if (x < y or x != x) else y)
+_maximum = _minmax("maximum", np.maximum, True, False,
+                   lambda x, y: x if (x > y or x != x) else y)
+
+
+# fdim(x, y) = x - y if x > y else +0 (C99; NaN if either is NaN, fdim(inf, inf) = 0)
+# d fdim(x, y) = dx - dy where x > y, 0 where x < y, (dx - dy) / 2 at ties.
+def _fdim_raw(x, y):
+    if type(x) is float and type(y) is float:
+        if x > y:
+            return x - y
+        if x != x or y != y:
+            return _NAN
+        return 0.0
+    x = _fp(x)
+    y = _fp(y)
+    gt = x > y
+    with np.errstate(invalid="ignore"):     # inf - inf: not selected (result 0)
+        d = np.subtract(x, y)
+    r = np.where(gt, d, 0.0)
+    return _out(np.where(np.isnan(x) | np.isnan(y), _NAN, r))
+
+
+def _fdim_weight(x, y):
+    x = value_of(x)
+    y = value_of(y)
+    if type(x) is float and type(y) is float:
+        if x > y:
+            return 1.0
+        if x == y:
+            return 0.5
+        return _NAN if (x != x or y != y) else 0.0
+    x = _fp(x)
+    y = _fp(y)
+    w = np.where(x > y, 1.0, np.where(x == y, 0.5, 0.0))
+    return _out(np.where(np.isnan(x) | np.isnan(y), _NAN, w))
+
+
+def _fdim_svjp(g, ans, x, y):
+    c = g * _fdim_weight(x, y)
+    return c, -c
+
+
+fdim = _binary("fdim", _fdim_raw,
+               lambda g, ans, x, y: g * _fdim_weight(x, y),
+               lambda g, ans, x, y: -g * _fdim_weight(x, y), svjp=_fdim_svjp)
+
+
+# hypot(x, y) = sqrt(x^2 + y^2) without overflow; d hypot = (x dx + y dy) / hypot,
+# 0 at the origin (a subgradient: 0 is in the subdifferential of the norm there).
+def _hypot_raw(x, y):
+    if type(x) is float and type(y) is float:
+        try:
+            return math.hypot(x, y)
+        except OverflowError:
+            pass
+    return np.hypot(x, y)
+
+
+def _hypot_den(ans):
+    return where(value_of(ans) == 0.0, 1.0, ans)
+
+
+def _hypot_svjp(g, ans, x, y):
+    if ans == 0.0:
+        return 0.0 * g, 0.0 * g
+    return g * x / ans, g * y / ans
+
+
+hypot = _binary("hypot", _hypot_raw,
+                lambda g, ans, x, y: g * x / _hypot_den(ans),
+                lambda g, ans, x, y: g * y / _hypot_den(ans), svjp=_hypot_svjp)
+
+
+# ======================================================================================
+# the logit family (numerically stable forms; Stan's names)
+# ======================================================================================
+# logit(u) = log(u / (1 - u));  d logit(u) = du / (u (1 - u))        (0 <= u <= 1)
+def _logit_raw(u):
+    u = _fp(u)
+    return np.log(u / (1.0 - u))
+
+
+logit = _unary("logit", _logit_raw, lambda g, ans, u: g / (u * (1.0 - u)),
+               scalar=lambda v: math.log(v / (1.0 - v)),
+               svjp=lambda g, ans, u: g / (u * (1.0 - u)))
+
+
+# inv_logit(x) = 1 / (1 + exp(-x)), evaluated with e = exp(-|x|) <= 1 (no overflow):
+# 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0 (no cancellation for x << 0).
+# d inv_logit(x) = inv_logit(x) inv_logit(-x) dx - not ans (1 - ans), which
+# cancels to 0 for x >~ 37 while the derivative is still ~exp(-x).
+def _inv_logit_raw(x):
+    x = _fp(x)
+    e = np.exp(-np.abs(x))
+    d = 1.0 / (1.0 + e)
+    return _out(np.where(x >= 0.0, d, e * d))
+
+
+def _inv_logit_s(v):
+    if v >= 0.0:
+        return 1.0 / (1.0 + math.exp(-v))
+    e = math.exp(v)             # v < 0 or NaN: no overflow
+    return e / (1.0 + e)
+
+
+inv_logit = _unary("inv_logit", _inv_logit_raw,
+                   lambda g, ans, x: g * ans * inv_logit(-x), scalar=_inv_logit_s,
+                   svjp=lambda g, ans, x: g * ans * _inv_logit_s(-x), safe=True)
+
+
+# log_inv_logit(x) = log(inv_logit(x)) = min(x, 0) - log1p(exp(-|x|))
+# d log_inv_logit(x) = (1 - inv_logit(x)) dx = inv_logit(-x) dx
+def _log_inv_logit_raw(x):
+    x = _fp(x)
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+
+def _log_inv_logit_s(v):
+    return (v if v < 0.0 else 0.0) - math.log1p(math.exp(-math.fabs(v)))
+
+
+log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw,
+                       lambda g, ans, x: g * inv_logit(-x), scalar=_log_inv_logit_s,
+                       svjp=lambda g, ans, x: g * _inv_logit_s(-x), safe=True)
+
+
+# log1m_inv_logit(x) = log(1 - inv_logit(x)) = min(-x, 0) - log1p(exp(-|x|))
+# d log1m_inv_logit(x) = -inv_logit(x) dx
+def _log1m_inv_logit_raw(x):
+    x = _fp(x)
+    return np.minimum(np.negative(x), 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+
+def _log1m_inv_logit_s(v):
+    return (-v if v > 0.0 else 0.0) - math.log1p(math.exp(-math.fabs(v)))
+
+
+log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw,
+                         lambda g, ans, x: -g * inv_logit(x), scalar=_log1m_inv_logit_s,
+                         svjp=lambda g, ans, x: -g * _inv_logit_s(x), safe=True)
+
+
+# log1p_exp(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))   (softplus)
+# d log1p_exp(x) = inv_logit(x) dx
+def _log1p_exp_raw(x):
+    x = _fp(x)
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _log1p_exp_s(v):
+    return (v if v > 0.0 else 0.0) + math.log1p(math.exp(-math.fabs(v)))
+
+
+log1p_exp = _unary("log1p_exp", _log1p_exp_raw, lambda g, ans, x: g * inv_logit(x),
+                   scalar=_log1p_exp_s, svjp=lambda g, ans, x: g * _inv_logit_s(x),
+                   safe=True)
+
+
+# log1m_exp(x) = log(1 - exp(x)), x <= 0: log(-expm1(x)) for x > -log 2 (no
+# cancellation near 0), log1p(-exp(x)) below. log1m_exp(0) = -inf (silently, as
+# Stan); NaN with numpy's warning for x > 0.
+# d log1m_exp(x) = -exp(x) / (1 - exp(x)) dx = -exp(x - log1m_exp(x)) dx
+# (no overflow for x << 0, -inf at x = 0).
+def _log1m_exp_np(x):
+    x = _fp(x)
+    with np.errstate(divide="ignore"):      # x == 0: log(0) = -inf is the value
+        near = np.log(-np.expm1(x))
+    far = np.log1p(-np.exp(np.minimum(x, -_LN2)))
+    return np.where(x > -_LN2, near, far)
+
+
+def _log1m_exp_raw(x):
+    return _out(_log1m_exp_np(x))
+
+
+def _log1m_exp_s(v):
+    if v > -_LN2:
+        if v == 0.0:
+            return -_INF
+        return math.log(-math.expm1(v))     # v > 0: ValueError -> numpy's NaN
+    return math.log1p(-math.exp(v))
+
+
+log1m_exp = _unary("log1m_exp", _log1m_exp_raw, lambda g, ans, x: -g * exp(x - ans),
+                   scalar=_log1m_exp_s, svjp=lambda g, ans, x: -g * math.exp(x - ans))
+
+
+# log_diff_exp(x, y) = log(exp(x) - exp(y)) = x + log1m_exp(y - x)       (x >= y)
+# log_diff_exp(a, a) = -inf (also for a = -inf); NaN with numpy's warning for x < y
+# and for x = y = +inf.
+# d log_diff_exp = (exp(x) dx - exp(y) dy) / (exp(x) - exp(y))
+#                = exp(x - ans) dx - exp(y - ans) dy
+def _log_diff_exp_raw(x, y):
+    if type(x) is float and type(y) is float and y < x < _INF:
+        d = y - x       # in [-inf, 0), nonzero
+        if d > -_LN2:
+            return x + math.log(-math.expm1(d))
+        return x + math.log1p(-math.exp(d))
+    x = _fp(x)
+    y = _fp(y)
+    both = (x == -_INF) & (y == -_INF)
+    if both.any():      # log(0 - 0) = -inf, not -inf - (-inf) = NaN
+        x = np.where(both, 0.0, x)
+        y = np.where(both, 0.0, y)
+    return _out(x + _log1m_exp_np(y - x))
+
+
+def _log_diff_exp_svjp(g, ans, x, y):
+    return g * math.exp(x - ans), -g * math.exp(y - ans)
+
+
+log_diff_exp = _binary("log_diff_exp", _log_diff_exp_raw,
+                       lambda g, ans, x, y: g * exp(x - ans),
+                       lambda g, ans, x, y: -g * exp(y - ans), svjp=_log_diff_exp_svjp)
+
+
+# ======================================================================================
+# sign, abs, pow
+# ======================================================================================
+# sign is piecewise constant: derivative 0 (Stan's convention, also at 0)
+def _sign_s(v):
+    return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else v)     # 0, -0 and NaN: v
+
+
+sign = elementwise_unary("sign", np.sign, lambda g, ans, x: 0.0 * g, scalar=_sign_s,
+                         scalar_vjp=lambda g, ans, x: 0.0 * g)
+
+# Stan's names for arithmetic's |x| (derivative sign(x), 0 at 0) and x^y
+abs = fabs      # noqa: A001
+pow = power     # noqa: A001
+
+
+UFUNCS.update({
+    np.exp: exp, np.log: log, np.log2: log2, np.log10: log10, np.log1p: log1p,
+    np.expm1: expm1, np.sqrt: sqrt, np.cbrt: cbrt, np.square: square,
+    np.reciprocal: inv, np.sin: sin, np.cos: cos, np.tan: tan, np.arcsin: asin,
+    np.arccos: acos, np.arctan: atan, np.arctan2: atan2, np.sinh: sinh, np.cosh: cosh,
+    np.tanh: tanh, np.arcsinh: asinh, np.arccosh: acosh, np.arctanh: atanh,
+    np.fmin: fmin, np.fmax: fmax, np.minimum: _minimum, np.maximum: _maximum,
+    np.hypot: hypot, np.sign: sign,
+})
