@@ -41,7 +41,7 @@ from .var import Box, Var, make_node, shape_of
 
 __all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
            "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
-           "spec_of"]
+           "spec_of", "node_record"]
 
 
 class Primitive:
@@ -106,11 +106,24 @@ def accumulate(p, c):
     p.adj = c if a is None else a + c
 
 
+def _ieee(v):
+    """Python floats raise on x/0 and overflow; numpy float64 follows IEEE (inf/NaN
+    with a RuntimeWarning), which is what a VJP on plain values must do."""
+    return _f64(v) if type(v) is float else v
+
+
+def _call_ieee(rule, g, ans, args, kw):
+    try:
+        return rule(g, ans, *args, **kw)
+    except (ZeroDivisionError, OverflowError):
+        return rule(_ieee(g), _ieee(ans), *[_ieee(a) for a in args], **kw)
+
+
 def _bp_generic(node, g):
     spec, vals, kw, pairs = node.x
     ans = node.value
     if spec.vjp_all is not None:
-        cs = spec.vjp_all(g, ans, *vals, **kw)
+        cs = _call_ieee(spec.vjp_all, g, ans, vals, kw)
         for i, p in pairs:
             c = cs[i]
             if c is not None:
@@ -118,7 +131,7 @@ def _bp_generic(node, g):
         return
     vjps = spec.vjps
     for i, p in pairs:
-        accumulate(p, vjps[i](g, ans, *vals, **kw))
+        accumulate(p, _call_ieee(vjps[i], g, ans, vals, kw))
 
 
 def _normalize(ans):
@@ -276,11 +289,14 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
         x = node.x
         xv = x.value
         if svjp is not None and type(g) is float and type(xv) is float:
-            c = svjp(g, node.value, xv)
+            try:
+                c = svjp(g, node.value, xv)
+            except (ZeroDivisionError, OverflowError, ValueError):
+                c = float(spec.vjps[0](_f64(g), _ieee(node.value), _f64(xv)))
             a = x.adj
             x.adj = c if a is None else a + c
             return
-        accumulate(x, spec.vjps[0](g, node.value, xv))
+        accumulate(x, _call_ieee(spec.vjps[0], g, node.value, (xv,), {}))
 
     def wrapped(x):
         if type(x) is Var:
@@ -317,6 +333,7 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
                 return float(raw(x))
         return raw(x)
 
+    _tag(bp, spec, _args_unary)
     wrapped.__name__ = wrapped.__qualname__ = name
     wrapped._spec = spec
     spec.wrapped = wrapped
@@ -352,15 +369,19 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
         ans = node.value
         if svjp is not None and type(g) is float and type(xv) is float \
                 and type(yv) is float:
-            cx, cy = svjp(g, ans, xv, yv)
+            try:
+                cx, cy = svjp(g, ans, xv, yv)
+            except (ZeroDivisionError, OverflowError, ValueError):
+                cx = float(spec.vjps[0](_f64(g), _ieee(ans), _f64(xv), _f64(yv)))
+                cy = float(spec.vjps[1](_f64(g), _ieee(ans), _f64(xv), _f64(yv)))
             a = x.adj
             x.adj = cx if a is None else a + cx
             a = y.adj
             y.adj = cy if a is None else a + cy
             return
         vjps = spec.vjps
-        accumulate(x, vjps[0](g, ans, xv, yv))
-        accumulate(y, vjps[1](g, ans, xv, yv))
+        accumulate(x, _call_ieee(vjps[0], g, ans, (xv, yv), {}))
+        accumulate(y, _call_ieee(vjps[1], g, ans, (xv, yv), {}))
 
     def bp_x(node, g):
         x = node.x
@@ -368,11 +389,14 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
         c = node.y
         if svjp is not None and type(g) is float and type(xv) is float \
                 and type(c) is float:
-            cx = svjp(g, node.value, xv, c)[0]
+            try:
+                cx = svjp(g, node.value, xv, c)[0]
+            except (ZeroDivisionError, OverflowError, ValueError):
+                cx = float(spec.vjps[0](_f64(g), _ieee(node.value), _f64(xv), _f64(c)))
             a = x.adj
             x.adj = cx if a is None else a + cx
             return
-        accumulate(x, spec.vjps[0](g, node.value, xv, c))
+        accumulate(x, _call_ieee(spec.vjps[0], g, node.value, (xv, c), {}))
 
     def bp_y(node, g):
         y = node.x
@@ -380,14 +404,20 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
         c = node.y
         if svjp is not None and type(g) is float and type(yv) is float \
                 and type(c) is float:
-            cy = svjp(g, node.value, c, yv)[1]
+            try:
+                cy = svjp(g, node.value, c, yv)[1]
+            except (ZeroDivisionError, OverflowError, ValueError):
+                cy = float(spec.vjps[1](_f64(g), _ieee(node.value), _f64(c), _f64(yv)))
             a = y.adj
             y.adj = cy if a is None else a + cy
             return
-        accumulate(y, spec.vjps[1](g, node.value, c, yv))
+        accumulate(y, _call_ieee(spec.vjps[1], g, node.value, (c, yv), {}))
 
     if bps is not None:
         bp_xy, bp_x, bp_y = bps(spec)
+    _tag(bp_xy, spec, _args_xy)
+    _tag(bp_x, spec, _args_xy)
+    _tag(bp_y, spec, _args_yx)
 
     def wrapped(x, y):
         tx = type(x)
@@ -446,4 +476,46 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
 
 _new = object.__new__
 _f64 = np.float64
+
+
+# --------------------------------------------------------------------------------------
+# the tape as a plain record: (primitive, inputs, output) for every node
+# --------------------------------------------------------------------------------------
+def _args_unary(node):
+    return (node.x,)
+
+
+def _args_xy(node):
+    return (node.x, node.y)
+
+
+def _args_yx(node):
+    return (node.y, node.x)
+
+
+def _tag(bp, spec, args_of):
+    """Attach to a backward rule the primitive it belongs to and how to read the
+    node's inputs back, so that every node of a tape can be replayed."""
+    bp._spec = spec
+    bp._args = args_of
+
+
+def node_record(node):
+    """``(primitive, args, kwargs)`` that recorded ``node``: calling
+    ``primitive.fun`` on the plain values of ``args`` reproduces ``node.value``.
+
+    This is what keeps the tape a replayable record (the basis of retaping): inputs
+    are the parent ``Var``s or the constants the primitive was called with.
+    """
+    bp = node.bp
+    if bp is _bp_generic:
+        spec, vals, kw, pairs = node.x
+        args = list(vals)
+        for i, p in pairs:
+            args[i] = p
+        return spec, tuple(args), kw
+    spec = getattr(bp, "_spec", None)
+    if spec is None:
+        raise DifferentiationError(f"node recorded by {bp!r} carries no primitive record")
+    return spec, bp._args(node), {}
 
