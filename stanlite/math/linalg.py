@@ -1,18 +1,62 @@
-"""Linear algebra with matrix adjoints (Giles 2008, "An extended collection of matrix
-derivative results for forward and reverse mode AD").
+"""Linear algebra with matrix adjoints, Stan's names.
 
-    C = A B:   A_bar = C_bar B^T,   B_bar = A^T C_bar      (vectors handled as numpy does)
+Every function is one primitive (numpy / scipy.linalg on plain arrays) with its
+reverse-mode rule beside it, or a short composition of such primitives. References
+"Giles: <result>" are to the result of that name in M. Giles (2008), "An extended
+collection of matrix derivative results for forward and reverse mode algorithmic
+differentiation" (Oxford NA report 08/01); ``X_bar`` is the adjoint of ``X``, ``G``
+(``g``) the adjoint of the output.
+
+    C = A B            A_bar = G B^T,  B_bar = A^T G          (Giles: multiplication)
+    C = A^-1           A_bar = -C^T G C^T                     (Giles: inverse)
+    C = A^-1 B         B_bar = A^-T G,  A_bar = -B_bar C^T    (Giles: inverse product)
+    c = det A          A_bar = g c A^-T                       (Giles: determinant)
+    c = log|det A|     A_bar = g A^-T
+    A = L L^T          A_bar = (S + S^T) / 2,  S = L^-T Phi(L^T L_bar) L^-1, where Phi
+                       takes the lower triangle and halves the diagonal; it follows
+                       from the forward rule dL = L Phi(L^-1 dA L^-T)
+                       (Giles: Cholesky factorisation; Murray 2016, "Differentiation
+                       of the Cholesky decomposition")
+    A = V diag(l) V^T  A_bar = V (diag(l_bar) + F o (V^T V_bar)) V^T, symmetrised,
+                       F_ij = 1 / (l_j - l_i) for i != j, 0 on the diagonal
+                       (Giles: eigenvalues and eigenvectors)
+
+Conventions
+-----------
+* Matrices are 2-D arrays; most functions also take stacks ``(..., m, n)`` with
+  numpy's broadcasting of the leading axes. A 1-D right-hand side is a vector.
+* Functions of symmetric matrices (``cholesky_decompose``, ``eigenvalues_sym``,
+  ``eigenvectors_sym``, ``quad_form_sym``, ``log_determinant_spd``, the ``*_spd``
+  solves) check symmetry (to ``1e-8`` relative) as Stan does, and their adjoints are
+  symmetric: they are the gradients with respect to symmetric perturbations.
+* The adjoints are written with stanlite operations only, so that under nested
+  differentiation they are recorded and differentiated again (reverse-over-reverse).
+  Triangular solves are primitives; Cholesky and triangular solves are used in
+  preference to explicit inverses.
+* Bad shapes, non-square, non-symmetric, non-positive-definite or singular inputs
+  raise ``ValueError`` naming the function (and the shapes).
 """
 
 import numpy as np
+from scipy.linalg.lapack import dtrtrs as _dtrtrs
 
-from ..autodiff.extend import defvjp, primitive
+from ..autodiff.extend import defvjp, defvjp_all, primitive
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
+from .reductions import sum as _rsum
 from .structure import reshape, transpose
 
-__all__ = ["matmul", "dot"]
+__all__ = ["matmul", "dot", "crossprod", "tcrossprod", "quad_form", "quad_form_sym",
+           "quad_form_diag", "diag_matrix", "diagonal", "add_diag", "diag_pre_multiply",
+           "diag_post_multiply", "trace", "cholesky_decompose", "mdivide_left_tri_low",
+           "mdivide_right_tri_low", "mdivide_left", "mdivide_right", "mdivide_left_spd",
+           "mdivide_right_spd", "solve", "inverse", "inverse_spd", "log_determinant",
+           "determinant", "log_determinant_spd", "multiply_lower_tri_self_transpose",
+           "eigenvalues_sym", "eigenvectors_sym", "gp_exp_quad_cov", "cov_exp_quad"]
 
 
+# --------------------------------------------------------------------------------------
+# helpers (all valid on plain and traced values)
+# --------------------------------------------------------------------------------------
 def _mT(x):
     """Swap the last two axes (the matrix transpose of a stack of matrices)."""
     n = len(shape_of(x))
@@ -23,6 +67,69 @@ def _mT(x):
     return transpose(x, tuple(axes))
 
 
+def _sym(x):
+    """(X + X^T) / 2 over the last two axes."""
+    return 0.5 * (x + _mT(x))
+
+
+def _per_matrix(g):
+    """A per-matrix scalar (or stack of them) shaped to broadcast against matrices."""
+    s = shape_of(g)
+    return g if s == () else reshape(g, s + (1, 1))
+
+
+def _tril_mask(n, m=None):
+    return np.tril(np.ones((n, n if m is None else m)))
+
+
+def _as_float(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def _scalar_out(r):
+    return float(r) if np.ndim(r) == 0 else r
+
+
+def _fail(fname, msg):
+    raise ValueError(f"{fname}: {msg}")
+
+
+def _check_matrix(fname, name, s):
+    if len(s) < 2:
+        _fail(fname, f"{name} must be a matrix (or a stack of matrices), got shape {s}")
+
+
+def _check_square(fname, name, s):
+    _check_matrix(fname, name, s)
+    if s[-1] != s[-2]:
+        _fail(fname, f"{name} must be square, got shape {s}")
+
+
+def _check_rows(fname, sa, sb, aname="A", bname="b"):
+    """``b`` (vector or matrix) must have as many rows as ``A`` has columns."""
+    if len(sb) == 0:
+        _fail(fname, f"{bname} must be a vector or a matrix, got a scalar")
+    nb = sb[0] if len(sb) == 1 else sb[-2]
+    if nb != sa[-1]:
+        _fail(fname, f"shapes {sa} ({aname}) and {sb} ({bname}) do not match: {aname} "
+                     f"has {sa[-1]} columns, {bname} has {nb} rows")
+
+
+def _check_symmetric(fname, a, name="A"):
+    """Stan's check_symmetric, relative to the matrix's scale; NaN fails."""
+    if a.size == 0:
+        return
+    if np.isnan(a).any():
+        _fail(fname, f"{name} contains NaN")
+    scale = max(1.0, float(np.max(np.abs(a))))
+    err = float(np.max(np.abs(a - np.swapaxes(a, -1, -2))))
+    if not err <= 1e-8 * scale:
+        _fail(fname, f"{name} is not symmetric (max |{name} - {name}^T| = {err:.3g})")
+
+
+# --------------------------------------------------------------------------------------
+# products
+# --------------------------------------------------------------------------------------
 @primitive
 def matmul(a, b):
     """``a @ b`` with numpy's rules for vectors (1-D operands) and stacks."""
@@ -31,6 +138,7 @@ def matmul(a, b):
 
 
 def _matmul_vjp_a(g, ans, a, b):
+    # Giles: multiplication, A_bar = G B^T (vectors as numpy promotes them)
     na, nb = len(shape_of(a)), len(shape_of(b))
     if nb == 1:
         if na == 1:             # inner product: a_bar = g b
@@ -44,12 +152,14 @@ def _matmul_vjp_a(g, ans, a, b):
 
 
 def _matmul_vjp_b(g, ans, a, b):
+    # Giles: multiplication, B_bar = A^T G
     na, nb = len(shape_of(a)), len(shape_of(b))
     if na == 1:
         if nb == 1:
             return g * a
         # (n,) @ (..., n, k): b_bar = a[:, None] * g[..., None, :]
-        return reshape(a, (shape_of(a)[0], 1)) * reshape(g, shape_of(g)[:-1] + (1, shape_of(g)[-1]))
+        sg = shape_of(g)
+        return reshape(a, (shape_of(a)[0], 1)) * reshape(g, sg[:-1] + (1, sg[-1]))
     if nb == 1:                 # (..., m, n) @ (n,): b_bar = A^T g
         if na == 2:
             return matmul(g, a)
@@ -67,5 +177,664 @@ def dot(a, b):
     return matmul(a, b)
 
 
+@primitive
+def crossprod(a):
+    """``A^T A`` (Stan's ``crossprod``); stacks allowed."""
+    a = _as_float(a)
+    _check_matrix("crossprod", "A", a.shape)
+    return np.matmul(np.swapaxes(a, -1, -2), a)
+
+
+# C = A^T A: dC = dA^T A + A^T dA  ->  A_bar = A (G + G^T)        (Giles: multiplication)
+defvjp(crossprod, lambda g, ans, a: matmul(a, g + _mT(g)))
+
+
+@primitive
+def tcrossprod(a):
+    """``A A^T`` (Stan's ``tcrossprod``); stacks allowed."""
+    a = _as_float(a)
+    _check_matrix("tcrossprod", "A", a.shape)
+    return np.matmul(a, np.swapaxes(a, -1, -2))
+
+
+# C = A A^T  ->  A_bar = (G + G^T) A
+defvjp(tcrossprod, lambda g, ans, a: matmul(g + _mT(g), a))
+
+
+def _quad_form_raw(fname, a, b, sym):
+    a = _as_float(a)
+    b = _as_float(b)
+    _check_square(fname, "A", a.shape)
+    _check_rows(fname, a.shape, b.shape, "A", "B")
+    if sym:
+        _check_symmetric(fname, a)
+    if b.ndim == 1:
+        return _scalar_out(np.matmul(np.matmul(b, a), b))
+    c = np.matmul(np.swapaxes(b, -1, -2), np.matmul(a, b))
+    if sym:
+        c = 0.5 * (c + np.swapaxes(c, -1, -2))
+    return c
+
+
+@primitive
+def quad_form(a, b):
+    """``B^T A B`` for a square ``A``; a scalar ``b^T A b`` for a vector ``b``."""
+    return _quad_form_raw("quad_form", a, b, False)
+
+
+@primitive
+def quad_form_sym(a, b):
+    """``B^T A B`` for a symmetric ``A``, symmetrised as in Stan; scalar for a vector."""
+    return _quad_form_raw("quad_form_sym", a, b, True)
+
+
+def _quad_form_vjp_all(g, ans, a, b, sym=False):
+    if len(shape_of(b)) == 1:
+        # c = b^T A b: A_bar = g b b^T, b_bar = g (A + A^T) b
+        n = shape_of(b)[0]
+        a_bar = _per_matrix(g) * (reshape(b, (n, 1)) * reshape(b, (1, n)))
+        gv = g if shape_of(g) == () else reshape(g, shape_of(g) + (1,))
+        return a_bar, gv * matmul(a + _mT(a), b)
+    # C = B^T A B (Giles: multiplication, twice): A_bar = B G B^T,
+    # B_bar = A B G^T + A^T B G. quad_form_sym's output is (C + C^T)/2, whose
+    # adjoint first symmetrises G.
+    if sym:
+        g = _sym(g)
+    a_bar = matmul(b, matmul(g, _mT(b)))
+    b_bar = matmul(a, matmul(b, _mT(g))) + matmul(_mT(a), matmul(b, g))
+    return a_bar, b_bar
+
+
+defvjp_all(quad_form, _quad_form_vjp_all)
+defvjp_all(quad_form_sym, lambda g, ans, a, b: _quad_form_vjp_all(g, ans, a, b, True))
+
+
+@primitive
+def quad_form_diag(m, v):
+    """``diag(v) M diag(v)``, i.e. ``M_ij v_i v_j`` (Stan's ``quad_form_diag``)."""
+    m = _as_float(m)
+    v = _as_float(v)
+    _check_square("quad_form_diag", "M", m.shape)
+    if v.ndim == 0 or v.shape[-1] != m.shape[-1]:
+        _fail("quad_form_diag", f"v must be a vector of length {m.shape[-1]} to match "
+                                f"M of shape {m.shape}, got shape {v.shape}")
+    return m * v[..., :, None] * v[..., None, :]
+
+
+def _quad_form_diag_vjp_all(g, ans, m, v):
+    # C_ij = M_ij v_i v_j: M_bar = G o v v^T, v_bar = (G o M + (G o M)^T) v
+    sv = shape_of(v)
+    vc = reshape(v, sv + (1,))
+    vr = reshape(v, sv[:-1] + (1, sv[-1]))
+    gm = g * m
+    v_bar = matmul(gm + _mT(gm), vc)[..., 0]
+    return g * (vc * vr), v_bar
+
+
+defvjp_all(quad_form_diag, _quad_form_diag_vjp_all)
+
+
+def diag_pre_multiply(v, m):
+    """``diag(v) M``: row ``i`` of ``M`` scaled by ``v_i``."""
+    sv, sm = shape_of(v), shape_of(m)
+    _check_matrix("diag_pre_multiply", "M", sm)
+    if len(sv) != 1 or sv[0] != sm[-2]:
+        _fail("diag_pre_multiply", f"v must be a vector of length {sm[-2]} to match M "
+                                   f"of shape {sm}, got shape {sv}")
+    return reshape(v, (sv[0], 1)) * m
+
+
+def diag_post_multiply(m, v):
+    """``M diag(v)``: column ``j`` of ``M`` scaled by ``v_j``."""
+    sv, sm = shape_of(v), shape_of(m)
+    _check_matrix("diag_post_multiply", "M", sm)
+    if len(sv) != 1 or sv[0] != sm[-1]:
+        _fail("diag_post_multiply", f"v must be a vector of length {sm[-1]} to match M "
+                                    f"of shape {sm}, got shape {sv}")
+    return m * v
+
+
+# --------------------------------------------------------------------------------------
+# diagonals and trace
+# --------------------------------------------------------------------------------------
+@primitive
+def _diag_embed(v, shape):
+    """zeros(shape) with ``v`` on the diagonal of the last two axes."""
+    z = np.zeros(shape)
+    k = min(shape[-2:])
+    idx = np.arange(k)
+    z[..., idx, idx] = v
+    return z
+
+
+@primitive
+def diagonal(m):
+    """The diagonal of a matrix (of each matrix of a stack) as a vector."""
+    m = _as_float(m)
+    _check_matrix("diagonal", "M", m.shape)
+    return np.diagonal(m, axis1=-2, axis2=-1).copy()
+
+
+# gather and scatter of the diagonal are each other's transpose
+defvjp(_diag_embed, lambda g, ans, v, shape: diagonal(g), None)
+defvjp(diagonal, lambda g, ans, m: _diag_embed(g, shape_of(m)))
+
+
+def diag_matrix(v):
+    """The square matrix with diagonal ``v`` (stacks of vectors give stacks)."""
+    s = shape_of(v)
+    if len(s) == 0:
+        _fail("diag_matrix", "v must be a vector, got a scalar")
+    return _diag_embed(v, s + (s[-1],))
+
+
+@primitive
+def add_diag(m, d):
+    """``M`` plus ``d`` on its diagonal (``d`` a scalar or a vector of the diagonal's
+    length, ``min(rows, cols)``)."""
+    r = np.array(m, dtype=np.float64)
+    _check_matrix("add_diag", "M", r.shape)
+    k = min(r.shape[-2:])
+    d = _as_float(d)
+    if d.ndim > 0 and d.shape[-1] != k:
+        _fail("add_diag", f"d must be a scalar or a vector of length {k} for M of "
+                          f"shape {r.shape}, got shape {d.shape}")
+    idx = np.arange(k)
+    r[..., idx, idx] += d
+    return r
+
+
+# M_bar = G; d_bar = diag(G) (summed to a scalar d by the core)
+defvjp(add_diag, lambda g, ans, m, d: g, lambda g, ans, m, d: diagonal(g))
+
+
+@primitive
+def trace(a):
+    """Sum of the diagonal (per matrix of a stack)."""
+    a = _as_float(a)
+    _check_matrix("trace", "A", a.shape)
+    return _scalar_out(np.trace(a, axis1=-2, axis2=-1))
+
+
+# d tr(A) = tr(dA)  ->  A_bar = g I
+defvjp(trace, lambda g, ans, a: _per_matrix(g) * np.eye(*shape_of(a)[-2:]))
+
+
+# --------------------------------------------------------------------------------------
+# triangular solves and Cholesky
+# --------------------------------------------------------------------------------------
+def _batched(fn, a, b):
+    """Apply a 2-D solver ``fn(a, b)`` over the broadcast leading axes of a and b."""
+    if a.ndim == 2 and b.ndim == 2:
+        return fn(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    ab = np.broadcast_to(a, batch + a.shape[-2:])
+    bb = np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.empty(batch + b.shape[-2:])
+    for i in np.ndindex(*batch):
+        out[i] = fn(ab[i], bb[i])
+    return out
+
+
+@primitive
+def _trisolve(L, b, trans):
+    """``L^-1 b`` (``trans=False``) or ``L^-T b`` (``trans=True``) for the lower
+    triangle of ``L`` (the upper triangle is not read); ``b`` a matrix; stacks of
+    either broadcast."""
+    L = _as_float(L)
+    b = _as_float(b)
+
+    if L.shape[-1] == 0 or b.shape[-1] == 0:
+        return np.zeros(np.broadcast_shapes(L.shape[:-2], b.shape[:-2]) + b.shape[-2:])
+    t = 1 if trans else 0
+
+    def solve(l2, b2):
+        # LAPACK dtrtrs, the routine behind scipy.linalg.solve_triangular, called
+        # directly: solve_triangular's argument handling costs ~20x the solve itself
+        # on the small matrices of typical models
+        x, info = _dtrtrs(l2, b2, lower=1, trans=t)
+        if info > 0:
+            raise ValueError("triangular solve: the matrix is singular (zero on the "
+                             "diagonal)")
+        if info < 0:  # pragma: no cover - an argument LAPACK rejected
+            raise ValueError(f"triangular solve: LAPACK dtrtrs argument {-info} invalid")
+        return x
+    return _batched(solve, L, b)
+
+
+def _trisolve_vjp_all(g, ans, L, b, trans):
+    # C = L^-1 B: B_bar = L^-T G, L_bar = -B_bar C^T   (Giles: inverse product)
+    # C = L^-T B: B_bar = L^-1 G, L_bar = -C B_bar^T
+    # restricted to the lower triangle, the only part of L that is read
+    b_bar = _trisolve(L, g, not trans)
+    l_bar = -matmul(ans, _mT(b_bar)) if trans else -matmul(b_bar, _mT(ans))
+    return _tril_mask(shape_of(L)[-1]) * l_bar, b_bar, None
+
+
+defvjp_all(_trisolve, _trisolve_vjp_all)
+
+
+def _tri_low(fname, L, b, trans):
+    sL, sb = shape_of(L), shape_of(b)
+    _check_square(fname, "L", sL)
+    _check_rows(fname, sL, sb, "L", "b")
+    try:
+        if len(sb) == 1:
+            return _trisolve(L, reshape(b, (sb[0], 1)), trans)[..., 0]
+        return _trisolve(L, b, trans)
+    except ValueError as e:
+        if str(e).startswith("triangular solve"):
+            _fail(fname, "L is singular (zero on the diagonal)")
+        raise
+
+
+def mdivide_left_tri_low(L, b):
+    """``L^-1 b`` for the lower triangle of ``L`` (``b`` a vector or a matrix)."""
+    return _tri_low("mdivide_left_tri_low", L, b, False)
+
+
+def mdivide_right_tri_low(b, L):
+    """``b L^-1`` for the lower triangle of ``L`` (``b`` a row vector or a matrix);
+    computed as ``(L^-T b^T)^T``."""
+    sL, sb = shape_of(L), shape_of(b)
+    fname = "mdivide_right_tri_low"
+    _check_square(fname, "L", sL)
+    if len(sb) == 0 or sb[-1] != sL[-2]:
+        _fail(fname, f"shapes {sb} (b) and {sL} (L) do not match: b must have "
+                     f"{sL[-2]} columns")
+    if len(sb) == 1:
+        return _tri_low(fname, L, b, True)
+    return _mT(_tri_low(fname, L, _mT(b), True))
+
+
+@primitive
+def _cholesky(a, fname):
+    a = _as_float(a)
+    _check_square(fname, "A", a.shape)
+    _check_symmetric(fname, a)
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{fname}: A is not positive definite") from None
+
+
+def _cholesky_vjp(g, ans, a, fname):
+    # dL = L Phi(L^-1 dA L^-T) (Giles: Cholesky factorisation; Murray 2016) gives
+    # A_bar = 1/2 (S + S^T), S = L^-T Phi(L^T L_bar) L^-1 with Phi = lower triangle,
+    # diagonal halved (S symmetrised: A_bar is the gradient for symmetric dA).
+    L = ans
+    n = shape_of(L)[-1]
+    phi = (_tril_mask(n) - 0.5 * np.eye(n)) * matmul(_mT(L), g)
+    x = _trisolve(L, phi, True)                 # L^-T Phi
+    s = _mT(_trisolve(L, _mT(x), True))         # (L^-T (L^-T Phi)^T)^T = L^-T Phi L^-1
+    return _sym(s)
+
+
+defvjp(_cholesky, _cholesky_vjp, None)
+
+
+def cholesky_decompose(a):
+    """The lower-triangular Cholesky factor ``L`` of a symmetric positive-definite
+    ``A = L L^T`` (stacks allowed). Raises ``ValueError`` if ``A`` is not square,
+    not symmetric or not positive definite.
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.cholesky_decompose(np.array([[4.0, 2.0], [2.0, 2.0]]))
+    array([[2., 0.],
+           [1., 1.]])
+    """
+    return _cholesky(a, "cholesky_decompose")
+
+
+@primitive
+def multiply_lower_tri_self_transpose(L):
+    """``T T^T`` with ``T`` the lower triangle of ``L`` (``L`` may be rectangular)."""
+    L = _as_float(L)
+    _check_matrix("multiply_lower_tri_self_transpose", "L", L.shape)
+    t = np.tril(L)
+    return np.matmul(t, np.swapaxes(t, -1, -2))
+
+
+def _mlt_self_t_vjp(g, ans, L):
+    # C = T T^T, T = tril(L): T_bar = (G + G^T) T, L_bar = tril(T_bar)
+    mask = _tril_mask(*shape_of(L)[-2:])
+    return mask * matmul(g + _mT(g), L * mask)
+
+
+defvjp(multiply_lower_tri_self_transpose, _mlt_self_t_vjp)
+
+
+def _spd_solve(fname, a, b):
+    """``A^-1 b`` through ``A = L L^T``: two triangular solves, no inverse."""
+    sa, sb = shape_of(a), shape_of(b)
+    _check_square(fname, "A", sa)
+    _check_rows(fname, sa, sb, "A", "b")
+    L = _cholesky(a, fname)
+    if len(sb) == 1:
+        col = reshape(b, (sb[0], 1))
+        return _trisolve(L, _trisolve(L, col, False), True)[..., 0]
+    return _trisolve(L, _trisolve(L, b, False), True)
+
+
+def mdivide_left_spd(a, b):
+    """``A^-1 b`` for a symmetric positive-definite ``A`` (via Cholesky)."""
+    return _spd_solve("mdivide_left_spd", a, b)
+
+
+def mdivide_right_spd(b, a):
+    """``b A^-1`` for a symmetric positive-definite ``A`` (via Cholesky)."""
+    sa, sb = shape_of(a), shape_of(b)
+    fname = "mdivide_right_spd"
+    _check_square(fname, "A", sa)
+    if len(sb) == 0 or sb[-1] != sa[-2]:
+        _fail(fname, f"shapes {sb} (b) and {sa} (A) do not match: b must have "
+                     f"{sa[-2]} columns")
+    if len(sb) == 1:
+        return _spd_solve(fname, a, b)
+    return _mT(_spd_solve(fname, a, _mT(b)))      # A symmetric: (A^-1 b^T)^T
+
+
+def inverse_spd(a):
+    """``A^-1`` for a symmetric positive-definite ``A``: ``L^-T L^-1`` from Cholesky."""
+    L = _cholesky(a, "inverse_spd")
+    linv = _trisolve(L, np.eye(shape_of(a)[-1]), False)
+    return matmul(_mT(linv), linv)
+
+
+# --------------------------------------------------------------------------------------
+# general solves, inverse, determinants
+# --------------------------------------------------------------------------------------
+@primitive
+def _solve(a, b):
+    """``A^-1 B`` for square ``A`` and a matrix ``B`` (LU, stacks broadcast)."""
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise ValueError("solve: the matrix is singular") from None
+
+
+def _solve_vjp_all(g, ans, a, b):
+    # C = A^-1 B: B_bar = A^-T G, A_bar = -B_bar C^T      (Giles: inverse product)
+    b_bar = _solve(_mT(a), g)
+    return -matmul(b_bar, _mT(ans)), b_bar
+
+
+defvjp_all(_solve, _solve_vjp_all)
+
+
+def _general_solve(fname, a, b):
+    sa, sb = shape_of(a), shape_of(b)
+    _check_square(fname, "A", sa)
+    _check_rows(fname, sa, sb, "A", "b")
+    try:
+        if len(sb) == 1:
+            return _solve(a, reshape(b, (sb[0], 1)))[..., 0]
+        return _solve(a, b)
+    except ValueError as e:
+        if str(e).startswith("solve:"):
+            _fail(fname, "A is singular")
+        raise
+
+
+def mdivide_left(a, b):
+    """``A^-1 b`` (Stan's ``A \\ b``) for a square ``A`` and a vector or matrix ``b``."""
+    return _general_solve("mdivide_left", a, b)
+
+
+solve = mdivide_left
+
+
+def mdivide_right(b, a):
+    """``b A^-1`` (Stan's ``b / A``), computed as ``(A^-T b^T)^T``."""
+    sa, sb = shape_of(a), shape_of(b)
+    fname = "mdivide_right"
+    _check_square(fname, "A", sa)
+    if len(sb) == 0 or sb[-1] != sa[-2]:
+        _fail(fname, f"shapes {sb} (b) and {sa} (A) do not match: b must have "
+                     f"{sa[-2]} columns")
+    if len(sb) == 1:
+        return _general_solve(fname, _mT(a), b)
+    return _mT(_general_solve(fname, _mT(a), _mT(b)))
+
+
+@primitive
+def inverse(a):
+    """``A^-1`` for a square ``A`` (stacks allowed); prefer the ``mdivide_*``
+    functions to multiplying by an inverse."""
+    a = _as_float(a)
+    _check_square("inverse", "A", a.shape)
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise ValueError("inverse: A is singular") from None
+
+
+# Giles: inverse. C = A^-1, A_bar = -C^T G C^T
+defvjp(inverse, lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
+
+
+@primitive
+def log_determinant(a):
+    """``log |det A|`` (via an LU factorisation; ``-inf`` for a singular ``A``)."""
+    a = _as_float(a)
+    _check_square("log_determinant", "A", a.shape)
+    return _scalar_out(np.linalg.slogdet(a)[1])
+
+
+# d log|det A| = tr(A^-1 dA)  ->  A_bar = g A^-T           (Giles: determinant, / det)
+defvjp(log_determinant, lambda g, ans, a: _per_matrix(g) * _mT(inverse(a)))
+
+
+@primitive
+def determinant(a):
+    """``det A`` (stacks allowed)."""
+    a = _as_float(a)
+    _check_square("determinant", "A", a.shape)
+    return _scalar_out(np.linalg.det(a))
+
+
+# Giles: determinant. A_bar = g det(A) A^-T (needs a non-singular A)
+defvjp(determinant, lambda g, ans, a: _per_matrix(g * ans) * _mT(inverse(a)))
+
+
+@primitive
+def log_determinant_spd(a):
+    """``log det A`` for a symmetric positive-definite ``A``: ``2 sum log diag(L)``."""
+    a = _as_float(a)
+    L = _cholesky(a, "log_determinant_spd")
+    return _scalar_out(2.0 * np.sum(np.log(np.diagonal(L, axis1=-2, axis2=-1)), axis=-1))
+
+
+def _logdet_spd_vjp(g, ans, a):
+    # A_bar = g A^-1 = g L^-T L^-1 (two triangular solves, symmetric)
+    L = _cholesky(a, "log_determinant_spd")
+    linv = _trisolve(L, np.eye(shape_of(a)[-1]), False)
+    return _per_matrix(g) * matmul(_mT(linv), linv)
+
+
+defvjp(log_determinant_spd, _logdet_spd_vjp)
+
+
+# --------------------------------------------------------------------------------------
+# symmetric eigendecomposition
+# --------------------------------------------------------------------------------------
+def _eigh(fname, a):
+    a = _as_float(a)
+    _check_square(fname, "A", a.shape)
+    _check_symmetric(fname, a)
+    try:
+        return np.linalg.eigh(a)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{fname}: the eigendecomposition did not converge") from None
+
+
+@primitive
+def eigenvalues_sym(a):
+    """Eigenvalues of a symmetric ``A`` in ascending order (as Stan)."""
+    return _eigh("eigenvalues_sym", a)[0]
+
+
+def _eigenvalues_vjp(g, ans, a):
+    # d l_i = v_i^T dA v_i  ->  A_bar = V diag(g) V^T        (Giles: eigenvalues, D_bar)
+    V = eigenvectors_sym(a)
+    sg = shape_of(g)
+    return matmul(V * reshape(g, sg[:-1] + (1, sg[-1])), _mT(V))
+
+
+defvjp(eigenvalues_sym, _eigenvalues_vjp)
+
+
+@primitive
+def eigenvectors_sym(a):
+    """Unit eigenvectors of a symmetric ``A`` as columns, in the order of
+    :func:`eigenvalues_sym`.
+
+    Sign convention: an eigenvector is only defined up to sign; each column is
+    oriented so that its component of largest magnitude is positive. That choice is
+    deterministic and locally constant, so the function is differentiable where the
+    eigenvalues are distinct (Stan leaves the sign to Eigen's solver).
+
+    Limitation: the derivative involves ``1 / (l_j - l_i)``; it is infinite/undefined
+    for repeated eigenvalues (the eigenvectors of a repeated eigenvalue are not
+    unique), and inaccurate when eigenvalues are nearly equal.
+    """
+    v = _eigh("eigenvectors_sym", a)[1]
+    k = np.argmax(np.abs(v), axis=-2)[..., None, :]
+    s = np.sign(np.take_along_axis(v, k, axis=-2))
+    s[s == 0] = 1.0
+    return v * s
+
+
+def _eigenvectors_vjp(g, ans, a):
+    # Giles: eigenvalues and eigenvectors, symmetric case (U^-1 = U^T):
+    # dV = V (F o (V^T dA V)), F_ij = 1 / (l_j - l_i) for i != j, 0 on the diagonal;
+    # hence
+    # A_bar = V (F o (V^T V_bar)) V^T, symmetrised (gradient for symmetric dA).
+    V = ans
+    lam = eigenvalues_sym(a)
+    sl_ = shape_of(lam)
+    n = sl_[-1]
+    diff = reshape(lam, sl_[:-1] + (1, n)) - reshape(lam, sl_[:-1] + (n, 1))  # l_j - l_i
+    eye = np.eye(n)
+    f = (1.0 - eye) / (diff + eye)
+    p = f * matmul(_mT(V), g)
+    return _sym(matmul(V, matmul(p, _mT(V))))
+
+
+defvjp(eigenvectors_sym, _eigenvectors_vjp)
+
+
+# --------------------------------------------------------------------------------------
+# Gaussian-process covariance
+# --------------------------------------------------------------------------------------
+def _points(fname, x):
+    x = _as_float(x)
+    if x.ndim == 1:
+        return x[:, None]
+    if x.ndim == 2:
+        return x
+    _fail(fname, f"x must be a 1-D array of points or a 2-D (N, D) array, got shape "
+                 f"{x.shape}")
+
+
+@primitive
+def gp_exp_quad_cov(x, alpha, rho):
+    """Squared-exponential covariance ``K_ij = alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2))``
+    of the points ``x`` (a 1-D array of scalars or an ``(N, D)`` array of points);
+    differentiable in ``x``, ``alpha`` and ``rho`` (Stan's ``gp_exp_quad_cov``, formerly
+    ``cov_exp_quad``).
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.gp_exp_quad_cov(np.array([0.0, 1.0]), 2.0, 1.0).round(4)
+    array([[4.    , 2.4261],
+           [2.4261, 4.    ]])
+    """
+    fname = "gp_exp_quad_cov"
+    X = _points(fname, x)
+    for name, v in (("alpha", alpha), ("rho", rho)):
+        if np.ndim(v) != 0:
+            _fail(fname, f"{name} must be a scalar, got shape {np.shape(v)}")
+        if not float(v) > 0 or not np.isfinite(float(v)):
+            _fail(fname, f"{name} must be positive and finite, got {float(v)}")
+    if np.isnan(X).any():
+        _fail(fname, "x contains NaN")
+    d = X[:, None, :] - X[None, :, :]
+    d2 = np.sum(d * d, axis=-1)
+    return float(alpha) ** 2 * np.exp(-0.5 * d2 / float(rho) ** 2)
+
+
+def _gp_exp_quad_cov_vjp_all(g, ans, x, alpha, rho):
+    # K = alpha^2 E, E = exp(-d2 / (2 rho^2)), d2_ij = |x_i - x_j|^2; with Gk = G o K:
+    #   alpha_bar = 2 sum(Gk) / alpha,   rho_bar = sum(Gk o d2) / rho^3,
+    #   x_bar_i = -(1/rho^2) sum_j (Gk + Gk^T)_ij (x_i - x_j)
+    sx = shape_of(x)
+    n = sx[0]
+    X = x if len(sx) == 2 else reshape(x, (n, 1))
+    dim = shape_of(X)[1]
+    gk = g * ans
+    diff = reshape(X, (n, 1, dim)) - reshape(X, (1, n, dim))
+    d2 = _rsum(diff * diff, axis=2)
+    inv_rho2 = 1.0 / (rho * rho)
+    alpha_bar = 2.0 * _rsum(gk) / alpha
+    rho_bar = _rsum(gk * d2) * inv_rho2 / rho
+    gh = gk + _mT(gk)
+    x_bar = (matmul(gh, X) - reshape(_rsum(gh, axis=1), (n, 1)) * X) * inv_rho2
+    return reshape(x_bar, sx), alpha_bar, rho_bar
+
+
+defvjp_all(gp_exp_quad_cov, _gp_exp_quad_cov_vjp_all)
+
+cov_exp_quad = gp_exp_quad_cov
+
+
+# --------------------------------------------------------------------------------------
+# numpy protocol
+# --------------------------------------------------------------------------------------
+def _last_two(a, axis1, axis2, fname):
+    """Move ``axis1``, ``axis2`` of ``a`` to the end (numpy's diagonal/trace axes)."""
+    nd = len(shape_of(a))
+    a1, a2 = axis1 % nd, axis2 % nd
+    if a1 == nd - 2 and a2 == nd - 1:
+        return a
+    rest = [i for i in range(nd) if i not in (a1, a2)]
+    return transpose(a, tuple(rest + [a1, a2]))
+
+
+def _np_offset(offset, fname):
+    if offset != 0:
+        raise TypeError(f"numpy.{fname} with offset={offset} is not supported on "
+                        "stanlite Vars")
+
+
+def _np_trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    _np_offset(offset, "trace")
+    return trace(_last_two(a, axis1, axis2, "trace"))
+
+
+def _np_diagonal(a, offset=0, axis1=0, axis2=1):
+    _np_offset(offset, "diagonal")
+    return diagonal(_last_two(a, axis1, axis2, "diagonal"))
+
+
+def _np_diag(v, k=0):
+    _np_offset(k, "diag")
+    nd = len(shape_of(v))
+    if nd == 1:
+        return diag_matrix(v)
+    if nd == 2:
+        return diagonal(v)
+    raise ValueError("numpy.diag: input must be 1-D or 2-D")
+
+
+def _np_cholesky(a, upper=False):
+    L = cholesky_decompose(a)
+    return _mT(L) if upper else L
+
+
 UFUNCS[np.matmul] = matmul
-FUNCTIONS.update({np.dot: dot, np.matmul: matmul})
+FUNCTIONS.update({
+    np.dot: dot, np.matmul: matmul,
+    np.trace: _np_trace, np.diagonal: _np_diagonal, np.diag: _np_diag,
+    np.linalg.inv: inverse, np.linalg.solve: mdivide_left, np.linalg.det: determinant,
+    np.linalg.cholesky: _np_cholesky,
+})
