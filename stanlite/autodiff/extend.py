@@ -41,15 +41,20 @@ from .var import Box, Var, make_node, shape_of
 
 __all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
            "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
-           "spec_of", "node_record"]
+           "spec_of", "node_record", "defjvp_all", "reshape", "batch_shape"]
 
 
 class Primitive:
     """The derivative rules of one primitive (kept on the wrapped function as ``_spec``)."""
 
-    __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped")
+    __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped",
+                 "broadcasting", "nondiff")
 
-    def __init__(self, name, fun):
+    def __init__(self, name, fun, broadcasting=False):
+        # broadcasting: elementwise in its arguments (numpy broadcasting rules), so
+        # forward mode may expand input tangents to the output's rank (dual.py)
+        self.broadcasting = broadcasting
+        self.nondiff = ()
         self.name = name
         self.fun = fun
         self.vjps = ()
@@ -63,6 +68,10 @@ class Primitive:
 
     def check_differentiable(self, i):
         if self.vjp_all is not None:
+            if i in self.nondiff:
+                raise DifferentiationError(
+                    f"argument {i} of '{self.name}' is not differentiable "
+                    f"(it received a traced value)")
             return
         if i >= len(self.vjps) or self.vjps[i] is None:
             if not self.vjps:
@@ -126,8 +135,11 @@ def _bp_generic(node, g):
         cs = _call_ieee(spec.vjp_all, g, ans, vals, kw)
         for i, p in pairs:
             c = cs[i]
-            if c is not None:
-                accumulate(p, c)
+            if c is None:
+                raise DifferentiationError(
+                    f"argument {i} of '{spec.name}' is not differentiable (its VJP gave "
+                    "no contribution) but received a traced value")
+            accumulate(p, c)
         return
     vjps = spec.vjps
     for i, p in pairs:
@@ -208,59 +220,121 @@ def defvjp(prim, *vjps):
     return prim
 
 
-def defvjp_all(prim, vjp_all):
+def defvjp_all(prim, vjp_all, nondiff=()):
     """Give ``prim`` one VJP returning the contributions to all arguments at once.
 
     ``vjp_all(g, ans, *args, **kwargs) -> tuple`` (one entry per positional argument,
     ``None`` for the non-differentiable ones) - for rules that share work, such as a
-    matrix factorisation reused by every argument's adjoint.
+    matrix factorisation reused by every argument's adjoint. ``nondiff`` lists the
+    argument positions that are never differentiable, so that passing a traced value
+    there fails when it is recorded; a ``None`` returned for a traced argument fails
+    during the sweep. Never a silently dropped derivative.
     """
-    spec_of(prim).vjp_all = vjp_all
+    spec = spec_of(prim)
+    spec.vjp_all = vjp_all
+    spec.nondiff = tuple(nondiff)
     return prim
 
 
 def defjvp(prim, *jvps):
-    """Give ``prim`` one JVP per positional argument: ``jvp(t, ans, *args) -> tangent``."""
+    """Give ``prim`` one JVP per positional argument (``None``: not differentiable).
+
+    ``jvp(t, ans, *args, **kwargs) -> tangent of the output``. In vector mode ``t``
+    carries leading batch axes (``t.shape == B + x.shape``) and the result must carry
+    the same ones (``B + ans.shape``; see :func:`batch_shape`). For elementwise
+    primitives the tangent arrives already expanded to the output's rank, so
+    ``lambda t, ans, x: t * fprime(x)`` is a complete rule.
+    """
     spec_of(prim).jvps = tuple(jvps)
     return prim
 
 
+def defjvp_all(prim, jvp_all):
+    """One JVP for all arguments: ``jvp_all(tangents, ans, *args) -> tangent`` where
+    ``tangents[i]`` is ``None`` for arguments that are not perturbed."""
+    spec_of(prim).jvp_all = jvp_all
+    return prim
+
+
 # --------------------------------------------------------------------------------------
-# broadcasting: summing an adjoint back to an input's shape, and its transpose
+# broadcasting and reshaping: the structural primitives the core itself needs
 # --------------------------------------------------------------------------------------
-def _sum_to_shape_raw(x, shape):
+# ``nb`` counts leading batch axes (forward-mode vector tangents, see dual.py) that
+# are carried through untouched: shapes are matched after them, not right-aligned
+# against them.
+def batch_shape(t, x):
+    """The leading batch axes of tangent ``t`` of a value shaped like ``x``."""
+    ts = shape_of(t)
+    return ts[:len(ts) - len(shape_of(x))]
+
+
+def _sum_to_shape_raw(x, shape, nb=0):
     xs = np.shape(x)
     shape = tuple(shape)
     if xs == shape:
         return x
-    if len(xs) < len(shape) or np.broadcast_shapes(xs, shape) == shape:
+    xr, sr = xs[nb:], shape[nb:]
+    if len(xr) < len(sr) or np.broadcast_shapes(xr, sr) == sr:
         # a contribution smaller than its input (e.g. a scalar) broadcasts up
-        return np.broadcast_to(x, shape).copy()
-    lead = len(xs) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, s in enumerate(shape) if s == 1 and xs[i + lead] != 1)
+        return np.array(_broadcast_to_raw(x, shape, nb), dtype=float)
+    lead = len(xr) - len(sr)
+    axes = tuple(range(nb, nb + lead)) + tuple(
+        nb + lead + i for i, s in enumerate(sr) if s == 1 and xr[lead + i] != 1)
     r = np.sum(x, axis=axes)
     if shape == ():
         return float(r)
     return np.reshape(r, shape)
 
 
-sum_to_shape = primitive(_sum_to_shape_raw, name="sum_to_shape")
-
-
-def _broadcast_to_raw(x, shape):
+def _broadcast_to_raw(x, shape, nb=0):
     shape = tuple(shape)
-    if np.shape(x) == shape:
+    xs = np.shape(x)
+    if xs == shape:
         return x
     if shape == ():
         return float(np.asarray(x).reshape(()))
+    missing = len(shape) - len(xs)
+    if nb and missing > 0:
+        x = np.reshape(x, xs[:nb] + (1,) * missing + xs[nb:])
     return np.broadcast_to(x, shape)
 
 
-broadcast_to = primitive(_broadcast_to_raw, name="broadcast_to")
+def _reshape_raw(x, shape):
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    r = np.reshape(x, shape)
+    return float(r) if r.ndim == 0 else r
 
-defvjp(sum_to_shape, lambda g, ans, x, shape: broadcast_to(g, shape_of(x)), None)
-defvjp(broadcast_to, lambda g, ans, x, shape: sum_to_shape(g, shape_of(x)), None)
+
+sum_to_shape = primitive(_sum_to_shape_raw, name="sum_to_shape")
+broadcast_to = primitive(_broadcast_to_raw, name="broadcast_to")
+reshape = primitive(_reshape_raw, name="reshape")
+reshape.__doc__ = """``x`` with a new shape (numpy semantics, ``-1`` allowed).
+
+    Derivative: the adjoint (and the tangent) reshaped back; the data do not move.
+    """
+
+defvjp(sum_to_shape, lambda g, ans, x, shape, nb=0: broadcast_to(g, shape_of(x), nb),
+       None, None)
+defvjp(broadcast_to, lambda g, ans, x, shape, nb=0: sum_to_shape(g, shape_of(x), nb),
+       None, None)
+defvjp(reshape, lambda g, ans, x, shape: reshape(g, shape_of(x)), None)
+
+
+def _sum_to_shape_jvp(t, ans, x, shape, nb=0):
+    b = batch_shape(t, x)
+    return sum_to_shape(t, b + tuple(shape), nb + len(b))
+
+
+def _broadcast_to_jvp(t, ans, x, shape, nb=0):
+    b = batch_shape(t, x)
+    return broadcast_to(t, b + tuple(shape), nb + len(b))
+
+
+defjvp(sum_to_shape, _sum_to_shape_jvp, None, None)
+defjvp(broadcast_to, _broadcast_to_jvp, None, None)
+defjvp(reshape, lambda t, ans, x, shape: reshape(t, batch_shape(t, x) + shape_of(ans)),
+       None)
 
 
 # --------------------------------------------------------------------------------------
@@ -280,7 +354,7 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
     without stanlite. ``scalar_vjp(g, ans, x) -> float`` is the same VJP on plain
     floats (first-order sweeps of scalar code); it must agree with ``vjp``.
     """
-    spec = Primitive(name, raw)
+    spec = Primitive(name, raw, broadcasting=True)
     spec.vjps = (vjp,)
     svjp = scalar_vjp
     fast = scalar is not None
@@ -350,7 +424,7 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
     only x, only y) by hand-written ones for the hottest operators; they must fall
     back to ``spec.vjps`` for anything but plain floats.
     """
-    spec = Primitive(name, raw)
+    spec = Primitive(name, raw, broadcasting=True)
     spec.vjps = (vjp_x, vjp_y)
     svjp = scalar_vjp
     new = _new

@@ -119,16 +119,8 @@ def var_getitem(self, idx):
 Var.__getitem__ = var_getitem
 
 
-@primitive
-def reshape(x, shape):
-    """``x`` with a new shape (numpy semantics, ``-1`` allowed); adjoint reshaped back."""
-    if isinstance(shape, int):
-        shape = (shape,)
-    r = np.reshape(x, shape)
-    return float(r) if r.ndim == 0 else r
-
-
-defvjp(reshape, lambda g, ans, x, shape: reshape(g, shape_of(x)), None)
+# reshape is a core primitive (forward mode needs it for batch axes); re-exported here
+from ..autodiff.extend import reshape  # noqa: E402
 
 
 def flatten(x):

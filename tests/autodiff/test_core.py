@@ -362,3 +362,22 @@ def test_every_recorded_node_replays_from_its_record(rng):
             spec, args, kw = node_record(node)
             vals = [a.value if isinstance(a, sl.Var) else a for a in args]
             np.testing.assert_allclose(spec.fun(*vals, **kw), node.value, rtol=1e-15)
+
+
+def test_defvjp_all_never_drops_a_derivative_silently():
+    @sl.primitive
+    def scale(x, k):
+        return x * k
+
+    sl.defvjp_all(scale, lambda g, ans, x, k: (g * k, None))
+    with pytest.raises(DifferentiationError, match="argument 1 of 'scale'"):
+        sl.grad(lambda k: sl.sum(scale(np.ones(3), k)))(2.0)
+
+    @sl.primitive
+    def scale2(x, k):
+        return x * k
+
+    sl.defvjp_all(scale2, lambda g, ans, x, k: (g * k, None), nondiff=(1,))
+    with pytest.raises(DifferentiationError, match="argument 1 of 'scale2'"):
+        sl.grad(lambda k: sl.sum(scale2(np.ones(3), k)))(2.0)
+    np.testing.assert_allclose(sl.grad(lambda x: sl.sum(scale2(x, 2.0)))(np.ones(3)), 2.0)
