@@ -131,6 +131,12 @@ def _call_ieee(rule, g, ans, args, kw):
 def _bp_generic(node, g):
     spec, vals, kw, pairs = node.x
     ans = node.value
+    if spec.vjp_all is None and type(g) is np.ndarray:
+        # the common first-order case: array adjoints never raise on division by zero
+        vjps = spec.vjps
+        for i, p in pairs:
+            accumulate(p, vjps[i](g, ans, *vals, **kw))
+        return
     if spec.vjp_all is not None:
         cs = _call_ieee(spec.vjp_all, g, ans, vals, kw)
         for i, p in pairs:
@@ -159,13 +165,33 @@ def _normalize(ans):
 def _record(tape, spec, wrapped, args, kw):
     vals = list(args)
     pairs = []
-    for i, a in enumerate(args):
-        if isinstance(a, Box) and a.tape is tape:
-            spec.check_differentiable(i)
-            vals[i] = a.value
-            pairs.append((i, a))
-    ans = _normalize(wrapped(*vals, **kw))
-    return make_node(ans, tape, _bp_generic, (spec, vals, kw, tuple(pairs)), None)
+    lower = False       # does any value remain traced (nested differentiation)?
+    i = 0
+    for a in args:
+        if isinstance(a, Box):
+            if a.tape is tape:
+                spec.check_differentiable(i)
+                v = a.value
+                vals[i] = v
+                pairs.append((i, a))
+                if isinstance(v, Box):
+                    lower = True
+            else:
+                lower = True
+        i += 1
+    ans = wrapped(*vals, **kw) if lower else spec.fun(*vals, **kw)
+    t = type(ans)
+    if not (t is float or t is np.ndarray and ans.dtype == _f64_dtype and ans.ndim):
+        ans = _normalize(ans)
+    n = _new(Var)
+    n.value = ans
+    n.adj = None
+    n.tape = tape
+    n.bp = _bp_generic
+    n.x = (spec, vals, kw, pairs)
+    n.y = None
+    tape.nodes.append(n)
+    return n
 
 
 def _dispatch(spec, wrapped, args, kw):
@@ -175,11 +201,12 @@ def _dispatch(spec, wrapped, args, kw):
         if isinstance(a, Box) and a.tape.level > level:
             top = a
             level = a.tape.level
-    for v in kw.values():
-        if isinstance(v, Box):
-            raise DifferentiationError(
-                f"'{spec.name}': keyword arguments are not differentiable; pass traced "
-                "values positionally")
+    if kw:
+        for v in kw.values():
+            if isinstance(v, Box):
+                raise DifferentiationError(
+                    f"'{spec.name}': keyword arguments are not differentiable; pass "
+                    "traced values positionally")
     if top is None:
         return spec.fun(*args, **kw)
     if type(top) is Var:
@@ -550,6 +577,7 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
 
 _new = object.__new__
 _f64 = np.float64
+_f64_dtype = np.dtype(np.float64)
 
 
 # --------------------------------------------------------------------------------------

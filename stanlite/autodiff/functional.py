@@ -35,15 +35,30 @@ def _adj_or_zeros(xv):
     return _zeros(xv.shape) if a is None else a
 
 
+def _leaf(value, tape):
+    """An independent variable on ``tape`` (no checks: ``tape`` is a fresh scope)."""
+    v = _new(Var)
+    v.value = value if isinstance(value, Box) else _as_float_value(value)
+    v.adj = None
+    v.tape = tape
+    v.bp = None
+    v.x = None
+    v.y = None
+    return v
+
+
 def _lift(args, argnums, tape):
     args = list(args)
     leaves = []
     for i in argnums:
-        leaf = Var(_as_float_value(args[i]) if not isinstance(args[i], Box) else args[i],
-                   tape)
+        leaf = _leaf(args[i], tape)
         args[i] = leaf
         leaves.append(leaf)
     return args, leaves
+
+
+_new = object.__new__
+_GC = gc_paused()
 
 
 def _argnums(argnum):
@@ -63,27 +78,35 @@ def value_and_grad(f, argnum=0):
     (5.0, array([2., 4.]))
     """
     nums = _argnums(argnum)
+    single = isinstance(argnum, int)
 
     def value_and_grad_f(*args):
-        with nested() as tape, gc_paused():
-            args2, leaves = _lift(args, nums, tape)
-            y = f(*args2)
+        with nested() as tape, _GC:
+            if single:
+                leaf = _leaf(args[argnum], tape)
+                args = list(args)
+                args[argnum] = leaf
+                leaves = (leaf,)
+            else:
+                args, leaves = _lift(args, nums, tape)
+            y = f(*args)
             if isinstance(y, Box) and y.tape is tape:
                 if y.shape != ():
                     raise DifferentiationError(
                         f"grad requires a scalar output, got shape {y.shape}; "
                         "use sl.jacobian for vector outputs")
-                y.backward(retain=True)
+                tape.backward(y, 1.0, retain=True)
                 grads = tuple(_adj_or_zeros(v) for v in leaves)
+                val = y.value
             else:
                 if shape_of(y) != ():
                     raise DifferentiationError(
                         f"grad requires a scalar output, got shape {shape_of(y)}")
                 grads = tuple(_zeros(v.shape) for v in leaves)
-            val = _unwrap_out(y, tape)
+                val = y
         if type(val) is not float and not isinstance(val, Box):
             val = float(val)
-        return val, (grads[0] if isinstance(argnum, int) else grads)
+        return val, (grads[0] if single else grads)
 
     return value_and_grad_f
 

@@ -27,7 +27,8 @@ recording. Recording and sweeping therefore run with the collector paused
 
 import gc
 import threading
-from contextlib import contextmanager
+
+import numpy as np
 
 from ..errors import DifferentiationError
 
@@ -67,7 +68,6 @@ class Tape:
                 "backward() on a variable whose recording was already released by a "
                 "previous backward(); pass retain=True to sweep the same recording twice")
         if seed is None:
-            from .var import ones_like_value
             seed = ones_like_value(root.value)
         root.adj = seed
         nodes = self.nodes
@@ -103,6 +103,7 @@ class _State(threading.local):
     def __init__(self):
         self.stack = []
         self.gc_depth = 0
+        self.gc_was = True
 
 
 _state = _State()
@@ -124,13 +125,14 @@ def current_tape():
     return stack[-1]
 
 
-@contextmanager
-def nested():
+class nested:
     """Open a nested recording scope; its memory is released on exit.
 
     Variables created inside (``sl.Var(x)``) live one level above every enclosing
     scope. Gradients taken inside see enclosing variables as constants at this level,
     while their dependence on those variables is still recorded on the enclosing tape.
+    (A class, not a generator context manager: entering and leaving cost ~0.3 us,
+    which matters for gradients of small models.)
 
     Example
     -------
@@ -142,21 +144,29 @@ def nested():
     ...     print(x.adj)
     [2. 4.]
     """
-    stack = _state.stack
-    if not stack:
-        stack.append(Tape(1))
-    tape = Tape(stack[-1].level + 1)
-    stack.append(tape)
-    try:
-        yield tape
-    finally:
+
+    __slots__ = ("tape",)
+
+    def __enter__(self):
+        stack = _state.stack
+        if not stack:
+            stack.append(Tape(1))
+        self.tape = tape = Tape(stack[-1].level + 1)
+        stack.append(tape)
+        return tape
+
+    def __exit__(self, *exc):
+        tape = self.tape
         tape.open = False
-        tape.release()
-        # pop this tape (and any inner tape left open by a generator abandoned mid-way)
+        tape.nodes = []
+        tape.owned = {}
+        stack = _state.stack
+        # pop this tape (and any inner scope left open by an abandoned generator)
         while stack and stack[-1] is not tape:
             stack.pop().open = False
         if stack:
             stack.pop()
+        return False
 
 
 def recover_memory():
@@ -164,17 +174,33 @@ def recover_memory():
     root_tape().release()
 
 
-@contextmanager
-def gc_paused():
+class gc_paused:
     """Pause the cyclic garbage collector for the duration (re-entrant)."""
-    st = _state
-    if st.gc_depth == 0:
-        was = gc.isenabled()
-        gc.disable()
-    st.gc_depth += 1
-    try:
-        yield
-    finally:
+
+    __slots__ = ()
+
+    def __enter__(self):
+        st = _state
+        if st.gc_depth == 0:
+            st.gc_was = gc.isenabled()
+            gc.disable()
+        st.gc_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        st = _state
         st.gc_depth -= 1
-        if st.gc_depth == 0 and was:
+        if st.gc_depth == 0 and st.gc_was:
             gc.enable()
+        return False
+
+
+def ones_like_value(v):
+    """The default seed of a sweep: 1.0, or ones of the value's shape."""
+    t = type(v)
+    if t is float:
+        return 1.0
+    if t is np.ndarray:
+        return np.ones(v.shape)
+    s = v.shape
+    return 1.0 if s == () else np.ones(s)

@@ -39,8 +39,9 @@ Conventions
 
 import numpy as np
 
-from ..autodiff.extend import broadcast_to, defvjp, defvjp_all, primitive
-from ..autodiff.var import FUNCTIONS, Var, shape_of, value_of
+from ..autodiff.extend import (_tag, accumulate, broadcast_to, defvjp, defvjp_all,
+                               primitive)
+from ..autodiff.var import FUNCTIONS, Var, make_node, shape_of, value_of
 from .elementwise import exp, sqrt
 from .structure import _where, concatenate, getitem, reshape
 
@@ -101,9 +102,31 @@ def _sum(x, axis=None, keepdims=False):
 defvjp(_sum, lambda g, ans, x, axis=None, keepdims=False: _expand_back(g, x, axis, keepdims))
 
 
+def _bp_sum_all(node, g):
+    # adjoint of a full sum: g in every entry (the hottest reduction: every log density
+    # ends in one). ``a + g`` broadcasts the scalar without materialising ones.
+    x = node.x
+    xv = x.value
+    if type(g) is float and type(xv) is np.ndarray:
+        a = x.adj
+        x.adj = np.full(xv.shape, g) if a is None else a + g
+        return
+    accumulate(x, _expand_back(g, xv, None, False))
+
+
+_tag(_bp_sum_all, _sum._spec, lambda node: (node.x,))
+
+
 def sum(x, axis=None, keepdims=False):
     """Sum of elements (over ``axis``, all by default); a list of scalars is summed
-    pairwise with ``+``."""
+    pairwise with ``+``.
+
+    Derivative: d sum(x) = sum(dx); the adjoint broadcasts ``g`` over the summed axes.
+    """
+    if type(x) is Var and axis is None and not keepdims:
+        xv = x.value
+        if type(xv) is np.ndarray:
+            return make_node(float(xv.sum()), x.tape, _bp_sum_all, x, None)
     if isinstance(x, (list, tuple)):
         return _builtin_sum(x[1:], x[0]) if x else 0.0
     return _sum(x, axis, keepdims)
