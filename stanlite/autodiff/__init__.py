@@ -3,7 +3,9 @@
 * :mod:`.tape`       - the thread-local tape stack, nesting, the reverse sweep;
 * :mod:`.var`        - the array-valued node ``Var`` and the numpy protocols;
 * :mod:`.extend`     - defining primitives (``primitive``, ``defvjp``) and broadcasting;
-* :mod:`.functional` - ``grad``, ``value_and_grad``, ``vjp``, ``jacobian``;
+* :mod:`.dual`       - forward mode: ``Dual`` values on a ``ForwardTrace`` (vector mode);
+* :mod:`.functional` - ``grad``, ``value_and_grad``, ``vjp``, ``jacobian``, ``jvp``,
+  ``hvp``, ``hessian``, ``grad_hessian``, ``grad_trace_mat_hessian``;
 * :mod:`.check`      - ``check_grad``, the finite-difference gradient checker.
 
 No math lives here; :mod:`stanlite.math` defines the primitives with :mod:`.extend`.
@@ -11,12 +13,19 @@ No math lives here; :mod:`stanlite.math` defines the primitives with :mod:`.exte
 
 from .tape import Tape, nested, current_tape, gc_paused, recover_memory  # noqa: F401
 from .var import Box, Var, value_of  # noqa: F401
-from .extend import (primitive, defvjp, defvjp_all, defjvp, accumulate,  # noqa: F401
-                     sum_to_shape, broadcast_to)
-from .functional import grad, value_and_grad, vjp, jacobian  # noqa: F401
-from .check import check_grad, assert_grad, GradCheck  # noqa: F401
+from .extend import (primitive, defvjp, defvjp_all, defjvp, defjvp_all,  # noqa: F401
+                     accumulate, sum_to_shape, broadcast_to)
+from .functional import (grad, value_and_grad, vjp, jacobian, jvp, hvp,  # noqa: F401
+                         hessian, jacobian_forward, jacobian_reverse, grad_hessian,
+                         grad_trace_mat_hessian)
+from .dual import Dual, ForwardTrace, forward_scope  # noqa: F401
+from .check import (check_grad, assert_grad, check_jvp, assert_jvp,  # noqa: F401
+                    check_hessian, assert_hessian, GradCheck)
 
 __all__ = ["Tape", "nested", "current_tape", "gc_paused", "recover_memory", "Box", "Var",
            "value_of", "primitive", "defvjp", "defvjp_all", "defjvp", "accumulate",
            "sum_to_shape", "broadcast_to", "grad", "value_and_grad", "vjp", "jacobian",
-           "check_grad", "assert_grad", "GradCheck"]
+           "jvp", "hvp", "hessian", "jacobian_forward", "jacobian_reverse", "grad_hessian",
+           "grad_trace_mat_hessian", "Dual", "ForwardTrace", "forward_scope", "defjvp_all",
+           "check_grad", "assert_grad", "check_jvp", "assert_jvp", "check_hessian",
+           "assert_hessian", "GradCheck"]

@@ -19,7 +19,8 @@ import numpy as np
 from .functional import vjp
 from .var import value_of
 
-__all__ = ["check_grad", "assert_grad", "GradCheck"]
+__all__ = ["check_grad", "assert_grad", "check_jvp", "assert_jvp", "check_hessian",
+           "assert_hessian", "GradCheck"]
 
 
 @dataclass
@@ -112,4 +113,120 @@ def assert_grad(f, x, **kwargs):
         raise AssertionError(f"gradient check failed: max abs err {r.max_abs_err:.3g}, "
                              f"max rel err {r.max_rel_err:.3g}, value err "
                              f"{r.value_err:.3g}; per direction {r.details}")
+    return r
+
+
+def _richardson(phi, h):
+    d1 = (phi(h) - phi(-h)) / (2 * h)
+    d2 = (phi(h / 2) - phi(-h / 2)) / h
+    return (4 * d2 - d1) / 3
+
+
+def check_jvp(f, x, *, directions=3, h=1e-4, rtol=1e-6, atol=1e-8, seed=0):
+    """Compare forward mode with central differences, and vector mode with single mode.
+
+    For random directions ``v`` (jointly over the arguments when ``x`` is a tuple),
+    ``jvp`` of ``f`` must match the Richardson central difference of ``f`` along
+    ``v``; a batch of all directions at once (vector mode) must match the single
+    ones, and the traced value must match the plain one.
+    """
+    from .functional import _forward
+    rng = np.random.default_rng(seed)
+    args = _as_args(x)
+    multi = isinstance(x, tuple)
+    # pack the arguments into one flat vector so a single trace perturbs all of them
+    sizes = [a.size for a in args]
+    shapes = [a.shape for a in args]
+    flat = np.concatenate([a.ravel() for a in args]) if args else np.zeros(0)
+
+    def unpack(z):
+        from ..math.structure import reshape
+        out, start = [], 0
+        for n, s in zip(sizes, shapes):
+            piece = z[start:start + n]
+            out.append(reshape(piece, s))
+            start += n
+        return out
+
+    def g(z):
+        return f(*unpack(z)) if multi else f(unpack(z)[0])
+
+    def plain(z):
+        parts, start = [], 0
+        for n, s in zip(sizes, shapes):
+            parts.append(_scalarize(z[start:start + n].reshape(s)))
+            start += n
+        return np.asarray(value_of(f(*parts) if multi else f(parts[0])), dtype=float)
+
+    y0 = plain(flat)
+    vs = rng.standard_normal((directions, flat.size))
+    vs /= np.linalg.norm(vs, axis=1, keepdims=True) + (flat.size == 0)
+    worst_abs = worst_rel = value_err = 0.0
+    passed = True
+    details = []
+    singles = []
+    for v in vs:
+        y, t = _forward(g, flat, v)
+        value_err = max(value_err, float(np.max(np.abs(np.asarray(value_of(y)) - y0),
+                                                initial=0.0)))
+        t = np.asarray(value_of(t), dtype=float)
+        singles.append(t)
+        fd = np.asarray(_richardson(lambda s: plain(flat + s * v), h))
+        err = float(np.max(np.abs(t - fd), initial=0.0))
+        scale = float(np.max(np.maximum(np.abs(t), np.abs(fd)), initial=0.0))
+        ok = bool(np.all(np.abs(t - fd) <= atol + rtol * np.maximum(np.abs(t), np.abs(fd))))
+        passed = passed and ok and bool(np.all(np.isfinite(t)))
+        worst_abs = max(worst_abs, err)
+        worst_rel = max(worst_rel, err / scale if scale > 0 else err)
+        details.append({"abs_err": err})
+    _, tb = _forward(g, flat, vs, (directions,))
+    tb = np.asarray(value_of(tb), dtype=float)
+    batch_err = float(np.max(np.abs(tb - np.stack(singles)), initial=0.0))
+    if batch_err > 1e-12 * max(1.0, float(np.max(np.abs(tb), initial=0.0))):
+        passed = False
+        details.append({"vector_mode_err": batch_err})
+    if value_err > 1e-12 * max(1.0, float(np.max(np.abs(y0), initial=0.0))):
+        passed = False
+    return GradCheck(worst_abs, worst_rel, bool(passed), value_err, details)
+
+
+def check_hessian(f, x, *, h=1e-4, rtol=1e-6, atol=1e-7):
+    """Compare the forward-over-reverse Hessian of scalar ``f`` at the 1-D point ``x``
+    with central differences of the reverse gradient (and its symmetry)."""
+    from .functional import grad, hessian
+    x = np.asarray(x, dtype=float)
+    H = np.asarray(value_of(hessian(f)(x)), dtype=float)
+    g = grad(f)
+    n = x.size
+    fd = np.empty((n, n))
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = 1.0
+        fd[i] = _richardson(lambda s: np.asarray(g(x + s * e), dtype=float), h)
+    err = np.abs(H - fd)
+    scale = np.maximum(np.abs(H), np.abs(fd))
+    passed = bool(np.all(err <= atol + rtol * scale)) and bool(np.all(np.isfinite(H)))
+    sym = float(np.max(np.abs(H - H.T), initial=0.0))
+    passed = passed and sym <= 1e-10 * max(1.0, float(np.max(np.abs(H), initial=0.0)))
+    mx = float(np.max(err, initial=0.0))
+    rel = float(np.max(err / np.where(scale > 0, scale, 1.0), initial=0.0))
+    return GradCheck(mx, rel, passed, 0.0, [{"symmetry_err": sym}])
+
+
+def assert_jvp(f, x, **kwargs):
+    """:func:`check_jvp`, raising ``AssertionError`` with the numbers if it fails."""
+    r = check_jvp(f, x, **kwargs)
+    if not r.passed:
+        raise AssertionError(f"forward-mode check failed: max abs err {r.max_abs_err:.3g}, "
+                             f"rel {r.max_rel_err:.3g}, value err {r.value_err:.3g}; "
+                             f"{r.details}")
+    return r
+
+
+def assert_hessian(f, x, **kwargs):
+    """:func:`check_hessian`, raising ``AssertionError`` if it fails."""
+    r = check_hessian(f, x, **kwargs)
+    if not r.passed:
+        raise AssertionError(f"Hessian check failed: max abs err {r.max_abs_err:.3g}, "
+                             f"rel {r.max_rel_err:.3g}; {r.details}")
     return r

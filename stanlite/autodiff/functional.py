@@ -16,7 +16,8 @@ from ..errors import DifferentiationError
 from .tape import gc_paused, nested
 from .var import Box, Var, _as_float_value, shape_of
 
-__all__ = ["grad", "value_and_grad", "vjp", "jacobian"]
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian", "jvp", "hvp", "hessian",
+           "jacobian_forward", "jacobian_reverse", "grad_hessian", "grad_trace_mat_hessian"]
 
 
 def _zeros(shape):
@@ -149,9 +150,38 @@ def vjp(f, *xs, cotangent):
 
 
 def jacobian(f):
-    """``x -> J`` with ``J[i..., j...] = d f(x)[i...] / d x[j...]`` (reverse mode).
+    """``x -> J`` with ``J[i..., j...] = d f(x)[i...] / d x[j...]``.
 
-    One recording, then one reverse sweep per output element (rows of J).
+    Chooses the mode by shape: reverse (one sweep per output) when the output has no
+    more elements than the input, forward (one vector-mode pass) otherwise - falling
+    back to reverse if some primitive has no forward rule.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> sl.jacobian(lambda x: x ** 2)(np.array([1.0, 3.0]))
+    array([[2., 0.],
+           [0., 6.]])
+    """
+    rev = jacobian_reverse(f)
+    fwd = jacobian_forward(f)
+
+    def jacobian_f(x):
+        from .var import value_of
+        n = int(np.prod(shape_of(x), dtype=np.int64))
+        m = int(np.prod(shape_of(f(value_of(x))), dtype=np.int64))
+        if m > n:
+            try:
+                return fwd(x)
+            except DifferentiationError:
+                pass
+        return rev(x)
+
+    return jacobian_f
+
+
+def jacobian_reverse(f):
+    """``x -> J`` by reverse mode: one recording, one sweep per output element.
 
     Example
     -------
@@ -185,3 +215,141 @@ def jacobian(f):
         return np.reshape(np.array(rows, dtype=float), out_shape + in_shape)
 
     return jacobian_f
+
+
+# --------------------------------------------------------------------------------------
+# forward mode and nested derivatives
+# --------------------------------------------------------------------------------------
+def _forward(f, x, tangent, batch=()):
+    """``(f(x), tangent of f(x))`` with ``x`` perturbed by ``tangent`` on a fresh trace."""
+    from .dual import Dual, forward_scope
+    with forward_scope(batch) as trace:
+        xv = x if isinstance(x, Box) else _as_float_value(x)
+        tv = tangent if isinstance(tangent, Box) else _as_float_value(tangent)
+        if shape_of(tv) != tuple(batch) + shape_of(xv):
+            raise ValueError(f"tangent shape {shape_of(tv)} does not match the input "
+                             f"shape {tuple(batch) + shape_of(xv)}")
+        y = f(Dual(xv, tv, trace))
+        if isinstance(y, Box) and y.tape is trace:
+            return y.value, y.tangent
+        return y, np.zeros(tuple(batch) + shape_of(y))
+
+
+def jvp(f):
+    """``(x, v) -> (f(x), J(x) v)``: a Jacobian-vector product in one forward pass.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> sl.jvp(lambda x: x * x)(np.array([1.0, 3.0]), np.array([1.0, 1.0]))
+    (array([1., 9.]), array([2., 6.]))
+    """
+    def jvp_f(x, v):
+        return _forward(f, x, v)
+    return jvp_f
+
+
+def hvp(f):
+    """``(x, v) -> H(x) v`` for scalar ``f``: forward-over-reverse, one pass.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> sl.hvp(lambda x: sl.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([6., 0.])
+    """
+    g = grad(f)
+
+    def hvp_f(x, v):
+        return _forward(g, x, v)[1]
+    return hvp_f
+
+
+def _identity_tangents(x):
+    xs = shape_of(x)
+    n = int(np.prod(xs, dtype=np.int64))
+    return n, np.eye(n).reshape((n,) + xs)
+
+
+def hessian(f):
+    """``x -> H(x)`` for scalar ``f``, by forward-over-reverse in vector mode.
+
+    All ``n`` directions ride on one batched tangent (the identity), so the whole
+    Hessian costs one reverse sweep over duals of width ``n`` - not ``n`` sweeps.
+    The result has shape ``x.shape + x.shape``.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> sl.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    g = grad(f)
+
+    def hessian_f(x):
+        xv = x if isinstance(x, Box) else _as_float_value(x)
+        n, eye = _identity_tangents(xv)
+        _, t = _forward(g, xv, eye, (n,))
+        return _reshape_out(t, shape_of(xv) + shape_of(xv))
+    return hessian_f
+
+
+def _reshape_out(t, shape):
+    if isinstance(t, Box):
+        from .extend import reshape
+        return reshape(t, shape)
+    return np.reshape(t, shape)
+
+
+def jacobian_forward(f):
+    """``x -> J`` by forward mode: one pass with ``x.size`` batched tangents."""
+    def jacobian_f(x):
+        xv = x if isinstance(x, Box) else _as_float_value(x)
+        n, eye = _identity_tangents(xv)
+        y, t = _forward(f, xv, eye, (n,))
+        ys = shape_of(y)
+        # t has shape (n,) + ys: move the input axis last
+        from .extend import reshape
+        if isinstance(t, Box):
+            from ..math.structure import transpose
+            tt = transpose(reshape(t, (n, -1)))
+            return reshape(tt, ys + shape_of(xv))
+        return np.reshape(np.reshape(t, (n, -1)).T, ys + shape_of(xv))
+    return jacobian_f
+
+
+def grad_hessian(f):
+    """``x -> T`` with ``T[i, j, k] = d^3 f / dx_i dx_j dx_k`` (small ``n``; for tests).
+
+    Forward mode (vector) over the forward-over-reverse Hessian.
+    """
+    return jacobian_forward(hessian(f))
+
+
+def grad_trace_mat_hessian(f):
+    """``(x, M) -> d/dx tr(M H(x))`` with ``M`` held constant.
+
+    The contraction SoftAbs Riemannian HMC needs (Betancourt 2013; Stan's
+    ``grad_tr_mat_times_hessian``): reverse mode over the forward-over-reverse Hessian,
+    so it costs a constant multiple of one Hessian and never forms the n^3 tensor.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> f = lambda x: sl.sum(x ** 4) / 12          # H = diag(x^2)
+    >>> sl.grad_trace_mat_hessian(f)(np.array([1.0, 2.0]), np.eye(2))   # d/dx sum x^2
+    array([2., 4.])
+    """
+    h = hessian(f)
+
+    def gtmh(x, M):
+        M = np.asarray(M, dtype=float)
+
+        def trace_mh(z):
+            H = h(z)
+            from ..math.reductions import sum as _sum
+            from ..math.structure import transpose
+            return _sum(M * transpose(H))
+        return grad(trace_mh)(x)
+    return gtmh

@@ -25,7 +25,7 @@ raises ``TypeError`` naming the function instead of silently dropping the gradie
 
 import numpy as np
 
-from .tape import current_tape
+from .tape import Tape, current_tape
 
 __all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "ones_like_value",
            "UFUNCS", "FUNCTIONS"]
@@ -104,6 +104,9 @@ class Var(Box):
     def __init__(self, value, tape=None):
         if tape is None:
             tape = current_tape()
+        if type(tape) is not Tape:
+            raise TypeError("Var(): the innermost scope is a forward-mode trace; open "
+                            "sl.nested() to create reverse-mode variables inside it")
         value = _as_float_value(value)
         if isinstance(value, Box) and value.tape.level >= tape.level:
             raise ValueError("Var(value): value is traced at the same or a higher level")

@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..autodiff.extend import accumulate, elementwise_binary, elementwise_unary
+from ..autodiff.extend import accumulate, defjvp, elementwise_binary, elementwise_unary
 from ..autodiff.var import UFUNCS, Var, value_of
 from .structure import where
 
@@ -161,12 +161,23 @@ def _pow_vjp_y(g, ans, x, y):
 power = elementwise_binary("power", _pow_raw, _pow_vjp_x, _pow_vjp_y, op=None)
 
 
+# forward mode: the same derivatives, applied to tangents
+defjvp(negative, lambda t, ans, x: -t)
+defjvp(add, lambda t, ans, x, y: t, lambda t, ans, x, y: t)
+defjvp(subtract, lambda t, ans, x, y: t, lambda t, ans, x, y: -t)
+defjvp(multiply, lambda t, ans, x, y: t * y, lambda t, ans, x, y: t * x)
+defjvp(divide, lambda t, ans, x, y: t / y, lambda t, ans, x, y: -t * ans / y)
+defjvp(power, lambda t, ans, x, y: _pow_vjp_x(t, ans, x, y),
+       lambda t, ans, x, y: _pow_vjp_y(t, ans, x, y))
+
+
 def _abs_vjp(g, ans, x):
     from .elementwise import sign
     return g * sign(x)
 
 
 fabs = elementwise_unary("fabs", np.abs, _abs_vjp, scalar=abs)
+defjvp(fabs, _abs_vjp)
 abs_ = fabs
 pow_ = power
 

@@ -40,7 +40,9 @@ Conventions
 import numpy as np
 from scipy.linalg.lapack import dtrtrs as _dtrtrs
 
-from ..autodiff.extend import defvjp, defvjp_all, primitive
+from ..errors import DifferentiationError
+
+from ..autodiff.extend import defjvp, defvjp, defvjp_all, primitive
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
 from .reductions import sum as _rsum
 from .structure import reshape, transpose
@@ -168,6 +170,28 @@ def _matmul_vjp_b(g, ans, a, b):
 
 
 defvjp(matmul, _matmul_vjp_a, _matmul_vjp_b)
+
+
+# forward mode: d(a b) = da b + a db. Tangents carry leading batch axes; matmul's own
+# broadcasting over leading axes handles them, except when b is a vector, where the
+# tangent of b must be multiplied from the right.
+def _matmul_jvp_a(t, ans, a, b):
+    return matmul(t, b)
+
+
+def _matmul_jvp_b(t, ans, a, b):
+    na, nb_ = len(shape_of(a)), len(shape_of(b))
+    if nb_ == 1:
+        if na == 1:
+            return matmul(t, a)
+        if na == 2:
+            return matmul(t, transpose(a))
+        raise DifferentiationError("matmul: forward mode of a stack of matrices times a "
+                                   "vector is not supported; use a matrix for b")
+    return matmul(a, t)
+
+
+defjvp(matmul, _matmul_jvp_a, _matmul_jvp_b)
 
 
 def dot(a, b):

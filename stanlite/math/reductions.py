@@ -39,8 +39,8 @@ Conventions
 
 import numpy as np
 
-from ..autodiff.extend import (_tag, accumulate, broadcast_to, defvjp, defvjp_all,
-                               primitive)
+from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
+                               defvjp, defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, Var, make_node, shape_of, value_of
 from .elementwise import exp, sqrt
 from .structure import _where, concatenate, getitem, reshape
@@ -100,6 +100,16 @@ def _sum(x, axis=None, keepdims=False):
 
 
 defvjp(_sum, lambda g, ans, x, axis=None, keepdims=False: _expand_back(g, x, axis, keepdims))
+
+
+def _sum_jvp(t, ans, x, axis=None, keepdims=False):
+    # the same sum over the same axes, shifted past the tangent's batch axes
+    nb = len(batch_shape(t, x))
+    axes = tuple(nb + a for a in _norm_axes(axis, len(shape_of(x))))
+    return _sum(t, axes, keepdims)
+
+
+defjvp(_sum, _sum_jvp)
 
 
 def _bp_sum_all(node, g):

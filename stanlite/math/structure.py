@@ -16,7 +16,8 @@ sweep owns that buffer) so a Python loop over ``x[i]`` costs O(1) per element.
 
 import numpy as np
 
-from ..autodiff.extend import accumulate, defvjp, primitive
+from ..autodiff.extend import (accumulate, batch_shape, defjvp, defjvp_all, defvjp,
+                               primitive)
 from ..autodiff.var import FUNCTIONS, Box, Var, make_node, shape_of
 
 __all__ = ["getitem", "scatter_add", "reshape", "flatten", "transpose", "concatenate",
@@ -74,6 +75,22 @@ getitem = primitive(_getitem_raw, name="getitem")
 scatter_add = primitive(_scatter_add_raw, name="scatter_add")
 defvjp(getitem, lambda g, ans, x, idx: scatter_add(g, idx, shape_of(x)), None)
 defvjp(scatter_add, lambda g, ans, gg, idx, shape: getitem(g, idx), None, None)
+
+
+def _batched_index(idx, nb):
+    """``idx`` applied after ``nb`` leading batch axes."""
+    if nb == 0:
+        return idx
+    lead = (slice(None),) * nb
+    return lead + (idx if type(idx) is tuple else (idx,))
+
+
+# forward mode: gather and scatter are linear, so the tangent goes through the same op
+defjvp(getitem, lambda t, ans, x, idx: getitem(
+    t, _batched_index(idx, len(batch_shape(t, x)))), None)
+defjvp(scatter_add, lambda t, ans, gg, idx, shape: scatter_add(
+    t, _batched_index(idx, len(batch_shape(t, gg))),
+    batch_shape(t, gg) + tuple(shape)), None, None)
 
 
 def _bp_getitem(node, g):
@@ -146,6 +163,16 @@ def _transpose_vjp(g, ans, x, axes=None):
 defvjp(transpose, _transpose_vjp, None)
 
 
+def _transpose_jvp(t, ans, x, axes=None):
+    nb = len(batch_shape(t, x))
+    nd = len(shape_of(x))
+    perm = tuple(range(nd))[::-1] if axes is None else tuple(a % nd for a in axes)
+    return transpose(t, tuple(range(nb)) + tuple(nb + a for a in perm))
+
+
+defjvp(transpose, _transpose_jvp, None)
+
+
 def swapaxes(x, a, b):
     n = len(shape_of(x))
     axes = list(range(n))
@@ -174,7 +201,29 @@ def _concat_vjp_all(g, ans, axis, *xs):
 
 from ..autodiff.extend import defvjp_all  # noqa: E402
 
-defvjp_all(_concat, _concat_vjp_all)
+defvjp_all(_concat, _concat_vjp_all, nondiff=(0,))
+
+
+def _concat_jvp_all(ts, ans, axis, *xs):
+    # the tangent of a concatenation is the concatenation of the tangents (zeros for
+    # the pieces that are not perturbed), along the same axis after the batch axes
+    b = next(batch_shape(t, x) for t, x in zip(ts[1:], xs) if t is not None)
+    pieces = []
+    for t, x in zip(ts[1:], xs):
+        s = shape_of(x)
+        if t is None:
+            t = np.zeros(b + (s if s else (1,)))
+        elif not s:
+            t = reshape(t, b + (1,))
+        pieces.append(t)
+    ax = axis if axis is None or axis < 0 else axis + len(b)
+    if axis is None:
+        pieces = [reshape(p, b + (-1,)) for p in pieces]
+        ax = len(b)
+    return _concat(ax, *pieces)
+
+
+defjvp_all(_concat, _concat_jvp_all)
 
 
 def concatenate(xs, axis=0):
@@ -204,7 +253,16 @@ def _stack_vjp_all(g, ans, axis, *xs):
     return tuple(out)
 
 
-defvjp_all(_stack, _stack_vjp_all)
+defvjp_all(_stack, _stack_vjp_all, nondiff=(0,))
+
+
+def _stack_jvp_all(ts, ans, axis, *xs):
+    b = next(batch_shape(t, x) for t, x in zip(ts[1:], xs) if t is not None)
+    pieces = [np.zeros(b + shape_of(x)) if t is None else t for t, x in zip(ts[1:], xs)]
+    return _stack(axis + len(b) if axis >= 0 else axis, *pieces)
+
+
+defjvp_all(_stack, _stack_jvp_all)
 
 
 def stack(xs, axis=0):
@@ -228,6 +286,10 @@ def _where(c, x, y):
     return float(r) if r.ndim == 0 else r
 
 
+_where._spec.broadcasting = True
+defjvp(_where, None,
+       lambda t, ans, c, x, y: _where(c, t, 0.0),
+       lambda t, ans, c, x, y: _where(c, 0.0, t))
 defvjp(_where, None,
        lambda g, ans, c, x, y: _where(c, g, 0.0),
        lambda g, ans, c, x, y: _where(c, 0.0, g))

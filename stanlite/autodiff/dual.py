@@ -1,0 +1,194 @@
+"""Forward mode: dual numbers on a trace of their own, nesting with the reverse tape.
+
+A :class:`Dual` carries a primal ``value`` and a ``tangent``. Either may be a float,
+an array or a traced value of a lower level - in particular a reverse-mode ``Var``
+(Stan's ``fvar<var>``) - and a dual may hold duals (``fvar<fvar>``). Every dual
+belongs to a :class:`ForwardTrace`, whose ``level`` shares the numbering of the
+reverse tapes: a primitive applied to traced arguments is handled by the trace of
+the highest level, so each differentiation only sees its own perturbation (the
+"tags" of Siskind & Pearlmutter; no perturbation confusion).
+
+Vector mode: a trace may carry a batch shape ``B`` (``(k,)`` for k directions); then
+every tangent has shape ``B + shape(value)``. A JVP rule receives tangents with the
+batch axes leading and returns the output's tangent with the same leading axes.
+Elementwise (broadcasting) primitives get their input tangents pre-expanded to the
+output's rank, so their rules are just ``t * f'(x)``; every other rule indexes its
+axes from the right (``axis=-1``) or offsets them by ``len(B)``.
+
+A whole Hessian is then one forward-over-reverse sweep: seed ``x`` with the identity
+as a d-wide batch of tangents, run a reverse gradient on the duals, read the
+gradient's tangent.
+"""
+
+import numpy as np
+
+from ..errors import DifferentiationError
+from .tape import current_tape
+from .var import Box, shape_of
+
+__all__ = ["Dual", "ForwardTrace", "forward_scope"]
+
+
+class ForwardTrace:
+    """One forward-mode differentiation (a level and a batch shape)."""
+
+    __slots__ = ("level", "batch", "open")
+
+    def __init__(self, level, batch=()):
+        self.level = level
+        self.batch = tuple(batch)
+        self.open = True
+
+    def __repr__(self):
+        return f"<ForwardTrace level={self.level} batch={self.batch}>"
+
+    def apply(self, spec, wrapped, args, kw):
+        """Apply primitive ``spec`` to ``args``, some of which are duals of this trace."""
+        vals = list(args)
+        tangents = []
+        for i, a in enumerate(args):
+            if isinstance(a, Box) and a.tape is self:
+                vals[i] = a.value
+                tangents.append((i, a.tangent))
+        ans = wrapped(*vals, **kw)
+        out_shape = shape_of(ans)
+        full = self.batch + out_shape
+        nb = len(self.batch)
+        if spec.jvp_all is not None:
+            ts = [None] * len(args)
+            for i, t in tangents:
+                ts[i] = _expand(t, nb, vals[i], out_shape) if spec.broadcasting else t
+            tan = spec.jvp_all(tuple(ts), ans, *vals, **kw)
+            tan = _fit(tan, full)
+        else:
+            tan = None
+            jvps = spec.jvps
+            for i, t in tangents:
+                rule = jvps[i] if i < len(jvps) else None
+                if rule is None:
+                    raise DifferentiationError(
+                        f"primitive '{spec.name}' has no JVP for argument {i}: forward "
+                        "mode (and Hessians through it) needs one (sl.defjvp)")
+                if spec.broadcasting:
+                    t = _expand(t, nb, vals[i], out_shape)
+                c = _fit(rule(t, ans, *vals, **kw), full)
+                tan = c if tan is None else tan + c
+        return Dual(ans, tan, self)
+
+
+def _expand(t, nb, x, out_shape):
+    """Insert unit axes after the batch axes so ``t`` right-aligns with the output."""
+    xs = shape_of(x)
+    missing = len(out_shape) - len(xs)
+    if missing <= 0:
+        return t
+    from .extend import reshape
+    ts = shape_of(t)
+    return reshape(t, ts[:nb] + (1,) * missing + ts[nb:])
+
+
+def _fit(c, full):
+    """Broadcast a tangent contribution up to ``batch + shape(output)``."""
+    if shape_of(c) == full:
+        return c
+    from .extend import broadcast_to
+    # rules of elementwise primitives see tangents expanded to the output's rank, so
+    # their results right-align with batch + shape; other rules return it exactly
+    return broadcast_to(c, full)
+
+
+class Dual(Box):
+    """A forward-mode value: ``value + tangent * eps`` on a :class:`ForwardTrace`.
+
+    The attribute holding the trace is called ``tape`` as for ``Var``: dispatch only
+    asks "which trace, which level".
+    """
+
+    __slots__ = ("value", "tangent", "tape")
+
+    def __init__(self, value, tangent, trace):
+        self.value = value
+        self.tangent = tangent
+        self.tape = trace
+
+    @property
+    def shape(self):
+        return shape_of(self.value)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        s = self.shape
+        if not s:
+            raise TypeError("len() of a 0-d Dual")
+        return s[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self):
+        return f"Dual({self.value!r}, {self.tangent!r}, level={self.tape.level})"
+
+    def __float__(self):
+        from .var import value_of
+        return float(value_of(self.value))
+
+    def __bool__(self):
+        from .var import value_of
+        return bool(value_of(self.value))
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("converting a stanlite Dual to a numpy array would drop its "
+                        "tangent; use stanlite functions")
+
+    __hash__ = object.__hash__
+
+    # numpy protocols: same tables as Var
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .var import Var
+        return Var.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from .var import Var
+        return Var.__array_function__(self, func, types, args, kwargs)
+
+
+class forward_scope:
+    """Open a forward trace one level above the innermost scope (class-based, cheap).
+
+    The trace sits on the same per-thread stack as the reverse tapes, so a reverse
+    scope opened inside it (forward-over-reverse) gets a higher level, and one opened
+    outside it (reverse-over-forward) a lower one.
+    """
+
+    __slots__ = ("batch", "trace")
+
+    def __init__(self, batch=()):
+        self.batch = tuple(batch)
+
+    def __enter__(self):
+        from .tape import _state, root_tape
+        stack = _state.stack
+        if not stack:
+            root_tape()
+        self.trace = ForwardTrace(stack[-1].level + 1, self.batch)
+        stack.append(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc):
+        from .tape import _state
+        trace = self.trace
+        trace.open = False
+        stack = _state.stack
+        while stack and stack[-1] is not trace:
+            stack.pop().open = False
+        if stack:
+            stack.pop()
+        return False
