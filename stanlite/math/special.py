@@ -1,0 +1,561 @@
+"""Special functions with Stan's names: the gamma family, error functions and the
+normal CDF, log-sum-exp and mixtures, incomplete beta/gamma, modified Bessel.
+
+These are the non-elementary functions Stan models use in log densities (lgamma in
+every normalising constant, log_sum_exp in every mixture, Phi in probit links). They
+live apart from :mod:`.elementwise` because their values come from
+:mod:`scipy.special` and their derivatives are themselves special functions
+(d lgamma = digamma, d digamma = trigamma, ...), so they form one closed family.
+
+Each function is one primitive: the raw numpy/scipy implementation (with a ``math``
+scalar fast path where one exists) and its VJP side by side; every entry's comment
+states the value and the derivative and where the formula comes from (DLMF = NIST
+Digital Library of Mathematical Functions, section numbers given). VJPs are written
+with stanlite operations, so every derivative is itself differentiable (nested AD,
+reverse-over-reverse). Domain errors give what scipy/numpy give (NaN or inf; scipy
+is silent, a numpy function such as the log in a VJP warns as in :mod:`.elementwise`),
+as Stan returns NaN; at domain edges a derivative may be inf or NaN, never a finite
+wrong number. ``log1p`` and ``inv_logit`` needed by the VJPs are private primitives
+here, so this module depends only on ``exp``/``log``/``square`` of :mod:`.elementwise`.
+
+Missing derivatives (no simple closed form; Stan uses convergent series): passing a
+traced value there raises :class:`~stanlite.DifferentiationError` when the call is
+recorded:
+
+* ``inc_beta(a, b, x)``  w.r.t. ``a`` and ``b`` (only ``x`` is differentiable);
+* ``gamma_p(a, x)``, ``gamma_q(a, x)``  w.r.t. ``a`` (only ``x``);
+* ``log_modified_bessel_first_kind(v, z)``  w.r.t. the order ``v`` (only ``z``).
+"""
+
+import math
+
+import numpy as np
+import scipy.special as sps
+
+from ..autodiff.extend import (defvjp, defvjp_all, elementwise_binary,
+                               elementwise_unary, primitive)
+from ..autodiff.var import UFUNCS, shape_of, value_of
+from .elementwise import exp, log, square
+from .structure import reshape, stack, where
+
+__all__ = ["lgamma", "digamma", "trigamma", "tgamma", "lbeta", "lchoose",
+           "binomial_coefficient_log", "erf", "erfc", "Phi", "Phi_approx", "inv_Phi",
+           "log_sum_exp", "log_mix", "inc_beta", "gamma_p", "gamma_q",
+           "log_modified_bessel_first_kind"]
+
+_INF = math.inf
+_LN2 = math.log(2.0)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / _SQRT_2PI
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _f(r):
+    """scipy/numpy result -> stanlite value (float for 0-d, float64 array otherwise)."""
+    if type(r) is np.ndarray and r.ndim:
+        return r
+    return float(r)
+
+
+def _exp_or_inf(v):
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return _INF
+
+
+# --------------------------------------------------------------------------------------
+# private helpers (differentiable, used by the VJPs below)
+# --------------------------------------------------------------------------------------
+# log1p(x); d = dx / (1 + x)
+_log1p = elementwise_unary("log1p", np.log1p, lambda g, ans, x: g / (1.0 + x),
+                           scalar=math.log1p)
+# inv_logit(x) = 1 / (1 + e^-x); d = inv_logit(x) inv_logit(-x) dx (no 1 - p cancellation)
+_inv_logit = elementwise_unary(
+    "inv_logit", sps.expit, lambda g, ans, x: g * ans * _inv_logit(-x),
+    scalar=lambda v: 1.0 / (1.0 + math.exp(-v)))
+
+
+@primitive
+def _polygamma(n, x):
+    """psi^(n)(x); d/dx psi^(n)(x) = psi^(n+1)(x) (DLMF 5.15). ``n`` is an order."""
+    return _f(sps.polygamma(n, x))
+
+
+defvjp(_polygamma, None, lambda g, ans, n, x: g * _polygamma(n + 1, x))
+
+
+def _safe_lse(ans):
+    """``ans`` with -inf replaced by 0: ``exp(x - safe)`` is then 0, not NaN, where a
+    log-sum-exp is -inf (all its terms are -inf), so those weights are zero."""
+    av = value_of(ans)
+    if type(av) is float:
+        return 0.0 if av == -_INF else ans
+    if np.any(av == -_INF):
+        return where(av == -_INF, 0.0, ans)
+    return ans
+
+
+def _times_log(c, x, pole, logf):
+    """``c * logf(x)`` with the convention ``0 * logf(pole) = 0`` (``logf(pole)`` is
+    -inf), written with a double ``where`` so that no NaN enters the reverse sweep."""
+    cv = np.asarray(value_of(c))
+    xv = np.asarray(value_of(x))
+    at_pole = xv == pole
+    if not np.any(at_pole):
+        return c * logf(x)
+    bad = (cv == 0) & at_pole
+    with np.errstate(divide="ignore"):  # elsewhere logf(pole) = -inf is the right value
+        if not np.any(bad):
+            return c * logf(x)
+        xs = where(bad, 0.5, x)
+        return where(bad, 0.0, c * logf(xs))
+
+
+def _log1m(x):
+    return _log1p(-x)
+
+
+# --------------------------------------------------------------------------------------
+# the gamma family
+# --------------------------------------------------------------------------------------
+# lgamma(x) = log|Gamma(x)|;  d = digamma(x) dx  (DLMF 5.2.2). Poles give +inf.
+lgamma = elementwise_unary(
+    "lgamma", sps.gammaln, lambda g, ans, x: g * digamma(x), scalar=math.lgamma,
+    scalar_vjp=lambda g, ans, x: g * float(sps.psi(x)))
+# digamma(x) = Gamma'(x) / Gamma(x);  d = trigamma(x) dx  (DLMF 5.15.1)
+digamma = elementwise_unary(
+    "digamma", sps.psi, lambda g, ans, x: g * trigamma(x), scalar=lambda v: float(sps.psi(v)),
+    scalar_vjp=lambda g, ans, x: g * float(sps.polygamma(1, x)))
+
+
+def _trigamma_raw(x):
+    return _f(sps.polygamma(1, x))
+
+
+# trigamma(x) = psi'(x) = sum_k 1/(x+k)^2;  d = psi''(x) dx = polygamma(2, x) dx
+# (DLMF 5.15.1, 5.15.2)
+trigamma = elementwise_unary(
+    "trigamma", _trigamma_raw, lambda g, ans, x: g * _polygamma(2, x),
+    scalar=_trigamma_raw, scalar_vjp=lambda g, ans, x: g * float(sps.polygamma(2, x)))
+# tgamma(x) = Gamma(x);  d = Gamma(x) digamma(x) dx  (DLMF 5.2.2). Poles: +-inf/NaN.
+tgamma = elementwise_unary(
+    "tgamma", sps.gamma, lambda g, ans, x: g * ans * digamma(x), scalar=math.gamma,
+    scalar_vjp=lambda g, ans, x: g * ans * float(sps.psi(x)))
+
+
+def _lbeta_raw(a, b):
+    return _f(sps.betaln(a, b))
+
+
+# lbeta(a, b) = log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)  (DLMF 5.12.1),
+# computed by scipy's betaln (no cancellation for large arguments);
+# d = (digamma(a) - digamma(a + b)) da + (digamma(b) - digamma(a + b)) db
+def _lbeta_svjp(g, ans, a, b):
+    s = float(sps.psi(a + b))
+    return g * (float(sps.psi(a)) - s), g * (float(sps.psi(b)) - s)
+
+
+lbeta = elementwise_binary(
+    "lbeta", _lbeta_raw,
+    lambda g, ans, a, b: g * (digamma(a) - digamma(a + b)),
+    lambda g, ans, a, b: g * (digamma(b) - digamma(a + b)),
+    scalar_vjp=_lbeta_svjp)
+
+
+def _lchoose_raw(n, k):
+    n = np.asarray(n, dtype=float)
+    k = np.asarray(k, dtype=float)
+    with np.errstate(all="ignore"):
+        # log C(n, k) = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)
+        #             = -log(n+1) - log B(n-k+1, k+1)  (Gamma(n+2) = (n+1) Gamma(n+1)):
+        # the beta form has no cancellation for large n; near n = -1 the log(n+1)
+        # pole makes it inf - inf, so small n uses the lgamma form directly
+        r = np.where(n < 8.0,
+                     sps.gammaln(n + 1.0) - sps.gammaln(k + 1.0) - sps.gammaln(n - k + 1.0),
+                     -np.log1p(n) - sps.betaln(n - k + 1.0, k + 1.0))
+        r = np.where((k == 0.0) | (k == n), 0.0, r)
+        # Stan's domain: n >= -1, k >= -1, n - k >= -1; NaN outside
+        r = np.where((n < -1.0) | (k < -1.0) | (n - k < -1.0), np.nan, r)
+    return _f(r)
+
+
+# lchoose(n, k) = log of the generalised binomial coefficient
+#               = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)   (DLMF 1.2.6, 5.2.1)
+# d = (digamma(n+1) - digamma(n-k+1)) dn + (digamma(n-k+1) - digamma(k+1)) dk
+def _lchoose_svjp(g, ans, n, k):
+    m = float(sps.psi(n - k + 1.0))
+    return g * (float(sps.psi(n + 1.0)) - m), g * (m - float(sps.psi(k + 1.0)))
+
+
+lchoose = elementwise_binary(
+    "lchoose", _lchoose_raw,
+    lambda g, ans, n, k: g * (digamma(n + 1.0) - digamma(n - k + 1.0)),
+    lambda g, ans, n, k: g * (digamma(n - k + 1.0) - digamma(k + 1.0)),
+    scalar_vjp=_lchoose_svjp)
+# Stan Math's (C++) name of the same function, and the Stan language's name before
+# ``lchoose`` took over: the very same primitive, not a copy.
+binomial_coefficient_log = lchoose
+
+# --------------------------------------------------------------------------------------
+# error functions and the normal distribution
+# --------------------------------------------------------------------------------------
+# erf(x) = 2/sqrt(pi) int_0^x e^{-t^2} dt;  d = 2/sqrt(pi) e^{-x^2} dx  (DLMF 7.2.1)
+erf = elementwise_unary(
+    "erf", sps.erf, lambda g, ans, x: g * _TWO_OVER_SQRT_PI * exp(-square(x)),
+    scalar=math.erf, scalar_vjp=lambda g, ans, x: g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
+# erfc(x) = 1 - erf(x) (accurate in the right tail);  d = -2/sqrt(pi) e^{-x^2} dx
+erfc = elementwise_unary(
+    "erfc", sps.erfc, lambda g, ans, x: -g * _TWO_OVER_SQRT_PI * exp(-square(x)),
+    scalar=math.erfc,
+    scalar_vjp=lambda g, ans, x: -g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
+# Phi(x) = standard normal CDF = erfc(-x / sqrt 2) / 2  (DLMF 7.2.2, 7.18);
+# d = phi(x) dx = e^{-x^2/2} / sqrt(2 pi) dx, the normal density
+Phi = elementwise_unary(
+    "Phi", sps.ndtr, lambda g, ans, x: g * _INV_SQRT_2PI * exp(-0.5 * square(x)),
+    scalar=lambda v: 0.5 * math.erfc(-v * _INV_SQRT2),
+    scalar_vjp=lambda g, ans, x: g * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
+
+
+# Phi_approx(x) = inv_logit(0.07056 x^3 + 1.5976 x), Stan's logistic approximation of
+# Phi (Bowling et al. 2009, as in Stan's functions reference);
+# with u(x) = 0.07056 x^3 + 1.5976 x:  d = p (1 - p) u'(x) dx, u'(x) = 0.21168 x^2 + 1.5976,
+# with 1 - p written inv_logit(-u) (exact in the right tail)
+def _phi_approx_u(x):
+    return x * (0.07056 * x * x + 1.5976)
+
+
+def _phi_approx_raw(x):
+    return sps.expit(_phi_approx_u(x))
+
+
+def _phi_approx_scalar(v):
+    try:
+        return 1.0 / (1.0 + math.exp(-_phi_approx_u(v)))
+    except OverflowError:
+        return 0.0
+
+
+def _phi_approx_vjp(g, ans, x):
+    u = x * (0.07056 * square(x) + 1.5976)
+    return g * ans * _inv_logit(-u) * (0.21168 * square(x) + 1.5976)
+
+
+def _phi_approx_svjp(g, ans, x):
+    q = 1.0 / (1.0 + _exp_or_inf(_phi_approx_u(x)))  # inv_logit(-u)
+    return g * ans * q * (0.21168 * x * x + 1.5976)
+
+
+Phi_approx = elementwise_unary("Phi_approx", _phi_approx_raw, _phi_approx_vjp,
+                               scalar=_phi_approx_scalar, scalar_vjp=_phi_approx_svjp)
+# inv_Phi(p) = Phi^{-1}(p), the standard normal quantile;  d = dp / phi(inv_Phi(p))
+# = sqrt(2 pi) e^{ans^2 / 2} dp  (inverse function rule). 0 -> -inf, 1 -> inf.
+inv_Phi = elementwise_unary(
+    "inv_Phi", sps.ndtri, lambda g, ans, p: g * _SQRT_2PI * exp(0.5 * square(ans)),
+    scalar=lambda v: float(sps.ndtri(v)),
+    scalar_vjp=lambda g, ans, p: g * _SQRT_2PI * _exp_or_inf(0.5 * ans * ans))
+
+
+# --------------------------------------------------------------------------------------
+# log-sum-exp and mixtures
+# --------------------------------------------------------------------------------------
+def _lse2_raw(a, b):
+    if type(a) is float and type(b) is float:
+        # log(e^a + e^b) = max + log1p(e^{-|a - b|}); equal (also both +-inf): a + log 2
+        if a > b:
+            return a + math.log1p(math.exp(b - a))
+        if b > a:
+            return b + math.log1p(math.exp(a - b))
+        return a + _LN2 if a == b else a + b  # a + b: NaN in, NaN out
+    return np.logaddexp(a, b)
+
+
+def _lse2_svjp(g, ans, a, b):
+    s = 0.0 if ans == -_INF else ans
+    return g * math.exp(a - s), g * math.exp(b - s)
+
+
+# log_sum_exp(a, b) = log(e^a + e^b) (numpy's logaddexp, stable);
+# d = softmax weights: e^{a - ans} da + e^{b - ans} db; both -inf: value -inf, weights 0
+_log_sum_exp2 = elementwise_binary(
+    "log_sum_exp", _lse2_raw,
+    lambda g, ans, a, b: g * exp(a - _safe_lse(ans)),
+    lambda g, ans, a, b: g * exp(b - _safe_lse(ans)),
+    scalar_vjp=_lse2_svjp)
+
+
+def _kept_shape(shape, axis):
+    """``shape`` with the reduced ``axis`` (None: all) kept as length 1."""
+    if axis is None:
+        return tuple(1 for _ in shape)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(int(a) % len(shape) for a in axes)
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+@primitive
+def _log_sum_exp_reduce(x, axis=None, keepdims=False):
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # max + log(sum(exp(x - max))): the largest term is exp(0) = 1, no overflow;
+        # an infinite max (all -inf, empty, or some +inf) is not subtracted
+        m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0.0)
+        s = np.sum(np.exp(x - m), axis=axis, keepdims=keepdims)
+        if not keepdims:
+            m = m.reshape(()) if axis is None else np.squeeze(m, axis=axis)
+        r = np.log(s) + m
+    return _f(r)
+
+
+def _log_sum_exp_reduce_vjp(g, ans, x, axis=None, keepdims=False):
+    # d log_sum_exp(x) = softmax(x) . dx, the weights e^{x - ans} (0 where ans = -inf)
+    shape = shape_of(x)
+    if not keepdims:
+        k = _kept_shape(shape, axis)
+        g = reshape(g, k)
+        ans = reshape(ans, k)
+    return g * exp(x - _safe_lse(ans))
+
+
+defvjp(_log_sum_exp_reduce, _log_sum_exp_reduce_vjp, None, None)
+
+_NO_ARG = object()
+
+
+def log_sum_exp(x, y=_NO_ARG, *, axis=None, keepdims=False):
+    """``log(exp(x) + exp(y))`` elementwise (broadcasting), or, with one argument,
+    ``log(sum(exp(x)))`` over ``axis`` (all elements by default).
+
+    Both forms are stable (the maximum is factored out) and their gradients are the
+    softmax weights ``exp(x_i - result)``. All-``-inf`` input (and an empty array)
+    gives ``-inf`` with a zero gradient; a ``+inf`` input gives ``+inf`` (its own
+    weight is then NaN: the derivative is undefined there). ``axis`` is keyword-only,
+    so the second positional argument is always the second operand; a list of
+    scalars is stacked into a vector first (Stan's ``log_sum_exp(array)``).
+
+    >>> import numpy as np, stanlite as sl
+    >>> float(sl.log_sum_exp(np.log([1.0, 2.0, 3.0])))  # log 6
+    1.791759469228055
+    """
+    if y is not _NO_ARG:
+        if axis is not None or keepdims:
+            raise TypeError("log_sum_exp(x, y) is elementwise: axis/keepdims apply only "
+                            "to the one-argument (reduction) form")
+        return _log_sum_exp2(x, y)
+    if isinstance(x, (list, tuple)):
+        x = stack(list(x)) if x else np.zeros(0)
+    return _log_sum_exp_reduce(x, axis, keepdims)
+
+
+@primitive
+def log_mix(theta, lp1, lp2):
+    """``log(theta exp(lp1) + (1 - theta) exp(lp2))``, computed stably as
+    ``log_sum_exp(log(theta) + lp1, log1m(theta) + lp2)`` (Stan's ``log_mix``).
+
+    theta outside [0, 1] gives NaN; theta = 0 or 1 selects one component exactly.
+    """
+    if type(theta) is float and type(lp1) is float and type(lp2) is float \
+            and 0.0 < theta < 1.0:
+        return _lse2_raw(math.log(theta) + lp1, math.log1p(-theta) + lp2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.logaddexp(np.log(theta) + np.asarray(lp1, dtype=float),
+                         np.log1p(np.negative(theta)) + np.asarray(lp2, dtype=float))
+    return _f(r)
+
+
+def _log_mix_vjp(g, ans, theta, lp1, lp2):
+    # with w_i = e^{lp_i - ans}:  d ans = (w1 - w2) dtheta + theta w1 dlp1
+    #                                     + (1 - theta) w2 dlp2   (0 where ans = -inf)
+    s = _safe_lse(ans)
+    w1 = exp(lp1 - s)
+    w2 = exp(lp2 - s)
+    return g * (w1 - w2), g * theta * w1, g * (1.0 - theta) * w2
+
+
+defvjp_all(log_mix, _log_mix_vjp)
+
+
+# --------------------------------------------------------------------------------------
+# incomplete beta and gamma functions (derivatives w.r.t. x only: see the docstring)
+# --------------------------------------------------------------------------------------
+@primitive
+def inc_beta(a, b, x):
+    """Regularized incomplete beta ``I_x(a, b)`` (scipy's ``betainc``; DLMF 8.17.2).
+
+    Differentiable in ``x`` only: d/dx = x^(a-1) (1-x)^(b-1) / B(a, b). The
+    derivatives in ``a`` and ``b`` are missing (a traced ``a`` or ``b`` raises
+    ``DifferentiationError``).
+    """
+    return _f(sps.betainc(a, b, x))
+
+
+def _inc_beta_vjp_x(g, ans, a, b, x):
+    # x^(a-1) (1-x)^(b-1) / B(a, b), in logs (no overflow of 1/B for large a, b);
+    # 0 log 0 = 0 so that a = 1 at x = 0 (b = 1 at x = 1) is finite
+    return g * exp(_times_log(a - 1.0, x, 0.0, log) + _times_log(b - 1.0, x, 1.0, _log1m)
+                   - lbeta(a, b))
+
+
+defvjp(inc_beta, None, None, _inc_beta_vjp_x)
+
+
+def _gamma_density(a, x):
+    # d/dx P(a, x) = x^(a-1) e^{-x} / Gamma(a)  (DLMF 8.2.4, 8.8.13), in logs
+    return exp(_times_log(a - 1.0, x, 0.0, log) - x - lgamma(a))
+
+
+@primitive
+def gamma_p(a, x):
+    """Regularized lower incomplete gamma ``P(a, x)`` (scipy's ``gammainc``; DLMF 8.2.4).
+
+    Differentiable in ``x`` only: d/dx = x^(a-1) e^(-x) / Gamma(a). The derivative in
+    ``a`` is missing (a traced ``a`` raises ``DifferentiationError``).
+    """
+    return _f(sps.gammainc(a, x))
+
+
+@primitive
+def gamma_q(a, x):
+    """Regularized upper incomplete gamma ``Q(a, x) = 1 - P(a, x)`` (scipy's
+    ``gammaincc``, accurate in the right tail).
+
+    Differentiable in ``x`` only: d/dx = -x^(a-1) e^(-x) / Gamma(a). The derivative
+    in ``a`` is missing (a traced ``a`` raises ``DifferentiationError``).
+    """
+    return _f(sps.gammaincc(a, x))
+
+
+defvjp(gamma_p, None, lambda g, ans, a, x: g * _gamma_density(a, x))
+defvjp(gamma_q, None, lambda g, ans, a, x: -g * _gamma_density(a, x))
+
+
+# --------------------------------------------------------------------------------------
+# modified Bessel function of the first kind, in logs
+# --------------------------------------------------------------------------------------
+# Everything is computed on the exponentially scaled ive(v, z) = I_v(z) e^{-|z|}, in
+# logs: log I_v(z) = log ive(v, z) + |z| (no overflow for large z), and the derivative
+# is a ratio of scaled values (no loss of the low digits of log I_v(z) ~ z).
+def _log_ive_series(v, z):
+    """log I_v(z) - z from the power series (DLMF 10.25.2), for z^2/4 <= 25 (v + 1):
+    log I_v(z) = v log(z/2) - lgamma(v+1) + log sum_k t_k,
+    t_0 = 1, t_k = t_{k-1} (z^2/4) / (k (v + k)); the terms peak at k < 5 sqrt(v+1)."""
+    q = 0.25 * z * z
+    s = np.ones_like(z)
+    t = np.ones_like(z)
+    for k in range(1, 1000):
+        t = t * q / (k * (v + k))
+        s = s + t
+        if np.all(t <= 1e-17 * s):
+            break
+    return v * np.log(0.5 * z) - sps.gammaln(v + 1.0) + np.log(s) - z
+
+
+def _log_ive_debye(v, z):
+    """log I_v(z) - z from Debye's uniform expansion for large order (DLMF 10.41.3):
+    I_v(v x) ~ e^{v eta} / (sqrt(2 pi v) (1 + x^2)^(1/4)) sum_k U_k(p) / v^k, with
+    p = 1/sqrt(1 + x^2), eta = sqrt(1 + x^2) + log(x / (1 + sqrt(1 + x^2)));
+    U_1..U_4 from DLMF 10.41.10 (relative error ~ v^-5; used for v > ~400)."""
+    x = z / v
+    r = np.sqrt(1.0 + x * x)
+    p = 1.0 / r
+    eta = r + np.log(x / (1.0 + r))
+    p2 = p * p
+    u1 = p * (3.0 - 5.0 * p2) / 24.0
+    u2 = p2 * (81.0 - 462.0 * p2 + 385.0 * p2 * p2) / 1152.0
+    u3 = p * p2 * (30375.0 + p2 * (-369603.0 + p2 * (765765.0 - 425425.0 * p2))) / 414720.0
+    u4 = p2 * p2 * (4465125.0 + p2 * (-94121676.0 + p2 * (349922430.0 + p2 * (
+        -446185740.0 + 185910725.0 * p2)))) / 39813120.0
+    corr = 1.0 + (u1 + (u2 + (u3 + u4 / v) / v) / v) / v
+    # v eta - z = v (eta - x), with r - x = 1 / (r + x) (no cancellation)
+    return (v * (1.0 / (r + x) + np.log(x / (1.0 + r))) - 0.5 * np.log(2.0 * np.pi * v)
+            + 0.5 * np.log(p) + np.log(corr))
+
+
+def _log_ive_hankel(v, z):
+    """log ive(v, z) from Hankel's large-argument expansion (DLMF 10.40.1):
+    ive(v, z) ~ (2 pi z)^(-1/2) sum_k (-1)^k a_k(v) / z^k,
+    a_k(v) = prod_{j=1..k} (4 v^2 - (2j - 1)^2) / (k! 8^k); used for z >= 1e4 and
+    4 v^2 <= z / 1000, where each term is below 1/(8k) of the previous one."""
+    mu = 4.0 * v * v
+    s = np.ones_like(z)
+    t = np.ones_like(z)
+    for k in range(1, 8):
+        t = -t * (mu - (2 * k - 1) ** 2) / (k * 8.0 * z)
+        s = s + t
+    return -0.5 * np.log(2.0 * np.pi * z) + np.log(s)
+
+
+def _log_ive_raw(v, z):
+    """log(ive(v, z)) = log I_v(z) - |z|, NaN for z < 0."""
+    v, z = np.broadcast_arrays(np.asarray(v, dtype=float), np.asarray(z, dtype=float))
+    # I_{-n} = I_n for integer n (DLMF 10.27.1): the VJP asks for order v - 1 = -1
+    v = np.where((v < 0) & (v == np.round(v)), -v, v)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        e = sps.ive(v, z)
+        r = np.log(e)
+        # where ive underflows (large order, small argument) or gives up (NaN for
+        # z > ~1e9), use the series, the large-order or the large-argument expansion
+        # (the last one for any real order: I_{-v} - I_v is O(e^{-z}), DLMF 10.27.2)
+        fix = ~(e >= 1e-280) & (z > 0) & np.isfinite(z) & np.isfinite(v)
+        if np.any(fix):
+            vf = v[fix]
+            zf = z[fix]
+            out = np.full_like(zf, np.nan)
+            hankel = (zf >= 1e4) & (4.0 * vf * vf <= 1e-3 * zf)
+            series = ~hankel & (vf >= 0) & (0.25 * zf * zf <= 25.0 * (vf + 1.0))
+            debye = ~hankel & ~series & (vf >= 0)
+            for mask, fn in ((series, _log_ive_series), (hankel, _log_ive_hankel),
+                             (debye, _log_ive_debye)):
+                if np.any(mask):
+                    out[mask] = fn(vf[mask], zf[mask])
+            r = np.array(r, dtype=float)
+            r[fix] = np.where(np.isnan(out), r[fix], out)
+        r = np.where(z < 0, np.nan, r)  # I_v(z) is not real for z < 0 (Stan: domain error)
+    return r
+
+
+@primitive
+def _log_ive(v, z):
+    return _f(_log_ive_raw(v, z))
+
+
+def _bessel_dlog(v, z):
+    """d/dz log I_v(z) = I_v'(z) / I_v(z) = (I_{v-1}(z) + I_{v+1}(z)) / (2 I_v(z))
+    (DLMF 10.29.1), as ratios of scaled values; the symmetric form has no
+    cancellation and is finite at z = 0 for v = 0 (order -1 is fine: I_{-1} = I_1)."""
+    l0 = _log_ive(v, z)
+    return 0.5 * (exp(_log_ive(v - 1.0, z) - l0) + exp(_log_ive(v + 1.0, z) - l0))
+
+
+# d/dz log ive(v, z) = d/dz log I_v(z) - 1 (z > 0)
+defvjp(_log_ive, None, lambda g, ans, v, z: g * (_bessel_dlog(v, z) - 1.0))
+
+
+@primitive
+def log_modified_bessel_first_kind(v, z):
+    """``log I_v(z)``, the log of the modified Bessel function of the first kind.
+
+    Computed as ``log(ive(v, z)) + z`` (scipy's exponentially scaled ``ive``: no
+    overflow for large z), with a power series / large-order (Debye) / large-argument
+    (Hankel) expansion where ``ive`` underflows or returns NaN. Domain (Stan's):
+    v >= 0, z >= 0; z < 0 gives NaN.
+
+    Differentiable in ``z`` only:
+    d/dz log I_v(z) = (I_{v-1}(z) + I_{v+1}(z)) / (2 I_v(z))  (DLMF 10.29.1).
+    The derivative in the order ``v`` is missing (a traced ``v`` raises
+    ``DifferentiationError``). At z = 0 with v > 0 the derivative is NaN (it is
+    +inf in the limit).
+    """
+    z = np.asarray(z, dtype=float)
+    with np.errstate(invalid="ignore"):
+        r = _log_ive_raw(v, z) + z
+        r = np.where(z == np.inf, np.inf, r)
+    return _f(r)
+
+
+defvjp(log_modified_bessel_first_kind, None,
+       lambda g, ans, v, z: g * _bessel_dlog(v, z))
+
+UFUNCS.update({np.logaddexp: _log_sum_exp2})
