@@ -9,12 +9,17 @@ broadcasting, and accept floats, arrays and traced values (``Var``) alike.
 
 Why one module: each function is *one* primitive, defined in one place - the numpy
 implementation (plus a ``math``-module float fast path for 0-d values, 20-50x
-cheaper than a numpy call on a scalar), its VJP, and a plain-float VJP for
-first-order sweeps of scalar code - with the derivative stated in the comment above
-it. The VJPs are written with stanlite operations only (``g * cos(x)``, never
+cheaper than a numpy call on a scalar), its VJP, its JVP (forward mode), and a
+plain-float VJP for first-order sweeps of scalar code - with the derivative stated
+in the comment above it. For an elementwise function the VJP ``g * f'(x)`` and the
+JVP ``t * f'(x)`` are the same expression, so one rule ``_d_<name>(g, ans, x)``
+serves both (per argument for the binary ones); forward mode hands it tangents
+already expanded to the output's rank, with leading batch axes in vector mode.
+The rules are written with stanlite operations only (``g * cos(x)``, never
 ``np.cos(x)``): under nested differentiation their arguments are traced values and
-the VJP itself is recorded and differentiated (reverse-over-reverse), so every
-function here has derivatives of every order. VJPs reuse ``ans`` (the forward
+the rule itself is recorded and differentiated (reverse-over-reverse, forward-over-
+reverse for Hessians, and forward over that for third derivatives), so every
+function here has derivatives of every order. Rules reuse ``ans`` (the forward
 result) where that is cheaper than recomputing.
 
 Conventions
@@ -44,7 +49,7 @@ import math
 import numpy as np
 from scipy.special import expit as _expit, log_expit as _log_expit
 
-from ..autodiff.extend import elementwise_binary, elementwise_unary
+from ..autodiff.extend import defjvp, elementwise_binary, elementwise_unary
 from ..autodiff.var import UFUNCS, value_of
 from .arithmetic import fabs, power
 from .structure import where
@@ -108,32 +113,83 @@ def _binary(name, raw, vjp_x, vjp_y, svjp=None):
     return elementwise_binary(name, raw, vjp_x, vjp_y, scalar_vjp=svjp)
 
 
+def _fwd(rule):
+    """A JVP rule with IEEE semantics on plain floats (see :func:`_unary`).
+
+    Single-mode forward derivatives of scalar code call the rule on Python floats,
+    where ``t / 0.0`` raises; retried on numpy scalars it gives numpy's inf/NaN and
+    warning, as the array path and the VJPs do. Traced arguments never raise here.
+    Applied to the rules that divide; the others cannot raise on floats.
+    """
+    def jvp(t, ans, *args):
+        try:
+            return rule(t, ans, *args)
+        except _SCALAR_ERRORS:
+            r = rule(_ieee(t), _ieee(ans), *[_ieee(a) for a in args])
+            return float(r) if type(r) is _f64 else r
+    jvp.__name__ = jvp.__qualname__ = getattr(rule, "__name__", "jvp")
+    return jvp
+
+
+def _ieee(v):
+    return _f64(v) if type(v) is float else v
+
+
 # ======================================================================================
 # exponentials and logarithms
 # ======================================================================================
 # d exp(x) = exp(x) dx
-exp = _unary("exp", np.exp, lambda g, ans, x: g * ans, scalar=math.exp,
-             svjp=lambda g, ans, x: g * ans, safe=True)
+def _d_exp(g, ans, x):
+    return g * ans
+
+
+exp = _unary("exp", np.exp, _d_exp, scalar=math.exp, svjp=_d_exp, safe=True)
+defjvp(exp, _d_exp)
+
 
 # d log(x) = dx / x
-log = _unary("log", np.log, lambda g, ans, x: g / x, scalar=math.log,
-             svjp=lambda g, ans, x: g / x)
+def _d_log(g, ans, x):
+    return g / x
+
+
+log = _unary("log", np.log, _d_log, scalar=math.log, svjp=_d_log)
+defjvp(log, _fwd(_d_log))
+
 
 # d log2(x) = dx / (x log 2)
-log2 = _unary("log2", np.log2, lambda g, ans, x: g / (x * _LN2), scalar=math.log2,
-              svjp=lambda g, ans, x: g / (x * _LN2))
+def _d_log2(g, ans, x):
+    return g / (x * _LN2)
+
+
+log2 = _unary("log2", np.log2, _d_log2, scalar=math.log2, svjp=_d_log2)
+defjvp(log2, _fwd(_d_log2))
+
 
 # d log10(x) = dx / (x log 10)
-log10 = _unary("log10", np.log10, lambda g, ans, x: g / (x * _LN10), scalar=math.log10,
-               svjp=lambda g, ans, x: g / (x * _LN10))
+def _d_log10(g, ans, x):
+    return g / (x * _LN10)
+
+
+log10 = _unary("log10", np.log10, _d_log10, scalar=math.log10, svjp=_d_log10)
+defjvp(log10, _fwd(_d_log10))
+
 
 # d log1p(x) = dx / (1 + x)
-log1p = _unary("log1p", np.log1p, lambda g, ans, x: g / (1.0 + x), scalar=math.log1p,
-               svjp=lambda g, ans, x: g / (1.0 + x))
+def _d_log1p(g, ans, x):
+    return g / (1.0 + x)
+
+
+log1p = _unary("log1p", np.log1p, _d_log1p, scalar=math.log1p, svjp=_d_log1p)
+defjvp(log1p, _fwd(_d_log1p))
+
 
 # d expm1(x) = exp(x) dx = (expm1(x) + 1) dx
-expm1 = _unary("expm1", np.expm1, lambda g, ans, x: g * (ans + 1.0), scalar=math.expm1,
-               svjp=lambda g, ans, x: g * (ans + 1.0), safe=True)
+def _d_expm1(g, ans, x):
+    return g * (ans + 1.0)
+
+
+expm1 = _unary("expm1", np.expm1, _d_expm1, scalar=math.expm1, svjp=_d_expm1, safe=True)
+defjvp(expm1, _d_expm1)
 
 
 # d log1m(x) = d log(1 - x) = -dx / (1 - x)          (x <= 1; Stan's log1m)
@@ -145,21 +201,35 @@ def _log1m_s(v):
     return math.log1p(-v)
 
 
-log1m = _unary("log1m", _log1m_raw, lambda g, ans, x: -g / (1.0 - x), scalar=_log1m_s,
-               svjp=lambda g, ans, x: -g / (1.0 - x))
+def _d_log1m(g, ans, x):
+    return -g / (1.0 - x)
+
+
+log1m = _unary("log1m", _log1m_raw, _d_log1m, scalar=_log1m_s, svjp=_d_log1m)
+defjvp(log1m, _fwd(_d_log1m))
 
 
 # ======================================================================================
 # powers and roots
 # ======================================================================================
 # d sqrt(x) = dx / (2 sqrt(x))
-sqrt = _unary("sqrt", np.sqrt, lambda g, ans, x: 0.5 * g / ans, scalar=math.sqrt,
-              svjp=lambda g, ans, x: 0.5 * g / ans)
+def _d_sqrt(g, ans, x):
+    return 0.5 * g / ans
+
+
+sqrt = _unary("sqrt", np.sqrt, _d_sqrt, scalar=math.sqrt, svjp=_d_sqrt)
+defjvp(sqrt, _fwd(_d_sqrt))
+
 
 # d cbrt(x) = dx / (3 cbrt(x)^2)
-cbrt = _unary("cbrt", np.cbrt, lambda g, ans, x: g / (3.0 * square(ans)),
+def _d_cbrt(g, ans, x):
+    return g / (3.0 * square(ans))
+
+
+cbrt = _unary("cbrt", np.cbrt, _d_cbrt,
               scalar=getattr(math, "cbrt", None),        # math.cbrt: Python >= 3.11
               svjp=lambda g, ans, x: g / (3.0 * ans * ans))
+defjvp(cbrt, _fwd(_d_cbrt))
 
 
 # d x^2 = 2x dx
@@ -167,8 +237,13 @@ def _square_raw(x):
     return np.square(x, dtype=np.float64)
 
 
-square = _unary("square", _square_raw, lambda g, ans, x: g * 2.0 * x,
-                scalar=lambda v: v * v, svjp=lambda g, ans, x: g * 2.0 * x, safe=True)
+def _d_square(g, ans, x):
+    return g * 2.0 * x
+
+
+square = _unary("square", _square_raw, _d_square, scalar=lambda v: v * v,
+                svjp=_d_square, safe=True)
+defjvp(square, _d_square)
 
 
 # d (1/x) = -dx / x^2 = -(1/x)^2 dx
@@ -176,8 +251,13 @@ def _inv_raw(x):
     return np.divide(1.0, x)
 
 
-inv = _unary("inv", _inv_raw, lambda g, ans, x: -g * square(ans),
+def _d_inv(g, ans, x):
+    return -g * square(ans)
+
+
+inv = _unary("inv", _inv_raw, _d_inv,
              scalar=lambda v: 1.0 / v, svjp=lambda g, ans, x: -g * (ans * ans), safe=True)
+defjvp(inv, _d_inv)
 
 
 # d x^(-1/2) = -(1/2) x^(-3/2) dx = -(1/2) inv_sqrt(x)^3 dx
@@ -185,10 +265,14 @@ def _inv_sqrt_raw(x):
     return np.divide(1.0, np.sqrt(x))
 
 
-inv_sqrt = _unary("inv_sqrt", _inv_sqrt_raw,
-                  lambda g, ans, x: -0.5 * g * ans * square(ans),
+def _d_inv_sqrt(g, ans, x):
+    return -0.5 * g * ans * square(ans)
+
+
+inv_sqrt = _unary("inv_sqrt", _inv_sqrt_raw, _d_inv_sqrt,
                   scalar=lambda v: 1.0 / math.sqrt(v),
                   svjp=lambda g, ans, x: -0.5 * g * ans * (ans * ans), safe=True)
+defjvp(inv_sqrt, _d_inv_sqrt)
 
 
 # d x^(-2) = -2 x^(-3) dx = -2 inv_square(x) / x dx
@@ -196,35 +280,66 @@ def _inv_square_raw(x):
     return np.divide(1.0, np.square(x, dtype=np.float64))
 
 
-inv_square = _unary("inv_square", _inv_square_raw, lambda g, ans, x: -2.0 * g * ans / x,
-                    scalar=lambda v: 1.0 / (v * v),
-                    svjp=lambda g, ans, x: -2.0 * g * ans / x)
+def _d_inv_square(g, ans, x):
+    return -2.0 * g * ans / x
+
+
+inv_square = _unary("inv_square", _inv_square_raw, _d_inv_square,
+                    scalar=lambda v: 1.0 / (v * v), svjp=_d_inv_square)
+defjvp(inv_square, _fwd(_d_inv_square))
 
 
 # ======================================================================================
 # trigonometric functions
 # ======================================================================================
 # d sin(x) = cos(x) dx
-sin = _unary("sin", np.sin, lambda g, ans, x: g * cos(x), scalar=math.sin,
+def _d_sin(g, ans, x):
+    return g * cos(x)
+
+
+sin = _unary("sin", np.sin, _d_sin, scalar=math.sin,
              svjp=lambda g, ans, x: g * math.cos(x))
+defjvp(sin, _d_sin)
+
 
 # d cos(x) = -sin(x) dx
-cos = _unary("cos", np.cos, lambda g, ans, x: -g * sin(x), scalar=math.cos,
+def _d_cos(g, ans, x):
+    return -g * sin(x)
+
+
+cos = _unary("cos", np.cos, _d_cos, scalar=math.cos,
              svjp=lambda g, ans, x: -g * math.sin(x))
+defjvp(cos, _d_cos)
+
 
 # d tan(x) = (1 + tan(x)^2) dx
-tan = _unary("tan", np.tan, lambda g, ans, x: g * (1.0 + square(ans)), scalar=math.tan,
+def _d_tan(g, ans, x):
+    return g * (1.0 + square(ans))
+
+
+tan = _unary("tan", np.tan, _d_tan, scalar=math.tan,
              svjp=lambda g, ans, x: g * (1.0 + ans * ans), safe=True)
+defjvp(tan, _d_tan)
+
 
 # d asin(x) = dx / sqrt(1 - x^2)      ((1 - x)(1 + x): exact near |x| = 1)
-asin = _unary("asin", np.arcsin, lambda g, ans, x: g / sqrt((1.0 - x) * (1.0 + x)),
-              scalar=math.asin,
+def _d_asin(g, ans, x):
+    return g / sqrt((1.0 - x) * (1.0 + x))
+
+
+asin = _unary("asin", np.arcsin, _d_asin, scalar=math.asin,
               svjp=lambda g, ans, x: g / math.sqrt((1.0 - x) * (1.0 + x)))
+defjvp(asin, _fwd(_d_asin))
+
 
 # d acos(x) = -dx / sqrt(1 - x^2)
-acos = _unary("acos", np.arccos, lambda g, ans, x: -g / sqrt((1.0 - x) * (1.0 + x)),
-              scalar=math.acos,
+def _d_acos(g, ans, x):
+    return -g / sqrt((1.0 - x) * (1.0 + x))
+
+
+acos = _unary("acos", np.arccos, _d_acos, scalar=math.acos,
               svjp=lambda g, ans, x: -g / math.sqrt((1.0 - x) * (1.0 + x)))
+defjvp(acos, _fwd(_d_acos))
 
 
 # d atan(x) = dx / (1 + x^2) = dx / hypot(1, x)^2    (no overflow of x^2)
@@ -239,6 +354,7 @@ def _atan_svjp(g, ans, x):
 
 
 atan = _unary("atan", np.arctan, _atan_vjp, scalar=math.atan, svjp=_atan_svjp)
+defjvp(atan, _fwd(_atan_vjp))
 
 
 # atan2(y, x) = arg(x + iy);  d atan2(y, x) = (x dy - y dx) / (x^2 + y^2),
@@ -266,36 +382,68 @@ def _atan2_svjp(g, ans, y, x):
 
 
 atan2 = _binary("atan2", _atan2_raw, _atan2_vjp_y, _atan2_vjp_x, svjp=_atan2_svjp)
+defjvp(atan2, _fwd(_atan2_vjp_y), _fwd(_atan2_vjp_x))
 
 
 # ======================================================================================
 # hyperbolic functions
 # ======================================================================================
 # d sinh(x) = cosh(x) dx
-sinh = _unary("sinh", np.sinh, lambda g, ans, x: g * cosh(x), scalar=math.sinh,
+def _d_sinh(g, ans, x):
+    return g * cosh(x)
+
+
+sinh = _unary("sinh", np.sinh, _d_sinh, scalar=math.sinh,
               svjp=lambda g, ans, x: g * math.cosh(x))
+defjvp(sinh, _d_sinh)
+
 
 # d cosh(x) = sinh(x) dx
-cosh = _unary("cosh", np.cosh, lambda g, ans, x: g * sinh(x), scalar=math.cosh,
+def _d_cosh(g, ans, x):
+    return g * sinh(x)
+
+
+cosh = _unary("cosh", np.cosh, _d_cosh, scalar=math.cosh,
               svjp=lambda g, ans, x: g * math.sinh(x))
+defjvp(cosh, _d_cosh)
+
 
 # d tanh(x) = (1 - tanh(x)^2) dx = (1 - tanh)(1 + tanh) dx
-tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1.0 - ans) * (1.0 + ans),
-              scalar=math.tanh, svjp=lambda g, ans, x: g * (1.0 - ans) * (1.0 + ans),
-              safe=True)
+def _d_tanh(g, ans, x):
+    return g * (1.0 - ans) * (1.0 + ans)
+
+
+tanh = _unary("tanh", np.tanh, _d_tanh, scalar=math.tanh, svjp=_d_tanh, safe=True)
+defjvp(tanh, _d_tanh)
+
 
 # d asinh(x) = dx / sqrt(1 + x^2) = dx / hypot(1, x)
-asinh = _unary("asinh", np.arcsinh, lambda g, ans, x: g / hypot(1.0, x),
-               scalar=math.asinh, svjp=lambda g, ans, x: g / math.hypot(1.0, x))
+def _d_asinh(g, ans, x):
+    return g / hypot(1.0, x)
+
+
+asinh = _unary("asinh", np.arcsinh, _d_asinh, scalar=math.asinh,
+               svjp=lambda g, ans, x: g / math.hypot(1.0, x))
+defjvp(asinh, _fwd(_d_asinh))
+
 
 # d acosh(x) = dx / sqrt(x^2 - 1) = dx / (sqrt(x - 1) sqrt(x + 1))     (x >= 1)
-acosh = _unary("acosh", np.arccosh,
-               lambda g, ans, x: g / (sqrt(x - 1.0) * sqrt(x + 1.0)), scalar=math.acosh,
+def _d_acosh(g, ans, x):
+    return g / (sqrt(x - 1.0) * sqrt(x + 1.0))
+
+
+acosh = _unary("acosh", np.arccosh, _d_acosh, scalar=math.acosh,
                svjp=lambda g, ans, x: g / (math.sqrt(x - 1.0) * math.sqrt(x + 1.0)))
+defjvp(acosh, _fwd(_d_acosh))
+
 
 # d atanh(x) = dx / (1 - x^2) = dx / ((1 - x)(1 + x))        (|x| <= 1)
-atanh = _unary("atanh", np.arctanh, lambda g, ans, x: g / ((1.0 - x) * (1.0 + x)),
-               scalar=math.atanh, svjp=lambda g, ans, x: g / ((1.0 - x) * (1.0 + x)))
+def _d_atanh(g, ans, x):
+    return g / ((1.0 - x) * (1.0 + x))
+
+
+atanh = _unary("atanh", np.arctanh, _d_atanh, scalar=math.atanh, svjp=_d_atanh)
+defjvp(atanh, _fwd(_d_atanh))
 
 
 # ======================================================================================
@@ -350,7 +498,10 @@ def _minmax(name, raw, greater, ignore_nan, scalar_select):
             return scalar_select(x, y)
         return raw(x, y, dtype=np.float64)
 
-    return _binary(name, raw2, vjp_x, vjp_y, svjp=svjp)
+    prim = _binary(name, raw2, vjp_x, vjp_y, svjp=svjp)
+    # the weights are piecewise constant: the VJPs are the JVPs (t * w, t * (1 - w))
+    defjvp(prim, vjp_x, vjp_y)
+    return prim
 
 
 # d fmin(x, y) = dx where x < y (or y is NaN), dy where y < x (or x is NaN),
@@ -406,9 +557,16 @@ def _fdim_svjp(g, ans, x, y):
     return c, -c
 
 
-fdim = _binary("fdim", _fdim_raw,
-               lambda g, ans, x, y: g * _fdim_weight(x, y),
-               lambda g, ans, x, y: -g * _fdim_weight(x, y), svjp=_fdim_svjp)
+def _d_fdim_x(g, ans, x, y):
+    return g * _fdim_weight(x, y)
+
+
+def _d_fdim_y(g, ans, x, y):
+    return -g * _fdim_weight(x, y)
+
+
+fdim = _binary("fdim", _fdim_raw, _d_fdim_x, _d_fdim_y, svjp=_fdim_svjp)
+defjvp(fdim, _d_fdim_x, _d_fdim_y)
 
 
 # hypot(x, y) = sqrt(x^2 + y^2) without overflow; d hypot = (x dx + y dy) / hypot,
@@ -432,9 +590,16 @@ def _hypot_svjp(g, ans, x, y):
     return g * x / ans, g * y / ans
 
 
-hypot = _binary("hypot", _hypot_raw,
-                lambda g, ans, x, y: g * x / _hypot_den(ans),
-                lambda g, ans, x, y: g * y / _hypot_den(ans), svjp=_hypot_svjp)
+def _d_hypot_x(g, ans, x, y):
+    return g * x / _hypot_den(ans)
+
+
+def _d_hypot_y(g, ans, x, y):
+    return g * y / _hypot_den(ans)
+
+
+hypot = _binary("hypot", _hypot_raw, _d_hypot_x, _d_hypot_y, svjp=_hypot_svjp)
+defjvp(hypot, _fwd(_d_hypot_x), _fwd(_d_hypot_y))
 
 
 # ======================================================================================
@@ -446,9 +611,13 @@ def _logit_raw(u):
     return np.log(u / (1.0 - u))
 
 
-logit = _unary("logit", _logit_raw, lambda g, ans, u: g / (u * (1.0 - u)),
-               scalar=lambda v: math.log(v / (1.0 - v)),
-               svjp=lambda g, ans, u: g / (u * (1.0 - u)))
+def _d_logit(g, ans, u):
+    return g / (u * (1.0 - u))
+
+
+logit = _unary("logit", _logit_raw, _d_logit, scalar=lambda v: math.log(v / (1.0 - v)),
+               svjp=_d_logit)
+defjvp(logit, _fwd(_d_logit))
 
 
 # inv_logit(x) = 1 / (1 + exp(-x)), evaluated with e = exp(-|x|) <= 1 (no overflow):
@@ -468,9 +637,13 @@ def _inv_logit_s(v):
     return e / (1.0 + e)
 
 
-inv_logit = _unary("inv_logit", _inv_logit_raw,
-                   lambda g, ans, x: g * ans * inv_logit(-x), scalar=_inv_logit_s,
+def _d_inv_logit(g, ans, x):
+    return g * ans * inv_logit(-x)
+
+
+inv_logit = _unary("inv_logit", _inv_logit_raw, _d_inv_logit, scalar=_inv_logit_s,
                    svjp=lambda g, ans, x: g * ans * _inv_logit_s(-x), safe=True)
+defjvp(inv_logit, _d_inv_logit)
 
 
 # log_inv_logit(x) = log(inv_logit(x)) = min(x, 0) - log1p(exp(-|x|))
@@ -484,9 +657,14 @@ def _log_inv_logit_s(v):
     return (v if v < 0.0 else 0.0) - math.log1p(math.exp(-math.fabs(v)))
 
 
-log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw,
-                       lambda g, ans, x: g * inv_logit(-x), scalar=_log_inv_logit_s,
+def _d_log_inv_logit(g, ans, x):
+    return g * inv_logit(-x)
+
+
+log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw, _d_log_inv_logit,
+                       scalar=_log_inv_logit_s,
                        svjp=lambda g, ans, x: g * _inv_logit_s(-x), safe=True)
+defjvp(log_inv_logit, _d_log_inv_logit)
 
 
 # log1m_inv_logit(x) = log(1 - inv_logit(x)) = min(-x, 0) - log1p(exp(-|x|))
@@ -500,9 +678,14 @@ def _log1m_inv_logit_s(v):
     return (-v if v > 0.0 else 0.0) - math.log1p(math.exp(-math.fabs(v)))
 
 
-log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw,
-                         lambda g, ans, x: -g * inv_logit(x), scalar=_log1m_inv_logit_s,
+def _d_log1m_inv_logit(g, ans, x):
+    return -g * inv_logit(x)
+
+
+log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw, _d_log1m_inv_logit,
+                         scalar=_log1m_inv_logit_s,
                          svjp=lambda g, ans, x: -g * _inv_logit_s(x), safe=True)
+defjvp(log1m_inv_logit, _d_log1m_inv_logit)
 
 
 # log1p_exp(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))   (softplus)
@@ -520,9 +703,13 @@ def _log1p_exp_s(v):
     return (v if v > 0.0 else 0.0) + math.log1p(math.exp(-math.fabs(v)))
 
 
-log1p_exp = _unary("log1p_exp", _log1p_exp_raw, lambda g, ans, x: g * inv_logit(x),
-                   scalar=_log1p_exp_s, svjp=lambda g, ans, x: g * _inv_logit_s(x),
-                   safe=True)
+def _d_log1p_exp(g, ans, x):
+    return g * inv_logit(x)
+
+
+log1p_exp = _unary("log1p_exp", _log1p_exp_raw, _d_log1p_exp, scalar=_log1p_exp_s,
+                   svjp=lambda g, ans, x: g * _inv_logit_s(x), safe=True)
+defjvp(log1p_exp, _d_log1p_exp)
 
 
 # log1m_exp(x) = log(1 - exp(x)), x <= 0: log(-expm1(x)) for x > -log 2 (no
@@ -550,8 +737,13 @@ def _log1m_exp_s(v):
     return math.log1p(-math.exp(v))
 
 
-log1m_exp = _unary("log1m_exp", _log1m_exp_raw, lambda g, ans, x: -g * exp(x - ans),
-                   scalar=_log1m_exp_s, svjp=lambda g, ans, x: -g * math.exp(x - ans))
+def _d_log1m_exp(g, ans, x):
+    return -g * exp(x - ans)
+
+
+log1m_exp = _unary("log1m_exp", _log1m_exp_raw, _d_log1m_exp, scalar=_log1m_exp_s,
+                   svjp=lambda g, ans, x: -g * math.exp(x - ans))
+defjvp(log1m_exp, _d_log1m_exp)
 
 
 # log_diff_exp(x, y) = log(exp(x) - exp(y)) = x + log1m_exp(y - x)       (x >= y)
@@ -578,9 +770,17 @@ def _log_diff_exp_svjp(g, ans, x, y):
     return g * math.exp(x - ans), -g * math.exp(y - ans)
 
 
-log_diff_exp = _binary("log_diff_exp", _log_diff_exp_raw,
-                       lambda g, ans, x, y: g * exp(x - ans),
-                       lambda g, ans, x, y: -g * exp(y - ans), svjp=_log_diff_exp_svjp)
+def _d_log_diff_exp_x(g, ans, x, y):
+    return g * exp(x - ans)
+
+
+def _d_log_diff_exp_y(g, ans, x, y):
+    return -g * exp(y - ans)
+
+
+log_diff_exp = _binary("log_diff_exp", _log_diff_exp_raw, _d_log_diff_exp_x,
+                       _d_log_diff_exp_y, svjp=_log_diff_exp_svjp)
+defjvp(log_diff_exp, _d_log_diff_exp_x, _d_log_diff_exp_y)
 
 
 # ======================================================================================
@@ -591,8 +791,12 @@ def _sign_s(v):
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else v)     # 0, -0 and NaN: v
 
 
-sign = elementwise_unary("sign", np.sign, lambda g, ans, x: 0.0 * g, scalar=_sign_s,
-                         scalar_vjp=lambda g, ans, x: 0.0 * g)
+def _d_sign(g, ans, x):
+    return 0.0 * g
+
+
+sign = elementwise_unary("sign", np.sign, _d_sign, scalar=_sign_s, scalar_vjp=_d_sign)
+defjvp(sign, _d_sign)
 
 # Stan's names for arithmetic's |x| (derivative sign(x), 0 at 0) and x^y
 abs = fabs      # noqa: A001

@@ -1,8 +1,12 @@
-"""Tests of stanlite.math.elementwise: values, first and second derivatives, edges.
+"""Tests of stanlite.math.elementwise: values, first to third derivatives, edges.
 
 Every function is checked against numpy/scipy, against central differences
 (``sl.assert_grad``) for scalar, vector and broadcast inputs, against its closed-form
-derivative, and reverse-over-reverse (its VJP differentiated again).
+derivative, and reverse-over-reverse (its VJP differentiated again). Forward mode:
+every JVP against central differences and vector mode against single mode
+(``sl.assert_jvp``), forward-over-reverse Hessians (``sl.assert_hessian``), third
+derivatives (``sl.grad_hessian``) against differences of Hessians, and
+reverse-over-forward.
 """
 
 import math
@@ -499,3 +503,246 @@ def test_np_minimum_maximum_propagate_nan():
 def test_unsupported_ufunc_still_raises():
     with sl.nested(), pytest.raises(TypeError, match="logaddexp2"):
         np.logaddexp2(sl.Var(np.ones(2)), 1.0)
+
+
+# ======================================================================================
+# forward mode: JVPs, forward-over-reverse Hessians, third derivatives
+# ======================================================================================
+def _weights(n, *tag):
+    return np.random.default_rng(_seed("w", n, *tag)).standard_normal(n)
+
+
+def _richardson_jacobian(F, x, h=1e-4):
+    """d F(x) / dx by Richardson-refined central differences (derivative axis last)."""
+    cols = []
+    for e in np.eye(x.size):
+        def d(s):
+            return (np.asarray(F(x + s * e)) - np.asarray(F(x - s * e))) / (2 * s)
+        cols.append((4 * d(h / 2) - d(h)) / 3)
+    return np.stack(cols, axis=-1)
+
+
+def assert_third_order(F, x, rtol=1e-6, atol=1e-7):
+    """``sl.grad_hessian`` (forward over forward-over-reverse) against differences of
+    ``sl.hessian``; the tensor is symmetric in all three indices."""
+    T = np.asarray(sl.grad_hessian(F)(x))
+    n = x.size
+    assert T.shape == (n, n, n)
+    close(T, _richardson_jacobian(sl.hessian(F), x), rtol=rtol, atol=atol)
+    scale = max(1.0, float(np.max(np.abs(T))))
+    for axes in [(1, 0, 2), (0, 2, 1), (2, 1, 0)]:
+        assert np.max(np.abs(T - T.transpose(axes))) <= 1e-10 * scale
+
+
+def _primitives():
+    from stanlite.autodiff.extend import Primitive
+    from stanlite.math import elementwise
+    return {k: v for k, v in vars(elementwise).items()
+            if isinstance(getattr(v, "_spec", None), Primitive)}
+
+
+def test_every_primitive_has_a_jvp_per_argument():
+    prims = _primitives()
+    assert {"exp", "atan2", "log_diff_exp", "sign", "_minimum", "_maximum"} <= set(prims)
+    for name, p in prims.items():
+        spec = p._spec
+        assert len(spec.jvps) == len(spec.vjps) >= 1, name
+        assert all(callable(r) for r in spec.jvps), name
+
+
+@pytest.mark.parametrize("name", UNARY_NAMES)
+def test_unary_jvp(name):
+    f = getattr(sl, name)
+    _, dref, dom = UNARY[name]
+    x0 = sample(dom, (), _seed(name, "js"))
+    x = sample(dom, (6,), _seed(name, "jv"))
+    sl.assert_jvp(f, x0)
+    sl.assert_jvp(f, x)
+    sl.assert_jvp(f, x.reshape(2, 3))
+    # the closed form, on floats and arrays; the float path stays on floats
+    y, t = sl.jvp(f)(x0, 1.0)
+    assert type(y) is float and type(t) is float
+    close(y, f(x0), rtol=0)
+    close(t, dref(x0), rtol=1e-12, atol=1e-15)
+    close(sl.jvp(f)(x, np.ones(6))[1], dref(x), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", UNARY_NAMES)
+def test_unary_hessian(name):
+    f = getattr(sl, name)
+    dom = UNARY[name][2]
+    x = sample(dom, (4,), _seed(name, "fh"))
+    w = _weights(4, name)
+    sl.assert_hessian(lambda v: sl.sum(f(v) * w), x)
+    # Hessian-vector product and the reverse-over-reverse second derivative agree
+    v = _weights(4, name, "v")
+    rev = sl.grad(lambda u: sl.sum(sl.grad(lambda z: sl.sum(f(z) * w))(u) * v))(x)
+    close(sl.hvp(lambda u: sl.sum(f(u) * w))(x, v), rev, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", UNARY_NAMES)
+def test_unary_third_order(name):
+    f = getattr(sl, name)
+    dom = UNARY[name][2]
+    x = sample(dom, (3,), _seed(name, "t3"))
+    w = _weights(3, name, "t3")
+    # a coupled argument so that the tensor is not diagonal
+    assert_third_order(lambda v: sl.sum(f(v) * w) + f(v[0]) * v[1], x)
+
+
+@pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=str)
+@pytest.mark.parametrize("name", BINARY_NAMES)
+def test_binary_jvp(name, shapes):
+    f = getattr(sl, name)
+    x, y = _binary_args(name, *shapes, "j")
+    sl.assert_jvp(f, (x, y))
+    sl.assert_jvp(lambda a: f(a, y), x)           # one argument perturbed, the other
+    sl.assert_jvp(lambda b: f(x, b), y)           # plain (and broadcast against it)
+
+
+@pytest.mark.parametrize("name", BINARY_NAMES)
+def test_binary_jvp_closed_form(name):
+    f = getattr(sl, name)
+    _, (drx, dry), _, _ = BINARY[name]
+    x, y = _binary_args(name, (5,), (5,), "jc")
+    close(sl.jvp(lambda a: f(a, y))(x, np.ones(5))[1], drx(x, y), rtol=1e-12, atol=1e-15)
+    close(sl.jvp(lambda b: f(x, b))(y, np.ones(5))[1], dry(x, y), rtol=1e-12, atol=1e-15)
+    x0, y0 = _binary_args(name, (), (), "jc")
+    t = sl.jvp(lambda a: f(a, y0))(x0, 1.0)[1]
+    assert type(t) is float
+    close(t, drx(x0, y0), rtol=1e-12, atol=1e-15)
+
+
+def _binary_point(name, sx, sy, tag):
+    x, y = _binary_args(name, sx, sy, tag)
+    return np.concatenate([np.ravel(x), np.ravel(y)])
+
+
+@pytest.mark.parametrize("name", BINARY_NAMES)
+def test_binary_hessian(name):
+    f = getattr(sl, name)
+    # same shapes: both arguments sliced from one vector (cross terms off the diagonal)
+    z = _binary_point(name, (3,), (3,), "fh")
+    w = _weights(3, name)
+    sl.assert_hessian(lambda v: sl.sum(f(v[:3], v[3:]) * w), z)
+    # broadcast (3, 1) against (2,): the tangents are expanded inside the Hessian sweep
+    z = _binary_point(name, (3, 1), (2,), "fhb")
+    w = _weights(6, name, "b").reshape(3, 2)
+    sl.assert_hessian(lambda v: sl.sum(f(sl.reshape(v[:3], (3, 1)), v[3:]) * w), z)
+    # and against a plain scalar on either side
+    x0, y0 = _binary_args(name, (), (), "fhs")
+    x, y = _binary_args(name, (3,), (3,), "fhs")
+    w = _weights(3, name, "s")
+    sl.assert_hessian(lambda v: sl.sum(f(v, y0) * w), x)
+    sl.assert_hessian(lambda v: sl.sum(f(x0, v) * w), y)
+
+
+@pytest.mark.parametrize("name", BINARY_NAMES)
+def test_binary_third_order(name):
+    f = getattr(sl, name)
+    z = _binary_point(name, (2,), (2,), "t3")
+    w = _weights(2, name, "t3")
+    assert_third_order(lambda v: sl.sum(f(v[:2], v[2:]) * w), z)
+
+
+def test_third_order_closed_forms():
+    x = np.array([0.4, 1.3, 2.2])
+    w = np.array([0.5, -1.0, 2.0])
+    for f, d3 in [(sl.exp, np.exp), (sl.log, lambda v: 2 / v ** 3),
+                  (sl.sin, lambda v: -np.cos(v)), (sl.sqrt, lambda v: 3 / 8 * v ** -2.5),
+                  (sl.inv_logit, lambda v: sp.expit(v) * sp.expit(-v)
+                   * (1 - 6 * sp.expit(v) * sp.expit(-v)))]:
+        T = sl.grad_hessian(lambda v: sl.sum(f(v) * w))(x)
+        want = np.zeros((3, 3, 3))
+        want[np.arange(3), np.arange(3), np.arange(3)] = w * d3(x)
+        close(T, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "atan", "tanh", "log1p_exp", "cbrt",
+                                  "log1m_exp", "sign"])
+def test_reverse_over_forward(name):
+    """The JVP rules are recorded by an outer reverse tape: d/dx of J(x) 1 equals the
+    reverse-over-reverse second derivative."""
+    f = getattr(sl, name)
+    x = sample(UNARY[name][2], (4,), _seed(name, "rof"))
+    fwd = sl.grad(lambda u: sl.sum(sl.jvp(f)(u, np.ones(4))[1]))(x)
+    rev = sl.grad(lambda u: sl.sum(grad_sum(f)(u)))(x)
+    close(fwd, rev, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("uf, name", UFUNC_UNARY, ids=lambda p: getattr(p, "__name__", p))
+def test_ufunc_dispatch_forward_unary(uf, name):
+    x = sample(UNARY[name][2], (4,), _seed(name, "ufj"))
+    sl.assert_jvp(uf, x)
+    close(sl.jvp(uf)(x, np.ones(4))[1], sl.jvp(getattr(sl, name))(x, np.ones(4))[1], rtol=0)
+
+
+@pytest.mark.parametrize("uf, name", UFUNC_BINARY, ids=lambda p: getattr(p, "__name__", p))
+def test_ufunc_dispatch_forward_binary(uf, name):
+    x, y = _binary_args(name, (3, 1), (1, 4), "ufj")
+    sl.assert_jvp(uf, (x, y))
+    z = _binary_point(name, (3,), (3,), "ufh")
+    w = _weights(3, name, "uf")
+    sl.assert_hessian(lambda v: sl.sum(uf(v[:3], v[3:]) * w), z)
+
+
+def test_forward_at_poles_is_numpys():
+    """Single-mode tangents on floats do not raise ZeroDivisionError: like the VJPs
+    they give numpy's inf, with its warning; arrays and vector mode agree."""
+    for name, x, want in [("log", 0.0, INF), ("sqrt", 0.0, INF), ("log1m", 1.0, -INF),
+                          ("atanh", 1.0, INF), ("logit", 0.0, INF),
+                          ("inv_square", 0.0, -INF), ("asin", 1.0, INF),
+                          ("acosh", 1.0, INF), ("cbrt", 0.0, INF)]:
+        f = getattr(sl, name)
+        with pytest.warns(RuntimeWarning):
+            t = sl.jvp(f)(x, 1.0)[1]
+        assert t == want and type(t) is float, name
+        with pytest.warns(RuntimeWarning):
+            assert sl.jvp(f)(np.array([x]), np.array([1.0]))[1][0] == want
+        with pytest.warns(RuntimeWarning):
+            tb = sl.jacobian_forward(f)(np.array([x, x]))       # vector mode
+        assert tb[0, 0] == tb[1, 1] == want     # (off the diagonal 0 * inf = NaN)
+    # exact zeros without a warning, as in reverse mode
+    assert sl.jvp(sl.log1m_exp)(0.0, 1.0) == (-INF, -INF)
+    assert sl.jvp(lambda v: sl.log_diff_exp(v, 2.0))(2.0, 1.0) == (-INF, INF)
+    with pytest.warns(RuntimeWarning):      # the value 1 / 0 warns, as numpy does
+        assert sl.jvp(sl.inv)(0.0, 1.0) == (INF, -INF)
+
+
+def test_forward_nonsmooth_points():
+    # fmin/fmax: ties split the tangent (fmin(x, x) keeps slope 1), NaN is ignored
+    for f in (sl.fmin, sl.fmax):
+        assert sl.jvp(lambda v: f(v, v))(2.0, 1.0) == (2.0, 1.0)
+        assert sl.jvp(lambda v: f(v, 2.0))(2.0, 1.0)[1] == 0.5
+        y, t = sl.jvp(lambda v: f(v[0], v[1]))(np.array([NAN, 1.0]), np.array([3.0, 5.0]))
+        assert (y, t) == (1.0, 5.0)
+    # np.minimum/np.maximum propagate NaN (value and tangent)
+    y, t = sl.jvp(lambda v: np.minimum(v, 1.0))(np.array([0.0, 1.0, 2.0, NAN]), np.ones(4))
+    close(t, [1.0, 0.5, 0.0, NAN])
+    y, t = sl.jvp(lambda v: np.maximum(v, 1.0))(np.array([0.0, 1.0, 2.0, NAN]), np.ones(4))
+    close(t, [0.0, 0.5, 1.0, NAN])
+    # fdim: half the slope at a tie; hypot: zero tangent at the origin
+    assert sl.jvp(lambda v: sl.fdim(v, 1.0))(1.0, 1.0) == (0.0, 0.5)
+    assert sl.jvp(lambda v: sl.fdim(1.0, v))(1.0, 1.0) == (0.0, -0.5)
+    assert sl.jvp(lambda v: sl.hypot(v, 0.0))(0.0, 1.0) == (0.0, 0.0)
+    close(sl.jvp(lambda v: sl.hypot(v[0], v[1]))(np.zeros(2), np.ones(2)), [0.0, 0.0])
+    # sign and abs at 0; Hessians through them vanish
+    assert sl.jvp(sl.sign)(0.0, 1.0) == (0.0, 0.0)
+    assert sl.jvp(sl.abs)(0.0, 1.0) == (0.0, 0.0)
+    H = sl.hessian(lambda v: sl.sum(sl.sign(v) * v))(np.array([-1.0, 2.0]))
+    close(H, np.zeros((2, 2)))
+
+
+def test_forward_logit_family_large_arguments():
+    x = np.array([-800.0, -40.0, 40.0, 800.0])
+    e = np.ones(4)
+    for f, want in [(sl.log1p_exp, sp.expit(x)), (sl.log_inv_logit, sp.expit(-x)),
+                    (sl.log1m_inv_logit, -sp.expit(x)),
+                    (sl.inv_logit, sp.expit(x) * sp.expit(-x))]:
+        close(sl.jvp(f)(x, e)[1], want, rtol=1e-14)
+    # inv_logit's tangent keeps relative precision at 40 (not ans * (1 - ans))
+    close(sl.jvp(sl.inv_logit)(40.0, 1.0)[1], np.exp(-40.0) / (1 + np.exp(-40.0)) ** 2,
+          rtol=1e-14)
+    H = sl.hessian(lambda v: sl.sum(sl.log1p_exp(v)))(x)
+    close(H, np.diag(sp.expit(x) * sp.expit(-x)), rtol=1e-14)
+    assert np.isfinite(sl.grad_hessian(lambda v: sl.sum(sl.log1p_exp(v)))(x)).all()
