@@ -20,6 +20,10 @@ written with stanlite operations, so all of them differentiate again under nesti
     d max(x) = dx[argmax]               (ties: the first maximal element, numpy's argmax)
     d sort(x) = sort's permutation of dx
 
+Forward mode: every primitive also has a JVP, written with stanlite operations next
+to its VJP (so forward-over-reverse Hessians and higher orders nest); the tangents of
+``prod`` and ``cumprod`` go through the same division-free linear recurrence.
+
 Conventions
 -----------
 * ``axis`` is ``None`` (all elements), an int (negative allowed) or, for
@@ -40,7 +44,7 @@ Conventions
 import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
-                               defvjp, defvjp_all, primitive)
+                               defjvp_all, defvjp, defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, Var, make_node, shape_of, value_of
 from .elementwise import exp, sqrt
 from .structure import _where, concatenate, getitem, reshape
@@ -87,6 +91,21 @@ def _expand_back(g, x, axis, keepdims):
     return broadcast_to(g, shape)
 
 
+def _batch_axes(axis, nd, nb):
+    """The axes ``axis`` of an ``nd``-dimensional value, as axes of a tangent with
+    ``nb`` leading batch axes (``None``: all the value's axes)."""
+    return tuple(nb + a for a in _norm_axes(axis, nd))
+
+
+def _batch_axis(axis, nb):
+    """One axis of a value as an axis of its tangent (negative axes are unchanged)."""
+    return axis + nb if axis >= 0 else axis
+
+
+def _nb(t, x):
+    return len(batch_shape(t, x))
+
+
 def _count(shape, axis):
     return int(np.prod([shape[a] for a in _norm_axes(axis, len(shape))], dtype=np.int64))
 
@@ -104,9 +123,7 @@ defvjp(_sum, lambda g, ans, x, axis=None, keepdims=False: _expand_back(g, x, axi
 
 def _sum_jvp(t, ans, x, axis=None, keepdims=False):
     # the same sum over the same axes, shifted past the tangent's batch axes
-    nb = len(batch_shape(t, x))
-    axes = tuple(nb + a for a in _norm_axes(axis, len(shape_of(x))))
-    return _sum(t, axes, keepdims)
+    return _sum(t, _batch_axes(axis, len(shape_of(x)), _nb(t, x)), keepdims)
 
 
 defjvp(_sum, _sum_jvp)
@@ -118,8 +135,7 @@ def _bp_sum_all(node, g):
     x = node.x
     xv = x.value
     if type(g) is float and type(xv) is np.ndarray:
-        a = x.adj
-        x.adj = np.full(xv.shape, g) if a is None else a + g
+        accumulate(x, g)        # materialised or kept lazy, as x's own rule allows
         return
     accumulate(x, _expand_back(g, xv, None, False))
 
@@ -198,6 +214,35 @@ def _linrec_vjp_all(g, ans, a, b, axis, reverse):
 defvjp_all(_linrec, _linrec_vjp_all)
 
 
+def _lift_rank(t, nb, x, nd):
+    """Tangent ``t`` (batch ``nb`` + shape of ``x``) with unit axes inserted after the
+    batch axes so that it right-aligns with a value of rank ``nd``."""
+    xs = shape_of(x)
+    if len(xs) >= nd:
+        return t
+    return reshape(t, shape_of(t)[:nb] + (1,) * (nd - len(xs)) + xs)
+
+
+def _linrec_jvp_all(ts, ans, a, b, axis, reverse):
+    # dh[i] = a[i] dh[i-1] + (da[i] h[i-1] + db[i]): the same recurrence in ``a``
+    ta, tb = ts[0], ts[1]
+    nb = _nb(ta, a) if ta is not None else _nb(tb, b)
+    nd = len(shape_of(ans))
+    rhs = None
+    if ta is not None:
+        rhs = _lift_rank(ta, nb, a, nd) * _shift(ans, axis, 0.0, right=not reverse)
+    if tb is not None:
+        tb = _lift_rank(tb, nb, b, nd)
+        rhs = tb if rhs is None else rhs + tb
+    full = shape_of(rhs)[:nb] + shape_of(ans)
+    if shape_of(rhs) != full:
+        rhs = broadcast_to(rhs, full)
+    return _linrec(a, rhs, _batch_axis(axis, nb), reverse)
+
+
+defjvp_all(_linrec, _linrec_jvp_all)
+
+
 # --------------------------------------------------------------------------------------
 # cumulative products and sums, prod
 # --------------------------------------------------------------------------------------
@@ -214,6 +259,9 @@ def _cumprod_vjp(g, ans, x, axis):
 
 
 defvjp(_cumprod, _cumprod_vjp, None)
+# dy[k] = x[k] dy[k-1] + dx[k] y[k-1] (y[-1] = 1): a linear recurrence, no division
+defjvp(_cumprod, lambda t, ans, x, axis: _linrec(
+    x, t * _shift(ans, axis, 1.0, right=True), _batch_axis(axis, _nb(t, x)), False), None)
 
 
 def _flat_axis(x, axis):
@@ -245,15 +293,24 @@ def _prod(x, axis, keepdims):
     return _as_scalar(np.prod(x, axis=axis, keepdims=keepdims))
 
 
-def _prod_vjp(g, ans, x, axis, keepdims):
+def _others_of(x, axis):
+    """``_others`` along ``axis``, or over the flattened array when ``None``."""
     if axis is None:
-        o = reshape(_others(reshape(x, (-1,)), 0), shape_of(x))
-    else:
-        o = _others(x, axis)
-    return _expand_back(g, x, axis, keepdims) * o
+        return reshape(_others(reshape(x, (-1,)), 0), shape_of(x))
+    return _others(x, axis)
+
+
+def _prod_vjp(g, ans, x, axis, keepdims):
+    return _expand_back(g, x, axis, keepdims) * _others_of(x, axis)
+
+
+def _prod_jvp(t, ans, x, axis, keepdims):
+    return _sum(t * _others_of(x, axis), _batch_axes(axis, len(shape_of(x)), _nb(t, x)),
+                keepdims)
 
 
 defvjp(_prod, _prod_vjp, None, None)
+defjvp(_prod, _prod_jvp, None, None)
 
 
 def _over_axes(prim, x, axis, keepdims):
@@ -293,6 +350,7 @@ def _cumsum_vjp(g, ans, x, axis):
 
 
 defvjp(_cumsum, _cumsum_vjp, None)
+defjvp(_cumsum, lambda t, ans, x, axis: _cumsum(t, _batch_axis(axis, _nb(t, x))), None)
 
 
 def cumulative_sum(x, axis=None):
@@ -339,6 +397,16 @@ def _dot_product(a, b):
 defvjp(_dot_product, lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a)
 
 
+def _inner(t, c, x):
+    """``<t, c>`` over the axes of ``x`` for each batch direction of tangent ``t``."""
+    nb = _nb(t, x)
+    return _sum(t * c, tuple(range(nb, len(shape_of(t)))))
+
+
+defjvp(_dot_product, lambda t, ans, a, b: _inner(t, b, a),
+       lambda t, ans, a, b: _inner(t, a, b))
+
+
 def dot_product(a, b):
     """``sum(a * b)`` for equally shaped vectors (Stan's ``dot_product``)."""
     _check_same_shape("dot_product", a, b)
@@ -352,6 +420,7 @@ def dot_self(x):
 
 
 defvjp(dot_self, lambda g, ans, x: (2.0 * g) * x)
+defjvp(dot_self, lambda t, ans, x: 2.0 * _inner(t, x, x))
 
 
 @primitive
@@ -363,6 +432,9 @@ def _squared_distance(a, b):
 defvjp(_squared_distance,
        lambda g, ans, a, b: (2.0 * g) * (a - b),
        lambda g, ans, a, b: (-2.0 * g) * (a - b))
+defjvp(_squared_distance,
+       lambda t, ans, a, b: 2.0 * _inner(t, a - b, a),
+       lambda t, ans, a, b: -2.0 * _inner(t, a - b, b))
 
 
 def squared_distance(a, b):
@@ -393,6 +465,9 @@ def _softmax(x, axis):
 
 defvjp(_softmax,
        lambda g, ans, x, axis: ans * (g - _sum(g * ans, axis, True)), None)
+# ds = s * (dx - <s, dx>): the same form as the adjoint, along the shifted axis
+defjvp(_softmax, lambda t, ans, x, axis: ans * (
+    t - _sum(ans * t, _batch_axis(axis, _nb(t, x)), True)), None)
 
 
 @primitive
@@ -403,6 +478,8 @@ def _log_softmax(x, axis):
 
 defvjp(_log_softmax,
        lambda g, ans, x, axis: g - exp(ans) * _sum(g, axis, True), None)
+defjvp(_log_softmax, lambda t, ans, x, axis: t - _sum(
+    exp(ans) * t, _batch_axis(axis, _nb(t, x)), True), None)
 
 
 def softmax(x, axis=-1):
@@ -455,8 +532,21 @@ def _min(x, axis, keepdims):
     return _as_scalar(np.min(x, axis=axis, keepdims=keepdims))
 
 
+def _extreme_jvp(arg):
+    # the tangent of the first extreme element: a masked sum over the reduced axes
+    def jvp(t, ans, x, axis, keepdims):
+        nd = len(shape_of(x))
+        if nd == 0:
+            return t
+        mask = _first_extreme_mask(value_of(x), axis, arg)
+        return _sum(_where(mask, t, 0.0), _batch_axes(axis, nd, _nb(t, x)), keepdims)
+    return jvp
+
+
 defvjp(_max, _extreme_vjp(np.argmax), None, None)
 defvjp(_min, _extreme_vjp(np.argmin), None, None)
+defjvp(_max, _extreme_jvp(np.argmax), None, None)
+defjvp(_min, _extreme_jvp(np.argmin), None, None)
 
 
 def max(x, axis=None, keepdims=False):

@@ -10,6 +10,8 @@ None of these do arithmetic; their adjoints move values around:
 
 Scatter-add and gather are each other's transpose, so both are primitives: that
 keeps the reverse sweep of an indexing operation differentiable (nested AD).
+All of these are linear, so in forward mode the tangent goes through the same
+operation, its axes shifted past the leading batch axes of vector mode.
 The first-order sweep of ``x[i]`` adds into the input's adjoint in place (when the
 sweep owns that buffer) so a Python loop over ``x[i]`` costs O(1) per element.
 """
@@ -85,12 +87,79 @@ def _batched_index(idx, nb):
     return lead + (idx if type(idx) is tuple else (idx,))
 
 
-# forward mode: gather and scatter are linear, so the tangent goes through the same op
-defjvp(getitem, lambda t, ans, x, idx: getitem(
-    t, _batched_index(idx, len(batch_shape(t, x)))), None)
-defjvp(scatter_add, lambda t, ans, gg, idx, shape: scatter_add(
-    t, _batched_index(idx, len(batch_shape(t, gg))),
-    batch_shape(t, gg) + tuple(shape)), None, None)
+def _is_array_index(it):
+    return type(it) is list or isinstance(it, np.ndarray)
+
+
+def _separated(idx):
+    """Would numpy move the advanced-index axes of ``idx`` to the front?
+
+    It does when the advanced indices (arrays, and ints once an array is present)
+    are not next to each other; then leading batch axes would end up behind them.
+    Conservative: ``None`` and ``...`` count as separators, 0-d arrays as advanced.
+    """
+    if type(idx) is not tuple or len(idx) < 3:
+        return False
+    if not any(_is_array_index(it) for it in idx):
+        return False
+    pos = [i for i, it in enumerate(idx)
+           if _is_array_index(it) or isinstance(it, (int, np.integer))]
+    return pos[-1] - pos[0] + 1 != len(pos)
+
+
+def _explicit_ellipsis(idx, nd):
+    """``idx`` with its ``...`` spelled out as slices (``nd``: the indexed rank), so
+    that axes appended after the indexed ones are never touched by it."""
+    if not any(it is Ellipsis for it in idx):
+        return idx
+    used = 0
+    for it in idx:
+        if it is None or it is Ellipsis or isinstance(it, (bool, np.bool_)):
+            continue
+        if type(it) is list:
+            it = np.asarray(it)
+        used += it.ndim if isinstance(it, np.ndarray) and it.dtype == bool else 1
+    out = []
+    for it in idx:
+        out.extend((slice(None),) * (nd - used) if it is Ellipsis else (it,))
+    return tuple(out)
+
+
+def _to_back(t, nb):
+    """Move the ``nb`` leading (batch) axes of ``t`` behind the others."""
+    n = len(shape_of(t))
+    return transpose(t, tuple(range(nb, n)) + tuple(range(nb)))
+
+
+def _to_front(t, nb):
+    """Move the ``nb`` trailing (batch) axes of ``t`` to the front."""
+    n = len(shape_of(t))
+    return transpose(t, tuple(range(n - nb, n)) + tuple(range(n - nb)))
+
+
+# forward mode: gather and scatter are linear, so the tangent goes through the same op.
+# The batch axes lead (``t[:, idx]``) unless numpy would move separated advanced
+# indices in front of them; then they trail during the operation (trailing axes are
+# never moved) and are brought back to the front.
+def _getitem_jvp(t, ans, x, idx):
+    nb = len(batch_shape(t, x))
+    if nb and _separated(idx):
+        nd = len(shape_of(x))
+        return _to_front(getitem(_to_back(t, nb), _explicit_ellipsis(idx, nd)), nb)
+    return getitem(t, _batched_index(idx, nb))
+
+
+def _scatter_add_jvp(t, ans, gg, idx, shape):
+    b = batch_shape(t, gg)
+    nb = len(b)
+    if nb and _separated(idx):
+        idx = _explicit_ellipsis(idx, len(shape))
+        return _to_front(scatter_add(_to_back(t, nb), idx, tuple(shape) + b), nb)
+    return scatter_add(t, _batched_index(idx, nb), b + tuple(shape))
+
+
+defjvp(getitem, _getitem_jvp, None)
+defjvp(scatter_add, _scatter_add_jvp, None, None)
 
 
 def _bp_getitem(node, g):
@@ -102,15 +171,25 @@ def _bp_getitem(node, g):
         # first-order sweep: add in place into a buffer this sweep owns
         owned = p.tape.owned
         if a is None or owned.get(id(p)) is not a:
-            a = np.zeros(p.value.shape) if a is None else np.array(a, dtype=float)
+            if a is None:
+                a = np.zeros(p.value.shape)
+            elif type(a) is float:          # a lazily broadcast adjoint
+                a = np.full(p.value.shape, a)
+            else:
+                a = np.array(a, dtype=float)
             p.adj = a
             owned[id(p)] = a
-        if _is_basic(idx):
+        ti = type(idx)
+        if ti is int or ti is slice or _is_basic(idx):
             a[idx] += g
         else:
             np.add.at(a, idx, g)
     else:
         accumulate(p, scatter_add(g, idx, shape_of(p.value)))
+
+
+_new = object.__new__
+_f64 = np.float64
 
 
 # the node of x[idx] recorded with _bp_getitem is a plain getitem(x, idx) node: say so,
@@ -121,7 +200,23 @@ _bp_getitem._args = lambda node: (node.x, node.y)
 
 def var_getitem(self, idx):
     """``Var.__getitem__``: basic, integer-array and boolean-mask indexing."""
-    if type(idx) is list:
+    ti = type(idx)
+    if ti is int or ti is slice:
+        # the common case (x[0], x[2:]): nothing to check or convert
+        v = self.value
+        if type(v) is np.ndarray:
+            r = v[idx]
+            n = _new(Var)
+            n.value = float(r) if type(r) is _f64 else r
+            n.adj = None
+            n.tape = t = self.tape
+            n.bp = _bp_getitem
+            n.x = self
+            n.y = idx
+            t.nodes.append(n)
+            return n
+        return getitem(self, idx)
+    if ti is list:
         _check_index(tuple(idx))
         idx = np.asarray(idx)
         if idx.size == 0:

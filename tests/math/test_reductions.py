@@ -422,3 +422,143 @@ def test_axis_errors():
         sl.prod(np.ones((2, 3)), axis=2)
     with pytest.raises(ValueError, match="repeated"):
         sl.max(np.ones((2, 3)), axis=(0, -2))
+
+
+# --------------------------------------------------------------------------------------
+# forward mode: JVPs (single and vector mode vs finite differences) and Hessians
+# (forward-over-reverse vs finite differences of the gradient) through every function
+# --------------------------------------------------------------------------------------
+def check_forward(f, x, linear=False):
+    """``assert_jvp`` of ``f`` at ``x``; the Hessian of ``sum(f(x) * w)`` (of
+    ``sum(sin(f(x)) * w)`` for linear ``f``, whose Hessian would be zero)."""
+    sl.assert_jvp(f, x)
+    w = _x(np.shape(f(x)), seed=99)
+    shape = np.shape(x)
+    if linear:
+        def s(z):
+            return sl.sum(sl.sin(f(sl.reshape(z, shape))) * w)
+    else:
+        def s(z):
+            return sl.sum(f(sl.reshape(z, shape)) * w)
+    sl.assert_hessian(s, np.ravel(x))
+
+
+FWD_AXES = [((3, 4), None, False), ((3, 4), None, True), ((3, 4), 0, False),
+            ((3, 4), -1, True), ((2, 3, 4), None, True), ((2, 3, 4), 0, True),
+            ((2, 3, 4), -1, False), ((2, 3, 4), (0, 2), False), ((2, 3, 4), (-1, 1), True)]
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("shape,axis,keepdims", FWD_AXES)
+def test_reduction_forward(name, shape, axis, keepdims):
+    f = REDUCTIONS[name][0]
+    x = _x(shape, seed=len(shape) + 3)
+    check_forward(lambda v: f(v, axis=axis, keepdims=keepdims), x,
+                  linear=name in ("sum", "mean"))
+
+
+VECTOR_FUNCS = {
+    "cumulative_sum": (sl.cumulative_sum, True), "cumprod": (sl.cumprod, False),
+    "sort_asc": (sl.sort_asc, True), "sort_desc": (sl.sort_desc, True),
+    "softmax": (sl.softmax, False), "log_softmax": (sl.log_softmax, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_FUNCS))
+@pytest.mark.parametrize("shape,axis", [((5,), 0), ((3, 4), None), ((3, 4), 0),
+                                        ((3, 4), -1), ((2, 3, 4), 1), ((2, 3, 4), -1)])
+def test_vector_functions_forward(name, shape, axis):
+    f, linear = VECTOR_FUNCS[name]
+    if axis is None and name.endswith("softmax"):
+        axis = -1      # softmax has no flattened variant
+    check_forward(lambda v: f(v, axis), _x(shape, seed=13), linear)
+
+
+@pytest.mark.parametrize("name", ["dot_product", "squared_distance", "distance"])
+def test_binary_vector_functions_forward(name):
+    f = getattr(sl, name)
+    a, b = _x(5, seed=21), _x(5, seed=22)
+    sl.assert_jvp(f, (a, b))
+    check_forward(lambda v: f(v, b), a)
+    check_forward(lambda v: f(a, v), b)
+    check_forward(lambda v: f(v, v * v), a)        # one variable in both slots
+    check_forward(lambda v: f(v[0], v[1] * v[2]), _x((3, 4), seed=23))
+
+
+def test_dot_self_forward():
+    check_forward(sl.dot_self, _x(5, seed=24))
+    check_forward(lambda v: sl.dot_self(v[1:] * v[:-1]), _x(5, seed=25))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_linear_recurrence_forward(reverse, axis):
+    a, b = _x((3, 5), seed=1), _x((3, 5), seed=2)
+    for u in (a, a[:1], a[0] if axis != 0 else a[:, :1]):      # a broadcast coefficient
+        sl.assert_jvp(lambda p, q: red._linrec(p, q, axis, reverse), (u, b))
+    sl.assert_jvp(lambda p: red._linrec(p, b, axis, reverse), a)
+    sl.assert_jvp(lambda q: red._linrec(a, q, axis, reverse), b)
+    w = _x((3, 5), seed=3)
+    sl.assert_hessian(lambda z: sl.sum(red._linrec(
+        sl.reshape(z[:15], (3, 5)), sl.reshape(z[15:], (3, 5)), axis, reverse) * w),
+        np.concatenate([a.ravel(), b.ravel()]))
+
+
+@pytest.mark.parametrize("x", [
+    np.array([2.0, 0.0, 3.0, -0.5]), np.array([2.0, 0.0, 3.0, 0.0, 1.5]),
+    np.array([0.0, 0.0, 0.0]), np.array([1.5, -2.0, 0.25]),
+], ids=["one-zero", "two-zeros", "all-zeros", "no-zero"])
+def test_prod_forward_with_zeros(x):
+    # forward mode is exact at zeros too: the tangent is <others, v>, and the
+    # forward-over-reverse Hessian matches the closed form
+    v = _x(len(x), seed=len(x))
+    y, t = sl.jvp(sl.prod)(x, v)
+    assert y == np.prod(x)
+    np.testing.assert_allclose(t, _others_closed_form(x) @ v, rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(sl.hessian(sl.prod)(x), _hessian_closed_form(x),
+                               rtol=1e-14, atol=0)
+    cp = sl.jacobian_forward(sl.cumprod)(x)
+    np.testing.assert_allclose(cp, sl.jacobian_reverse(sl.cumprod)(x), rtol=1e-14, atol=0)
+    sl.assert_jvp(sl.prod, x)
+    sl.assert_jvp(sl.cumprod, x)
+
+
+def test_max_min_forward_ties_go_to_the_first():
+    x = np.array([1.0, 3.0, -2.0, 3.0, -2.0])
+    v = np.arange(1.0, 6.0)
+    assert sl.jvp(sl.max)(x, v) == (3.0, 2.0)
+    assert sl.jvp(sl.min)(x, v) == (-2.0, 3.0)
+    m = np.array([[1.0, 5.0, 5.0], [2.0, 2.0, 0.0]])
+    vm = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(sl.jvp(lambda u: sl.max(u, 1))(m, vm)[1], [1.0, 3.0])
+    np.testing.assert_array_equal(sl.jvp(lambda u: sl.max(u, 0, True))(m, vm)[1],
+                                  [[3.0, 1.0, 2.0]])
+    # vector mode: the forward Jacobian equals the reverse one at ties
+    np.testing.assert_array_equal(sl.jacobian_forward(lambda u: sl.min(u, -1))(m),
+                                  sl.jacobian_reverse(lambda u: sl.min(u, -1))(m))
+    assert sl.jvp(sl.max)(2.5, 1.0) == (2.5, 1.0)
+
+
+def _fd_third(f, x, h=1e-4):
+    """Richardson central differences of the forward-over-reverse Hessian."""
+    hess = sl.hessian(f)
+    out = np.empty((x.size,) * 3)
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = 1.0
+        d1 = (hess(x + h * e) - hess(x - h * e)) / (2 * h)
+        d2 = (hess(x + h / 2 * e) - hess(x - h / 2 * e)) / h
+        out[..., k] = (4 * d2 - d1) / 3
+    return out
+
+
+@pytest.mark.parametrize("f", [
+    sl.prod,
+    lambda v: sl.sum(sl.prod(sl.reshape(v, (2, 3)), axis=-1) * np.array([1.0, -2.0])),
+    lambda v: sl.dot_self(sl.cumprod(v)) * sl.max(v) + sl.log_softmax(v)[1] ** 3,
+], ids=["prod", "prod-axis", "mixed"])
+def test_third_order_forward_over_forward_over_reverse(f):
+    x = np.array([0.7, 0.0, -1.3, 2.0, 0.4, 1.1])
+    t = sl.grad_hessian(f)(x)
+    np.testing.assert_allclose(t, _fd_third(f, x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(t, np.transpose(t, (1, 0, 2)), rtol=1e-12, atol=1e-12)

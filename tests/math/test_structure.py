@@ -351,3 +351,107 @@ def test_head_tail_segment():
     assert np.shape(sl.head(x, 0)) == (0,) and np.shape(sl.tail(x, 0)) == (0,)
     g = sl.grad(lambda v: sl.sum(sl.segment(v, 2, 3)) + sl.sum(sl.tail(v, 1)))(x)
     np.testing.assert_array_equal(g, [0, 1, 1, 1, 0, 1])
+
+
+# --------------------------------------------------------------------------------------
+# forward mode: structural ops are linear, so the tangent of f at x along v is f(v)
+# exactly; sl.assert_jvp checks single and vector mode against finite differences,
+# sl.assert_hessian the forward-over-reverse Hessian through each op
+# --------------------------------------------------------------------------------------
+def check_forward(f, x, linear=True):
+    sl.assert_jvp(f, x)
+    if linear:
+        v = _x(np.shape(x), seed=98)
+        np.testing.assert_array_equal(sl.jvp(f)(x, v)[1], f(v))
+    np.testing.assert_array_equal(sl.jacobian_forward(f)(x), sl.jacobian_reverse(f)(x))
+    w = _x(np.shape(f(x)), seed=99)
+    shape = np.shape(x)
+    sl.assert_hessian(lambda z: sl.sum(sl.sin(f(sl.reshape(z, shape))) * w), np.ravel(x))
+
+
+FWD_INDEX_CASES = [(x, i) for x, i in INDEX_CASES if np.size(x[i]) > 0] + [
+    # advanced indices separated by a slice/None/...: numpy moves them to the front,
+    # in front of any leading batch axes
+    (X3, (np.array([0, 1, 1]), slice(None), np.array([1, 2, 3]))),
+    (X3, (0, slice(None), np.array([3, 1]))), (X3, (np.array([1, 0]), None, 2)),
+    (X3, (np.array(1), Ellipsis, [0, 3, 3])), (X3, (1, Ellipsis, np.array([[0], [2]]))),
+    (X3, (slice(None), 1, slice(1, 3))), (X3, (np.array([0, 1]), slice(None), X3[0, 0] > 0)),
+]
+
+
+@pytest.mark.parametrize("x,idx", FWD_INDEX_CASES,
+                         ids=[str(i) for i in range(len(FWD_INDEX_CASES))])
+def test_indexing_forward(x, idx):
+    check_forward(lambda v: v[idx], x)
+
+
+def test_indexing_forward_zero_d_and_bool_lists():
+    sl.assert_jvp(lambda v: sl.getitem(v, None) * sl.getitem(v, ...) + sl.getitem(v, ()), 1.5)
+    check_forward(lambda v: v[[True, False, True], ..., [1, 3]], X3[[0, 1, 0]])
+
+
+@pytest.mark.parametrize("idx,shape", [
+    (np.array([0, 3, 3, 1]), (4, 5)), ((slice(1, 3), 2), (4, 5)), (X2 > 0, (4, 5)),
+    ((np.array([1, 0, 1]), slice(None), np.array([3, 3, 0])), (2, 3, 5)),
+], ids=["repeated", "basic", "mask", "separated"])
+def test_scatter_add_forward(idx, shape):
+    from stanlite.math.structure import scatter_add
+    gs = np.shape(np.zeros(shape)[idx])
+    check_forward(lambda g: scatter_add(g, idx, shape), _x(gs, seed=1))
+
+
+@pytest.mark.parametrize("name,f,ref", RESHAPES, ids=[r[0] for r in RESHAPES])
+def test_reshapes_forward(name, f, ref):
+    check_forward(f, X3)
+
+
+def test_concatenate_stack_where_forward():
+    a = _x((2, 3), seed=9)
+    c = np.arange(6.0).reshape(2, 3)
+    cases = [
+        lambda v: sl.concatenate([v, c, v * 2.0]),
+        lambda v: sl.concatenate([v, c], axis=1),
+        lambda v: sl.concatenate([c, v, v], axis=-1),
+        lambda v: sl.concatenate([v, c, 1.5], axis=None),
+        lambda v: sl.concatenate([v[0], 2.0, c[1], v[1, 2]]),
+        lambda v: sl.append_row(v[0], 3.0),
+        lambda v: sl.append_col(v, c),
+        lambda v: sl.stack([v, c, v], axis=0),
+        lambda v: sl.stack([c, v], axis=1),
+        lambda v: sl.stack([v, c], axis=-1),
+        lambda v: sl.stack([v[0, 0], 1.5, v[1, 2], v[0, 1]]),
+        lambda v: sl.stack([v[0], c[1]], axis=-1),
+        lambda v: sl.where(v > 0, v, 0.0),
+        lambda v: sl.where(v > 0, c, v),
+        lambda v: sl.where(np.array([[True], [False]]), v, v[0, 1]),   # a scalar branch
+        lambda v: sl.where(c > 2, v[0], v[1]),                          # broadcast rows
+        lambda v: sl.rep_matrix(v[0], 2) * sl.reshape(sl.to_vector(v)[:3], (3, 1)),
+    ]
+    for f in cases:
+        check_forward(f, a, linear=False)
+    # two traced branches of different shapes, and a traced condition rejected
+    sl.assert_jvp(lambda v, r: sl.where(v < 0.2, r, v), (a, a[0]))
+
+
+def test_indexing_third_order():
+    # forward (vector) over forward-over-reverse through gather/scatter-add and a
+    # repeated, separated advanced index
+    x = _x((2, 3), seed=17)
+    rows, cols = np.array([1, 0, 1, 1]), np.array([2, 2, 0, 2])
+
+    def f(v):
+        m = sl.reshape(v, (2, 3))
+        return sl.sum(sl.sin(m[rows, cols]) * m[rows, cols] ** 3) + \
+            sl.sum(sl.exp(m[None, rows, 1]))
+
+    t = sl.grad_hessian(f)(x.ravel())
+    hess = sl.hessian(f)
+    fd = np.empty_like(t)
+    h = 1e-4
+    for k in range(6):
+        e = np.zeros(6)
+        e[k] = h
+        d1 = (hess(x.ravel() + e) - hess(x.ravel() - e)) / (2 * h)
+        d2 = (hess(x.ravel() + e / 2) - hess(x.ravel() - e / 2)) / h
+        fd[..., k] = (4 * d2 - d1) / 3
+    np.testing.assert_allclose(t, fd, rtol=1e-6, atol=1e-7)
