@@ -21,6 +21,21 @@ differentiation" (Oxford NA report 08/01); ``X_bar`` is the adjoint of ``X``, ``
                        F_ij = 1 / (l_j - l_i) for i != j, 0 on the diagonal
                        (Giles: eigenvalues and eigenvectors)
 
+Forward mode: each primitive also has its JVP beside its VJP (``dX`` the tangent):
+
+    dC = dA B + A dB;   d(A^-1) = -A^-1 dA A^-1;   d(A^-1 B) = A^-1 (dB - dA C)
+    d log|det A| = tr(A^-1 dA);   d det A = det A tr(A^-1 dA)
+    dL = L Phi(L^-1 dA L^-T)                              (Cholesky)
+    dl_i = v_i^T dA v_i,   dV = V (F o (V^T dA V))        (symmetric eigenproblem)
+
+Tangents carry leading batch axes ``B`` (vector mode, used for Hessians): the rules
+act on the last two axes only, and a tangent whose stack has fewer axes than the
+output's is padded after ``B`` (:func:`_pad`) before it meets broadcasting. Like the
+VJPs, the JVPs use stanlite operations only, so they are differentiated again (third
+derivatives; forward-over-reverse evaluates the VJPs on duals). Functions of
+symmetric matrices use the symmetric part of ``dA``, matching their symmetric
+adjoints.
+
 Conventions
 -----------
 * Matrices are 2-D arrays; most functions also take stacks ``(..., m, n)`` with
@@ -40,9 +55,8 @@ Conventions
 import numpy as np
 from scipy.linalg.lapack import dtrtrs as _dtrtrs
 
-from ..errors import DifferentiationError
-
-from ..autodiff.extend import defjvp, defvjp, defvjp_all, primitive
+from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, defvjp,
+                                defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
 from .reductions import sum as _rsum
 from .structure import reshape, transpose
@@ -78,6 +92,17 @@ def _per_matrix(g):
     """A per-matrix scalar (or stack of them) shaped to broadcast against matrices."""
     s = shape_of(g)
     return g if s == () else reshape(g, s + (1, 1))
+
+
+def _pad(t, x, nd):
+    """Forward mode: the tangent ``t`` of ``x`` (batch axes ``B`` leading) with unit
+    axes inserted after ``B`` so that its non-batch part has ``nd`` axes. Stacks then
+    broadcast against primal values (right-aligned) without meeting the batch axes."""
+    xs = shape_of(x)
+    miss = nd - len(xs)
+    if miss <= 0:
+        return t
+    return reshape(t, batch_shape(t, x) + (1,) * miss + xs)
 
 
 def _tril_mask(n, m=None):
@@ -172,23 +197,32 @@ def _matmul_vjp_b(g, ans, a, b):
 defvjp(matmul, _matmul_vjp_a, _matmul_vjp_b)
 
 
-# forward mode: d(a b) = da b + a db. Tangents carry leading batch axes; matmul's own
-# broadcasting over leading axes handles them, except when b is a vector, where the
-# tangent of b must be multiplied from the right.
+# forward mode: d(a b) = da b + a db. Tangents carry leading batch axes B, which
+# must not meet matmul's own (right-aligned) broadcasting of stacks or its vector
+# rules: vectors are promoted to a row (a) / a column (b) as numpy does, the tangent
+# is padded to the output's stack rank (_pad), and the promoted axes are dropped.
+def _matmul_tangent(t, ans, a, b, which):
+    sa, sb = shape_of(a), shape_of(b)
+    ca = sa if len(sa) > 1 else (1,) + sa
+    cb = sb if len(sb) > 1 else sb + (1,)
+    nd = max(len(ca), len(cb))
+    if which == 0:
+        B = batch_shape(t, a)
+        x = reshape(t, B + (1,) * (nd - len(ca)) + ca)
+        y = b if len(sb) > 1 else reshape(b, cb)
+    else:
+        B = batch_shape(t, b)
+        x = a if len(sa) > 1 else reshape(a, ca)
+        y = reshape(t, B + (1,) * (nd - len(cb)) + cb)
+    return reshape(matmul(x, y), B + shape_of(ans))
+
+
 def _matmul_jvp_a(t, ans, a, b):
-    return matmul(t, b)
+    return _matmul_tangent(t, ans, a, b, 0)
 
 
 def _matmul_jvp_b(t, ans, a, b):
-    na, nb_ = len(shape_of(a)), len(shape_of(b))
-    if nb_ == 1:
-        if na == 1:
-            return matmul(t, a)
-        if na == 2:
-            return matmul(t, transpose(a))
-        raise DifferentiationError("matmul: forward mode of a stack of matrices times a "
-                                   "vector is not supported; use a matrix for b")
-    return matmul(a, t)
+    return _matmul_tangent(t, ans, a, b, 1)
 
 
 defjvp(matmul, _matmul_jvp_a, _matmul_jvp_b)
@@ -213,6 +247,14 @@ def crossprod(a):
 defvjp(crossprod, lambda g, ans, a: matmul(a, g + _mT(g)))
 
 
+def _crossprod_jvp(t, ans, a):
+    u = matmul(_mT(t), a)                       # dC = dA^T A + (dA^T A)^T
+    return u + _mT(u)
+
+
+defjvp(crossprod, _crossprod_jvp)
+
+
 @primitive
 def tcrossprod(a):
     """``A A^T`` (Stan's ``tcrossprod``); stacks allowed."""
@@ -223,6 +265,14 @@ def tcrossprod(a):
 
 # C = A A^T  ->  A_bar = (G + G^T) A
 defvjp(tcrossprod, lambda g, ans, a: matmul(g + _mT(g), a))
+
+
+def _tcrossprod_jvp(t, ans, a):
+    u = matmul(t, _mT(a))                       # dC = dA A^T + (dA A^T)^T
+    return u + _mT(u)
+
+
+defjvp(tcrossprod, _tcrossprod_jvp)
 
 
 def _quad_form_raw(fname, a, b, sym):
@@ -273,6 +323,36 @@ defvjp_all(quad_form, _quad_form_vjp_all)
 defvjp_all(quad_form_sym, lambda g, ans, a, b: _quad_form_vjp_all(g, ans, a, b, True))
 
 
+def _quad_form_jvp_all(ts, ans, a, b, sym=False):
+    ta, tb = ts
+    sb = shape_of(b)
+    out = None
+    if len(sb) == 1:
+        # c = b^T A b: dc = b^T dA b + db^T (A + A^T) b
+        n = sb[0]
+        if ta is not None:
+            out = _rsum(ta * (reshape(b, (n, 1)) * reshape(b, (1, n))), axis=(-2, -1))
+        if tb is not None:
+            w = matmul(a + _mT(a), reshape(b, (n, 1)))
+            w = reshape(w, shape_of(w)[:-1])
+            c = _rsum(_pad(tb, b, len(shape_of(w))) * w, axis=-1)
+            out = c if out is None else out + c
+        return out
+    # C = B^T A B: dC = dB^T A B + B^T dA B + B^T A dB; quad_form_sym: symmetrised
+    nd = len(shape_of(ans))
+    if ta is not None:
+        out = matmul(_mT(b), matmul(_pad(ta, a, nd), b))
+    if tb is not None:
+        tb = _pad(tb, b, nd)
+        c = matmul(_mT(tb), matmul(a, b)) + matmul(_mT(b), matmul(a, tb))
+        out = c if out is None else out + c
+    return _sym(out) if sym else out
+
+
+defjvp_all(quad_form, _quad_form_jvp_all)
+defjvp_all(quad_form_sym, lambda ts, ans, a, b: _quad_form_jvp_all(ts, ans, a, b, True))
+
+
 @primitive
 def quad_form_diag(m, v):
     """``diag(v) M diag(v)``, i.e. ``M_ij v_i v_j`` (Stan's ``quad_form_diag``)."""
@@ -296,6 +376,26 @@ def _quad_form_diag_vjp_all(g, ans, m, v):
 
 
 defvjp_all(quad_form_diag, _quad_form_diag_vjp_all)
+
+
+def _quad_form_diag_jvp_all(ts, ans, m, v):
+    # dC = dM o v v^T + M o (dv v^T + v dv^T)
+    tm, tv = ts
+    nd = len(shape_of(ans))
+    sv = shape_of(v)
+    out = None
+    if tm is not None:
+        out = _pad(tm, m, nd) * (reshape(v, sv + (1,)) * reshape(v, sv[:-1] + (1, sv[-1])))
+    if tv is not None:
+        tv = _pad(tv, v, nd - 1)
+        st = shape_of(tv)
+        u = reshape(tv, st + (1,)) * reshape(v, sv[:-1] + (1, sv[-1]))
+        c = m * (u + _mT(u))
+        out = c if out is None else out + c
+    return out
+
+
+defjvp_all(quad_form_diag, _quad_form_diag_jvp_all)
 
 
 def diag_pre_multiply(v, m):
@@ -342,6 +442,10 @@ def diagonal(m):
 # gather and scatter of the diagonal are each other's transpose
 defvjp(_diag_embed, lambda g, ans, v, shape: diagonal(g), None)
 defvjp(diagonal, lambda g, ans, m: _diag_embed(g, shape_of(m)))
+# both linear: the tangent goes through the same operation (over the last two axes)
+defjvp(_diag_embed, lambda t, ans, v, shape: _diag_embed(
+    t, batch_shape(t, v) + tuple(shape)), None)
+defjvp(diagonal, lambda t, ans, m: diagonal(t))
 
 
 def diag_matrix(v):
@@ -372,6 +476,17 @@ def add_diag(m, d):
 defvjp(add_diag, lambda g, ans, m, d: g, lambda g, ans, m, d: diagonal(g))
 
 
+def _add_diag_jvp_d(t, ans, m, d):
+    # dC = diag(dd): the tangent of d broadcast along the diagonal, then embedded
+    B = batch_shape(t, d)
+    so = shape_of(ans)
+    k = min(so[-2:])
+    return _diag_embed(broadcast_to(t, B + so[:-2] + (k,), len(B)), B + so)
+
+
+defjvp(add_diag, lambda t, ans, m, d: t, _add_diag_jvp_d)
+
+
 @primitive
 def trace(a):
     """Sum of the diagonal (per matrix of a stack)."""
@@ -382,6 +497,7 @@ def trace(a):
 
 # d tr(A) = tr(dA)  ->  A_bar = g I
 defvjp(trace, lambda g, ans, a: _per_matrix(g) * np.eye(*shape_of(a)[-2:]))
+defjvp(trace, lambda t, ans, a: trace(t))
 
 
 # --------------------------------------------------------------------------------------
@@ -423,6 +539,13 @@ def _trisolve(L, b, trans):
         if info < 0:  # pragma: no cover - an argument LAPACK rejected
             raise ValueError(f"triangular solve: LAPACK dtrtrs argument {-info} invalid")
         return x
+    if L.ndim == 2 and b.ndim > 2:
+        # one L, many right-hand sides (forward-mode batches): one solve on the
+        # columns side by side, (..., n, k) -> (n, ... k)
+        n = b.shape[-2]
+        cols = np.moveaxis(b, -2, 0)
+        x = solve(L, np.ascontiguousarray(cols.reshape(n, -1)))
+        return np.moveaxis(x.reshape(cols.shape), 0, -2)
     return _batched(solve, L, b)
 
 
@@ -436,6 +559,21 @@ def _trisolve_vjp_all(g, ans, L, b, trans):
 
 
 defvjp_all(_trisolve, _trisolve_vjp_all)
+
+
+def _trisolve_jvp_all(ts, ans, L, b, trans):
+    # C = L^-1 B:  dC = L^-1 (dB - tril(dL) C);  C = L^-T B:  dC = L^-T (dB - tril(dL)^T C)
+    tL, tb, _ = ts
+    nd = len(shape_of(ans))
+    rhs = None if tb is None else _pad(tb, b, nd)
+    if tL is not None:
+        dl = _tril_mask(shape_of(L)[-1]) * _pad(tL, L, nd)
+        d = matmul(_mT(dl) if trans else dl, ans)
+        rhs = -d if rhs is None else rhs - d
+    return _trisolve(L, rhs, trans)
+
+
+defjvp_all(_trisolve, _trisolve_jvp_all)
 
 
 def _tri_low(fname, L, b, trans):
@@ -497,6 +635,19 @@ def _cholesky_vjp(g, ans, a, fname):
 defvjp(_cholesky, _cholesky_vjp, None)
 
 
+def _cholesky_jvp(t, ans, a, fname):
+    # dL = L Phi(L^-1 dA L^-T) for the symmetric part of dA (the perturbations the
+    # VJP's symmetric A_bar is the gradient for)
+    L = ans
+    n = shape_of(L)[-1]
+    x = _trisolve(L, _sym(t), False)            # L^-1 dA
+    y = _trisolve(L, _mT(x), False)             # L^-1 (L^-1 dA)^T = L^-1 dA L^-T
+    return matmul(L, (_tril_mask(n) - 0.5 * np.eye(n)) * y)
+
+
+defjvp(_cholesky, _cholesky_jvp, None)
+
+
 def cholesky_decompose(a):
     """The lower-triangular Cholesky factor ``L`` of a symmetric positive-definite
     ``A = L L^T`` (stacks allowed). Raises ``ValueError`` if ``A`` is not square,
@@ -526,6 +677,16 @@ def _mlt_self_t_vjp(g, ans, L):
 
 
 defvjp(multiply_lower_tri_self_transpose, _mlt_self_t_vjp)
+
+
+def _mlt_self_t_jvp(t, ans, L):
+    # dC = dT T^T + T dT^T, dT = tril(dL)
+    mask = _tril_mask(*shape_of(L)[-2:])
+    u = matmul(mask * t, _mT(L * mask))
+    return u + _mT(u)
+
+
+defjvp(multiply_lower_tri_self_transpose, _mlt_self_t_jvp)
 
 
 def _spd_solve(fname, a, b):
@@ -586,6 +747,20 @@ def _solve_vjp_all(g, ans, a, b):
 defvjp_all(_solve, _solve_vjp_all)
 
 
+def _solve_jvp_all(ts, ans, a, b):
+    # C = A^-1 B: dC = A^-1 (dB - dA C)                     (Giles: inverse product)
+    ta, tb = ts
+    nd = len(shape_of(ans))
+    rhs = None if tb is None else _pad(tb, b, nd)
+    if ta is not None:
+        d = matmul(_pad(ta, a, nd), ans)
+        rhs = -d if rhs is None else rhs - d
+    return _solve(a, rhs)
+
+
+defjvp_all(_solve, _solve_jvp_all)
+
+
 def _general_solve(fname, a, b):
     sa, sb = shape_of(a), shape_of(b)
     _check_square(fname, "A", sa)
@@ -635,6 +810,13 @@ def inverse(a):
 
 # Giles: inverse. C = A^-1, A_bar = -C^T G C^T
 defvjp(inverse, lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
+# dC = -C dA C
+defjvp(inverse, lambda t, ans, a: -matmul(ans, matmul(t, ans)))
+
+
+def _tr_prod(mt, t):
+    """``tr(M dA)`` per matrix, given ``mt = M^T`` (elementwise, over the last two axes)."""
+    return _rsum(mt * t, axis=(-2, -1))
 
 
 @primitive
@@ -647,6 +829,8 @@ def log_determinant(a):
 
 # d log|det A| = tr(A^-1 dA)  ->  A_bar = g A^-T           (Giles: determinant, / det)
 defvjp(log_determinant, lambda g, ans, a: _per_matrix(g) * _mT(inverse(a)))
+# d log|det A| = tr(A^-1 dA)
+defjvp(log_determinant, lambda t, ans, a: _tr_prod(_mT(inverse(a)), t))
 
 
 @primitive
@@ -659,6 +843,8 @@ def determinant(a):
 
 # Giles: determinant. A_bar = g det(A) A^-T (needs a non-singular A)
 defvjp(determinant, lambda g, ans, a: _per_matrix(g * ans) * _mT(inverse(a)))
+# d det A = det A tr(A^-1 dA)
+defjvp(determinant, lambda t, ans, a: ans * _tr_prod(_mT(inverse(a)), t))
 
 
 @primitive
@@ -669,14 +855,22 @@ def log_determinant_spd(a):
     return _scalar_out(2.0 * np.sum(np.log(np.diagonal(L, axis1=-2, axis2=-1)), axis=-1))
 
 
+def _inv_spd(a, fname):
+    """``A^-1 = L^-T L^-1`` (symmetric) from the Cholesky factor."""
+    L = _cholesky(a, fname)
+    linv = _trisolve(L, np.eye(shape_of(a)[-1]), False)
+    return matmul(_mT(linv), linv)
+
+
 def _logdet_spd_vjp(g, ans, a):
     # A_bar = g A^-1 = g L^-T L^-1 (two triangular solves, symmetric)
-    L = _cholesky(a, "log_determinant_spd")
-    linv = _trisolve(L, np.eye(shape_of(a)[-1]), False)
-    return _per_matrix(g) * matmul(_mT(linv), linv)
+    return _per_matrix(g) * _inv_spd(a, "log_determinant_spd")
 
 
 defvjp(log_determinant_spd, _logdet_spd_vjp)
+# d log det A = tr(A^-1 dA)
+defjvp(log_determinant_spd,
+       lambda t, ans, a: _tr_prod(_inv_spd(a, "log_determinant_spd"), t))
 
 
 # --------------------------------------------------------------------------------------
@@ -708,6 +902,15 @@ def _eigenvalues_vjp(g, ans, a):
 defvjp(eigenvalues_sym, _eigenvalues_vjp)
 
 
+def _eigenvalues_jvp(t, ans, a):
+    # d l_i = v_i^T dA v_i = sum_j V_ji (dA V)_ji
+    V = eigenvectors_sym(a)
+    return _rsum(V * matmul(t, V), axis=-2)
+
+
+defjvp(eigenvalues_sym, _eigenvalues_jvp)
+
+
 @primitive
 def eigenvectors_sym(a):
     """Unit eigenvectors of a symmetric ``A`` as columns, in the order of
@@ -735,17 +938,32 @@ def _eigenvectors_vjp(g, ans, a):
     # hence
     # A_bar = V (F o (V^T V_bar)) V^T, symmetrised (gradient for symmetric dA).
     V = ans
-    lam = eigenvalues_sym(a)
+    p = _eig_f(eigenvalues_sym(a)) * matmul(_mT(V), g)
+    return _sym(matmul(V, matmul(p, _mT(V))))
+
+
+def _eig_f(lam):
+    """F_ij = 1 / (l_j - l_i) for i != j, 0 on the diagonal (stacks allowed)."""
     sl_ = shape_of(lam)
     n = sl_[-1]
     diff = reshape(lam, sl_[:-1] + (1, n)) - reshape(lam, sl_[:-1] + (n, 1))  # l_j - l_i
     eye = np.eye(n)
-    f = (1.0 - eye) / (diff + eye)
-    p = f * matmul(_mT(V), g)
-    return _sym(matmul(V, matmul(p, _mT(V))))
+    return (1.0 - eye) / (diff + eye)
 
 
 defvjp(eigenvectors_sym, _eigenvectors_vjp)
+
+
+def _eigenvectors_jvp(t, ans, a):
+    # dV = V (F o (V^T dA V)), for the symmetric part of dA (as the VJP). The sign
+    # normalisation is a locally constant column scaling S, and V S (F o S P S) =
+    # V (F o P) S, so the rule holds for the normalised V as well.
+    V = ans
+    p = _sym(matmul(_mT(V), matmul(t, V)))
+    return matmul(V, _eig_f(eigenvalues_sym(a)) * p)
+
+
+defjvp(eigenvectors_sym, _eigenvectors_jvp)
 
 
 # --------------------------------------------------------------------------------------
@@ -807,6 +1025,33 @@ def _gp_exp_quad_cov_vjp_all(g, ans, x, alpha, rho):
 
 
 defvjp_all(gp_exp_quad_cov, _gp_exp_quad_cov_vjp_all)
+
+
+def _gp_exp_quad_cov_jvp_all(ts, ans, x, alpha, rho):
+    # dK = K (2 dalpha / alpha + d2 drho / rho^3 - (x_i - x_j).(dx_i - dx_j) / rho^2)
+    tx, ta, tr = ts
+    sx = shape_of(x)
+    n = sx[0]
+    X = x if len(sx) == 2 else reshape(x, (n, 1))
+    dim = shape_of(X)[1]
+    diff = reshape(X, (n, 1, dim)) - reshape(X, (1, n, dim))
+    out = None
+    if ta is not None:
+        out = reshape(ta, batch_shape(ta, alpha) + (1, 1)) * (2.0 * ans / alpha)
+    if tr is not None:
+        d2 = _rsum(diff * diff, axis=2)
+        c = reshape(tr, batch_shape(tr, rho) + (1, 1)) * (ans * d2 / (rho * rho * rho))
+        out = c if out is None else out + c
+    if tx is not None:
+        B = batch_shape(tx, x)
+        T = reshape(tx, B + (n, dim))
+        tdiff = reshape(T, B + (n, 1, dim)) - reshape(T, B + (1, n, dim))
+        c = -(ans / (rho * rho)) * _rsum(diff * tdiff, axis=-1)
+        out = c if out is None else out + c
+    return out
+
+
+defjvp_all(gp_exp_quad_cov, _gp_exp_quad_cov_jvp_all)
 
 cov_exp_quad = gp_exp_quad_cov
 

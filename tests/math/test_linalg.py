@@ -597,3 +597,200 @@ def test_singular_and_domain_errors():
         sl.gp_exp_quad_cov(np.ones(3), np.ones(2), 1.0)
     with pytest.raises(ValueError, match="gp_exp_quad_cov: x must be"):
         sl.gp_exp_quad_cov(np.ones((2, 2, 2)), 1.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# forward mode: JVPs (vs finite differences and vector vs single mode), Hessians by
+# forward-over-reverse, third order. Every function is fed from one flat vector v.
+# --------------------------------------------------------------------------------------
+def M(v, shape, shift=0.0):
+    """A matrix (stack) from the vector ``v``, plus ``shift`` I (well conditioned)."""
+    m = sl.reshape(v, shape)
+    return m + shift * np.eye(shape[-1]) if shift else m
+
+
+def SPD(v, shape):
+    """SPD (stack) from the vector ``v``: B B^T + n I."""
+    b = sl.reshape(v, shape)
+    return b @ sl.swapaxes(b, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _mm(sa, sb):
+    na = int(np.prod(sa))
+    return (lambda v: sl.matmul(sl.reshape(v[:na], sa), sl.reshape(v[na:], sb)),
+            na + int(np.prod(sb)))
+
+
+# (id, f(v), len(v)): every linalg function, with stacks and broadcasting
+FWD_CASES = [(f"matmul{sa}{sb}",) + _mm(sa, sb) for sa, sb in MATMUL_SHAPES] + [
+    ("dot", lambda v: sl.dot(v[:3], sl.reshape(v[3:], (3, 2))), 9),
+    ("crossprod", lambda v: sl.crossprod(M(v, (4, 3))), 12),
+    ("tcrossprod", lambda v: sl.tcrossprod(M(v, (2, 4, 3))), 24),
+    ("quad_form", lambda v: sl.quad_form(M(v[:16], (4, 4)), M(v[16:], (4, 2))), 24),
+    ("quad_form_vec", lambda v: sl.quad_form(M(v[:16], (4, 4)), v[16:]), 20),
+    ("quad_form_stack_vec", lambda v: sl.quad_form(M(v[:18], (2, 3, 3)), v[18:]), 21),
+    ("quad_form_bstack", lambda v: sl.quad_form(M(v[:9], (3, 3)), M(v[9:], (2, 3, 2))), 21),
+    ("quad_form_sym", lambda v: sl.quad_form_sym(SPD(v[:9], (3, 3)), M(v[9:], (3, 2))), 15),
+    ("quad_form_sym_vec", lambda v: sl.quad_form_sym(SPD(v[:9], (3, 3)), v[9:]), 12),
+    ("quad_form_diag", lambda v: sl.quad_form_diag(M(v[:18], (2, 3, 3)), v[18:]), 21),
+    ("quad_form_diag_vstack", lambda v: sl.quad_form_diag(M(v[:9], (3, 3)),
+                                                          M(v[9:], (2, 3))), 15),
+    ("diag_pre_post", lambda v: sl.diag_post_multiply(
+        sl.diag_pre_multiply(v[:3], M(v[3:15], (3, 4))), v[15:]), 19),
+    ("diagonal_diag_matrix", lambda v: sl.diag_matrix(sl.diagonal(M(v, (2, 3, 4)))), 24),
+    ("add_diag_scalar", lambda v: sl.add_diag(M(v[:18], (2, 3, 3)), v[18]), 19),
+    ("add_diag_vec", lambda v: sl.add_diag(M(v[:12], (3, 4)), v[12:]), 15),
+    ("add_diag_stack", lambda v: sl.add_diag(M(v[:18], (2, 3, 3)), M(v[18:], (2, 3))), 24),
+    ("trace", lambda v: sl.trace(M(v, (2, 3, 3))), 18),
+    ("cholesky", lambda v: sl.cholesky_decompose(SPD(v, (3, 3))), 9),
+    ("cholesky_stack", lambda v: sl.cholesky_decompose(SPD(v, (2, 3, 3))), 18),
+    ("tri_low_vec", lambda v: sl.mdivide_left_tri_low(M(v[:9], (3, 3), 4.0), v[9:]), 12),
+    ("tri_low_bstack", lambda v: sl.mdivide_left_tri_low(M(v[:9], (3, 3), 4.0),
+                                                         M(v[9:], (2, 3, 2))), 21),
+    ("tri_low_Lstack", lambda v: sl.mdivide_left_tri_low(M(v[:18], (2, 3, 3), 4.0),
+                                                         M(v[18:], (3, 2))), 24),
+    ("right_tri_low", lambda v: sl.mdivide_right_tri_low(M(v[9:], (2, 3)),
+                                                         M(v[:9], (3, 3), 4.0)), 15),
+    ("mult_lower_tri_self_t", lambda v: sl.multiply_lower_tri_self_transpose(
+        M(v, (2, 4, 3))), 24),
+    ("mdivide_left", lambda v: sl.mdivide_left(M(v[:9], (3, 3), 4.0), v[9:]), 12),
+    ("mdivide_left_Astack", lambda v: sl.mdivide_left(M(v[:18], (2, 3, 3), 4.0),
+                                                      M(v[18:], (3, 2))), 24),
+    ("mdivide_right", lambda v: sl.mdivide_right(M(v[9:], (2, 3)), M(v[:9], (3, 3), 4.0)), 15),
+    ("solve_bstack", lambda v: sl.solve(M(v[:9], (3, 3), 4.0), M(v[9:], (2, 3, 2))), 21),
+    ("mdivide_left_spd", lambda v: sl.mdivide_left_spd(SPD(v[:9], (3, 3)), v[9:]), 12),
+    ("mdivide_right_spd", lambda v: sl.mdivide_right_spd(M(v[9:], (2, 3)),
+                                                         SPD(v[:9], (3, 3))), 15),
+    ("inverse", lambda v: sl.inverse(M(v, (2, 3, 3), 4.0)), 18),
+    ("inverse_spd", lambda v: sl.inverse_spd(SPD(v, (3, 3))), 9),
+    ("log_determinant", lambda v: sl.log_determinant(M(v, (2, 3, 3), 4.0)), 18),
+    ("determinant", lambda v: sl.determinant(M(v, (2, 3, 3), 4.0)), 18),
+    ("log_determinant_spd", lambda v: sl.log_determinant_spd(SPD(v, (2, 3, 3))), 18),
+    ("eigenvalues_sym", lambda v: sl.eigenvalues_sym(SPD(v, (2, 3, 3))), 18),
+    ("eigenvectors_sym", lambda v: sl.eigenvectors_sym(SPD(v, (2, 3, 3))), 18),
+    ("gp_1d", lambda v: sl.gp_exp_quad_cov(v[:4], sl.exp(v[4]), sl.exp(v[5])), 6),
+    ("gp_2d", lambda v: sl.cov_exp_quad(M(v[:6], (3, 2)), sl.exp(v[6]), sl.exp(v[7])), 8),
+]
+FWD_IDS = [c[0] for c in FWD_CASES]
+
+
+def _point(name, n):
+    return 0.5 * _rng(sum(map(ord, name))).standard_normal(n)
+
+
+@pytest.mark.parametrize("name,f,n", FWD_CASES, ids=FWD_IDS)
+def test_jvp(name, f, n):
+    sl.assert_jvp(f, _point(name, n))
+
+
+@pytest.mark.parametrize("name,f,n", FWD_CASES, ids=FWD_IDS)
+def test_hessian_forward_over_reverse(name, f, n):
+    def scalar(v):
+        y = f(v)
+        return sl.sum(sl.sin(y) * y)
+    sl.assert_hessian(scalar, _point(name, n))
+
+
+@pytest.mark.parametrize("fname", ["cholesky_decompose", "eigenvalues_sym",
+                                   "eigenvectors_sym", "log_determinant_spd"])
+def test_jvp_vjp_duality_symmetric_input(fname):
+    # <u, J dA> = <J^T u, dA> also for a non-symmetric dA: the forward rules use the
+    # symmetric part of dA, exactly the perturbations the symmetric adjoints are for
+    f = getattr(sl, fname)
+    a = spd(4, 40)
+    r = _rng(41)
+    da = r.standard_normal((4, 4))
+    u = r.standard_normal(np.shape(f(a)))
+    _, t = sl.jvp(f)(a, da)
+    _, (abar,) = sl.vjp(f, a, cotangent=u if np.ndim(u) else float(u))
+    assert np.isclose(np.sum(u * t), np.sum(abar * da), rtol=1e-10, atol=1e-12)
+    assert np.allclose(sl.jvp(f)(a, da)[1], sl.jvp(f)(a, 0.5 * (da + da.T))[1])
+
+
+def test_hessian_log_determinant_closed_form():
+    # d2 log|A| [E, F] = -tr(A^-1 E A^-1 F): H[ij, kl] = -Ainv[j, k] Ainv[l, i]
+    a = well(3, 42)
+    ai = np.linalg.inv(a)
+    H = sl.hessian(lambda v: sl.log_determinant(sl.reshape(v, (3, 3))))(a.ravel())
+    assert np.allclose(H, -np.einsum("jk,li->ijkl", ai, ai).reshape(9, 9))
+    # log_determinant_spd: the same for symmetric perturbations (sym(E), sym(F))
+    s = spd(3, 43)
+    si = np.linalg.inv(s)
+    Hs = sl.hessian(sl.log_determinant_spd)(s)
+    ref = -0.5 * (np.einsum("ik,lj->ijkl", si, si) + np.einsum("il,kj->ijkl", si, si))
+    assert np.allclose(Hs, ref)
+
+
+def test_hessian_quad_form_closed_form():
+    # c = b^T A b: H_AA = 0, d2c/dA_ij db_m = d_im b_j + b_i d_jm, H_bb = A + A^T
+    r = _rng(44)
+    a, b = r.standard_normal((3, 3)), r.standard_normal(3)
+    H = sl.hessian(lambda v: sl.quad_form(sl.reshape(v[:9], (3, 3)), v[9:]))(
+        np.concatenate([a.ravel(), b]))
+    e = np.eye(3)
+    hab = (np.einsum("im,j->ijm", e, b) + np.einsum("i,jm->ijm", b, e)).reshape(9, 3)
+    assert np.allclose(H[:9, :9], 0.0)
+    assert np.allclose(H[:9, 9:], hab) and np.allclose(H[9:, :9], hab.T)
+    assert np.allclose(H[9:, 9:], a + a.T)
+
+
+def test_hessian_gp_marginal_likelihood_closed_form():
+    # L(theta) = -y^T K^-1 y / 2 - log det K / 2, K = alpha^2 E(rho) + sigma^2 I,
+    # theta = log(alpha, rho, sigma):
+    # d2L/di dj = -a^T K_i K^-1 K_j a + a^T K_ij a / 2
+    #             + tr(K^-1 K_i K^-1 K_j) / 2 - tr(K^-1 K_ij) / 2,     a = K^-1 y
+    x = np.linspace(0.0, 3.0, 6)
+    y = np.sin(x) + 0.1 * _rng(45).standard_normal(6)
+
+    def lp(th):
+        K = sl.add_diag(sl.gp_exp_quad_cov(x, sl.exp(th[0]), sl.exp(th[1])),
+                        sl.exp(2.0 * th[2]))
+        L = sl.cholesky_decompose(K)
+        z = sl.mdivide_left_tri_low(L, y)
+        return -0.5 * sl.sum(z * z) - 0.5 * sl.log_determinant_spd(K)
+
+    th = np.array([0.3, -0.2, -1.0])
+    al, rho, sig = np.exp(th)
+    d2 = (x[:, None] - x[None, :]) ** 2
+    kse = al ** 2 * np.exp(-0.5 * d2 / rho ** 2)
+    eye = np.eye(6)
+    K = kse + sig ** 2 * eye
+    q = d2 / rho ** 2
+    dk = [2 * kse, kse * q, 2 * sig ** 2 * eye]
+    ddk = [[4 * kse, 2 * kse * q, 0 * eye],
+           [2 * kse * q, kse * (q * q - 2 * q), 0 * eye],
+           [0 * eye, 0 * eye, 4 * sig ** 2 * eye]]
+    ki = np.linalg.inv(K)
+    a = ki @ y
+    ref = np.array([[-a @ dk[i] @ ki @ dk[j] @ a + 0.5 * a @ ddk[i][j] @ a
+                     + 0.5 * np.trace(ki @ dk[i] @ ki @ dk[j]) - 0.5 * np.trace(ki @ ddk[i][j])
+                     for j in range(3)] for i in range(3)])
+    assert np.allclose(sl.hessian(lp)(th), ref, rtol=1e-9, atol=1e-10)
+    sl.assert_hessian(lp, th)
+
+
+def _third_order_fd(f, v, h=1e-4):
+    """d/dv_k of the Hessian by central differences of sl.hessian."""
+    hess = sl.hessian(f)
+    return np.stack([(hess(v + h * e) - hess(v - h * e)) / (2 * h) for e in np.eye(v.size)],
+                    axis=-1)
+
+
+THIRD_ORDER = {
+    "log_determinant": lambda v: sl.log_determinant(M(v, (3, 3), 3.0)),
+    "log_determinant_spd": lambda v: sl.log_determinant_spd(SPD(v, (3, 3))),
+    "cholesky_decompose": lambda v: sl.sum(sl.sin(sl.cholesky_decompose(SPD(v, (3, 3))))),
+}
+
+
+@pytest.mark.parametrize("name", list(THIRD_ORDER))
+def test_third_order(name):
+    # grad_hessian: forward over the forward-over-reverse Hessian (the JVP rules are
+    # themselves differentiated) vs central differences of sl.hessian
+    f = THIRD_ORDER[name]
+    v = _point(name, 9)
+    T = sl.grad_hessian(f)(v)
+    assert np.allclose(T, _third_order_fd(f, v), rtol=1e-6, atol=1e-8)
+    # a third derivative is symmetric in all its indices
+    assert np.allclose(T, np.transpose(T, (1, 0, 2)))
+    assert np.allclose(T, np.transpose(T, (2, 1, 0)))
