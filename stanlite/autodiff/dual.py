@@ -23,6 +23,7 @@ gradient's tangent.
 import numpy as np
 
 from ..errors import DifferentiationError
+from .extend import _call_ieee
 from .tape import current_tape
 from .var import Box, shape_of
 
@@ -58,7 +59,7 @@ class ForwardTrace:
             ts = [None] * len(args)
             for i, t in tangents:
                 ts[i] = _expand(t, nb, vals[i], out_shape) if spec.broadcasting else t
-            tan = spec.jvp_all(tuple(ts), ans, *vals, **kw)
+            tan = _call_ieee(spec.jvp_all, tuple(ts), ans, vals, kw)
             tan = _fit(tan, full)
         else:
             tan = None
@@ -71,7 +72,7 @@ class ForwardTrace:
                         "mode (and Hessians through it) needs one (sl.defjvp)")
                 if spec.broadcasting:
                     t = _expand(t, nb, vals[i], out_shape)
-                c = _fit(rule(t, ans, *vals, **kw), full)
+                c = _fit(_call_ieee(rule, t, ans, vals, kw), full)
                 tan = c if tan is None else tan + c
         return Dual(ans, tan, self)
 

@@ -94,7 +94,13 @@ def spec_of(f):
 # accumulation: the single place where broadcasting is undone
 # --------------------------------------------------------------------------------------
 def accumulate(p, c):
-    """Add contribution ``c`` into ``p.adj``, first summing it back to ``p``'s shape."""
+    """Add contribution ``c`` into ``p.adj``, first summing it back to ``p``'s shape.
+
+    A plain-float contribution to an array node whose backward rule is elementwise
+    stays a float (a lazily broadcast adjoint): that rule broadcasts it anyway, so
+    materialising ``full(shape, c)`` would only cost a pass over memory. Leaves and
+    every other node get adjoints of exactly their shape.
+    """
     pv = p.value
     tp = type(pv)
     if tp is float:
@@ -110,9 +116,27 @@ def accumulate(p, c):
     else:
         ps = pv.shape if tp is np.ndarray else shape_of(pv)
         if shape_of(c) != ps:
-            c = sum_to_shape(c, ps)
+            if type(c) is float:
+                if not getattr(p.bp, "_bcast", False):
+                    c = np.full(ps, c)
+            else:
+                c = sum_to_shape(c, ps)
     a = p.adj
-    p.adj = c if a is None else a + c
+    if a is None:
+        p.adj = c
+    elif type(a) is np.ndarray and (type(c) is np.ndarray or type(c) is float):
+        # add in place into buffers this sweep allocated itself (``a + c`` results are
+        # referenced by nobody else); a first contribution may alias another node's
+        # adjoint, so it is never written into
+        owned = p.tape.owned
+        if owned.get(id(p)) is a:
+            a += c
+        else:
+            a = a + c
+            owned[id(p)] = a
+            p.adj = a
+    else:
+        p.adj = a + c
 
 
 def _ieee(v):
@@ -520,9 +544,16 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
     _tag(bp_x, spec, _args_xy)
     _tag(bp_y, spec, _args_yx)
 
+    checked = vjp_x is None or vjp_y is None
+
     def wrapped(x, y):
         tx = type(x)
         ty = type(y)
+        if checked:
+            # a non-differentiable argument: go through the path that checks it
+            if isinstance(x, Box) or isinstance(y, Box):
+                return _dispatch(spec, wrapped, (x, y), {})
+            return raw(x, y)
         if tx is Var:
             if ty is Var:
                 t = x.tape
@@ -597,9 +628,11 @@ def _args_yx(node):
 
 def _tag(bp, spec, args_of):
     """Attach to a backward rule the primitive it belongs to and how to read the
-    node's inputs back, so that every node of a tape can be replayed."""
+    node's inputs back, so that every node of a tape can be replayed; mark the rules
+    of elementwise primitives (they accept a lazily broadcast scalar adjoint)."""
     bp._spec = spec
     bp._args = args_of
+    bp._bcast = spec.broadcasting
 
 
 def node_record(node):

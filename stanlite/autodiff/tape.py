@@ -70,6 +70,7 @@ class Tape:
         if seed is None:
             seed = ones_like_value(root.value)
         root.adj = seed
+        self.owned = {}
         nodes = self.nodes
         with gc_paused():
             for node in reversed(nodes):

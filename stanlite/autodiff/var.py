@@ -146,6 +146,8 @@ class Var(Box):
         a = self.adj
         if a is None:
             return np.zeros(self.shape) if self.shape else 0.0
+        if type(a) is float and self.shape != ():
+            return np.full(self.shape, a)      # a lazily broadcast adjoint
         return a
 
     def __len__(self):

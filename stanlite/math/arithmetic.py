@@ -85,6 +85,10 @@ def _mul_bps(spec):
             a = y.adj
             y.adj = c if a is None else a + c
             return
+        if x is y:
+            # x * x: one product (2g x), exactly g x + g x since doubling is exact
+            accumulate(x, (g + g) * xv)
+            return
         accumulate(x, g * yv)
         accumulate(y, g * xv)
 
@@ -147,7 +151,16 @@ def _pow_raw(x, y):
 
 
 def _pow_vjp_x(g, ans, x, y):
-    # y x^(y-1); written with x^(y-1) (not ans / x) so that x == 0 is right
+    # y x^(y-1); written with x^(y-1) (not ans / x) so that x == 0 is right. Constant
+    # exponents 0, 1, 2 are spelled out so that the derivatives of the derivative never
+    # form 0 * x^-1 (NaN at x == 0): d^3/dx^3 x^2 must be 0 there, as it is anywhere.
+    if type(y) is int or type(y) is float:
+        if y == 0:
+            return 0.0 * g
+        if y == 1:
+            return g
+        if y == 2:
+            return g * 2.0 * x
     return g * y * power(x, y - 1)
 
 

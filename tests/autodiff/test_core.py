@@ -381,3 +381,11 @@ def test_defvjp_all_never_drops_a_derivative_silently():
     with pytest.raises(DifferentiationError, match="argument 1 of 'scale2'"):
         sl.grad(lambda k: sl.sum(scale2(np.ones(3), k)))(2.0)
     np.testing.assert_allclose(sl.grad(lambda x: sl.sum(scale2(x, 2.0)))(np.ones(3)), 2.0)
+
+
+def test_elementwise_binary_with_a_nondifferentiable_argument_raises_when_recorded():
+    from stanlite.autodiff.extend import elementwise_binary
+    f = elementwise_binary("shift_by", np.add, None, lambda g, ans, x, y: g)
+    assert sl.grad(lambda y: f(1.0, y))(2.0) == 1.0
+    with pytest.raises(DifferentiationError, match="argument 0 of 'shift_by'"):
+        sl.grad(lambda x: f(x, 1.0))(2.0)

@@ -1,0 +1,119 @@
+"""Hessian time and Hessian/gradient ratio, stanlite side by side with the floor and peers.
+
+stanlite's Hessian is forward-over-reverse in vector mode (one reverse sweep over
+d-wide duals). Columns: the hand-written numpy Hessian (the floor), stanlite, HIPS
+autograd's ``hessian``, ``jax.hessian`` with and without ``jit`` (float64), when
+installed; the last column is stanlite's Hessian time over its own gradient time.
+Every Hessian is checked against the hand-written one before timing.
+
+Models at d = 10, 50, 200:
+  logistic regression (vectorized)   N = 1000:  H = -X^T diag(s(1-s)) X
+  multivariate Student-t (dense)     nu = 5:    q = x^T P x,
+      lp = -(nu+d)/2 log(1 + q/nu),  H = -(nu+d)/(nu+q) P + 2(nu+d)/(nu+q)^2 (Px)(Px)^T
+
+Run:  python benchmarks/hessian.py [--quick]
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+import stanlite as sl
+from ad_overhead import _fmt, best_time, peers
+
+
+def logistic(d, N=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, d)) / np.sqrt(d)
+    y = (rng.random(N) < 0.5).astype(float)
+    x0 = rng.standard_normal(d) * 0.3
+
+    def f_sl(b):
+        eta = X @ b
+        return sl.sum(y * eta - sl.log1p_exp(eta)) - 0.5 * sl.sum(b * b)
+
+    def h_np(b):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (X @ b)))
+        return -(X.T * (p * (1.0 - p))) @ X - np.eye(d)
+
+    def f_gen(np_):
+        def f(b):
+            eta = np_.dot(X, b)
+            return np_.sum(y * eta - np_.logaddexp(0.0, eta)) - 0.5 * np_.sum(b * b)
+        return f
+
+    return x0, f_sl, h_np, f_gen
+
+
+def student_t(d, nu=5.0, seed=0):
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((d, d))
+    P = B @ B.T / d + np.eye(d)
+    x0 = rng.standard_normal(d) * 0.3
+
+    def f_sl(x):
+        return -(nu + d) / 2 * sl.log1p(x @ P @ x / nu)
+
+    def h_np(x):
+        Px = P @ x
+        q = x @ Px
+        return -(nu + d) / (nu + q) * P + 2 * (nu + d) / (nu + q) ** 2 * np.outer(Px, Px)
+
+    def f_gen(np_):
+        def f(x):
+            return -(nu + d) / 2 * np_.log1p(np_.dot(x, np_.dot(P, x)) / nu)
+        return f
+
+    return x0, f_sl, h_np, f_gen
+
+
+def run(quick=False):
+    budget = 0.15 if quick else 0.4
+    ps = peers()
+    cols = ["numpy (floor)", "stanlite"]
+    if "autograd" in ps:
+        cols.append("autograd")
+    if "jax" in ps:
+        cols += ["jax", "jax.jit"]
+    rows = []
+    for model, make in (("logistic", logistic), ("student-t", student_t)):
+        for d in (10, 50, 200):
+            x0, f_sl, h_np, f_gen = make(d)
+            ref = h_np(x0)
+            fns = {"numpy (floor)": h_np, "stanlite": sl.hessian(f_sl)}
+            if "autograd" in ps:
+                ag, anp = ps["autograd"]
+                fns["autograd"] = ag.hessian(f_gen(anp))
+            if "jax" in ps:
+                jax, jnp = ps["jax"]
+                hj = jax.hessian(f_gen(jnp))
+                hjj = jax.jit(hj)
+                fns["jax"] = lambda x, h=hj: h(x).block_until_ready()
+                fns["jax.jit"] = lambda x, h=hjj: h(x).block_until_ready()
+            times = {}
+            for col in cols:
+                arg = ps["jax"][1].asarray(x0) if col.startswith("jax") else x0
+                H = np.asarray(fns[col](arg))
+                if not np.allclose(H, ref, rtol=1e-8, atol=1e-10):
+                    print(f"  !! {col} Hessian disagrees on {model} d={d}", file=sys.stderr)
+                b = budget / 4 if (col == "jax" or (col == "autograd" and d == 200)) else budget
+                times[col] = best_time(fns[col], arg, budget=b, repeats=3)
+            g_time = best_time(sl.value_and_grad(f_sl), x0, budget=budget / 2)
+            rows.append((f"{model} d={d}", times, times["stanlite"] / g_time))
+    w = 20
+    head = f"{'case':<{w}}" + "".join(f"{c:>22}" for c in cols) + f"{'stanlite H/grad':>17}"
+    print("Hessian, best time per call; (ratio to the hand-written numpy Hessian)")
+    print(head)
+    print("-" * len(head))
+    for name, times, hg in rows:
+        floor = times["numpy (floor)"]
+        cells = [f"{_fmt(times[c])} ({times[c] / floor:6.2f}x)" for c in cols]
+        print(f"{name:<{w}}" + "".join(f"{c:>22}" for c in cells) + f"{hg:>16.1f}x")
+    return rows
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="shorter timing loops")
+    run(ap.parse_args().quick)
