@@ -8,19 +8,26 @@ live apart from :mod:`.elementwise` because their values come from
 (d lgamma = digamma, d digamma = trigamma, ...), so they form one closed family.
 
 Each function is one primitive: the raw numpy/scipy implementation (with a ``math``
-scalar fast path where one exists) and its VJP side by side; every entry's comment
-states the value and the derivative and where the formula comes from (DLMF = NIST
-Digital Library of Mathematical Functions, section numbers given). VJPs are written
-with stanlite operations, so every derivative is itself differentiable (nested AD,
-reverse-over-reverse). Domain errors give what scipy/numpy give (NaN or inf; scipy
-is silent, a numpy function such as the log in a VJP warns as in :mod:`.elementwise`),
-as Stan returns NaN; at domain edges a derivative may be inf or NaN, never a finite
-wrong number. ``log1p`` and ``inv_logit`` needed by the VJPs are private primitives
-here, so this module depends only on ``exp``/``log``/``square`` of :mod:`.elementwise`.
+scalar fast path where one exists), its VJP and its JVP (forward mode) side by side;
+every entry's comment states the value and the derivative and where the formula comes
+from (DLMF = NIST Digital Library of Mathematical Functions, section numbers given).
+For the elementwise functions the VJP ``g * f'(x)`` and the JVP ``t * f'(x)`` are one
+rule ``_d_<name>`` (per argument), as in :mod:`.elementwise`: forward mode hands it
+tangents already expanded to the output's rank (with leading batch axes in vector
+mode; the ``@primitive`` ones that broadcast are marked ``broadcasting`` for that).
+The log-sum-exp reduction is the one rule that is not elementwise: its tangent is
+the softmax-weighted sum of the input tangent over the reduced axes.
+
+All rules are written with stanlite operations, so every derivative is itself
+differentiable: reverse-over-reverse, forward-over-reverse (Hessians evaluate the
+VJPs on duals) and forward over that (third derivatives). Domain errors give what
+scipy/numpy give (NaN or inf; scipy is silent, a numpy function such as the log in a
+VJP warns as in :mod:`.elementwise`), as Stan returns NaN; at domain edges a
+derivative may be inf or NaN, never a finite wrong number.
 
 Missing derivatives (no simple closed form; Stan uses convergent series): passing a
 traced value there raises :class:`~stanlite.DifferentiationError` when the call is
-recorded:
+recorded (reverse mode) or evaluated (forward mode, hence also Hessians):
 
 * ``inc_beta(a, b, x)``  w.r.t. ``a`` and ``b`` (only ``x`` is differentiable);
 * ``gamma_p(a, x)``, ``gamma_q(a, x)``  w.r.t. ``a`` (only ``x``);
@@ -32,10 +39,11 @@ import math
 import numpy as np
 import scipy.special as sps
 
-from ..autodiff.extend import (defvjp, defvjp_all, elementwise_binary,
-                               elementwise_unary, primitive)
+from ..autodiff.extend import (batch_shape, defjvp, defjvp_all, defvjp, defvjp_all,
+                               elementwise_binary, elementwise_unary, primitive)
 from ..autodiff.var import UFUNCS, shape_of, value_of
-from .elementwise import exp, log, square
+from .elementwise import exp, inv_logit, log, log1p, square
+from .reductions import sum as _sum
 from .structure import reshape, stack, where
 
 __all__ = ["lgamma", "digamma", "trigamma", "tgamma", "lbeta", "lchoose",
@@ -65,25 +73,30 @@ def _exp_or_inf(v):
         return _INF
 
 
-# --------------------------------------------------------------------------------------
-# private helpers (differentiable, used by the VJPs below)
-# --------------------------------------------------------------------------------------
-# log1p(x); d = dx / (1 + x)
-_log1p = elementwise_unary("log1p", np.log1p, lambda g, ans, x: g / (1.0 + x),
-                           scalar=math.log1p)
-# inv_logit(x) = 1 / (1 + e^-x); d = inv_logit(x) inv_logit(-x) dx (no 1 - p cancellation)
-_inv_logit = elementwise_unary(
-    "inv_logit", sps.expit, lambda g, ans, x: g * ans * _inv_logit(-x),
-    scalar=lambda v: 1.0 / (1.0 + math.exp(-v)))
+def _elementwise(prim):
+    """Mark a ``@primitive`` that broadcasts its arguments elementwise (numpy rules):
+    forward mode then expands its input tangents to the output's rank, so its JVPs
+    are ``t * f'(x)`` like those of ``elementwise_unary``/``elementwise_binary``."""
+    prim._spec.broadcasting = True
+    return prim
 
 
+# --------------------------------------------------------------------------------------
+# private helpers (differentiable, used by the rules below)
+# --------------------------------------------------------------------------------------
+@_elementwise
 @primitive
 def _polygamma(n, x):
     """psi^(n)(x); d/dx psi^(n)(x) = psi^(n+1)(x) (DLMF 5.15). ``n`` is an order."""
     return _f(sps.polygamma(n, x))
 
 
-defvjp(_polygamma, None, lambda g, ans, n, x: g * _polygamma(n + 1, x))
+def _d_polygamma(g, ans, n, x):
+    return g * _polygamma(n + 1, x)
+
+
+defvjp(_polygamma, None, _d_polygamma)
+defjvp(_polygamma, None, _d_polygamma)
 
 
 def _safe_lse(ans):
@@ -114,20 +127,32 @@ def _times_log(c, x, pole, logf):
 
 
 def _log1m(x):
-    return _log1p(-x)
+    return log1p(-x)
 
 
 # --------------------------------------------------------------------------------------
 # the gamma family
 # --------------------------------------------------------------------------------------
 # lgamma(x) = log|Gamma(x)|;  d = digamma(x) dx  (DLMF 5.2.2). Poles give +inf.
+def _d_lgamma(g, ans, x):
+    return g * digamma(x)
+
+
 lgamma = elementwise_unary(
-    "lgamma", sps.gammaln, lambda g, ans, x: g * digamma(x), scalar=math.lgamma,
+    "lgamma", sps.gammaln, _d_lgamma, scalar=math.lgamma,
     scalar_vjp=lambda g, ans, x: g * float(sps.psi(x)))
+defjvp(lgamma, _d_lgamma)
+
+
 # digamma(x) = Gamma'(x) / Gamma(x);  d = trigamma(x) dx  (DLMF 5.15.1)
+def _d_digamma(g, ans, x):
+    return g * trigamma(x)
+
+
 digamma = elementwise_unary(
-    "digamma", sps.psi, lambda g, ans, x: g * trigamma(x), scalar=lambda v: float(sps.psi(v)),
+    "digamma", sps.psi, _d_digamma, scalar=lambda v: float(sps.psi(v)),
     scalar_vjp=lambda g, ans, x: g * float(sps.polygamma(1, x)))
+defjvp(digamma, _d_digamma)
 
 
 def _trigamma_raw(x):
@@ -136,13 +161,25 @@ def _trigamma_raw(x):
 
 # trigamma(x) = psi'(x) = sum_k 1/(x+k)^2;  d = psi''(x) dx = polygamma(2, x) dx
 # (DLMF 5.15.1, 5.15.2)
+def _d_trigamma(g, ans, x):
+    return g * _polygamma(2, x)
+
+
 trigamma = elementwise_unary(
-    "trigamma", _trigamma_raw, lambda g, ans, x: g * _polygamma(2, x),
+    "trigamma", _trigamma_raw, _d_trigamma,
     scalar=_trigamma_raw, scalar_vjp=lambda g, ans, x: g * float(sps.polygamma(2, x)))
+defjvp(trigamma, _d_trigamma)
+
+
 # tgamma(x) = Gamma(x);  d = Gamma(x) digamma(x) dx  (DLMF 5.2.2). Poles: +-inf/NaN.
+def _d_tgamma(g, ans, x):
+    return g * ans * digamma(x)
+
+
 tgamma = elementwise_unary(
-    "tgamma", sps.gamma, lambda g, ans, x: g * ans * digamma(x), scalar=math.gamma,
+    "tgamma", sps.gamma, _d_tgamma, scalar=math.gamma,
     scalar_vjp=lambda g, ans, x: g * ans * float(sps.psi(x)))
+defjvp(tgamma, _d_tgamma)
 
 
 def _lbeta_raw(a, b):
@@ -157,11 +194,17 @@ def _lbeta_svjp(g, ans, a, b):
     return g * (float(sps.psi(a)) - s), g * (float(sps.psi(b)) - s)
 
 
-lbeta = elementwise_binary(
-    "lbeta", _lbeta_raw,
-    lambda g, ans, a, b: g * (digamma(a) - digamma(a + b)),
-    lambda g, ans, a, b: g * (digamma(b) - digamma(a + b)),
-    scalar_vjp=_lbeta_svjp)
+def _d_lbeta_a(g, ans, a, b):
+    return g * (digamma(a) - digamma(a + b))
+
+
+def _d_lbeta_b(g, ans, a, b):
+    return g * (digamma(b) - digamma(a + b))
+
+
+lbeta = elementwise_binary("lbeta", _lbeta_raw, _d_lbeta_a, _d_lbeta_b,
+                           scalar_vjp=_lbeta_svjp)
+defjvp(lbeta, _d_lbeta_a, _d_lbeta_b)
 
 
 def _lchoose_raw(n, k):
@@ -189,11 +232,17 @@ def _lchoose_svjp(g, ans, n, k):
     return g * (float(sps.psi(n + 1.0)) - m), g * (m - float(sps.psi(k + 1.0)))
 
 
-lchoose = elementwise_binary(
-    "lchoose", _lchoose_raw,
-    lambda g, ans, n, k: g * (digamma(n + 1.0) - digamma(n - k + 1.0)),
-    lambda g, ans, n, k: g * (digamma(n - k + 1.0) - digamma(k + 1.0)),
-    scalar_vjp=_lchoose_svjp)
+def _d_lchoose_n(g, ans, n, k):
+    return g * (digamma(n + 1.0) - digamma(n - k + 1.0))
+
+
+def _d_lchoose_k(g, ans, n, k):
+    return g * (digamma(n - k + 1.0) - digamma(k + 1.0))
+
+
+lchoose = elementwise_binary("lchoose", _lchoose_raw, _d_lchoose_n, _d_lchoose_k,
+                             scalar_vjp=_lchoose_svjp)
+defjvp(lchoose, _d_lchoose_n, _d_lchoose_k)
 # Stan Math's (C++) name of the same function, and the Stan language's name before
 # ``lchoose`` took over: the very same primitive, not a copy.
 binomial_coefficient_log = lchoose
@@ -202,20 +251,37 @@ binomial_coefficient_log = lchoose
 # error functions and the normal distribution
 # --------------------------------------------------------------------------------------
 # erf(x) = 2/sqrt(pi) int_0^x e^{-t^2} dt;  d = 2/sqrt(pi) e^{-x^2} dx  (DLMF 7.2.1)
+def _d_erf(g, ans, x):
+    return g * _TWO_OVER_SQRT_PI * exp(-square(x))
+
+
 erf = elementwise_unary(
-    "erf", sps.erf, lambda g, ans, x: g * _TWO_OVER_SQRT_PI * exp(-square(x)),
-    scalar=math.erf, scalar_vjp=lambda g, ans, x: g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
+    "erf", sps.erf, _d_erf, scalar=math.erf,
+    scalar_vjp=lambda g, ans, x: g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
+defjvp(erf, _d_erf)
+
+
 # erfc(x) = 1 - erf(x) (accurate in the right tail);  d = -2/sqrt(pi) e^{-x^2} dx
+def _d_erfc(g, ans, x):
+    return -g * _TWO_OVER_SQRT_PI * exp(-square(x))
+
+
 erfc = elementwise_unary(
-    "erfc", sps.erfc, lambda g, ans, x: -g * _TWO_OVER_SQRT_PI * exp(-square(x)),
-    scalar=math.erfc,
+    "erfc", sps.erfc, _d_erfc, scalar=math.erfc,
     scalar_vjp=lambda g, ans, x: -g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
+defjvp(erfc, _d_erfc)
+
+
 # Phi(x) = standard normal CDF = erfc(-x / sqrt 2) / 2  (DLMF 7.2.2, 7.18);
 # d = phi(x) dx = e^{-x^2/2} / sqrt(2 pi) dx, the normal density
+def _d_Phi(g, ans, x):
+    return g * _INV_SQRT_2PI * exp(-0.5 * square(x))
+
+
 Phi = elementwise_unary(
-    "Phi", sps.ndtr, lambda g, ans, x: g * _INV_SQRT_2PI * exp(-0.5 * square(x)),
-    scalar=lambda v: 0.5 * math.erfc(-v * _INV_SQRT2),
+    "Phi", sps.ndtr, _d_Phi, scalar=lambda v: 0.5 * math.erfc(-v * _INV_SQRT2),
     scalar_vjp=lambda g, ans, x: g * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
+defjvp(Phi, _d_Phi)
 
 
 # Phi_approx(x) = inv_logit(0.07056 x^3 + 1.5976 x), Stan's logistic approximation of
@@ -237,9 +303,9 @@ def _phi_approx_scalar(v):
         return 0.0
 
 
-def _phi_approx_vjp(g, ans, x):
+def _d_Phi_approx(g, ans, x):
     u = x * (0.07056 * square(x) + 1.5976)
-    return g * ans * _inv_logit(-u) * (0.21168 * square(x) + 1.5976)
+    return g * ans * inv_logit(-u) * (0.21168 * square(x) + 1.5976)
 
 
 def _phi_approx_svjp(g, ans, x):
@@ -247,14 +313,21 @@ def _phi_approx_svjp(g, ans, x):
     return g * ans * q * (0.21168 * x * x + 1.5976)
 
 
-Phi_approx = elementwise_unary("Phi_approx", _phi_approx_raw, _phi_approx_vjp,
+Phi_approx = elementwise_unary("Phi_approx", _phi_approx_raw, _d_Phi_approx,
                                scalar=_phi_approx_scalar, scalar_vjp=_phi_approx_svjp)
+defjvp(Phi_approx, _d_Phi_approx)
+
+
 # inv_Phi(p) = Phi^{-1}(p), the standard normal quantile;  d = dp / phi(inv_Phi(p))
 # = sqrt(2 pi) e^{ans^2 / 2} dp  (inverse function rule). 0 -> -inf, 1 -> inf.
+def _d_inv_Phi(g, ans, p):
+    return g * _SQRT_2PI * exp(0.5 * square(ans))
+
+
 inv_Phi = elementwise_unary(
-    "inv_Phi", sps.ndtri, lambda g, ans, p: g * _SQRT_2PI * exp(0.5 * square(ans)),
-    scalar=lambda v: float(sps.ndtri(v)),
+    "inv_Phi", sps.ndtri, _d_inv_Phi, scalar=lambda v: float(sps.ndtri(v)),
     scalar_vjp=lambda g, ans, p: g * _SQRT_2PI * _exp_or_inf(0.5 * ans * ans))
+defjvp(inv_Phi, _d_inv_Phi)
 
 
 # --------------------------------------------------------------------------------------
@@ -278,11 +351,17 @@ def _lse2_svjp(g, ans, a, b):
 
 # log_sum_exp(a, b) = log(e^a + e^b) (numpy's logaddexp, stable);
 # d = softmax weights: e^{a - ans} da + e^{b - ans} db; both -inf: value -inf, weights 0
-_log_sum_exp2 = elementwise_binary(
-    "log_sum_exp", _lse2_raw,
-    lambda g, ans, a, b: g * exp(a - _safe_lse(ans)),
-    lambda g, ans, a, b: g * exp(b - _safe_lse(ans)),
-    scalar_vjp=_lse2_svjp)
+def _d_lse2_a(g, ans, a, b):
+    return g * exp(a - _safe_lse(ans))
+
+
+def _d_lse2_b(g, ans, a, b):
+    return g * exp(b - _safe_lse(ans))
+
+
+_log_sum_exp2 = elementwise_binary("log_sum_exp", _lse2_raw, _d_lse2_a, _d_lse2_b,
+                                   scalar_vjp=_lse2_svjp)
+defjvp(_log_sum_exp2, _d_lse2_a, _d_lse2_b)
 
 
 def _kept_shape(shape, axis):
@@ -309,17 +388,35 @@ def _log_sum_exp_reduce(x, axis=None, keepdims=False):
     return _f(r)
 
 
-def _log_sum_exp_reduce_vjp(g, ans, x, axis=None, keepdims=False):
-    # d log_sum_exp(x) = softmax(x) . dx, the weights e^{x - ans} (0 where ans = -inf)
-    shape = shape_of(x)
+# d log_sum_exp(x) = softmax(x) . dx over the reduced axes: the weights e^{x - ans}
+# (0 where ans = -inf). The VJP spreads g over the reduced axes with those weights;
+# the JVP sums t times them over the same axes (of the tangent: after its batch axes).
+def _lse_weights(ans, x, axis, keepdims):
     if not keepdims:
-        k = _kept_shape(shape, axis)
-        g = reshape(g, k)
-        ans = reshape(ans, k)
-    return g * exp(x - _safe_lse(ans))
+        ans = reshape(ans, _kept_shape(shape_of(x), axis))
+    return exp(x - _safe_lse(ans))
+
+
+def _log_sum_exp_reduce_vjp(g, ans, x, axis=None, keepdims=False):
+    if not keepdims:
+        g = reshape(g, _kept_shape(shape_of(x), axis))
+    return g * _lse_weights(ans, x, axis, keepdims)
+
+
+def _log_sum_exp_reduce_jvp(t, ans, x, axis=None, keepdims=False):
+    tw = t * _lse_weights(ans, x, axis, keepdims)
+    nd = len(shape_of(x))
+    nb = len(batch_shape(t, x))
+    if axis is None:
+        axes = tuple(range(nb, nb + nd))
+    else:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        axes = tuple(nb + int(a) % nd for a in axes)
+    return _sum(tw, axes, keepdims) if axes else tw
 
 
 defvjp(_log_sum_exp_reduce, _log_sum_exp_reduce_vjp, None, None)
+defjvp(_log_sum_exp_reduce, _log_sum_exp_reduce_jvp, None, None)
 
 _NO_ARG = object()
 
@@ -349,6 +446,7 @@ def log_sum_exp(x, y=_NO_ARG, *, axis=None, keepdims=False):
     return _log_sum_exp_reduce(x, axis, keepdims)
 
 
+@_elementwise
 @primitive
 def log_mix(theta, lp1, lp2):
     """``log(theta exp(lp1) + (1 - theta) exp(lp2))``, computed stably as
@@ -365,21 +463,35 @@ def log_mix(theta, lp1, lp2):
     return _f(r)
 
 
-def _log_mix_vjp(g, ans, theta, lp1, lp2):
+def _log_mix_partials(ans, theta, lp1, lp2):
     # with w_i = e^{lp_i - ans}:  d ans = (w1 - w2) dtheta + theta w1 dlp1
     #                                     + (1 - theta) w2 dlp2   (0 where ans = -inf)
     s = _safe_lse(ans)
     w1 = exp(lp1 - s)
     w2 = exp(lp2 - s)
-    return g * (w1 - w2), g * theta * w1, g * (1.0 - theta) * w2
+    return w1 - w2, theta * w1, (1.0 - theta) * w2
+
+
+def _log_mix_vjp(g, ans, theta, lp1, lp2):
+    return tuple(g * d for d in _log_mix_partials(ans, theta, lp1, lp2))
+
+
+def _log_mix_jvp(ts, ans, theta, lp1, lp2):
+    tan = None
+    for t, d in zip(ts, _log_mix_partials(ans, theta, lp1, lp2)):
+        if t is not None:
+            tan = t * d if tan is None else tan + t * d
+    return tan
 
 
 defvjp_all(log_mix, _log_mix_vjp)
+defjvp_all(log_mix, _log_mix_jvp)
 
 
 # --------------------------------------------------------------------------------------
 # incomplete beta and gamma functions (derivatives w.r.t. x only: see the docstring)
 # --------------------------------------------------------------------------------------
+@_elementwise
 @primitive
 def inc_beta(a, b, x):
     """Regularized incomplete beta ``I_x(a, b)`` (scipy's ``betainc``; DLMF 8.17.2).
@@ -391,14 +503,15 @@ def inc_beta(a, b, x):
     return _f(sps.betainc(a, b, x))
 
 
-def _inc_beta_vjp_x(g, ans, a, b, x):
+def _d_inc_beta_x(g, ans, a, b, x):
     # x^(a-1) (1-x)^(b-1) / B(a, b), in logs (no overflow of 1/B for large a, b);
     # 0 log 0 = 0 so that a = 1 at x = 0 (b = 1 at x = 1) is finite
     return g * exp(_times_log(a - 1.0, x, 0.0, log) + _times_log(b - 1.0, x, 1.0, _log1m)
                    - lbeta(a, b))
 
 
-defvjp(inc_beta, None, None, _inc_beta_vjp_x)
+defvjp(inc_beta, None, None, _d_inc_beta_x)
+defjvp(inc_beta, None, None, _d_inc_beta_x)
 
 
 def _gamma_density(a, x):
@@ -406,6 +519,7 @@ def _gamma_density(a, x):
     return exp(_times_log(a - 1.0, x, 0.0, log) - x - lgamma(a))
 
 
+@_elementwise
 @primitive
 def gamma_p(a, x):
     """Regularized lower incomplete gamma ``P(a, x)`` (scipy's ``gammainc``; DLMF 8.2.4).
@@ -416,6 +530,7 @@ def gamma_p(a, x):
     return _f(sps.gammainc(a, x))
 
 
+@_elementwise
 @primitive
 def gamma_q(a, x):
     """Regularized upper incomplete gamma ``Q(a, x) = 1 - P(a, x)`` (scipy's
@@ -427,8 +542,18 @@ def gamma_q(a, x):
     return _f(sps.gammaincc(a, x))
 
 
-defvjp(gamma_p, None, lambda g, ans, a, x: g * _gamma_density(a, x))
-defvjp(gamma_q, None, lambda g, ans, a, x: -g * _gamma_density(a, x))
+def _d_gamma_p_x(g, ans, a, x):
+    return g * _gamma_density(a, x)
+
+
+def _d_gamma_q_x(g, ans, a, x):
+    return -g * _gamma_density(a, x)
+
+
+defvjp(gamma_p, None, _d_gamma_p_x)
+defjvp(gamma_p, None, _d_gamma_p_x)
+defvjp(gamma_q, None, _d_gamma_q_x)
+defjvp(gamma_q, None, _d_gamma_q_x)
 
 
 # --------------------------------------------------------------------------------------
@@ -516,6 +641,7 @@ def _log_ive_raw(v, z):
     return r
 
 
+@_elementwise
 @primitive
 def _log_ive(v, z):
     return _f(_log_ive_raw(v, z))
@@ -530,9 +656,15 @@ def _bessel_dlog(v, z):
 
 
 # d/dz log ive(v, z) = d/dz log I_v(z) - 1 (z > 0)
-defvjp(_log_ive, None, lambda g, ans, v, z: g * (_bessel_dlog(v, z) - 1.0))
+def _d_log_ive_z(g, ans, v, z):
+    return g * (_bessel_dlog(v, z) - 1.0)
 
 
+defvjp(_log_ive, None, _d_log_ive_z)
+defjvp(_log_ive, None, _d_log_ive_z)
+
+
+@_elementwise
 @primitive
 def log_modified_bessel_first_kind(v, z):
     """``log I_v(z)``, the log of the modified Bessel function of the first kind.
@@ -555,7 +687,11 @@ def log_modified_bessel_first_kind(v, z):
     return _f(r)
 
 
-defvjp(log_modified_bessel_first_kind, None,
-       lambda g, ans, v, z: g * _bessel_dlog(v, z))
+def _d_log_bessel_z(g, ans, v, z):
+    return g * _bessel_dlog(v, z)
+
+
+defvjp(log_modified_bessel_first_kind, None, _d_log_bessel_z)
+defjvp(log_modified_bessel_first_kind, None, _d_log_bessel_z)
 
 UFUNCS.update({np.logaddexp: _log_sum_exp2})

@@ -1,6 +1,7 @@
 """stanlite.math.special: values against scipy, gradients against finite differences
-(first and second order), closed-form derivatives, edge values and the clear error
-for the missing derivatives."""
+(first and second order), forward mode (JVPs, forward-over-reverse Hessians, third
+derivatives), closed-form derivatives, edge values and the clear error for the
+missing derivatives."""
 
 import math
 
@@ -206,6 +207,16 @@ def test_missing_derivatives_raise(f, nargs, bad):
     with pytest.raises(DifferentiationError):
         sl.grad(lambda t: sl.grad(
             lambda x: f(*_merge(args, (bad, x_idx), (t, x))))(0.5))(1.5)
+    # forward mode: directly, over a reverse gradient, and in a Hessian
+    name = f.__name__
+    with pytest.raises(DifferentiationError, match=f"'{name}'.*argument {bad}"):
+        sl.jvp(fun)(1.5, 1.0)
+    with pytest.raises(DifferentiationError, match=f"'{name}'.*argument {bad}"):
+        sl.jvp(lambda t: sl.grad(
+            lambda x: f(*_merge(args, (bad, x_idx), (t, x))))(0.5))(1.5, 1.0)
+    with pytest.raises(DifferentiationError, match=f"argument {bad} of '{name}'"):
+        sl.hessian(lambda z: f(*_merge(args, (bad, x_idx), (z[0], z[1]))))(
+            np.array([1.5, 0.5]))
 
 
 # --------------------------------------------------------------------------------------
@@ -224,6 +235,11 @@ def test_log_sum_exp_reduce(axis, keepdims):
     ax = tuple(range(x.ndim)) if axis is None else axis
     np.testing.assert_allclose(g, sps.softmax(x, axis=ax), rtol=1e-13)
     _hessian_check(lambda t: sl.log_sum_exp(t, axis=axis, keepdims=keepdims), [x], (0,))
+    # forward mode: the tangent sums over the reduced axes after the batch axes
+    sl.assert_jvp(lambda t: sl.log_sum_exp(t, axis=axis, keepdims=keepdims), x)
+    w = rng.normal(size=np.shape(y))
+    sl.assert_hessian(lambda z: sl.sum(
+        sl.log_sum_exp(sl.reshape(z, (3, 4)), axis=axis, keepdims=keepdims) * w), x.ravel())
 
 
 def test_log_sum_exp_scalar_vector_and_list():
@@ -500,3 +516,93 @@ def test_multi_empty(name):
     i = diff[-1]
     g = sl.grad(lambda t: sl.sum(f(*_merge(args, (i,), (t,)))))(np.zeros(0) + 0.5)
     assert g.shape == (0,)
+
+
+# --------------------------------------------------------------------------------------
+# forward mode: JVPs, forward-over-reverse Hessians, third derivatives
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", list(UNARY_SHAPES))
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_jvp(name, shape):
+    f, _, dref, dom = UNARY[name]
+    x = _sample([dom], [UNARY_SHAPES[shape]], seed=7)[0]
+    sl.assert_jvp(f, x)  # against finite differences, and vector mode against single
+    y, t = sl.jvp(f)(x, np.ones(np.shape(x)) if np.ndim(x) else 1.0)
+    if shape == "scalar":
+        assert type(y) is float and type(t) is float
+    np.testing.assert_allclose(t, dref(np.asarray(x)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", list(MULTI_SHAPES))
+@pytest.mark.parametrize("name", list(MULTI))
+def test_multi_jvp(name, shape):
+    f, _, doms, diff, _ = MULTI[name]
+    args = _sample(doms, MULTI_SHAPES[shape], seed=8)
+    sl.assert_jvp(lambda *d: f(*_merge(args, diff, d)),
+                  tuple(np.asarray(args[i]) for i in diff))
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_hessian(name):
+    f, _, _, dom = UNARY[name]
+    x = _sample([dom], [(4,)], seed=9)[0]
+    w = np.array([1.0, -2.0, 0.5, 3.0])
+    sl.assert_hessian(lambda z: sl.sum(f(z) * w), x)
+
+
+@pytest.mark.parametrize("name", list(MULTI))
+def test_multi_hessian(name):
+    # every differentiable argument sliced from one vector: mixed second derivatives
+    # between the arguments are part of the Hessian
+    f, _, doms, diff, _ = MULTI[name]
+    args = _sample(doms, [(3,)] * len(doms), seed=10)
+    w = np.array([1.0, -2.0, 0.5])
+
+    def fz(z):
+        parts = [z[3 * j:3 * j + 3] for j in range(len(diff))]
+        return sl.sum(f(*_merge(args, diff, parts)) * w)
+    sl.assert_hessian(fz, np.concatenate([args[i] for i in diff]))
+
+
+@pytest.mark.parametrize("f, x", [
+    (lambda z: sl.lgamma(z), np.array([0.7, 2.3, 5.0])),
+    (lambda z: sl.Phi(z), np.array([-1.4, 0.2, 1.1])),
+    (lambda z: sl.log_sum_exp(z), np.array([0.3, -0.5, 1.2])),
+    (lambda z: sl.log_sum_exp(sl.reshape(z, (2, 2)), axis=0),
+     np.array([0.3, -0.5, 1.2, 2.0])),
+    (lambda z: sl.log_sum_exp(z[:2], z[1:]), np.array([0.3, -0.5, 1.2])),
+], ids=["lgamma", "Phi", "log_sum_exp", "log_sum_exp_axis", "log_sum_exp_binary"])
+def test_third_order(f, x):
+    w = np.arange(1.0, np.size(f(x)) + 1.0)
+
+    def fun(z):
+        return sl.sum(f(z) * w)
+    T = sl.grad_hessian(fun)(x)
+    hess = sl.hessian(fun)
+    h = 1e-4
+    fd = np.stack([(hess(x + h * e) - hess(x - h * e)) / (2 * h) for e in np.eye(x.size)],
+                  axis=-1)
+    np.testing.assert_allclose(T, fd, rtol=1e-6, atol=1e-7)
+    # symmetric in all three indices
+    np.testing.assert_allclose(T, np.transpose(T, (1, 0, 2)), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(T, np.transpose(T, (2, 1, 0)), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("f, x, expect", [
+    (sl.log_sum_exp, np.full(3, -np.inf), 0.0),              # all -inf: zero weights
+    (lambda t: sl.log_sum_exp(t, -np.inf), -np.inf, 0.0),
+    (lambda t: sl.log_mix(t, -np.inf, -np.inf), 0.4, 0.0),
+    (lambda t: sl.log_mix(0.4, t, -np.inf), -np.inf, 0.0),
+    (lambda t: sl.inc_beta(1.0, 3.0, t), 0.0, 3.0),           # 0 log 0 = 0
+    (lambda t: sl.gamma_p(1.0, t), 0.0, 1.0),
+    (lambda t: sl.gamma_q(1.0, t), 0.0, -1.0),
+    (lambda t: sl.log_modified_bessel_first_kind(0.0, t), 0.0, 0.0),
+    (sl.inv_Phi, 0.0, np.inf),
+    (sl.erfc, 30.0, 0.0),
+])
+def test_jvp_edges(f, x, expect):
+    """Where finite differences cannot look, forward mode agrees with reverse mode."""
+    _, t = sl.jvp(f)(x, np.ones(np.shape(x)) if np.ndim(x) else 1.0)
+    assert t == pytest.approx(expect, rel=1e-12)
+    g = sl.grad(lambda z: sl.sum(f(z)))(x)
+    assert float(np.sum(g)) == pytest.approx(t, rel=1e-12)
