@@ -67,6 +67,11 @@ class ForwardTrace:
             for i, t in tangents:
                 rule = jvps[i] if i < len(jvps) else None
                 if rule is None:
+                    vjps = spec.vjps
+                    if i in spec.nondiff or (i < len(vjps) and vjps[i] is None):
+                        raise DifferentiationError(
+                            f"argument {i} of '{spec.name}' is not differentiable "
+                            "(it received a traced value)")
                     raise DifferentiationError(
                         f"primitive '{spec.name}' has no JVP for argument {i}: forward "
                         "mode (and Hessians through it) needs one (sl.defjvp)")
