@@ -209,12 +209,13 @@ def test_missing_derivatives_raise(f, nargs, bad):
             lambda x: f(*_merge(args, (bad, x_idx), (t, x))))(0.5))(1.5)
     # forward mode: directly, over a reverse gradient, and in a Hessian
     name = f.__name__
-    with pytest.raises(DifferentiationError, match=f"'{name}'.*argument {bad}"):
+    msg = f"argument {bad} of '{name}' is not differentiable"
+    with pytest.raises(DifferentiationError, match=msg):
         sl.jvp(fun)(1.5, 1.0)
-    with pytest.raises(DifferentiationError, match=f"'{name}'.*argument {bad}"):
+    with pytest.raises(DifferentiationError, match=msg):
         sl.jvp(lambda t: sl.grad(
             lambda x: f(*_merge(args, (bad, x_idx), (t, x))))(0.5))(1.5, 1.0)
-    with pytest.raises(DifferentiationError, match=f"argument {bad} of '{name}'"):
+    with pytest.raises(DifferentiationError, match=msg):
         sl.hessian(lambda z: f(*_merge(args, (bad, x_idx), (z[0], z[1]))))(
             np.array([1.5, 0.5]))
 
