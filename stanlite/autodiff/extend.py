@@ -93,8 +93,12 @@ def spec_of(f):
 # --------------------------------------------------------------------------------------
 # accumulation: the single place where broadcasting is undone
 # --------------------------------------------------------------------------------------
-def accumulate(p, c):
+def accumulate(p, c, fresh=False):
     """Add contribution ``c`` into ``p.adj``, first summing it back to ``p``'s shape.
+
+    ``fresh=True`` promises that ``c`` is a new array referenced by nobody else (a
+    product just computed by the caller): it may then become the adjoint buffer and
+    take later contributions in place.
 
     A plain-float contribution to an array node whose backward rule is elementwise
     stays a float (a lazily broadcast adjoint): that rule broadcasts it anyway, so
@@ -103,6 +107,7 @@ def accumulate(p, c):
     """
     pv = p.value
     tp = type(pv)
+    ps = ()
     if tp is float:
         tc = type(c)
         if tc is not float:
@@ -124,6 +129,8 @@ def accumulate(p, c):
     a = p.adj
     if a is None:
         p.adj = c
+        if fresh and type(c) is np.ndarray and c.shape == ps:
+            p.tape.owned[id(p)] = c
     elif type(a) is np.ndarray and (type(c) is np.ndarray or type(c) is float):
         # add in place into buffers this sweep allocated itself (``a + c`` results are
         # referenced by nobody else); a first contribution may alias another node's

@@ -71,13 +71,21 @@ def _linear_bps(sx, sy):
     return bps
 
 
+def _dot_all(g, v):
+    """sum(g * v) for equally shaped arrays in one pass (no temporary)."""
+    return float(np.dot(g.ravel(), v.ravel()))
+
+
 def _mul_bps(spec):
+    # d(x y) = y dx + x dy. Beyond the float fast path: the adjoint of a scalar times
+    # an array, sum(g * v), is one dot product instead of a product and a sum.
     def bp_xy(node, g):
         x = node.x
         y = node.y
         xv = x.value
         yv = y.value
-        if type(g) is float and type(xv) is float and type(yv) is float:
+        tg = type(g)
+        if tg is float and type(xv) is float and type(yv) is float:
             c = g * yv
             a = x.adj
             x.adj = c if a is None else a + c
@@ -87,14 +95,28 @@ def _mul_bps(spec):
             return
         if x is y:
             # x * x: one product (2g x), exactly g x + g x since doubling is exact
-            accumulate(x, (g + g) * xv)
+            accumulate(x, (g + g) * xv, True)
             return
-        accumulate(x, g * yv)
-        accumulate(y, g * xv)
+        if tg is np.ndarray:
+            if type(xv) is float and type(yv) is np.ndarray and yv.shape == g.shape:
+                accumulate(x, _dot_all(g, yv))
+                accumulate(y, g * xv, True)
+                return
+            if type(yv) is float and type(xv) is np.ndarray and xv.shape == g.shape:
+                accumulate(x, g * yv, True)
+                accumulate(y, _dot_all(g, xv))
+                return
+        accumulate(x, g * yv, True)
+        accumulate(y, g * xv, True)
 
     def bp_x(node, g):
         x = node.x
-        c = g * node.y
+        k = node.y
+        if type(x.value) is float and type(g) is np.ndarray and type(k) is np.ndarray \
+                and k.shape == g.shape:
+            accumulate(x, _dot_all(g, k))
+            return
+        c = g * k
         if type(c) is float and type(x.value) is float:
             a = x.adj
             x.adj = c if a is None else a + c
@@ -103,7 +125,12 @@ def _mul_bps(spec):
 
     def bp_y(node, g):
         y = node.x
-        c = g * node.y
+        k = node.y
+        if type(y.value) is float and type(g) is np.ndarray and type(k) is np.ndarray \
+                and k.shape == g.shape:
+            accumulate(y, _dot_all(g, k))
+            return
+        c = g * k
         if type(c) is float and type(y.value) is float:
             a = y.adj
             y.adj = c if a is None else a + c

@@ -170,6 +170,16 @@ def _bp_getitem(node, g):
     if (tg is float or tg is np.ndarray) and not isinstance(a, Box):
         # first-order sweep: add in place into a buffer this sweep owns
         owned = p.tape.owned
+        ti = type(idx)
+        basic = ti is int or ti is slice or _is_basic(idx)
+        if a is None and basic:
+            # first contribution through a basic index: copy into zeros (one pass less
+            # than adding into them; basic indexing never repeats a position)
+            a = np.zeros(p.value.shape)
+            a[idx] = g
+            p.adj = a
+            owned[id(p)] = a
+            return
         if a is None or owned.get(id(p)) is not a:
             if a is None:
                 a = np.zeros(p.value.shape)
@@ -179,8 +189,7 @@ def _bp_getitem(node, g):
                 a = np.array(a, dtype=float)
             p.adj = a
             owned[id(p)] = a
-        ti = type(idx)
-        if ti is int or ti is slice or _is_basic(idx):
+        if basic:
             a[idx] += g
         else:
             np.add.at(a, idx, g)
