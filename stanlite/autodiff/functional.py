@@ -13,7 +13,7 @@ level when the input was traced.
 import numpy as np
 
 from ..errors import DifferentiationError
-from .tape import gc_paused, nested
+from .tape import gc_paused, gc_paused_nested, nested, sweep
 from .var import Box, Var, _as_float_value, shape_of
 
 __all__ = ["grad", "value_and_grad", "vjp", "jacobian", "jvp", "hvp", "hessian",
@@ -82,7 +82,7 @@ def value_and_grad(f, argnum=0):
     single = isinstance(argnum, int)
 
     def value_and_grad_f(*args):
-        with nested() as tape, _GC:
+        with gc_paused_nested() as tape:
             if single:
                 leaf = _leaf(args[argnum], tape)
                 args = list(args)
@@ -92,13 +92,18 @@ def value_and_grad(f, argnum=0):
                 args, leaves = _lift(args, nums, tape)
             y = f(*args)
             if isinstance(y, Box) and y.tape is tape:
-                if y.shape != ():
+                if type(y.value) is not float and y.shape != ():
                     raise DifferentiationError(
                         f"grad requires a scalar output, got shape {y.shape}; "
                         "use sl.jacobian for vector outputs")
-                tape.backward(y, 1.0, retain=True)
-                grads = tuple(_adj_or_zeros(v) for v in leaves)
+                y.adj = 1.0
+                sweep(tape.nodes)           # the collector is paused by _GC
                 val = y.value
+                if single:
+                    a = leaf.adj
+                    grads = (_zeros(leaf.shape) if a is None else a,)
+                else:
+                    grads = tuple(_adj_or_zeros(v) for v in leaves)
             else:
                 if shape_of(y) != ():
                     raise DifferentiationError(

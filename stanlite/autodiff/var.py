@@ -71,14 +71,20 @@ from .tape import ones_like_value  # noqa: E402,F401  (re-exported)
 
 def _as_float_value(value):
     """Convert user input to stanlite's value representation (float or float64 array)."""
-    if isinstance(value, Box):
+    t = type(value)
+    if t is float:
         return value
-    if type(value) is float:
+    if t is np.ndarray and value.dtype == _F64 and value.ndim:
+        return value
+    if isinstance(value, Box):
         return value
     arr = np.asarray(value, dtype=np.float64)
     if arr.ndim == 0:
         return float(arr)
     return arr
+
+
+_F64 = np.dtype(np.float64)
 
 
 class Var(Box):
