@@ -117,53 +117,8 @@ class Dual(Box):
         self.tangent = tangent
         self.tape = trace
 
-    @property
-    def shape(self):
-        return shape_of(self.value)
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def __len__(self):
-        s = self.shape
-        if not s:
-            raise TypeError("len() of a 0-d Dual")
-        return s[0]
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
     def __repr__(self):
         return f"Dual({self.value!r}, {self.tangent!r}, level={self.tape.level})"
-
-    def __float__(self):
-        from .var import value_of
-        return float(value_of(self.value))
-
-    def __bool__(self):
-        from .var import value_of
-        return bool(value_of(self.value))
-
-    def __array__(self, dtype=None, copy=None):
-        raise TypeError("converting a stanlite Dual to a numpy array would drop its "
-                        "tangent; use stanlite functions")
-
-    __hash__ = object.__hash__
-
-    # numpy protocols: same tables as Var
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .var import Var
-        return Var.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        from .var import Var
-        return Var.__array_function__(self, func, types, args, kwargs)
 
 
 class forward_scope:

@@ -177,18 +177,13 @@ class nested:
 
 
 class gc_paused_nested(nested):
-    """``nested()`` and ``gc_paused()`` in one scope: what every functional opens
-    (one thread-local lookup instead of four; this is per-gradient overhead)."""
+    """``nested()`` and ``gc_paused()`` in one scope: what every functional opens."""
 
     __slots__ = ()
 
     def __enter__(self):
+        tape = nested.__enter__(self)
         st = _state
-        stack = st.stack
-        if not stack:
-            stack.append(Tape(1))
-        self.tape = tape = Tape(stack[-1].level + 1)
-        stack.append(tape)
         if st.gc_depth == 0:
             st.gc_was = gc.isenabled()
             gc.disable()
@@ -196,16 +191,8 @@ class gc_paused_nested(nested):
         return tape
 
     def __exit__(self, *exc):
+        nested.__exit__(self)
         st = _state
-        tape = self.tape
-        tape.open = False
-        tape.nodes = []
-        tape.owned = {}
-        stack = st.stack
-        while stack and stack[-1] is not tape:
-            stack.pop().open = False
-        if stack:
-            stack.pop()
         st.gc_depth -= 1
         if st.gc_depth == 0 and st.gc_was:
             gc.enable()

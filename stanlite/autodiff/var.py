@@ -32,9 +32,59 @@ __all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "ones_like_value",
 
 
 class Box:
-    """Base of every traced value (reverse ``Var``; forward duals build on it)."""
+    """Base of every traced value (reverse ``Var``, forward ``Dual``): what they share
+    - introspection, truth value, and the numpy protocols - lives here once."""
 
     __slots__ = ()
+
+    @property
+    def shape(self):
+        return shape_of(self.value)
+
+    def __len__(self):
+        s = self.shape
+        if not s:
+            raise TypeError(f"len() of a 0-d {type(self).__name__}")
+        return s[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __float__(self):
+        return float(value_of(self.value))
+
+    def __bool__(self):
+        return bool(value_of(self.value))
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            f"converting a stanlite {type(self).__name__} to a numpy array would drop its "
+            "derivative; use stanlite functions (sl.exp, sl.sum, ...) or read .value")
+
+    __hash__ = object.__hash__
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs.get("out") is not None:
+            raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on "
+                            "stanlite traced values (no derivative rule); use stanlite "
+                            "functions")
+        fn = UFUNCS.get(ufunc)
+        if fn is None:
+            raise TypeError(f"numpy.{ufunc.__name__} is not supported on stanlite traced "
+                            "values (no derivative rule)")
+        kwargs.pop("out", None)
+        if kwargs:
+            raise TypeError(f"numpy.{ufunc.__name__}: keyword arguments {sorted(kwargs)} "
+                            "are not supported on stanlite traced values")
+        return fn(*inputs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        fn = FUNCTIONS.get(func)
+        if fn is None:
+            raise TypeError(f"numpy.{func.__name__} is not supported on stanlite traced "
+                            "values (no derivative rule); use the stanlite equivalent")
+        return fn(*args, **kwargs)
 
 
 # numpy protocol tables: ufunc -> stanlite function, numpy function -> stanlite
@@ -156,31 +206,8 @@ class Var(Box):
             return np.full(self.shape, a)      # a lazily broadcast adjoint
         return a
 
-    def __len__(self):
-        s = self.shape
-        if not s:
-            raise TypeError("len() of a 0-d Var")
-        return s[0]
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
     def __repr__(self):
         return f"Var({self.value!r}, level={self.tape.level})"
-
-    def __float__(self):
-        return float(value_of(self.value))
-
-    def __bool__(self):
-        return bool(value_of(self.value))
-
-    def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "converting a stanlite Var to a numpy array would drop its gradient; "
-            "use stanlite functions (sl.exp, sl.sum, ...) or read .value explicitly")
-
-    __hash__ = object.__hash__
 
     # -- reverse sweep -----------------------------------------------------------------
     def backward(self, seed=None, retain=False):
@@ -189,28 +216,6 @@ class Var(Box):
         The tape region is released afterwards unless ``retain=True``.
         """
         self.tape.backward(self, seed=seed, retain=retain)
-
-    # -- numpy protocols -------------------------------------------------------------
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if method != "__call__" or kwargs.get("out") is not None:
-            raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on "
-                            "stanlite Vars (no gradient rule); use stanlite functions")
-        fn = UFUNCS.get(ufunc)
-        if fn is None:
-            raise TypeError(f"numpy.{ufunc.__name__} is not supported on stanlite Vars "
-                            "(no gradient rule)")
-        kwargs.pop("out", None)
-        if kwargs:
-            raise TypeError(f"numpy.{ufunc.__name__}: keyword arguments {sorted(kwargs)} "
-                            "are not supported on stanlite Vars")
-        return fn(*inputs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        fn = FUNCTIONS.get(func)
-        if fn is None:
-            raise TypeError(f"numpy.{func.__name__} is not supported on stanlite Vars "
-                            "(no gradient rule); use the stanlite equivalent")
-        return fn(*args, **kwargs)
 
 
 def make_node(value, tape, bp, x, y):

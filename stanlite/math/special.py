@@ -585,7 +585,6 @@ def _log_ive_debye(v, z):
     x = z / v
     r = np.sqrt(1.0 + x * x)
     p = 1.0 / r
-    eta = r + np.log(x / (1.0 + r))
     p2 = p * p
     u1 = p * (3.0 - 5.0 * p2) / 24.0
     u2 = p2 * (81.0 - 462.0 * p2 + 385.0 * p2 * p2) / 1152.0
