@@ -90,9 +90,7 @@ def check_grad(f, x, *, directions=4, h=1e-4, rtol=1e-6, atol=1e-8, seed=0):
         def phi(t):
             return float(np.sum(u * plain([a + t * v for a, v in zip(args, vs)])))
 
-        d1 = (phi(h) - phi(-h)) / (2 * h)
-        d2 = (phi(h / 2) - phi(-h / 2)) / h
-        fd = (4 * d2 - d1) / 3
+        fd = _richardson(phi, h)
         err = abs(ad - fd)
         scale = max(abs(ad), abs(fd))
         rel = err / scale if scale > 0 else err
