@@ -6,9 +6,10 @@ array([1., 1.])
 """
 
 from . import _memory  # noqa: F401  (allocator tuning, before any large array)
-from .errors import StanliteError, DataError, ModelError, DifferentiationError  # noqa: F401
+from .errors import StanliteError, DataError, ModelError, DifferentiationError, DomainError  # noqa: F401
 from .autodiff import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403
-from . import autodiff, math  # noqa: F401
+from .distributions import *  # noqa: F401,F403
+from . import autodiff, math, distributions  # noqa: F401
 
 __version__ = "0.1.0"

@@ -3,11 +3,13 @@
 ``DataError`` and ``ModelError`` are part of the public contract (DESIGN.md, "Errors"):
 a bad data field or a model that cannot be evaluated must say *which* field or
 parameter and what was expected, instead of surfacing a numpy traceback.
+``DomainError`` is an argument outside a function's domain (a scale ``sigma <= 0``);
+samplers treat it as a rejected proposal, as Stan does with ``std::domain_error``.
 ``DifferentiationError`` is raised by the AD core when a derivative cannot be
 computed correctly (a primitive without the needed rule, a closed tape).
 """
 
-__all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError"]
+__all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError", "DomainError"]
 
 
 class StanliteError(Exception):
@@ -24,3 +26,9 @@ class ModelError(StanliteError, ValueError):
 
 class DifferentiationError(StanliteError, TypeError):
     """A derivative that cannot be computed correctly (never silently wrong)."""
+
+
+class DomainError(StanliteError, ValueError):
+    """An argument outside its function's domain (names function, argument and value).
+
+    During sampling this rejects the proposal instead of stopping the chain."""

@@ -47,7 +47,7 @@ from .reductions import sum as _sum
 from .structure import reshape, stack, where
 
 __all__ = ["lgamma", "digamma", "trigamma", "tgamma", "lbeta", "lchoose",
-           "binomial_coefficient_log", "erf", "erfc", "Phi", "Phi_approx", "inv_Phi",
+           "binomial_coefficient_log", "erf", "erfc", "Phi", "Phi_approx", "inv_Phi", "log_Phi",
            "log_sum_exp", "log_mix", "inc_beta", "gamma_p", "gamma_q",
            "log_modified_bessel_first_kind"]
 
@@ -282,6 +282,18 @@ Phi = elementwise_unary(
     "Phi", sps.ndtr, _d_Phi, scalar=lambda v: 0.5 * math.erfc(-v * _INV_SQRT2),
     scalar_vjp=lambda g, ans, x: g * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
 defjvp(Phi, _d_Phi)
+
+
+# log_Phi(x) = log Phi(x), accurate in both tails (scipy's log_ndtr; no underflow of
+# Phi at x < -37);  d = phi(x)/Phi(x) = exp(log phi(x) - log_Phi(x)), the inverse Mills
+# ratio, computed in logs so that it stays finite where phi and Phi both underflow
+def _d_log_Phi(g, ans, x):
+    return g * exp(-0.5 * x * x - _HALF_LOG_2PI - ans)
+
+
+log_Phi = elementwise_unary("log_Phi", sps.log_ndtr, _d_log_Phi)
+defjvp(log_Phi, _d_log_Phi)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 # Phi_approx(x) = inv_logit(0.07056 x^3 + 1.5976 x), Stan's logistic approximation of

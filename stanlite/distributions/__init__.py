@@ -1,0 +1,19 @@
+"""Distributions with Stan's names: ``<name>_lpdf``/``_lpmf`` (summed over elements,
+broadcasting), ``_lcdf``/``_lccdf`` (censoring) and ``_rng`` (generated quantities).
+
+Each log density is one fused node with analytic partials (:mod:`.fused`); modules
+split by support: :mod:`.continuous` (the real line), :mod:`.bounded` (positive and
+unit-interval support), :mod:`.discrete`, :mod:`.multivariate`, and :mod:`.glm` (the
+fused generalised linear models).
+"""
+
+from .fused import *  # noqa: F401,F403
+from .continuous import *  # noqa: F401,F403
+from .bounded import *  # noqa: F401,F403
+from .discrete import *  # noqa: F401,F403
+from .multivariate import *  # noqa: F401,F403
+from .glm import *  # noqa: F401,F403
+from . import fused, continuous, bounded, discrete, multivariate, glm  # noqa: F401
+
+__all__ = (continuous.__all__ + bounded.__all__ + discrete.__all__
+           + multivariate.__all__ + glm.__all__)

@@ -1,0 +1,219 @@
+"""One node per log density: Stan's operands-and-partials for stanlite.
+
+A log density ``sum_i log p(y_i | theta_i)`` over N broadcast elements would cost a
+dozen elementwise nodes if composed from the math library; Stan instead records
+*one* node whose partial derivatives w.r.t. each operand are computed in the same
+pass as the value (``operands_and_partials``). :func:`fused` builds such a node from
+one *kernel*::
+
+    kernel(need, *args) -> (value, partials)
+
+``need[i]`` says whether the partial w.r.t. argument ``i`` is wanted; ``partials[i]``
+is an array broadcastable against the arguments whose sum back to argument ``i``'s
+shape is d value / d arg_i (``None`` where not needed). The kernel is written with
+stanlite operations, so the one function serves every mode:
+
+* first order (the hot path): arguments are plain arrays, the kernel runs as numpy
+  once, and the node's backward rule is ``adj_i += g * partial_i``;
+* nested differentiation (Hessians by forward-over-reverse, reverse-over-reverse):
+  the same kernel runs on traced values, so the partials are themselves
+  differentiable; the forward-mode rule contracts the partials with the tangents.
+
+Argument checks (``sigma > 0`` ...) run on the plain values before anything else and
+raise :class:`~stanlite.errors.DomainError` naming the function, the argument and the
+offending value; samplers treat that as a rejection, as Stan does.
+"""
+
+import numpy as np
+
+from ..autodiff.extend import Primitive, _call_ieee, _dispatch, _tag, accumulate
+from ..autodiff.var import Box, Var, shape_of, value_of
+from ..errors import DomainError
+
+__all__ = ["fused", "check_positive", "check_finite", "check_nonnegative",
+           "check_probability", "check_not_nan", "check_in_range", "check_integer",
+           "plain", "broadcast_size"]
+
+
+def plain(x):
+    """The plain float/array under any level of tracing (for argument checks)."""
+    return value_of(x)
+
+
+def broadcast_size(*args):
+    """Number of elements the arguments broadcast to (the N of a vectorized density)."""
+    return int(np.prod(np.broadcast_shapes(*[shape_of(a) for a in args]), dtype=np.int64))
+
+
+def fused(name, kernel, check=None, nondiff=(), doc=None):
+    """Make a log-density primitive ``name(*args)`` from ``kernel`` (see module doc).
+
+    ``check(*plain_args)`` validates argument values (raise ``DomainError``);
+    ``nondiff`` lists positions that must never be traced (integer outcomes, sizes).
+    """
+    spec = Primitive(name, None)
+    nondiff = frozenset(nondiff)
+
+    def value_only(*args):
+        return kernel((False,) * len(args), *args)[0]
+
+    spec.fun = value_only
+
+    def vjp_all(g, ans, *args):
+        need = tuple(i not in nondiff for i in range(len(args)))
+        parts = kernel(need, *args)[1]
+        return tuple(None if p is None else g * p for p in parts)
+
+    def jvp_all(ts, ans, *args):
+        need = tuple(t is not None for t in ts)
+        parts = kernel(need, *args)[1]
+        tan = None
+        for x, t, p in zip(args, ts, parts):
+            if t is None:
+                continue
+            c = _contract(p, t, x)
+            tan = c if tan is None else tan + c
+        return tan
+
+    spec.vjp_all = vjp_all
+    spec.jvp_all = jvp_all
+    spec.nondiff = tuple(sorted(nondiff))
+
+    def bp(node, g):
+        pairs, parts = node.y
+        for i, p in pairs:
+            c = parts[i]
+            if type(g) is float and g == 1.0:
+                accumulate(p, c)        # the log density is the output: no product
+            else:
+                accumulate(p, g * c, fresh=type(c) is np.ndarray)
+
+    def args_of(node):
+        return node.x
+
+    _tag(bp, spec, args_of)
+    bp._bcast = False
+
+    def wrapped(*args):
+        if check is not None:
+            check(*[value_of(a) for a in args])
+        tape = None
+        fast = True
+        for i, a in enumerate(args):
+            if isinstance(a, Box):
+                if i in nondiff:
+                    spec.check_differentiable(i)      # raises, naming the argument
+                if type(a) is not Var or isinstance(a.value, Box) or \
+                        (tape is not None and a.tape is not tape):
+                    fast = False
+                tape = a.tape
+        if tape is None:
+            return kernel((False,) * len(args), *args)[0]
+        if not fast:
+            return _dispatch(spec, wrapped, args, {})
+        vals = [a.value if isinstance(a, Box) else a for a in args]
+        need = tuple(isinstance(a, Box) for a in args)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            value, parts = kernel(need, *vals)
+        pairs = tuple((i, a) for i, a in enumerate(args) if need[i])
+        n = object.__new__(Var)
+        n.value = float(value)
+        n.adj = None
+        n.tape = tape
+        n.bp = bp
+        n.x = args
+        n.y = (pairs, parts)
+        tape.nodes.append(n)
+        return n
+
+    wrapped.__name__ = wrapped.__qualname__ = name
+    wrapped.__doc__ = doc or kernel.__doc__
+    wrapped._spec = spec
+    spec.wrapped = wrapped
+    return wrapped
+
+
+def _contract(p, t, x):
+    """sum over the value axes of ``p * t``: the tangent of a scalar log density.
+
+    ``t`` may carry leading batch axes (vector mode); they are kept, and unit axes are
+    inserted after them so that ``t``'s value axes right-align with ``p``'s.
+    """
+    from ..math import reshape, sum as _sum
+    xs = shape_of(x)
+    ts = shape_of(t)
+    nb = len(ts) - len(xs)
+    r = max(len(shape_of(p)), len(xs))
+    if r > len(xs):
+        t = reshape(t, ts[:nb] + (1,) * (r - len(xs)) + xs)
+    prod = p * t
+    if r == 0:
+        return prod
+    return _sum(prod, axis=tuple(range(-r, 0)))
+
+
+# --------------------------------------------------------------------------------------
+# argument checks (on plain values): each names the function, argument and value
+# --------------------------------------------------------------------------------------
+def _fail(fn, arg, what, x, bad):
+    x = np.asarray(x)
+    if x.ndim:
+        idx = np.argwhere(np.broadcast_to(bad, x.shape))[0]
+        where = f"{arg}[{', '.join(str(int(i)) for i in idx)}]"
+        val = x[tuple(idx)]
+    else:
+        where, val = arg, x
+    raise DomainError(f"{fn}: {where} must be {what}, but is {float(val)!r}")
+
+
+def check_positive(fn, arg, x):
+    """``x > 0`` and finite everywhere (a scale, a rate)."""
+    ok = np.isfinite(x) & (np.asarray(x) > 0)
+    if not np.all(ok):
+        _fail(fn, arg, "positive and finite", x, ~ok)
+
+
+def check_nonnegative(fn, arg, x):
+    ok = np.asarray(x) >= 0
+    if not np.all(ok):
+        _fail(fn, arg, "non-negative", x, ~ok)
+
+
+def check_finite(fn, arg, x):
+    ok = np.isfinite(x)
+    if not np.all(ok):
+        _fail(fn, arg, "finite", x, ~ok)
+
+
+def check_not_nan(fn, arg, x):
+    ok = ~np.isnan(x)
+    if not np.all(ok):
+        _fail(fn, arg, "not NaN", x, ~ok)
+
+
+def check_probability(fn, arg, x):
+    x = np.asarray(x)
+    ok = (x >= 0) & (x <= 1)
+    if not np.all(ok):
+        _fail(fn, arg, "a probability in [0, 1]", x, ~ok)
+
+
+def check_in_range(fn, arg, x, lo, hi):
+    x = np.asarray(x)
+    ok = (x >= lo) & (x <= hi)
+    if not np.all(ok):
+        _fail(fn, arg, f"in [{lo}, {hi}]", x, ~ok)
+
+
+def check_integer(fn, arg, x, lower=None):
+    """Integer-valued (an outcome or a count), optionally ``>= lower``."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "iub":
+        ok = np.isfinite(x) & (x == np.round(x)) if x.dtype.kind == "f" else np.zeros(
+            x.shape, bool)
+        if not np.all(ok):
+            _fail(fn, arg, "an integer", x, ~ok)
+    if lower is not None:
+        ok = x >= lower
+        if not np.all(ok):
+            _fail(fn, arg, f"an integer >= {lower}", x, ~ok)
