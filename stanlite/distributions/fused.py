@@ -32,7 +32,7 @@ from ..errors import DomainError
 
 __all__ = ["fused", "check_positive", "check_finite", "check_nonnegative",
            "check_probability", "check_not_nan", "check_in_range", "check_integer",
-           "plain", "broadcast_size"]
+           "plain", "broadcast_size", "reps"]
 
 
 def plain(x):
@@ -43,6 +43,12 @@ def plain(x):
 def broadcast_size(*args):
     """Number of elements the arguments broadcast to (the N of a vectorized density)."""
     return int(np.prod(np.broadcast_shapes(*[shape_of(a) for a in args]), dtype=np.int64))
+
+
+def reps(n, x):
+    """How many times each element of ``x`` repeats in an ``n``-element broadcast (the
+    factor of a term that depends on ``x`` alone, summed over ``x``'s own elements)."""
+    return n // max(1, int(np.prod(shape_of(x), dtype=np.int64)))
 
 
 def fused(name, kernel, check=None, nondiff=(), doc=None):
