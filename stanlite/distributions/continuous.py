@@ -4,20 +4,64 @@ Every ``<name>_lpdf(y, *params)`` is one fused node (see :mod:`.fused`): the val
 the sum over the broadcast elements, the partial derivatives w.r.t. every argument
 come from the same kernel. ``_lcdf``/``_lccdf`` are fused the same way (censoring);
 ``_rng(*params, rng=None)`` draws with numpy (generated quantities, plain floats).
+
+Parameterisations are Stan's: ``normal(y | mu, sigma)``, ``student_t(y | nu, mu,
+sigma)``, ``cauchy(y | mu, sigma)``, ``double_exponential(y | mu, sigma)``,
+``logistic(y | mu, sigma)``, ``gumbel(y | mu, beta)``, ``skew_normal(y | xi, omega,
+alpha)``, ``exp_mod_normal(y | mu, sigma, lambda)``, ``von_mises(y | mu, kappa)`` and
+``uniform(y | alpha, beta)``.
+
+>>> import numpy as np, stanlite as sl
+>>> round(sl.student_t_lpdf(0.5, 3.0, 0.0, 1.0), 6)
+-1.160974
+>>> round(sl.cauchy_lcdf(0.0, 0.0, 2.0), 6)        # log(1/2)
+-0.693147
+>>> round(sl.uniform_lpdf(np.array([0.2, 0.7]), 0.0, 2.0), 6)   # 2 * -log 2
+-1.386294
+>>> float(sl.uniform_lpdf(3.0, 0.0, 2.0))          # outside the support
+-inf
+>>> round(float(sl.grad(lambda nu: sl.student_t_lcdf(-1.0, nu, 0.0, 1.0))(4.0)), 6)
+-0.035184
 """
+
+import math
 
 import numpy as np
 import scipy.special as sps
 
 from .. import math as sm
+from ..autodiff.extend import defjvp, defvjp, primitive
+from ..errors import DifferentiationError, DomainError
 from ..math import log_Phi
-from .fused import broadcast_size, check_not_nan, check_positive, check_finite, fused
+from ..autodiff.var import Box
+from .fused import (broadcast_size, check_finite, check_in_range, check_nonnegative,
+                    check_not_nan, check_positive, fused, plain)
 from .rng import as_generator, draw
 
 __all__ = ["normal_lpdf", "normal_lcdf", "normal_lccdf", "normal_rng",
-           "std_normal_lpdf", "std_normal_lcdf", "std_normal_lccdf", "std_normal_rng"]
+           "std_normal_lpdf", "std_normal_lcdf", "std_normal_lccdf", "std_normal_rng",
+           "student_t_lpdf", "student_t_lcdf", "student_t_lccdf", "student_t_rng",
+           "cauchy_lpdf", "cauchy_lcdf", "cauchy_lccdf", "cauchy_rng",
+           "double_exponential_lpdf", "double_exponential_lcdf",
+           "double_exponential_lccdf", "double_exponential_rng",
+           "logistic_lpdf", "logistic_lcdf", "logistic_lccdf", "logistic_rng",
+           "gumbel_lpdf", "gumbel_lcdf", "gumbel_lccdf", "gumbel_rng",
+           "skew_normal_lpdf", "skew_normal_lcdf", "skew_normal_lccdf", "skew_normal_rng",
+           "exp_mod_normal_lpdf", "exp_mod_normal_lcdf", "exp_mod_normal_lccdf",
+           "exp_mod_normal_rng",
+           "von_mises_lpdf", "von_mises_lcdf", "von_mises_lccdf", "von_mises_rng",
+           "uniform_lpdf", "uniform_lcdf", "uniform_lccdf", "uniform_rng"]
 
 HALF_LOG_TWO_PI = 0.5 * np.log(2.0 * np.pi)
+
+
+def _fused(name, kernel, check, doc=None):
+    """:func:`.fused` with a plain-float value when no argument is traced."""
+    def k(need, *args):
+        lp, parts = kernel(need, *args)
+        return (lp if isinstance(lp, Box) else float(lp)), parts
+    k.__doc__ = kernel.__doc__
+    return fused(name, k, check, doc=doc)
 
 
 def _reps(n, x):
@@ -58,7 +102,7 @@ def _check_normal(fn):
     return check
 
 
-normal_lpdf = fused("normal_lpdf", _normal, _check_normal("normal_lpdf"))
+normal_lpdf = _fused("normal_lpdf", _normal, _check_normal("normal_lpdf"))
 normal_lpdf.__doc__ = """Normal log density, summed: sum_i log N(y_i | mu_i, sigma_i).
 
     log N(y | mu, sigma) = -((y - mu)/sigma)^2 / 2 - log(sigma) - log(2 pi)/2
@@ -104,8 +148,8 @@ def _mills_lower(z):
     return sm.exp(-0.5 * z * z - HALF_LOG_TWO_PI - log_Phi(z))
 
 
-normal_lcdf = fused("normal_lcdf", _normal_lcdf, _check_normal("normal_lcdf"))
-normal_lccdf = fused("normal_lccdf", _normal_lccdf, _check_normal("normal_lccdf"))
+normal_lcdf = _fused("normal_lcdf", _normal_lcdf, _check_normal("normal_lcdf"))
+normal_lccdf = _fused("normal_lccdf", _normal_lccdf, _check_normal("normal_lccdf"))
 
 
 def normal_rng(mu, sigma, rng=None):
@@ -133,11 +177,1120 @@ def _check_y(fn):
     return lambda y: check_not_nan(fn, "y", y)
 
 
-std_normal_lpdf = fused("std_normal_lpdf", _std_normal, _check_y("std_normal_lpdf"))
-std_normal_lcdf = fused("std_normal_lcdf", _std_normal_lcdf, _check_y("std_normal_lcdf"))
-std_normal_lccdf = fused("std_normal_lccdf", _std_normal_lccdf, _check_y("std_normal_lccdf"))
+std_normal_lpdf = _fused("std_normal_lpdf", _std_normal, _check_y("std_normal_lpdf"))
+std_normal_lcdf = _fused("std_normal_lcdf", _std_normal_lcdf, _check_y("std_normal_lcdf"))
+std_normal_lccdf = _fused("std_normal_lccdf", _std_normal_lccdf, _check_y("std_normal_lccdf"))
 
 
 def std_normal_rng(size=None, rng=None):
     """Standard normal draws (``size`` as numpy's)."""
     return draw(as_generator(rng).standard_normal, size=size)
+
+
+# --------------------------------------------------------------------------------------
+# shared pieces
+# --------------------------------------------------------------------------------------
+LOG_PI = math.log(math.pi)
+LOG_TWO = math.log(2.0)
+LOG_TWO_PI = math.log(2.0 * math.pi)
+
+
+def _ls_parts(need, z, inv_s, dz, lpdf, pos=(0, 1, 2), n=3):
+    """Partials of ``sum_i h(z_i) [- log sigma_i]`` for ``z = (y - mu)/sigma`` given
+    ``dz = h'(z)``: d/dy = dz/sigma, d/dmu = -dz/sigma, d/dsigma = -dz z/sigma
+    (``- 1/sigma`` more for a density). ``pos`` = positions of (y, mu, sigma)."""
+    parts = [None] * n
+    iy, imu, isg = pos
+    if need[iy] or need[imu] or need[isg]:
+        dy = dz * inv_s
+        if need[iy]:
+            parts[iy] = dy
+        if need[imu]:
+            parts[imu] = -dy
+        if need[isg]:
+            parts[isg] = -(dy * z) - inv_s if lpdf else -(dy * z)
+    return parts
+
+
+def _check_loc_scale(fn, scale="sigma", y_finite=False, loc="mu"):
+    def check(y, mu, sigma):
+        (check_finite if y_finite else check_not_nan)(fn, "y", y)
+        check_finite(fn, loc, mu)
+        check_positive(fn, scale, sigma)
+    return check
+
+
+def _f(r):
+    """A raw numpy result as a stanlite value (float for 0-d)."""
+    r = np.asarray(r, dtype=float)
+    return float(r) if r.ndim == 0 else r
+
+
+def _broadcasting(prim):
+    """Mark a private ``@primitive`` as elementwise (forward mode expands tangents)."""
+    prim._spec.broadcasting = True
+    return prim
+
+
+def _where(cond, a, b):
+    return sm.where(cond, a, b)
+
+
+# --------------------------------------------------------------------------------------
+# student_t(y | nu, mu, sigma)
+# --------------------------------------------------------------------------------------
+def _student_t(need, y, nu, mu, sigma):
+    """log t(y | nu, mu, sigma) = lgamma((nu+1)/2) - lgamma(nu/2) - log(nu pi)/2
+    - log sigma - (nu+1)/2 log(1 + z^2/nu),  z = (y - mu)/sigma.
+
+    d/dz = -(nu+1) z / (nu + z^2);  d/dnu = (digamma((nu+1)/2) - digamma(nu/2))/2
+    - 1/(2 nu) - log1p(z^2/nu)/2 + (nu+1) z^2 / (2 nu (nu + z^2)).
+    """
+    inv_s = 1.0 / sigma
+    z = (y - mu) * inv_s
+    n = broadcast_size(y, nu, mu, sigma)
+    half_nu = 0.5 * nu
+    hp = half_nu + 0.5
+    r = z * z / nu
+    l1p = sm.log1p(r)
+    lp = (_reps(n, nu) * sm.sum(sm.lgamma(hp) - sm.lgamma(half_nu) - 0.5 * sm.log(nu))
+          - n * 0.5 * LOG_PI - _reps(n, sigma) * sm.sum(sm.log(sigma)) - sm.sum(hp * l1p))
+    need_ls = (need[0], need[2], need[3])
+    parts = [None] * 4
+    if any(need_ls) or need[1]:
+        q = 1.0 / (nu * (1.0 + r))               # 1 / (nu + z^2)
+        if any(need_ls):
+            parts = _ls_parts(need, z, inv_s, -2.0 * hp * z * q, True, (0, 2, 3), 4)
+        if need[1]:
+            parts[1] = (0.5 * (sm.digamma(hp) - sm.digamma(half_nu)) - 0.5 / nu - 0.5 * l1p
+                        + hp * r * q)
+    return lp, parts
+
+
+def _t_logpdf(t, nu):
+    """log density of the standard Student t at t (stanlite ops: differentiable)."""
+    hp = 0.5 * nu + 0.5
+    return (sm.lgamma(hp) - sm.lgamma(0.5 * nu) - 0.5 * sm.log(nu) - 0.5 * LOG_PI
+            - hp * sm.log1p(t * t / nu))
+
+
+def _t_score(t, nu):
+    """d/dnu log t(t | nu) and its nu-derivative (stanlite ops)."""
+    s = nu + t * t
+    t2 = t * t
+    sc = (0.5 * (sm.digamma(0.5 * nu + 0.5) - sm.digamma(0.5 * nu)) - 0.5 / nu
+          - 0.5 * sm.log1p(t2 / nu) + (nu + 1.0) * t2 / (2.0 * nu * s))
+    # d/dnu of the terms above, one by one
+    dsc = (0.25 * (sm.trigamma(0.5 * nu + 0.5) - sm.trigamma(0.5 * nu)) + 0.5 / (nu * nu)
+           + 0.5 * t2 / (nu * s)
+           + 0.5 * t2 * (nu * s - (nu + 1.0) * (2.0 * nu + t2)) / (nu * nu * s * s))
+    return sc, dsc
+
+
+def _t_cdf_nu_raw(t, nu, order):
+    """d^k/dnu^k of the Student-t CDF F(t | nu), k = 1 (and 2 if ``order`` is 2).
+
+    With a = nu/2, s = nu + t^2, x = nu/s, w = t^2/s (DLMF 8.17.8, the hypergeometric
+    series of the incomplete beta function, whose terms are differentiated in nu):
+
+    * near the centre (w <= 3/(nu + 5)): F = 1/2 + sign(t) sum_n T_n,
+      T_0 = |t| s^(-1/2) x^a / B(1/2, a),  T_n = T_(n-1) (a + n - 1/2)/(n + 1/2) w;
+    * in the tails: F = F_tail (t < 0) or 1 - F_tail (t > 0), F_tail = sum_n U_n,
+      U_0 = x^a w^(1/2) / (2 a B(a, 1/2)),  U_n = U_(n-1) (a + n - 1/2)/(a + n) x.
+
+    Both series are sums of positive terms computing the smaller of the two tails
+    (the switch is where the incomplete-beta series are efficient, Numerical-Recipes
+    style), so the derivatives sum_n T_n d log T_n/dnu keep their relative accuracy
+    (a few ulps for nu up to ~30, ~1e-9 relative for nu ~ 1000). Converges
+    geometrically (about 25 nu/2 terms at worst near the switch), capped at 200000
+    terms: beyond that (nu > ~1e4) a DifferentiationError is raised.
+    """
+    t, nu = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(nu, dtype=float))
+    shape = t.shape
+    t = t.ravel()
+    nu = nu.ravel()
+    out1 = np.zeros(t.shape)
+    out2 = np.zeros(t.shape)
+    ok = np.isfinite(t)                      # F is 0 or 1 at t = -inf/+inf: flat
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        a = 0.5 * nu
+        tt = np.where(ok, t * t, 1.0)
+        s = nu + tt
+        x = nu / s
+        w = tt / s
+        lx = np.log(x)
+        dpsi = sps.digamma(a) - sps.digamma(a + 0.5)
+        dpsi1 = sps.polygamma(1, a) - sps.polygamma(1, a + 0.5)
+        c1 = 0.5 * lx + 0.5 * w - 0.5 * dpsi - 0.5 / s
+        c2 = 0.5 / (s * s) + 0.5 * tt / (nu * s) - 0.5 * tt / (s * s) - 0.25 * dpsi1
+        tail = w > 1.5 / (a + 2.5)
+        for region in (False, True):
+            idx = np.nonzero(ok & (tail == region))[0]
+            if not idx.size:
+                continue
+            A, S, X, W, NU = a[idx], s[idx], x[idx], w[idx], nu[idx]
+            if region:
+                logT = (-LOG_TWO + A * lx[idx] + 0.5 * np.log(W) - np.log(A)
+                        - sps.betaln(A, 0.5))
+                b1 = c1[idx] - 1.0 / NU
+                b2 = c2[idx] + 1.0 / (NU * NU)
+                sgn = -np.sign(t[idx])
+            else:
+                logT = (np.log(np.abs(t[idx])) - 0.5 * np.log(S) + A * lx[idx]
+                        - sps.betaln(0.5, A))
+                b1 = c1[idx]
+                b2 = c2[idx]
+                sgn = np.sign(t[idx])
+            s1, s2, _ = _t_series(region, order, np.exp(logT), A, S, X, W, NU, b1, b2)
+            out1[idx] = sgn * s1
+            out2[idx] = sgn * s2
+    return out1.reshape(shape), out2.reshape(shape)
+
+
+_T_SERIES_MAX = 200000
+
+
+def _t_series(region, order, T, A, S, X, W, NU, b1, b2, tol=1e-17):
+    """sum_n T_n L1_n and sum_n T_n (L1_n^2 + L2_n), L1/L2 the first/second nu-
+    derivatives of log T_n (see :func:`_t_cdf_nu_raw`); elements leave as they
+    converge (terms decreasing and the geometric remainder below ``tol``)."""
+    m = T.size
+    s1 = np.zeros(m)
+    s2 = np.zeros(m)
+    a1 = np.zeros(m)
+    a2 = np.zeros(m)
+    h1 = np.zeros(m)
+    h2 = np.zeros(m)
+    live = np.arange(m)
+    for k in range(_T_SERIES_MAX):
+        if region:
+            l1 = b1 + 0.5 * h1 + k * W / NU
+            l2 = b2 + 0.25 * h2 + k * (1.0 / (S * S) - 1.0 / (NU * NU))
+            r = (A + k + 0.5) / (A + k + 1.0) * X
+        else:
+            l1 = b1 + 0.5 * h1 - k / S
+            l2 = b2 - 0.25 * h2 + k / (S * S)
+            r = (A + k + 0.5) / (k + 1.5) * W
+        e1 = T * l1
+        s1[live] += e1
+        a1[live] += np.abs(e1)
+        rem = r / (1.0 - r)
+        done = (r < 1.0) & (np.abs(e1) * rem <= tol * a1[live])
+        if order > 1:
+            e2 = T * (l1 * l1 + l2)
+            s2[live] += e2
+            a2[live] += np.abs(e2)
+            done &= np.abs(e2) * rem <= tol * a2[live]
+        if region:
+            h1 = h1 + 1.0 / (A + k + 0.5) - 1.0 / (A + k + 1.0)
+            h2 = h2 - 1.0 / (A + k + 0.5) ** 2 + 1.0 / (A + k + 1.0) ** 2
+        else:
+            h1 = h1 + 1.0 / (A + k + 0.5)
+            h2 = h2 + 1.0 / (A + k + 0.5) ** 2
+        T = T * r
+        if done.any():
+            keep = ~done
+            live = live[keep]
+            if not live.size:
+                return s1, s2, k
+            A, S, X, W, NU, T, b1, b2, h1, h2 = (
+                v[keep] for v in (A, S, X, W, NU, T, b1, b2, h1, h2))
+    raise DifferentiationError(
+        "student_t_lcdf/lccdf: the series for the derivative w.r.t. nu did not converge "
+        f"in {_T_SERIES_MAX} terms (nu = {float(2 * A[0])!r} is too large)")
+
+
+@_broadcasting
+@primitive
+def _t_cdf(t, nu):
+    """Student-t CDF F(t | nu) (scipy's stdtr)."""
+    return _f(sps.stdtr(nu, t))
+
+
+@_broadcasting
+@primitive
+def _t_cdf_dnu(t, nu):
+    """dF(t | nu)/dnu (series, see _t_cdf_nu_raw)."""
+    return _f(_t_cdf_nu_raw(t, nu, 1)[0])
+
+
+@_broadcasting
+@primitive
+def _t_cdf_dnu2(t, nu):
+    """d^2F(t | nu)/dnu^2 (series); its own nu-derivative is missing."""
+    return _f(_t_cdf_nu_raw(t, nu, 2)[1])
+
+
+def _d_tcdf_t(g, ans, t, nu):
+    return g * sm.exp(_t_logpdf(t, nu))
+
+
+def _d_tcdf_nu(g, ans, t, nu):
+    return g * _t_cdf_dnu(t, nu)
+
+
+def _d_tcdf1_t(g, ans, t, nu):
+    return g * sm.exp(_t_logpdf(t, nu)) * _t_score(t, nu)[0]
+
+
+def _d_tcdf1_nu(g, ans, t, nu):
+    return g * _t_cdf_dnu2(t, nu)
+
+
+def _d_tcdf2_t(g, ans, t, nu):
+    sc, dsc = _t_score(t, nu)
+    return g * sm.exp(_t_logpdf(t, nu)) * (sc * sc + dsc)
+
+
+defvjp(_t_cdf, _d_tcdf_t, _d_tcdf_nu)
+defjvp(_t_cdf, _d_tcdf_t, _d_tcdf_nu)
+defvjp(_t_cdf_dnu, _d_tcdf1_t, _d_tcdf1_nu)
+defjvp(_t_cdf_dnu, _d_tcdf1_t, _d_tcdf1_nu)
+defvjp(_t_cdf_dnu2, _d_tcdf2_t, None)
+defjvp(_t_cdf_dnu2, _d_tcdf2_t, None)
+
+
+def _student_t_cdf_kernel(upper):
+    def kernel(need, y, nu, mu, sigma):
+        inv_s = 1.0 / sigma
+        z = (y - mu) * inv_s
+        t = -z if upper else z               # 1 - F(z) = F(-z)
+        F = _t_cdf(t, nu)
+        lF = sm.log(F)
+        parts = [None] * 4
+        if need[0] or need[2] or need[3]:
+            dz = sm.exp(_t_logpdf(z, nu) - lF)
+            parts = _ls_parts(need, z, inv_s, -dz if upper else dz, False, (0, 2, 3), 4)
+        if need[1]:
+            parts[1] = _t_cdf_dnu(t, nu) / F
+        return sm.sum(lF), parts
+    return kernel
+
+
+def _check_student_t(fn):
+    def check(y, nu, mu, sigma):
+        check_not_nan(fn, "y", y)
+        check_positive(fn, "nu", nu)
+        check_finite(fn, "mu", mu)
+        check_positive(fn, "sigma", sigma)
+    return check
+
+
+student_t_lpdf = _fused("student_t_lpdf", _student_t, _check_student_t("student_t_lpdf"),
+                       doc="""Student-t log density, summed over the broadcast elements.
+
+    log StudentT(y | nu, mu, sigma) = lgamma((nu+1)/2) - lgamma(nu/2) - log(nu pi)/2
+        - log(sigma) - (nu+1)/2 log(1 + ((y - mu)/sigma)^2 / nu)
+
+    y real, nu > 0 (degrees of freedom), mu real, sigma > 0.
+
+    >>> import stanlite as sl
+    >>> round(sl.student_t_lpdf(1.0, 4.0, 0.0, 2.0), 6)
+    -1.825538
+    """)
+student_t_lcdf = _fused("student_t_lcdf", _student_t_cdf_kernel(False),
+                       _check_student_t("student_t_lcdf"),
+                       doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
+
+    F(y) = I_x(nu/2, 1/2)/2 for z = (y - mu)/sigma <= 0 (1 minus that for z > 0),
+    x = nu / (nu + z^2) (regularized incomplete beta). The derivative w.r.t. nu comes
+    from a convergent series (exact to rounding; second derivatives too, third
+    derivatives in nu raise DifferentiationError).
+    """)
+student_t_lccdf = _fused("student_t_lccdf", _student_t_cdf_kernel(True),
+                        _check_student_t("student_t_lccdf"),
+                        doc="""Student-t log complementary CDF, summed: log(1 - F(y)) = log F(-z)
+    (see :func:`student_t_lcdf`).""")
+
+
+def student_t_rng(nu, mu, sigma, rng=None):
+    """Draws from StudentT(nu, mu, sigma): mu + sigma * T, T ~ t_nu."""
+    check_positive("student_t_rng", "nu", nu)
+    check_finite("student_t_rng", "mu", mu)
+    check_positive("student_t_rng", "sigma", sigma)
+    g = as_generator(rng)
+    return draw(lambda nu, mu, sigma, size: mu + sigma * g.standard_t(nu, size=size),
+                nu, mu, sigma)
+
+
+# --------------------------------------------------------------------------------------
+# cauchy(y | mu, sigma)
+# --------------------------------------------------------------------------------------
+def _cauchy(need, y, mu, sigma):
+    """log Cauchy = -log(pi) - log(sigma) - log1p(z^2); d/dz = -2z/(1 + z^2)."""
+    inv_s = 1.0 / sigma
+    z = (y - mu) * inv_s
+    n = broadcast_size(y, mu, sigma)
+    lp = -n * LOG_PI - _reps(n, sigma) * sm.sum(sm.log(sigma)) - sm.sum(sm.log1p(z * z))
+    return lp, _ls_parts(need, z, inv_s, -2.0 * z / (1.0 + z * z), True)
+
+
+def _cauchy_cdf_kernel(upper):
+    # F(z) = 1/2 + atan(z)/pi = atan2(1, -z)/pi (no cancellation as z -> -inf);
+    # 1 - F(z) = atan2(1, z)/pi;  d log F/dz = 1/((1 + z^2) atan2(1, -z))
+    def kernel(need, y, mu, sigma):
+        inv_s = 1.0 / sigma
+        z = (y - mu) * inv_s
+        n = broadcast_size(y, mu, sigma)
+        ang = sm.atan2(1.0, z if upper else -z)
+        lp = sm.sum(sm.log(ang)) - n * LOG_PI
+        dz = None
+        if need[0] or need[1] or need[2]:
+            dz = 1.0 / ((1.0 + z * z) * ang)
+            if upper:
+                dz = -dz
+        return lp, _ls_parts(need, z, inv_s, dz, False)
+    return kernel
+
+
+cauchy_lpdf = _fused("cauchy_lpdf", _cauchy, _check_loc_scale("cauchy_lpdf"),
+                    doc="""Cauchy log density, summed over the broadcast elements.
+
+    log Cauchy(y | mu, sigma) = -log(pi) - log(sigma) - log(1 + ((y - mu)/sigma)^2)
+
+    y real, mu real, sigma > 0.
+
+    >>> import stanlite as sl
+    >>> round(sl.cauchy_lpdf(1.0, 0.0, 1.0), 6)
+    -1.837877
+    """)
+cauchy_lcdf = _fused("cauchy_lcdf", _cauchy_cdf_kernel(False), _check_loc_scale("cauchy_lcdf"),
+                    doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""")
+cauchy_lccdf = _fused("cauchy_lccdf", _cauchy_cdf_kernel(True),
+                     _check_loc_scale("cauchy_lccdf"),
+                     doc="""Cauchy log complementary CDF, summed: log(1/2 - atan((y - mu)/sigma)/pi).""")
+
+
+def cauchy_rng(mu, sigma, rng=None):
+    """Draws from Cauchy(mu, sigma)."""
+    check_finite("cauchy_rng", "mu", mu)
+    check_positive("cauchy_rng", "sigma", sigma)
+    g = as_generator(rng)
+    return draw(lambda mu, sigma, size: mu + sigma * g.standard_cauchy(size=size), mu, sigma)
+
+
+# --------------------------------------------------------------------------------------
+# double_exponential(y | mu, sigma)  (Laplace)
+# --------------------------------------------------------------------------------------
+def _double_exponential(need, y, mu, sigma):
+    """log Laplace = -log(2) - log(sigma) - |z|; d/dz = -sign(z) (0 at z = 0, as Stan)."""
+    inv_s = 1.0 / sigma
+    z = (y - mu) * inv_s
+    n = broadcast_size(y, mu, sigma)
+    lp = -n * LOG_TWO - _reps(n, sigma) * sm.sum(sm.log(sigma)) - sm.sum(sm.fabs(z))
+    dz = -sm.sign(z) if (need[0] or need[1] or need[2]) else None
+    return lp, _ls_parts(need, z, inv_s, dz, True)
+
+
+def _double_exponential_cdf_kernel(upper):
+    # F = exp(z)/2 for z < 0, 1 - exp(-z)/2 for z >= 0; each branch is evaluated on
+    # an argument clamped to its own side (no overflow, no NaN in the branch not taken)
+    def kernel(need, y, mu, sigma):
+        inv_s = 1.0 / sigma
+        z = (y - mu) * inv_s
+        neg = plain(z) < 0
+        if upper:
+            zn = _where(neg, z, 0.0)
+            e = sm.exp(zn)
+            lp = sm.sum(_where(neg, sm.log1m(0.5 * e), -LOG_TWO - z))
+            dz = _where(neg, -e / (2.0 - e), -1.0) if any(need) else None
+        else:
+            zp = _where(neg, 0.0, z)
+            e = sm.exp(-zp)
+            lp = sm.sum(_where(neg, z - LOG_TWO, sm.log1m(0.5 * e)))
+            dz = _where(neg, 1.0, e / (2.0 - e)) if any(need) else None
+        return lp, _ls_parts(need, z, inv_s, dz, False)
+    return kernel
+
+
+double_exponential_lpdf = fused(
+    "double_exponential_lpdf", _double_exponential,
+    _check_loc_scale("double_exponential_lpdf", y_finite=True),
+    doc="""Double exponential (Laplace) log density, summed over the broadcast elements.
+
+    log DoubleExponential(y | mu, sigma) = -log(2) - log(sigma) - |y - mu| / sigma
+
+    y real, mu real, sigma > 0. The derivative at y = mu is taken as 0 (sign(0)).
+
+    >>> import stanlite as sl
+    >>> round(sl.double_exponential_lpdf(1.0, 0.0, 2.0), 6)
+    -1.886294
+    """)
+double_exponential_lcdf = fused(
+    "double_exponential_lcdf", _double_exponential_cdf_kernel(False),
+    _check_loc_scale("double_exponential_lcdf", y_finite=True),
+    doc="""Double exponential log CDF, summed: F = exp(z)/2 (z < 0), 1 - exp(-z)/2
+    (z >= 0), z = (y - mu)/sigma.""")
+double_exponential_lccdf = fused(
+    "double_exponential_lccdf", _double_exponential_cdf_kernel(True),
+    _check_loc_scale("double_exponential_lccdf", y_finite=True),
+    doc="""Double exponential log complementary CDF, summed: 1 - F = 1 - exp(z)/2
+    (z < 0), exp(-z)/2 (z >= 0).""")
+
+
+def double_exponential_rng(mu, sigma, rng=None):
+    """Draws from DoubleExponential(mu, sigma) (Laplace)."""
+    check_finite("double_exponential_rng", "mu", mu)
+    check_positive("double_exponential_rng", "sigma", sigma)
+    return draw(as_generator(rng).laplace, mu, sigma)
+
+
+# --------------------------------------------------------------------------------------
+# logistic(y | mu, sigma)
+# --------------------------------------------------------------------------------------
+def _logistic(need, y, mu, sigma):
+    """log Logistic = log_inv_logit(z) + log1m_inv_logit(z) - log(sigma);
+    d/dz = 1 - 2 inv_logit(z) = -tanh(z/2)."""
+    inv_s = 1.0 / sigma
+    z = (y - mu) * inv_s
+    n = broadcast_size(y, mu, sigma)
+    lp = (sm.sum(sm.log_inv_logit(z) + sm.log1m_inv_logit(z))
+          - _reps(n, sigma) * sm.sum(sm.log(sigma)))
+    dz = -sm.tanh(0.5 * z) if (need[0] or need[1] or need[2]) else None
+    return lp, _ls_parts(need, z, inv_s, dz, True)
+
+
+def _logistic_cdf_kernel(upper):
+    # log F = log_inv_logit(z), d/dz = inv_logit(-z);
+    # log(1 - F) = log1m_inv_logit(z), d/dz = -inv_logit(z)
+    def kernel(need, y, mu, sigma):
+        inv_s = 1.0 / sigma
+        z = (y - mu) * inv_s
+        if upper:
+            lp = sm.sum(sm.log1m_inv_logit(z))
+            dz = -sm.inv_logit(z) if any(need) else None
+        else:
+            lp = sm.sum(sm.log_inv_logit(z))
+            dz = sm.inv_logit(-z) if any(need) else None
+        return lp, _ls_parts(need, z, inv_s, dz, False)
+    return kernel
+
+
+logistic_lpdf = _fused("logistic_lpdf", _logistic,
+                      _check_loc_scale("logistic_lpdf", y_finite=True),
+                      doc="""Logistic log density, summed over the broadcast elements.
+
+    log Logistic(y | mu, sigma) = -z - log(sigma) - 2 log(1 + exp(-z)),
+    z = (y - mu)/sigma;  y real, mu real, sigma > 0.
+
+    >>> import stanlite as sl
+    >>> round(sl.logistic_lpdf(1.0, 0.0, 1.0), 6)
+    -1.626523
+    """)
+logistic_lcdf = _fused("logistic_lcdf", _logistic_cdf_kernel(False),
+                      _check_loc_scale("logistic_lcdf", y_finite=True),
+                      doc="""Logistic log CDF, summed: log inv_logit((y - mu)/sigma).""")
+logistic_lccdf = _fused("logistic_lccdf", _logistic_cdf_kernel(True),
+                       _check_loc_scale("logistic_lccdf", y_finite=True),
+                       doc="""Logistic log complementary CDF, summed:
+    log(1 - inv_logit((y - mu)/sigma)).""")
+
+
+def logistic_rng(mu, sigma, rng=None):
+    """Draws from Logistic(mu, sigma)."""
+    check_finite("logistic_rng", "mu", mu)
+    check_positive("logistic_rng", "sigma", sigma)
+    return draw(as_generator(rng).logistic, mu, sigma)
+
+
+# --------------------------------------------------------------------------------------
+# gumbel(y | mu, beta)
+# --------------------------------------------------------------------------------------
+def _gumbel(need, y, mu, beta):
+    """log Gumbel = -log(beta) - z - exp(-z); d/dz = exp(-z) - 1."""
+    inv_s = 1.0 / beta
+    z = (y - mu) * inv_s
+    u = sm.exp(-z)
+    n = broadcast_size(y, mu, beta)
+    lp = -_reps(n, beta) * sm.sum(sm.log(beta)) - sm.sum(z + u)
+    dz = u - 1.0 if (need[0] or need[1] or need[2]) else None
+    return lp, _ls_parts(need, z, inv_s, dz, True)
+
+
+def _gumbel_cdf_kernel(upper):
+    # log F = -exp(-z), d/dz = exp(-z);  log(1 - F) = log1m_exp(-exp(-z)),
+    # d/dz = -exp(-z - exp(-z) - log(1 - F)) (finite where exp(-z) overflows)
+    def kernel(need, y, mu, beta):
+        inv_s = 1.0 / beta
+        z = (y - mu) * inv_s
+        u = sm.exp(-z)
+        if upper:
+            ls = sm.log1m_exp(-u)
+            lp = sm.sum(ls)
+            dz = -sm.exp(-z - u - ls) if any(need) else None
+        else:
+            lp = -sm.sum(u)
+            dz = u
+        return lp, _ls_parts(need, z, inv_s, dz, False)
+    return kernel
+
+
+gumbel_lpdf = _fused("gumbel_lpdf", _gumbel, _check_loc_scale("gumbel_lpdf", "beta"),
+                    doc="""Gumbel log density, summed over the broadcast elements.
+
+    log Gumbel(y | mu, beta) = -log(beta) - z - exp(-z),  z = (y - mu)/beta;
+    y real, mu real, beta > 0 (scale).
+
+    >>> import stanlite as sl
+    >>> round(sl.gumbel_lpdf(1.0, 0.0, 2.0), 6)
+    -1.799678
+    """)
+gumbel_lcdf = _fused("gumbel_lcdf", _gumbel_cdf_kernel(False),
+                    _check_loc_scale("gumbel_lcdf", "beta"),
+                    doc="""Gumbel log CDF, summed: log F = -exp(-(y - mu)/beta).""")
+gumbel_lccdf = _fused("gumbel_lccdf", _gumbel_cdf_kernel(True),
+                     _check_loc_scale("gumbel_lccdf", "beta"),
+                     doc="""Gumbel log complementary CDF, summed:
+    log(1 - exp(-exp(-(y - mu)/beta))).""")
+
+
+def gumbel_rng(mu, beta, rng=None):
+    """Draws from Gumbel(mu, beta)."""
+    check_finite("gumbel_rng", "mu", mu)
+    check_positive("gumbel_rng", "beta", beta)
+    return draw(as_generator(rng).gumbel, mu, beta)
+
+
+# --------------------------------------------------------------------------------------
+# skew_normal(y | xi, omega, alpha)
+# --------------------------------------------------------------------------------------
+def _skew_normal(need, y, xi, omega, alpha):
+    """log SN = log 2 - log(omega) - log(2 pi)/2 - z^2/2 + log Phi(alpha z).
+
+    With m = phi(alpha z)/Phi(alpha z): d/dz = -z + alpha m, d/dalpha = z m.
+    """
+    inv_s = 1.0 / omega
+    z = (y - xi) * inv_s
+    az = alpha * z
+    n = broadcast_size(y, xi, omega, alpha)
+    lp = (n * (LOG_TWO - HALF_LOG_TWO_PI) - _reps(n, omega) * sm.sum(sm.log(omega))
+          - 0.5 * sm.sum(z * z) + sm.sum(log_Phi(az)))
+    parts = [None] * 4
+    if any(need):
+        m = _mills_lower(az)
+        if need[0] or need[1] or need[2]:
+            parts = _ls_parts(need, z, inv_s, alpha * m - z, True, (0, 1, 2), 4)
+        if need[3]:
+            parts[3] = z * m
+    return lp, parts
+
+
+def _sn_logpdf(z, alpha):
+    """log of the standard skew-normal density 2 phi(z) Phi(alpha z)."""
+    return LOG_TWO - HALF_LOG_TWO_PI - 0.5 * z * z + log_Phi(alpha * z)
+
+
+def _sn_dalpha(z, alpha):
+    """d/dalpha of the skew-normal CDF: -2 dT(z, alpha)/dalpha
+    = -exp(-z^2 (1 + alpha^2)/2) / (pi (1 + alpha^2))."""
+    q = 1.0 + alpha * alpha
+    return -sm.exp(-0.5 * z * z * q) / (math.pi * q)
+
+
+@_broadcasting
+@primitive
+def _sn_cdf(z, alpha):
+    """Skew-normal CDF Phi(z) - 2 T(z, alpha) (Owen's T function)."""
+    return _f(sps.ndtr(z) - 2.0 * sps.owens_t(z, alpha))
+
+
+defvjp(_sn_cdf, lambda g, ans, z, a: g * sm.exp(_sn_logpdf(z, a)),
+       lambda g, ans, z, a: g * _sn_dalpha(z, a))
+defjvp(_sn_cdf, lambda g, ans, z, a: g * sm.exp(_sn_logpdf(z, a)),
+       lambda g, ans, z, a: g * _sn_dalpha(z, a))
+
+
+def _skew_normal_cdf_kernel(upper):
+    # 1 - F(z | alpha) = F(-z | -alpha) (the reflection of a skew normal): both tails
+    # are computed as a CDF
+    def kernel(need, y, xi, omega, alpha):
+        inv_s = 1.0 / omega
+        z = (y - xi) * inv_s
+        F = _sn_cdf(-z, -alpha) if upper else _sn_cdf(z, alpha)
+        lF = sm.log(F)
+        parts = [None] * 4
+        if need[0] or need[1] or need[2]:
+            dz = sm.exp(_sn_logpdf(z, alpha) - lF)
+            parts = _ls_parts(need, z, inv_s, -dz if upper else dz, False, (0, 1, 2), 4)
+        if need[3]:
+            da = _sn_dalpha(z, alpha) / F
+            parts[3] = -da if upper else da
+        return sm.sum(lF), parts
+    return kernel
+
+
+def _check_skew_normal(fn):
+    def check(y, xi, omega, alpha):
+        check_not_nan(fn, "y", y)
+        check_finite(fn, "xi", xi)
+        check_positive(fn, "omega", omega)
+        check_finite(fn, "alpha", alpha)
+    return check
+
+
+skew_normal_lpdf = _fused("skew_normal_lpdf", _skew_normal, _check_skew_normal("skew_normal_lpdf"),
+                         doc="""Skew-normal log density, summed over the broadcast elements.
+
+    SkewNormal(y | xi, omega, alpha) = 2/omega phi(z) Phi(alpha z),  z = (y - xi)/omega;
+    y real, xi real (location), omega > 0 (scale), alpha real (shape).
+
+    >>> import stanlite as sl
+    >>> round(sl.skew_normal_lpdf(0.5, 0.0, 1.0, 2.0), 6)
+    -0.523545
+    """)
+skew_normal_lcdf = _fused("skew_normal_lcdf", _skew_normal_cdf_kernel(False),
+                         _check_skew_normal("skew_normal_lcdf"),
+                         doc="""Skew-normal log CDF, summed: log(Phi(z) - 2 T(z, alpha)), T Owen's T
+    function. (Relative accuracy degrades in the far tail on the side opposite to the
+    skew, where the two terms cancel, as in Stan.)""")
+skew_normal_lccdf = _fused("skew_normal_lccdf", _skew_normal_cdf_kernel(True),
+                          _check_skew_normal("skew_normal_lccdf"),
+                          doc="""Skew-normal log complementary CDF, summed:
+    log(1 - F(z | alpha)) = log F(-z | -alpha).""")
+
+
+def skew_normal_rng(xi, omega, alpha, rng=None):
+    """Draws from SkewNormal(xi, omega, alpha): xi + omega (delta |U| + sqrt(1 -
+    delta^2) V), delta = alpha / sqrt(1 + alpha^2), U, V independent N(0, 1)."""
+    check_finite("skew_normal_rng", "xi", xi)
+    check_positive("skew_normal_rng", "omega", omega)
+    check_finite("skew_normal_rng", "alpha", alpha)
+    g = as_generator(rng)
+
+    def sample(xi, omega, alpha, size):
+        d = alpha / np.sqrt(1.0 + alpha * alpha)
+        u = g.standard_normal(size)
+        v = g.standard_normal(size)
+        return xi + omega * (d * np.abs(u) + np.sqrt(1.0 - d * d) * v)
+    return draw(sample, xi, omega, alpha)
+
+
+# --------------------------------------------------------------------------------------
+# exp_mod_normal(y | mu, sigma, lambda)
+# --------------------------------------------------------------------------------------
+def _exp_mod_normal(need, y, mu, sigma, lam):
+    """log EMG = log(lambda) + lambda (mu - y) + (lambda sigma)^2/2 + log Phi(s),
+    s = (y - mu)/sigma - lambda sigma (the erfc term of Stan's formula, in log Phi).
+
+    With m = phi(s)/Phi(s): d/dy = -lambda + m/sigma, d/dmu = -d/dy,
+    d/dsigma = lambda^2 sigma - m ((y - mu)/sigma^2 + lambda),
+    d/dlambda = 1/lambda - (y - mu) + lambda sigma^2 - m sigma.
+    """
+    d = y - mu
+    inv_s = 1.0 / sigma
+    ls = lam * sigma
+    s = d * inv_s - ls
+    n = broadcast_size(y, mu, sigma, lam)
+    lp = (_reps(n, lam) * sm.sum(sm.log(lam))
+          + sm.sum(0.5 * ls * ls - lam * d + log_Phi(s)))
+    parts = [None] * 4
+    if any(need):
+        m = _mills_lower(s)
+        if need[0] or need[1]:
+            dy = m * inv_s - lam
+            if need[0]:
+                parts[0] = dy
+            if need[1]:
+                parts[1] = -dy
+        if need[2]:
+            parts[2] = lam * ls - m * (d * inv_s * inv_s + lam)
+        if need[3]:
+            parts[3] = 1.0 / lam - d + ls * sigma - m * sigma
+    return lp, parts
+
+
+def _exp_mod_normal_cdf_kernel(upper):
+    # F = Phi(u) - E, E = exp(q), q = -lambda sigma u + (lambda sigma)^2/2 + log Phi(s),
+    # u = (y - mu)/sigma, s = u - lambda sigma. Using E phi(s)/Phi(s) = phi(u):
+    # dF/dy = lambda E = -dF/dmu, dF/dsigma = lambda (phi(u) - lambda sigma E),
+    # dF/dlambda = sigma (phi(u) + s E). log F = log Phi(u) + log1m_exp(q - log Phi(u));
+    # log(1 - F) = log_sum_exp(log Phi(-u), q).
+    def kernel(need, y, mu, sigma, lam):
+        inv_s = 1.0 / sigma
+        u = (y - mu) * inv_s
+        ls = lam * sigma
+        s = u - ls
+        q = 0.5 * ls * ls - ls * u + log_Phi(s)
+        if upper:
+            lF = sm.log_sum_exp(log_Phi(-u), q)
+            sign = -1.0
+        else:
+            lpu = log_Phi(u)
+            lF = lpu + sm.log1m_exp(q - lpu)
+            sign = 1.0
+        parts = [None] * 4
+        if any(need):
+            eF = sign * sm.exp(q - lF)                         # +-E/F
+            if need[0] or need[1]:
+                dy = lam * eF
+                if need[0]:
+                    parts[0] = dy
+                if need[1]:
+                    parts[1] = -dy
+            if need[2] or need[3]:
+                pF = sign * sm.exp(-0.5 * u * u - HALF_LOG_TWO_PI - lF)   # +-phi(u)/F
+                if need[2]:
+                    parts[2] = lam * (pF - ls * eF)
+                if need[3]:
+                    parts[3] = sigma * (pF + s * eF)
+        return sm.sum(lF), parts
+    return kernel
+
+
+def _check_exp_mod_normal(fn):
+    def check(y, mu, sigma, lam):
+        check_not_nan(fn, "y", y)
+        check_finite(fn, "mu", mu)
+        check_positive(fn, "sigma", sigma)
+        check_positive(fn, "lambda", lam)
+    return check
+
+
+exp_mod_normal_lpdf = fused(
+    "exp_mod_normal_lpdf", _exp_mod_normal, _check_exp_mod_normal("exp_mod_normal_lpdf"),
+    doc="""Exponentially modified normal log density, summed over the broadcast elements.
+
+    ExpModNormal(y | mu, sigma, lambda) = lambda/2 exp(lambda/2 (2 mu + lambda sigma^2
+        - 2 y)) erfc((mu + lambda sigma^2 - y) / (sqrt(2) sigma))
+
+    (the law of N(mu, sigma) + Exponential(lambda)); y real, mu real, sigma > 0,
+    lambda > 0 (rate).
+
+    >>> import stanlite as sl
+    >>> round(sl.exp_mod_normal_lpdf(1.0, 0.0, 1.0, 2.0), 6)
+    -1.147874
+    """)
+exp_mod_normal_lcdf = fused(
+    "exp_mod_normal_lcdf", _exp_mod_normal_cdf_kernel(False),
+    _check_exp_mod_normal("exp_mod_normal_lcdf"),
+    doc="""Exponentially modified normal log CDF, summed:
+    F(y) = Phi(u) - exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma),
+    u = (y - mu)/sigma (computed in logs).""")
+exp_mod_normal_lccdf = fused(
+    "exp_mod_normal_lccdf", _exp_mod_normal_cdf_kernel(True),
+    _check_exp_mod_normal("exp_mod_normal_lccdf"),
+    doc="""Exponentially modified normal log complementary CDF, summed:
+    1 - F(y) = Phi(-u) + exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma).""")
+
+
+def exp_mod_normal_rng(mu, sigma, lambda_, rng=None):
+    """Draws from ExpModNormal(mu, sigma, lambda): N(mu, sigma) + Exponential(lambda)."""
+    check_finite("exp_mod_normal_rng", "mu", mu)
+    check_positive("exp_mod_normal_rng", "sigma", sigma)
+    check_positive("exp_mod_normal_rng", "lambda", lambda_)
+    g = as_generator(rng)
+    return draw(lambda mu, sigma, lam, size: g.normal(mu, sigma, size)
+                + g.exponential(1.0 / lam, size), mu, sigma, lambda_)
+
+
+# --------------------------------------------------------------------------------------
+# von_mises(y | mu, kappa)
+# --------------------------------------------------------------------------------------
+def _log_i0(kappa):
+    return sm.log_modified_bessel_first_kind(0, kappa)
+
+
+def _bessel_ratio(kappa):
+    """A(kappa) = I_1(kappa)/I_0(kappa) = d log I_0/dkappa (differentiable)."""
+    return sm.exp(sm.log_modified_bessel_first_kind(1, kappa) - _log_i0(kappa))
+
+
+def _von_mises(need, y, mu, kappa):
+    """log VonMises = kappa cos(y - mu) - log(2 pi) - log I_0(kappa).
+
+    d/dy = -kappa sin(y - mu) = -d/dmu;  d/dkappa = cos(y - mu) - I_1(kappa)/I_0(kappa).
+    """
+    d = y - mu
+    c = sm.cos(d)
+    n = broadcast_size(y, mu, kappa)
+    lp = sm.sum(kappa * c) - n * LOG_TWO_PI - _reps(n, kappa) * sm.sum(_log_i0(kappa))
+    parts = [None, None, None]
+    if need[0] or need[1]:
+        dy = -kappa * sm.sin(d)
+        if need[0]:
+            parts[0] = dy
+        if need[1]:
+            parts[1] = -dy
+    if need[2]:
+        parts[2] = c - _bessel_ratio(kappa)
+    return lp, parts
+
+
+_VM_CHUNK = 1 << 21
+
+
+def _vm_ratios(kappa, J):
+    """r_j = I_j(kappa)/I_0(kappa), j = 0..J+2 (last axis), and their first and second
+    kappa-derivatives from I_j' = (I_(j-1) + I_(j+1))/2 (DLMF 10.29.1):
+    r_j' = (r_(j-1) + r_(j+1))/2 - r_j r_1 (r_(-1) = r_1), r_j'' likewise."""
+    j = np.arange(J + 3)
+    k = kappa[..., None]
+    with np.errstate(under="ignore", invalid="ignore"):
+        r = sps.ive(j, k) / sps.ive(0, k)
+    rm = np.concatenate([r[..., 1:2], r[..., :-1]], axis=-1)       # r_(j-1)
+    rp = np.concatenate([r[..., 1:], np.zeros_like(r[..., :1])], axis=-1)
+    r1 = r[..., 1:2]
+    d1 = 0.5 * (rm + rp) - r * r1
+    d1m = np.concatenate([d1[..., 1:2], d1[..., :-1]], axis=-1)
+    d1p = np.concatenate([d1[..., 1:], np.zeros_like(d1[..., :1])], axis=-1)
+    d2 = 0.5 * (d1m + d1p) - d1 * r1 - r * d1[..., 1:2]
+    return r, d1, d2
+
+
+def _vm_cdf_raw(c, h, kappa, order):
+    """G(c + h) - G(c - h) for the centred von Mises CDF extended to the real line,
+    G(x) = 1/2 + x/(2 pi) + sum_j r_j sin(j x)/(j pi) (the Fourier series of the
+    density integrated termwise), or its ``order``-th kappa-derivative:
+    h/pi + (2/pi) sum_j r_j^(order) cos(j c) sin(j h) / j (difference of sines as a
+    product: exact near h = 0). Terms up to j = 10 + 10 sqrt(kappa) (r_j ~
+    exp(-j^2/(2 kappa)) beyond j ~ kappa... far below rounding); absolute accuracy
+    ~1e-16 (so log F of a far tail, F < ~1e-12, is not accurate: as in Stan/scipy)."""
+    c, h, kappa = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (c, h, kappa)))
+    shape = c.shape
+    c, h, kappa = c.ravel(), h.ravel(), kappa.ravel()
+    out = np.empty(c.shape)
+    J = int(math.ceil(10.0 + 10.0 * math.sqrt(float(np.max(kappa, initial=0.0)))))
+    step = max(1, _VM_CHUNK // (J + 3))
+    jj = np.arange(1, J + 1)
+    for lo in range(0, c.size, step):
+        sl_ = slice(lo, lo + step)
+        rs = _vm_ratios(kappa[sl_], J)[order][:, 1:J + 1]
+        trig = np.cos(jj * c[sl_, None]) * np.sin(jj * h[sl_, None])
+        out[sl_] = (2.0 / math.pi) * np.sum(rs / jj * trig, axis=-1)
+    if order == 0:
+        out = out + h / math.pi
+    return out.reshape(shape)
+
+
+def _vm_fc(x, kappa):
+    """The centred von Mises density exp(kappa cos x) / (2 pi I_0(kappa))."""
+    return sm.exp(kappa * sm.cos(x) - LOG_TWO_PI - _log_i0(kappa))
+
+
+def _vm_fk(x, kappa, k):
+    """d^k/dkappa^k of the centred density, k = 0, 1, 2 (differentiable)."""
+    f = _vm_fc(x, kappa)
+    if k == 0:
+        return f
+    a = _bessel_ratio(kappa)
+    e = sm.cos(x) - a
+    if k == 1:
+        return f * e
+    return f * (e * e - (1.0 - a / kappa - a * a))      # A' = 1 - A/kappa - A^2
+
+
+def _vm_prims():
+    """_vm_cdf[k](c, h, kappa) = d^k/dkappa^k (G(c + h) - G(c - h)), k = 0, 1, 2."""
+    prims = []
+    for k in range(3):
+        def raw(c, h, kappa, _k=k):
+            return _f(_vm_cdf_raw(c, h, kappa, _k))
+        raw.__name__ = raw.__qualname__ = f"_vm_cdf{k}"
+        prims.append(_broadcasting(primitive(raw)))
+    for k, p in enumerate(prims):
+        def dc(g, ans, c, h, kappa, _k=k):
+            return g * (_vm_fk(c + h, kappa, _k) - _vm_fk(c - h, kappa, _k))
+
+        def dh(g, ans, c, h, kappa, _k=k):
+            return g * (_vm_fk(c + h, kappa, _k) + _vm_fk(c - h, kappa, _k))
+
+        dk = (lambda g, ans, c, h, kappa, _n=prims[k + 1]: g * _n(c, h, kappa)) \
+            if k < 2 else None
+        defvjp(p, dc, dh, dk)
+        defjvp(p, dc, dh, dk)
+    return prims
+
+
+_vm_cdf = _vm_prims()
+
+
+def _von_mises_cdf_kernel(upper):
+    # F(y) = G(y - mu) - G(-pi - mu) on y in [-pi, pi] (Stan's von_mises_cdf: the mass
+    # from -pi to y of the density centred at mu); 1 - F(y) = G(pi - mu) - G(y - mu).
+    # As c +- h: lower c = (y - pi)/2 - mu, h = (y + pi)/2; upper c = (y + pi)/2 - mu,
+    # h = (pi - y)/2.
+    def kernel(need, y, mu, kappa):
+        if upper:
+            c = 0.5 * (y + math.pi) - mu
+            h = 0.5 * (math.pi - y)
+        else:
+            c = 0.5 * (y - math.pi) - mu
+            h = 0.5 * (y + math.pi)
+        F = _vm_cdf[0](c, h, kappa)
+        lF = sm.log(F)
+        parts = [None, None, None]
+        if need[0] or need[1]:
+            fy = _vm_fc(y - mu, kappa)
+            fb = _vm_fc(math.pi + mu, kappa)      # density at the cut -pi == pi
+            if upper:
+                dy, dmu = -fy, fy - fb
+            else:
+                dy, dmu = fy, fb - fy
+            if need[0]:
+                parts[0] = dy / F
+            if need[1]:
+                parts[1] = dmu / F
+        if need[2]:
+            parts[2] = _vm_cdf[1](c, h, kappa) / F
+        return sm.sum(lF), parts
+    return kernel
+
+
+def _check_von_mises(fn):
+    def check(y, mu, kappa):
+        check_finite(fn, "y", y)
+        check_finite(fn, "mu", mu)
+        check_nonnegative(fn, "kappa", kappa)
+        check_finite(fn, "kappa", kappa)
+    return check
+
+
+def _check_von_mises_cdf(fn):
+    def check(y, mu, kappa):
+        check_in_range(fn, "y", y, -math.pi, math.pi)
+        check_finite(fn, "mu", mu)
+        check_positive(fn, "kappa", kappa)
+    return check
+
+
+von_mises_lpdf = _fused("von_mises_lpdf", _von_mises, _check_von_mises("von_mises_lpdf"),
+                       doc="""Von Mises log density, summed over the broadcast elements.
+
+    VonMises(y | mu, kappa) = exp(kappa cos(y - mu)) / (2 pi I_0(kappa))
+
+    y real (an angle; the density is 2 pi-periodic), mu real, kappa >= 0
+    (concentration; kappa = 0 is the uniform density on the circle).
+
+    >>> import stanlite as sl
+    >>> round(sl.von_mises_lpdf(0.5, 0.0, 2.0), 6)
+    -0.906705
+    """)
+von_mises_lcdf = _fused("von_mises_lcdf", _von_mises_cdf_kernel(False),
+                       _check_von_mises_cdf("von_mises_lcdf"),
+                       doc="""Von Mises log CDF, summed (Stan's von_mises_lcdf).
+
+    F(y | mu, kappa) = int_{-pi}^{y} exp(kappa cos(t - mu)) dt / (2 pi I_0(kappa)),
+    y in [-pi, pi], mu real, kappa > 0; computed from the Fourier series
+    (y + pi)/(2 pi) + sum_j I_j(kappa)/I_0(kappa) (sin(j(y - mu)) + sin(j(pi + mu)))/(j pi)
+    (absolute accuracy ~1e-16: far-tail log CDF values are not accurate).
+    """)
+von_mises_lccdf = _fused("von_mises_lccdf", _von_mises_cdf_kernel(True),
+                        _check_von_mises_cdf("von_mises_lccdf"),
+                        doc="""Von Mises log complementary CDF, summed: log(1 - F(y | mu, kappa)),
+    the mass from y to pi (see :func:`von_mises_lcdf`).""")
+
+
+def von_mises_rng(mu, kappa, rng=None):
+    """Draws from VonMises(mu, kappa), in [(mu mod 2 pi) - pi, (mu mod 2 pi) + pi]
+    (Stan's convention)."""
+    check_finite("von_mises_rng", "mu", mu)
+    check_nonnegative("von_mises_rng", "kappa", kappa)
+    check_finite("von_mises_rng", "kappa", kappa)
+    g = as_generator(rng)
+    return draw(lambda mu, kappa, size: np.mod(mu, 2.0 * math.pi)
+                + g.vonmises(0.0, kappa, size), mu, kappa)
+
+
+# --------------------------------------------------------------------------------------
+# uniform(y | alpha, beta)
+# --------------------------------------------------------------------------------------
+def _uniform(need, y, alpha, beta):
+    """log Uniform = -log(beta - alpha) for alpha <= y <= beta, -inf otherwise (then
+    with zero partials, as Stan); d/dalpha = 1/(beta - alpha) = -d/dbeta, d/dy = 0."""
+    yv, av, bv = plain(y), plain(alpha), plain(beta)
+    if np.any((yv < av) | (yv > bv)):
+        return -math.inf, [0.0 if k else None for k in need]
+    n = broadcast_size(y, alpha, beta)
+    w = beta - alpha
+    lp = -(n // broadcast_size(alpha, beta)) * sm.sum(sm.log(w))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = 0.0 * y
+    if need[1] or need[2]:
+        iw = 1.0 / w
+        if need[1]:
+            parts[1] = iw
+        if need[2]:
+            parts[2] = -iw
+    return lp, parts
+
+
+def _uniform_cdf_kernel(upper):
+    # F = (y - alpha)/(beta - alpha) on [alpha, beta], 0 below, 1 above. The log of
+    # the probability outside is -inf for the whole sum (zero partials), 0 for an
+    # element on the certain side (its partials are 0).
+    def kernel(need, y, alpha, beta):
+        yv, av, bv = plain(y), plain(alpha), plain(beta)
+        if np.any(yv >= bv if upper else yv <= av):
+            return -math.inf, [0.0 if k else None for k in need]
+        out = (yv < av) if upper else (yv > bv)          # probability 1 there
+        w = beta - alpha
+        num = beta - y if upper else y - alpha
+        if np.any(out):
+            num = _where(out, w, num)                    # log(w/w) = 0, flat
+        lp = sm.sum(sm.log(num) - sm.log(w))
+        parts = [None, None, None]
+        if any(need):
+            inum = 1.0 / num
+            iw = 1.0 / w
+            keep = 1.0 if not np.any(out) else np.where(out, 0.0, 1.0)
+            if upper:
+                d = (-inum, iw, inum - iw)               # d/dy, d/dalpha, d/dbeta
+            else:
+                d = (inum, iw - inum, -iw)
+            for k in range(3):
+                if need[k]:
+                    parts[k] = d[k] * keep
+        return lp, parts
+    return kernel
+
+
+def _check_uniform(fn):
+    def check(y, alpha, beta):
+        check_not_nan(fn, "y", y)
+        check_finite(fn, "alpha", alpha)
+        check_finite(fn, "beta", beta)
+        bad = ~(np.asarray(beta) > np.asarray(alpha))
+        if np.any(bad):
+            b = np.broadcast_to(np.asarray(beta, dtype=float), np.shape(bad))
+            a = np.broadcast_to(np.asarray(alpha, dtype=float), np.shape(bad))
+            i = tuple(np.argwhere(bad)[0]) if np.ndim(bad) else ()
+            where = f"beta[{', '.join(str(int(k)) for k in i)}]" if i else "beta"
+            raise DomainError(f"{fn}: {where} must be greater than alpha "
+                              f"({float(a[i])!r}), but is {float(b[i])!r}")
+    return check
+
+
+uniform_lpdf = _fused("uniform_lpdf", _uniform, _check_uniform("uniform_lpdf"),
+                     doc="""Uniform log density, summed over the broadcast elements.
+
+    log Uniform(y | alpha, beta) = -log(beta - alpha) for y in [alpha, beta], and -inf
+    if any y lies outside its interval (Stan: a zero density, not an error).
+    alpha real, beta > alpha.
+
+    >>> import stanlite as sl
+    >>> round(sl.uniform_lpdf(0.5, 0.0, 4.0), 6)
+    -1.386294
+    """)
+uniform_lcdf = _fused("uniform_lcdf", _uniform_cdf_kernel(False),
+                     _check_uniform("uniform_lcdf"),
+                     doc="""Uniform log CDF, summed: log((y - alpha)/(beta - alpha)) on
+    [alpha, beta], 0 above beta, -inf at or below alpha.""")
+uniform_lccdf = _fused("uniform_lccdf", _uniform_cdf_kernel(True),
+                      _check_uniform("uniform_lccdf"),
+                      doc="""Uniform log complementary CDF, summed: log((beta - y)/(beta - alpha))
+    on [alpha, beta], 0 below alpha, -inf at or above beta.""")
+
+
+def uniform_rng(alpha, beta, rng=None):
+    """Draws from Uniform(alpha, beta)."""
+    _check_uniform("uniform_rng")(0.0, alpha, beta)
+    return draw(as_generator(rng).uniform, alpha, beta)
+
+
+# the fused densities are built in .fused: name this module as theirs (doctests, pickling)
+for _name in __all__:
+    _fn = globals()[_name]
+    if getattr(_fn, "__module__", __name__) != __name__:
+        _fn.__module__ = __name__
+del _name, _fn
