@@ -1,3 +1,1555 @@
-"""(in progress)"""
+"""Continuous distributions with positive or unit-interval support.
 
-__all__ = []
+Positive support: ``lognormal``, ``chi_square``, ``inv_chi_square``,
+``scaled_inv_chi_square``, ``exponential``, ``gamma``, ``inv_gamma``, ``weibull``,
+``frechet``, ``pareto`` (support ``y >= y_min``) and ``pareto_type_2`` (``y >= mu``);
+unit interval: ``beta`` and ``beta_proportion``. Each has ``_lpdf``, ``_lcdf``,
+``_lccdf`` (one fused node each, see :mod:`.fused`; the value is summed over the
+broadcast elements) and ``_rng(*params, rng=None)``. Parameterisations are Stan's
+(functions reference): ``exponential(beta)`` and ``gamma(alpha, beta)`` take a *rate*,
+``inv_gamma(alpha, beta)`` a scale, ``weibull``/``frechet(alpha, sigma)`` shape then
+scale, ``beta_proportion(mu, kappa)`` is ``beta(mu kappa, (1 - mu) kappa)``.
+
+Support, as Stan: a parameter outside its domain and an outcome Stan rejects raise
+:class:`~stanlite.errors.DomainError` (``gamma_lpdf(-1, ...)``: y must be
+non-negative); an outcome Stan accepts but that has zero density gives ``-inf`` with
+zero partials (``pareto_lpdf`` with ``y < y_min``, ``inv_gamma_lpdf`` with
+``y <= 0``, ``lognormal_lpdf`` at 0). A CDF at the end of the support where it is
+0 gives ``-inf`` (zero partials); an element where it is 1 contributes 0.
+
+CDFs w.r.t. shape parameters. ``gamma``, ``inv_gamma``, the chi-squares and ``beta``
+have CDFs that are regularized incomplete gamma/beta functions, whose derivatives in
+the shape are not closed-form. With ``F(a) = int_A t^(a-1) e^(-t) dt / Gamma(a)``
+(A = (0, x) or (x, inf)) one has the exact identity
+
+    d/da log F = E[log t | t in A] - digamma(a),
+
+and every further derivative is again a conditional moment:
+``d/da E[g | A] = E[g log t | A] - E[g | A] E[log t | A]`` and
+``d/dx E[g | A] = (d/dx log F) (g(x) - E[g | A])``; the beta case is the same with
+``log t`` and ``log(1 - t)`` for its two shapes. The moments are integrals of a
+log-concave density, computed by composite Gauss-Legendre quadrature in ``log t``
+(gamma) or ``logit t`` (beta), on panels placed where the log integrand falls by set
+amounts below its maximum (relative error ~1e-13 in tests against mpmath). The
+private primitives :func:`_log_gamma_p`, :func:`_log_gamma_q`, :func:`_log_inc_beta`,
+:func:`_log1m_inc_beta` and the moments are therefore differentiable to every order
+in every argument: gradients, Hessians and forward mode all work w.r.t. shapes.
+
+>>> import numpy as np, stanlite as sl
+>>> round(sl.gamma_lpdf(2.0, 3.0, 1.5), 6)                 # shape 3, rate 1.5
+-1.090457
+>>> round(sl.grad(lambda a: sl.gamma_lcdf(2.0, a, 1.5))(3.0), 6)    # d/d shape
+-0.410565
+>>> sl.grad(lambda p: sl.beta_lcdf(0.3, p[0], p[1]))(np.array([2.0, 5.0])).round(6)
+array([-0.435331,  0.171508])
+"""
+
+import math
+
+import numpy as np
+import scipy.special as sps
+
+from .. import math as sm
+from ..autodiff.extend import defjvp, defvjp, primitive
+from ..autodiff.var import shape_of
+from ..errors import DomainError
+from .fused import (check_finite, check_in_range, check_nonnegative, check_not_nan,
+                    check_positive, fused, plain, reps)
+from .rng import as_generator, draw
+
+_NAMES = ["lognormal", "chi_square", "inv_chi_square", "scaled_inv_chi_square",
+          "exponential", "gamma", "inv_gamma", "weibull", "frechet", "pareto",
+          "pareto_type_2", "beta", "beta_proportion"]
+__all__ = [f"{d}_{k}" for d in _NAMES for k in ("lpdf", "lcdf", "lccdf", "rng")]
+
+_HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_TWO = math.log(2.0)
+_INF = math.inf
+
+
+# --------------------------------------------------------------------------------------
+# kernel helpers
+# --------------------------------------------------------------------------------------
+def _pv(x):
+    return np.asarray(plain(x), dtype=float)
+
+
+def _size(*args):
+    shape = np.broadcast_shapes(*[shape_of(a) for a in args])
+    return int(np.prod(shape, dtype=np.int64)), shape
+
+
+def _tot(n, e):
+    """sum of a term over the n broadcast elements (``e`` spans some of the args)."""
+    return reps(n, e) * sm.sum(e)
+
+
+def _bc(p, shape):
+    """A partial at the full broadcast shape (so that it is summed, not shared)."""
+    if p is None or shape_of(p) == shape:
+        return p
+    return p + np.zeros(shape)
+
+
+def _dead(need):
+    """log density -inf (an outcome with zero probability): zero partials, as Stan."""
+    return -_INF, [0.0 if nd else None for nd in need]
+
+
+def _xlog(c, x, lx=None, pole=0.0, logf=sm.log):
+    """``c * logf(x)`` with ``0 * logf(pole) = 0`` (``logf(pole) = -inf``), using a
+    double ``where`` so that no NaN enters a reverse sweep."""
+    if lx is None:
+        lx = logf(x)
+    xv = _pv(x)
+    at = xv == pole
+    if not np.any(at):
+        return c * lx
+    bad = at & (_pv(c) == 0)
+    if not np.any(bad):
+        return c * lx
+    return sm.where(bad, 0.0, c * logf(sm.where(bad, 0.5, x)))
+
+
+def _log1m(x):
+    return sm.log1m(x)
+
+
+def _edges(y, lo, hi, safe, lower_tail):
+    """CDF ends: ``lo``/``hi`` mark elements at (or past) the lower/upper end of the
+    support. For the lower tail an element at the lower end has probability 0 (the
+    whole log CDF is -inf) and one at the upper end contributes 0 (and vice versa).
+    Returns ``(y, zero)``: ``y`` with the zero-contribution elements replaced by a
+    safe interior value, and their mask; ``(None, None)`` for -inf."""
+    dead, zero = (lo, hi) if lower_tail else (hi, lo)
+    if np.any(dead):
+        return None, None
+    if np.any(zero):
+        return sm.where(zero, safe, y), zero
+    return y, None
+
+
+def _finish(n, shape, c, parts, zero):
+    """Sum the elementwise log CDF ``c`` and bring partials to the broadcast shape,
+    zeroing the elements masked by ``zero`` (where the CDF is 1)."""
+    parts = [_bc(p, shape) for p in parts]
+    if zero is not None:
+        c = sm.where(zero, 0.0, c)
+        parts = [None if p is None else sm.where(zero, 0.0, p) for p in parts]
+    return _tot(n, c), parts
+
+
+def _log1m_exp_neg(u):
+    """log(1 - exp(-u)) for u >= 0 and its derivative 1/expm1(u)."""
+    return sm.log1m_exp(-u), 1.0 / sm.expm1(u)
+
+
+# argument checks ----------------------------------------------------------------------
+def _require(fn, arg, x, ok, what):
+    ok = np.asarray(ok)
+    if np.all(ok):
+        return
+    x = np.asarray(x, dtype=float)
+    bad = ~np.broadcast_to(ok, np.broadcast_shapes(ok.shape, x.shape))
+    if bad.ndim:
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f"{arg}[{', '.join(str(i) for i in idx)}]"
+        val = np.broadcast_to(x, bad.shape)[idx]
+    else:
+        where, val = arg, x
+    raise DomainError(f"{fn}: {where} must be {what}, but is {float(val)!r}")
+
+
+def _check_ge(fn, arg, x, lower, lower_name):
+    with np.errstate(invalid="ignore"):
+        ok = np.asarray(x) >= np.asarray(lower)
+    _require(fn, arg, x, ok, f">= {lower_name}")
+
+
+def _check_open_unit(fn, arg, x):
+    x = np.asarray(x, dtype=float)
+    with np.errstate(invalid="ignore"):
+        _require(fn, arg, x, (x > 0) & (x < 1), "in the open interval (0, 1)")
+
+
+# --------------------------------------------------------------------------------------
+# conditional moments of log-concave densities by Gauss-Legendre quadrature
+# --------------------------------------------------------------------------------------
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
+# panel ends: where the log integrand has fallen by these amounts below its maximum on
+# the interval, plus fixed offsets (unit-scale features near the maximum); beyond the
+# last level the integrand is < e^-80 of its peak and is dropped
+_LEVELS = np.array([0.5, 1.5, 3.0, 5.0, 8.0, 12.0, 17.0, 23.0, 30.0, 38.0, 47.0, 57.0,
+                    68.0, 80.0])
+_FIXED = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+_SIDES = np.array([-1.0, 1.0])[:, None, None]
+
+
+def _concave_quad(phi, dphi, d2phi, lo, hi, mode, mults):
+    """``log int_lo^hi e^phi(v) dv`` and ``E[g(v)] = int g e^phi / int e^phi`` for each
+    ``g`` in ``mults``, elementwise, for ``phi`` concave with its maximum at ``mode``.
+
+    ``phi``/``dphi``/``d2phi`` (its derivatives) and the ``g`` map arrays shaped
+    ``(..., N)`` to the same shape (parameters broadcast on the last axis). On each
+    side of the maximum ``c`` (``mode`` clipped to the interval) the points where
+    ``phi`` falls by ``_LEVELS`` below ``phi(c)`` are found by bisection in the log of
+    the distance to ``c`` (within 1e-10 .. 1e14 local length scales); the panels
+    between them and the fixed offsets get 12-point Gauss-Legendre rules. An empty
+    interval gives ``-inf`` and moments ``g(c)`` (the limit).
+    """
+    lo, hi, mode = (a.ravel() for a in np.broadcast_arrays(lo, hi, mode))
+    c = np.clip(mode, lo, hi)
+    pm = phi(c)
+    s = 1.0 / np.hypot(dphi(c), np.sqrt(-d2phi(c)))        # local length scale
+    dist = np.stack([c - lo, hi - c])                         # (2, N)
+    dmin = 1e-10 * s
+    dmax = np.minimum(dist, 1e14 * s)
+    target = pm - _LEVELS[:, None]                            # (L, N)
+    shape = (2, len(_LEVELS), len(c))
+    zlo = np.broadcast_to(np.log(dmin), shape).copy()
+    zhi = np.broadcast_to(np.log(np.maximum(dmax, dmin))[:, None, :], shape).copy()
+    cc = c[None, None, :]
+    reach = phi(cc + _SIDES * np.exp(zhi)) >= target          # level beyond dmax
+    for _ in range(24):
+        mid = 0.5 * (zlo + zhi)
+        above = phi(cc + _SIDES * np.exp(mid)) >= target
+        zlo = np.where(above, mid, zlo)
+        zhi = np.where(above, zhi, mid)
+    d = np.where(reach, np.broadcast_to(dmax[:, None, :], shape), np.exp(zhi))
+    d = np.where(dist[:, None, :] == 0, 0.0, d)
+    last = d[:, -1:, :]
+    b = np.sort(np.concatenate([np.zeros_like(last), d,
+                                np.minimum(_FIXED[None, :, None], last)], axis=1), axis=1)
+    half = 0.5 * (b[:, 1:, :] - b[:, :-1, :])                # (2, P, N)
+    mid = 0.5 * (b[:, 1:, :] + b[:, :-1, :])
+    v = cc[:, :, None, :] + _SIDES[:, :, :, None] * (
+        mid[:, :, None, :] + half[:, :, None, :] * _GL_X[None, None, :, None])
+    w = np.exp(phi(v) - pm) * (half[:, :, None, :] * _GL_W[None, None, :, None])
+    w = np.where(half[:, :, None, :] > 0, w, 0.0)
+    i0 = w.sum(axis=(0, 1, 2))
+    empty = i0 == 0
+    logi = np.log(i0) + pm
+    moms = []
+    for g in mults:
+        m = (g(v) * w).sum(axis=(0, 1, 2)) / np.where(empty, 1.0, i0)
+        if np.any(empty):
+            m = np.where(empty, g(c), m)
+        moms.append(m)
+    return logi, moms
+
+
+def _gamma_stats(a, x, upper, ks=()):
+    """log P(a, x) (or log Q) and E[(log t)^k | t < x (or > x)], t ~ Gamma(a, 1):
+    integrals over v = log t of exp(a v - e^v) (the density of log t)."""
+    a, x = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(x, dtype=float))
+    shape = a.shape
+    af = a.ravel()[None, None, None, :]
+    a1 = a.ravel()
+
+    def phi(v):
+        ar = af if v.ndim == 4 else a1 if v.ndim == 1 else af[0, 0]
+        return ar * v - np.exp(v)
+
+    def dphi(v):
+        return a1 - np.exp(v)
+
+    def d2phi(v):
+        return -np.exp(v)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        lx = np.log(x)
+        lo, hi = (lx, np.full_like(lx, _INF)) if upper else (np.full_like(lx, -_INF), lx)
+        logi, moms = _concave_quad(phi, dphi, d2phi, lo, hi, np.log(a), [
+            (lambda v, k=k: v ** k) for k in ks])
+        logi = logi - sps.gammaln(a1)
+    return logi.reshape(shape), [m.reshape(shape) for m in moms]
+
+
+def _beta_stats(a, b, x, upper, jls=()):
+    """log I_x(a, b) (or log(1 - I)) and E[(log t)^j (log(1-t))^l | t < x (or > x)],
+    t ~ Beta(a, b): integrals over w = logit t of t^a (1-t)^b."""
+    a, b, x = np.broadcast_arrays(*(np.asarray(z, dtype=float) for z in (a, b, x)))
+    shape = a.shape
+    a1, b1 = a.ravel(), b.ravel()
+
+    def par(v):
+        if v.ndim == 4:
+            return a1[None, None, None, :], b1[None, None, None, :]
+        if v.ndim == 3:
+            return a1[None, None, :], b1[None, None, :]
+        return a1, b1
+
+    def ls(v):
+        return -np.logaddexp(0.0, -v)          # log inv_logit(v) = log t
+
+    def phi(v):
+        ar, br = par(v)
+        return ar * ls(v) + br * ls(-v)
+
+    def dphi(v):
+        return a1 * sps.expit(-v) - b1 * sps.expit(v)
+
+    def d2phi(v):
+        return -(a1 + b1) * sps.expit(v) * sps.expit(-v)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        lx = sps.logit(x.ravel())
+        lo, hi = (lx, np.full_like(lx, _INF)) if upper else (np.full_like(lx, -_INF), lx)
+        logi, moms = _concave_quad(phi, dphi, d2phi, lo, hi, np.log(a1) - np.log(b1), [
+            (lambda v, j=j, l=l: ls(v) ** j * ls(-v) ** l) for j, l in jls])
+        logi = logi - sps.betaln(a1, b1)
+    return logi.reshape(shape), [m.reshape(shape) for m in moms]
+
+
+def _f(r):
+    r = np.asarray(r, dtype=float)
+    return float(r) if r.ndim == 0 else r
+
+
+def _log_cdf_raw(lower, upper, stats, args, tail):
+    """log of a regularized CDF from scipy's lower/upper values (the larger one via
+    log1p of the other, so log F stays accurate near 0), falling back to the
+    quadrature ``stats(*args, tail)`` where the value underflows."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(lower < 0.5, np.log(lower), np.log1p(-upper))
+        tiny = lower < 1e-290
+        if np.any(tiny):
+            args = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in args))
+            r = np.array(np.broadcast_to(r, tiny.shape))
+            r[tiny] = stats(*[a[tiny] for a in args], tail)[0]
+    return r
+
+
+# --------------------------------------------------------------------------------------
+# differentiable primitives: log P, log Q, log I, log(1 - I) and conditional moments
+# --------------------------------------------------------------------------------------
+def _elementwise(prim):
+    prim._spec.broadcasting = True
+    return prim
+
+
+@_elementwise
+@primitive
+def _log_gamma_p(a, x):
+    """log P(a, x), the log of the regularized lower incomplete gamma function."""
+    p, q = sps.gammainc(a, x), sps.gammaincc(a, x)
+    return _f(_log_cdf_raw(p, q, _gamma_stats, (a, x), False))
+
+
+@_elementwise
+@primitive
+def _log_gamma_q(a, x):
+    """log Q(a, x) = log(1 - P(a, x))."""
+    p, q = sps.gammainc(a, x), sps.gammaincc(a, x)
+    return _f(_log_cdf_raw(q, p, _gamma_stats, (a, x), True))
+
+
+@_elementwise
+@primitive
+def _gamma_moment(k, upper, a, x):
+    """E[(log t)^k | t < x] (``upper``: t > x) for t ~ Gamma(a, 1)."""
+    return _f(_gamma_stats(a, x, bool(upper), (k,))[1][0])
+
+
+def _gamma_dlog(upper, lf, a, x):
+    """d/dx log F(a, x) = +-x^(a-1) e^-x / (Gamma(a) F), in logs (F = P or Q = e^lf)."""
+    h = sm.exp(_xlog(a - 1.0, x) - x - sm.lgamma(a) - lf)
+    return -h if upper else h
+
+
+def _gamma_log_cdf_rules(upper):
+    def da(g, ans, a, x):
+        # d/da log F = E[log t | A] - digamma(a)
+        return g * (_gamma_moment(1, upper, a, x) - sm.digamma(a))
+
+    def dx(g, ans, a, x):
+        return g * _gamma_dlog(upper, ans, a, x)
+    return da, dx
+
+
+for _p, _u in ((_log_gamma_p, 0), (_log_gamma_q, 1)):
+    defvjp(_p, *_gamma_log_cdf_rules(_u))
+    defjvp(_p, *_gamma_log_cdf_rules(_u))
+
+
+def _d_gamma_moment_a(g, ans, k, upper, a, x):
+    # d/da E[m | A] = E[m log t | A] - E[m | A] E[log t | A]
+    m1 = ans if k == 1 else _gamma_moment(1, upper, a, x)
+    return g * (_gamma_moment(k + 1, upper, a, x) - ans * m1)
+
+
+def _d_gamma_moment_x(g, ans, k, upper, a, x):
+    # d/dx E[m | A] = (d/dx log F) (m(x) - E[m | A]),  m = (log t)^k
+    lf = (_log_gamma_q if upper else _log_gamma_p)(a, x)
+    lx = sm.log(x)
+    return g * _gamma_dlog(upper, lf, a, x) * ((lx if k == 1 else lx ** k) - ans)
+
+
+defvjp(_gamma_moment, None, None, _d_gamma_moment_a, _d_gamma_moment_x)
+defjvp(_gamma_moment, None, None, _d_gamma_moment_a, _d_gamma_moment_x)
+
+
+@_elementwise
+@primitive
+def _log_inc_beta(a, b, x):
+    """log I_x(a, b), the log of the regularized incomplete beta function."""
+    p, q = sps.betainc(a, b, x), sps.betaincc(a, b, x)
+    return _f(_log_cdf_raw(p, q, _beta_stats, (a, b, x), False))
+
+
+@_elementwise
+@primitive
+def _log1m_inc_beta(a, b, x):
+    """log(1 - I_x(a, b))."""
+    p, q = sps.betainc(a, b, x), sps.betaincc(a, b, x)
+    return _f(_log_cdf_raw(q, p, _beta_stats, (a, b, x), True))
+
+
+@_elementwise
+@primitive
+def _beta_moment(j, l, upper, a, b, x):
+    """E[(log t)^j (log(1-t))^l | t < x] (``upper``: t > x) for t ~ Beta(a, b)."""
+    return _f(_beta_stats(a, b, x, bool(upper), ((j, l),))[1][0])
+
+
+def _beta_dlog(upper, lf, a, b, x):
+    """d/dx log F = +-x^(a-1) (1-x)^(b-1) / (B(a, b) F), in logs."""
+    h = sm.exp(_xlog(a - 1.0, x) + _xlog(b - 1.0, x, pole=1.0, logf=_log1m)
+               - sm.lbeta(a, b) - lf)
+    return -h if upper else h
+
+
+def _beta_log_cdf_rules(upper):
+    # d/da log F = E[log t | A] - (digamma(a) - digamma(a + b)); b: log(1 - t)
+    def da(g, ans, a, b, x):
+        return g * (_beta_moment(1, 0, upper, a, b, x) - sm.digamma(a)
+                    + sm.digamma(a + b))
+
+    def db(g, ans, a, b, x):
+        return g * (_beta_moment(0, 1, upper, a, b, x) - sm.digamma(b)
+                    + sm.digamma(a + b))
+
+    def dx(g, ans, a, b, x):
+        return g * _beta_dlog(upper, ans, a, b, x)
+    return da, db, dx
+
+
+for _p, _u in ((_log_inc_beta, 0), (_log1m_inc_beta, 1)):
+    defvjp(_p, *_beta_log_cdf_rules(_u))
+    defjvp(_p, *_beta_log_cdf_rules(_u))
+
+
+def _d_beta_moment_a(g, ans, j, l, upper, a, b, x):
+    m1 = ans if (j, l) == (1, 0) else _beta_moment(1, 0, upper, a, b, x)
+    return g * (_beta_moment(j + 1, l, upper, a, b, x) - ans * m1)
+
+
+def _d_beta_moment_b(g, ans, j, l, upper, a, b, x):
+    m1 = ans if (j, l) == (0, 1) else _beta_moment(0, 1, upper, a, b, x)
+    return g * (_beta_moment(j, l + 1, upper, a, b, x) - ans * m1)
+
+
+def _d_beta_moment_x(g, ans, j, l, upper, a, b, x):
+    lf = (_log1m_inc_beta if upper else _log_inc_beta)(a, b, x)
+    m = 1.0
+    if j:
+        m = m * sm.log(x) ** j
+    if l:
+        m = m * sm.log1m(x) ** l
+    return g * _beta_dlog(upper, lf, a, b, x) * (m - ans)
+
+
+defvjp(_beta_moment, None, None, None, _d_beta_moment_a, _d_beta_moment_b,
+       _d_beta_moment_x)
+defjvp(_beta_moment, None, None, None, _d_beta_moment_a, _d_beta_moment_b,
+       _d_beta_moment_x)
+
+
+# --------------------------------------------------------------------------------------
+# shared CDF kernels: log P / log Q in (a, x) with x = x(y, params)
+# --------------------------------------------------------------------------------------
+def _gamma_tail(upper, need_a, need_x, a, x):
+    """(log F, dlogF/da or None, dlogF/dx or None) for F = P(a, x) or Q(a, x)."""
+    lf = (_log_gamma_q if upper else _log_gamma_p)(a, x)
+    da = _gamma_moment(1, upper, a, x) - sm.digamma(a) if need_a else None
+    dx = _gamma_dlog(upper, lf, a, x) if need_x else None
+    return lf, da, dx
+
+
+def _beta_tail(upper, need, a, b, x):
+    """(log F, [dlogF/da, dlogF/db, dlogF/dx]) for F = I_x(a, b) or 1 - I_x(a, b)."""
+    lf = (_log1m_inc_beta if upper else _log_inc_beta)(a, b, x)
+    parts = [None, None, None]
+    if need[0] or need[1]:
+        dab = sm.digamma(a + b)
+        if need[0]:
+            parts[0] = _beta_moment(1, 0, upper, a, b, x) - sm.digamma(a) + dab
+        if need[1]:
+            parts[1] = _beta_moment(0, 1, upper, a, b, x) - sm.digamma(b) + dab
+    if need[2]:
+        parts[2] = _beta_dlog(upper, lf, a, b, x)
+    return lf, parts
+
+
+def _positive_edges(y):
+    yv = _pv(y)
+    return yv == 0, yv == _INF
+
+
+def _make(name, kernel, check, doc):
+    def quiet(need, *args):
+        # the ends of the supports (log 0, 1/0) are handled: no numpy warnings there
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return kernel(need, *args)
+    quiet.__doc__ = kernel.__doc__
+    f = fused(name, quiet, check)
+    f.__doc__ = doc
+    return f
+
+
+def _cdf_doc(dist, what, tail):
+    kind = "cumulative distribution function" if tail == "lcdf" else \
+        "complementary CDF (1 - CDF)"
+    return (f"Log of the {dist} {kind}, summed over elements: {what}.\n\n"
+            f"    Same arguments, parameterisation and checks as ``{dist}_lpdf``.\n    ")
+
+
+def _rng_doc(dist, how):
+    return (f"Draws from {dist} ({how}), shaped like the broadcast of the parameters; "
+            "``rng``: a Generator, a seed or None.")
+
+
+# --------------------------------------------------------------------------------------
+# lognormal(y | mu, sigma)
+# --------------------------------------------------------------------------------------
+def _check_lognormal(fn, y_check=check_nonnegative):
+    def check(y, mu, sigma):
+        y_check(fn, "y", y)
+        check_finite(fn, "mu", mu)
+        check_positive(fn, "sigma", sigma)
+    return check
+
+
+def _lognormal(need, y, mu, sigma):
+    """-log(sigma) - log(2 pi)/2 - log y - (log y - mu)^2 / (2 sigma^2).
+
+    z = (log y - mu)/sigma: d/dy = -(1 + z/sigma)/y, d/dmu = z/sigma,
+    d/dsigma = (z^2 - 1)/sigma.
+    """
+    yv = _pv(y)
+    if np.any((yv == 0) | (yv == _INF)):
+        return _dead(need)
+    n, shape = _size(y, mu, sigma)
+    ly = sm.log(y)
+    inv_s = 1.0 / sigma
+    z = (ly - mu) * inv_s
+    lp = (-0.5 * _tot(n, z * z) - n * _HALF_LOG_TWO_PI - _tot(n, sm.log(sigma))
+          - _tot(n, ly))
+    parts = [None, None, None]
+    if need[0] or need[1]:
+        zs = z * inv_s
+        if need[0]:
+            parts[0] = -(1.0 + zs) / y
+        if need[1]:
+            parts[1] = zs
+    if need[2]:
+        parts[2] = (z * z - 1.0) * inv_s
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _lognormal_cdf(lower):
+    def kernel(need, y, mu, sigma):
+        # log Phi(+-z); d/dz log Phi(z) = phi(z)/Phi(z), computed in logs
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, mu, sigma)
+        inv_s = 1.0 / sigma
+        z = (sm.log(y) - mu) * inv_s
+        sz = z if lower else -z
+        lphi = sm.log_Phi(sz)
+        parts = [None, None, None]
+        if any(need):
+            dz = sm.exp(-0.5 * z * z - _HALF_LOG_TWO_PI - lphi) * inv_s
+            if not lower:
+                dz = -dz
+            if need[0]:
+                parts[0] = dz / y
+            if need[1]:
+                parts[1] = -dz
+            if need[2]:
+                parts[2] = -dz * z
+        return _finish(n, shape, lphi, parts, zero)
+    return kernel
+
+
+lognormal_lpdf = _make("lognormal_lpdf", _lognormal, _check_lognormal("lognormal_lpdf"), """
+    Lognormal log density, summed: sum_i log LogNormal(y_i | mu_i, sigma_i).
+
+    log LogNormal(y | mu, sigma) = -log(sigma) - log(2 pi)/2 - log(y)
+                                   - (log(y) - mu)^2 / (2 sigma^2)
+
+    y >= 0 (y = 0 has density 0: -inf), mu finite, sigma > 0.
+
+    >>> import stanlite as sl
+    >>> round(sl.lognormal_lpdf(2.0, 0.5, 1.5), 6)
+    -2.025841
+    """)
+lognormal_lcdf = _make("lognormal_lcdf", _lognormal_cdf(True),
+                       _check_lognormal("lognormal_lcdf"),
+                       _cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"))
+lognormal_lccdf = _make("lognormal_lccdf", _lognormal_cdf(False),
+                        _check_lognormal("lognormal_lccdf"),
+                        _cdf_doc("lognormal", "log Phi(-(log y - mu) / sigma)", "lccdf"))
+
+
+def lognormal_rng(mu, sigma, rng=None):
+    check_finite("lognormal_rng", "mu", mu)
+    check_positive("lognormal_rng", "sigma", sigma)
+    return draw(as_generator(rng).lognormal, mu, sigma)
+
+
+lognormal_rng.__doc__ = _rng_doc("LogNormal(mu, sigma)", "exp of a normal draw")
+
+
+# --------------------------------------------------------------------------------------
+# chi_square(y | nu), inv_chi_square(y | nu), scaled_inv_chi_square(y | nu, s)
+# --------------------------------------------------------------------------------------
+def _check_nu(fn, y_check=check_nonnegative):
+    def check(y, nu):
+        y_check(fn, "y", y)
+        check_positive(fn, "nu", nu)
+    return check
+
+
+def _chi_square(need, y, nu):
+    """(nu/2 - 1) log y - y/2 - (nu/2) log 2 - lgamma(nu/2).
+
+    d/dy = (nu/2 - 1)/y - 1/2;  d/dnu = (log y - log 2 - digamma(nu/2))/2.
+    """
+    if np.any(_pv(y) == _INF):
+        return _dead(need)
+    n, shape = _size(y, nu)
+    h = 0.5 * nu
+    ly = sm.log(y)
+    lp = (_tot(n, _xlog(h - 1.0, y, ly)) - 0.5 * _tot(n, y)
+          - _tot(n, h * _LOG_TWO + sm.lgamma(h)))
+    parts = [None, None]
+    if need[0]:
+        parts[0] = (h - 1.0) / y - 0.5
+    if need[1]:
+        parts[1] = 0.5 * (ly - _LOG_TWO - sm.digamma(h))
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _chi_square_cdf(lower):
+    def kernel(need, y, nu):
+        # P(nu/2, y/2) (Q for the upper tail)
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, nu)
+        lf, da, dx = _gamma_tail(not lower, need[1], need[0], 0.5 * nu, 0.5 * y)
+        return _finish(n, shape, lf, [None if dx is None else 0.5 * dx,
+                                      None if da is None else 0.5 * da], zero)
+    return kernel
+
+
+chi_square_lpdf = _make("chi_square_lpdf", _chi_square, _check_nu("chi_square_lpdf"), """
+    Chi-square log density, summed: sum_i log ChiSquare(y_i | nu_i).
+
+    log ChiSquare(y | nu) = (nu/2 - 1) log(y) - y/2 - (nu/2) log(2) - lgamma(nu/2)
+
+    y >= 0, nu > 0 (degrees of freedom, any positive real).
+    """)
+chi_square_lcdf = _make("chi_square_lcdf", _chi_square_cdf(True),
+                        _check_nu("chi_square_lcdf"),
+                        _cdf_doc("chi-square", "log P(nu/2, y/2)", "lcdf"))
+chi_square_lccdf = _make("chi_square_lccdf", _chi_square_cdf(False),
+                         _check_nu("chi_square_lccdf"),
+                         _cdf_doc("chi-square", "log Q(nu/2, y/2)", "lccdf"))
+
+
+def chi_square_rng(nu, rng=None):
+    check_positive("chi_square_rng", "nu", nu)
+    return draw(as_generator(rng).chisquare, nu)
+
+
+chi_square_rng.__doc__ = _rng_doc("ChiSquare(nu)", "numpy's chisquare")
+
+
+def _inv_chi_square(need, y, nu):
+    """-(nu/2 + 1) log y - 1/(2 y) - (nu/2) log 2 - lgamma(nu/2).
+
+    d/dy = -(nu/2 + 1)/y + 1/(2 y^2);  d/dnu = -(log y + log 2 + digamma(nu/2))/2.
+    """
+    yv = _pv(y)
+    if np.any((yv <= 0) | (yv == _INF)):
+        return _dead(need)
+    n, shape = _size(y, nu)
+    h = 0.5 * nu
+    ly = sm.log(y)
+    inv_y = 1.0 / y
+    lp = (-_tot(n, (h + 1.0) * ly) - 0.5 * _tot(n, inv_y)
+          - _tot(n, h * _LOG_TWO + sm.lgamma(h)))
+    parts = [None, None]
+    if need[0]:
+        parts[0] = (0.5 * inv_y - (h + 1.0)) * inv_y
+    if need[1]:
+        parts[1] = -0.5 * (ly + _LOG_TWO + sm.digamma(h))
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _inv_chi_square_cdf(lower):
+    def kernel(need, y, nu):
+        # CDF = Q(nu/2, 1/(2y)); x = 1/(2y), dx/dy = -x/y
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, nu)
+        x = 0.5 / y
+        lf, da, dx = _gamma_tail(lower, need[1], need[0], 0.5 * nu, x)
+        return _finish(n, shape, lf, [None if dx is None else -dx * x / y,
+                                      None if da is None else 0.5 * da], zero)
+    return kernel
+
+
+inv_chi_square_lpdf = _make(
+    "inv_chi_square_lpdf", _inv_chi_square, _check_nu("inv_chi_square_lpdf", check_not_nan),
+    """
+    Inverse chi-square log density, summed: sum_i log InvChiSquare(y_i | nu_i).
+
+    log InvChiSquare(y | nu) = -(nu/2 + 1) log(y) - 1/(2 y) - (nu/2) log(2)
+                               - lgamma(nu/2)
+
+    y > 0 (as Stan: y <= 0 gives -inf, NaN raises), nu > 0.
+    """)
+inv_chi_square_lcdf = _make("inv_chi_square_lcdf", _inv_chi_square_cdf(True),
+                            _check_nu("inv_chi_square_lcdf"),
+                            _cdf_doc("inverse chi-square", "log Q(nu/2, 1/(2 y))", "lcdf"))
+inv_chi_square_lccdf = _make("inv_chi_square_lccdf", _inv_chi_square_cdf(False),
+                             _check_nu("inv_chi_square_lccdf"),
+                             _cdf_doc("inverse chi-square", "log P(nu/2, 1/(2 y))",
+                                      "lccdf"))
+
+
+def inv_chi_square_rng(nu, rng=None):
+    check_positive("inv_chi_square_rng", "nu", nu)
+    return draw(lambda nu, size: 1.0 / as_generator(rng).chisquare(nu, size), nu)
+
+
+inv_chi_square_rng.__doc__ = _rng_doc("InvChiSquare(nu)", "1 / a chi-square draw")
+
+
+def _check_scaled_inv_chi_square(fn, y_check=check_nonnegative):
+    def check(y, nu, s):
+        y_check(fn, "y", y)
+        check_positive(fn, "nu", nu)
+        check_positive(fn, "s", s)
+    return check
+
+
+def _scaled_inv_chi_square(need, y, nu, s):
+    """(nu/2) log(nu/2) - lgamma(nu/2) + nu log s - (nu/2 + 1) log y - nu s^2/(2 y).
+
+    d/dy = -(nu/2 + 1)/y + nu s^2/(2 y^2);  d/ds = nu/s - nu s/y;
+    d/dnu = (log(nu/2) + 1 - digamma(nu/2))/2 + log s - log(y)/2 - s^2/(2 y).
+    """
+    yv = _pv(y)
+    if np.any((yv <= 0) | (yv == _INF)):
+        return _dead(need)
+    n, shape = _size(y, nu, s)
+    h = 0.5 * nu
+    lh = sm.log(h)
+    ly = sm.log(y)
+    ls = sm.log(s)
+    inv_y = 1.0 / y
+    s2y = s * s * inv_y
+    lp = (_tot(n, h * lh - sm.lgamma(h)) + _tot(n, nu * ls) - _tot(n, (h + 1.0) * ly)
+          - _tot(n, h * s2y))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (h * s2y - (h + 1.0)) * inv_y
+    if need[1]:
+        parts[1] = 0.5 * (lh + 1.0 - sm.digamma(h) - ly - s2y) + ls
+    if need[2]:
+        parts[2] = nu / s - nu * s * inv_y
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _scaled_inv_chi_square_cdf(lower):
+    def kernel(need, y, nu, s):
+        # CDF = Q(nu/2, x), x = nu s^2 / (2 y): dx/dy = -x/y, dx/dnu = x/nu, dx/ds = 2x/s
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, nu, s)
+        h = 0.5 * nu
+        x = h * s * s / y
+        lf, da, dx = _gamma_tail(lower, need[1], any(need), h, x)
+        parts = [None, None, None]
+        if need[0]:
+            parts[0] = -dx * x / y
+        if need[1]:
+            parts[1] = 0.5 * da + dx * x / nu
+        if need[2]:
+            parts[2] = 2.0 * dx * x / s
+        return _finish(n, shape, lf, parts, zero)
+    return kernel
+
+
+scaled_inv_chi_square_lpdf = _make(
+    "scaled_inv_chi_square_lpdf", _scaled_inv_chi_square,
+    _check_scaled_inv_chi_square("scaled_inv_chi_square_lpdf", check_not_nan), """
+    Scaled inverse chi-square log density, summed over elements:
+
+    log ScaledInvChiSquare(y | nu, s) = (nu/2) log(nu/2) - lgamma(nu/2) + nu log(s)
+                                        - (nu/2 + 1) log(y) - nu s^2 / (2 y)
+
+    y > 0 (as Stan: y <= 0 gives -inf, NaN raises), nu > 0, s > 0.
+    """)
+scaled_inv_chi_square_lcdf = _make(
+    "scaled_inv_chi_square_lcdf", _scaled_inv_chi_square_cdf(True),
+    _check_scaled_inv_chi_square("scaled_inv_chi_square_lcdf"),
+    _cdf_doc("scaled inverse chi-square", "log Q(nu/2, nu s^2 / (2 y))", "lcdf"))
+scaled_inv_chi_square_lccdf = _make(
+    "scaled_inv_chi_square_lccdf", _scaled_inv_chi_square_cdf(False),
+    _check_scaled_inv_chi_square("scaled_inv_chi_square_lccdf"),
+    _cdf_doc("scaled inverse chi-square", "log P(nu/2, nu s^2 / (2 y))", "lccdf"))
+
+
+def scaled_inv_chi_square_rng(nu, s, rng=None):
+    check_positive("scaled_inv_chi_square_rng", "nu", nu)
+    check_positive("scaled_inv_chi_square_rng", "s", s)
+    g = as_generator(rng)
+    return draw(lambda nu, s, size: nu * s * s / g.chisquare(nu, size), nu, s)
+
+
+scaled_inv_chi_square_rng.__doc__ = _rng_doc("ScaledInvChiSquare(nu, s)",
+                                             "nu s^2 / a chi-square draw")
+
+
+# --------------------------------------------------------------------------------------
+# exponential(y | beta), gamma(y | alpha, beta), inv_gamma(y | alpha, beta)
+# --------------------------------------------------------------------------------------
+def _check_exponential(fn):
+    def check(y, beta):
+        check_nonnegative(fn, "y", y)
+        check_positive(fn, "beta", beta)
+    return check
+
+
+def _exponential(need, y, beta):
+    """log(beta) - beta y;  d/dy = -beta, d/dbeta = 1/beta - y."""
+    if np.any(_pv(y) == _INF):
+        return _dead(need)
+    n, shape = _size(y, beta)
+    lp = _tot(n, sm.log(beta)) - _tot(n, beta * y)
+    parts = [-beta if need[0] else None, 1.0 / beta - y if need[1] else None]
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _exponential_cdf(lower):
+    def kernel(need, y, beta):
+        # lcdf = log(1 - exp(-beta y)): d/d(beta y) = 1/expm1(beta y); lccdf = -beta y
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, beta)
+        u = beta * y
+        if lower:
+            c, du = _log1m_exp_neg(u)
+        else:
+            c, du = -u, -1.0
+        return _finish(n, shape, c, [du * beta if need[0] else None,
+                                     du * y if need[1] else None], zero)
+    return kernel
+
+
+exponential_lpdf = _make("exponential_lpdf", _exponential,
+                         _check_exponential("exponential_lpdf"), """
+    Exponential log density (beta is a rate), summed: sum_i log(beta_i) - beta_i y_i.
+
+    y >= 0, beta > 0.
+    """)
+exponential_lcdf = _make("exponential_lcdf", _exponential_cdf(True),
+                         _check_exponential("exponential_lcdf"),
+                         _cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"))
+exponential_lccdf = _make("exponential_lccdf", _exponential_cdf(False),
+                          _check_exponential("exponential_lccdf"),
+                          _cdf_doc("exponential", "-beta y", "lccdf"))
+
+
+def exponential_rng(beta, rng=None):
+    check_positive("exponential_rng", "beta", beta)
+    g = as_generator(rng)
+    return draw(lambda beta, size: g.exponential(1.0 / beta, size), beta)
+
+
+exponential_rng.__doc__ = _rng_doc("Exponential(beta)", "rate beta, mean 1/beta")
+
+
+def _check_gamma(fn, y_check=check_nonnegative, scale="beta"):
+    def check(y, alpha, beta):
+        y_check(fn, "y", y)
+        check_positive(fn, "alpha", alpha)
+        check_positive(fn, scale, beta)
+    return check
+
+
+def _gamma(need, y, alpha, beta):
+    """alpha log(beta) - lgamma(alpha) + (alpha - 1) log(y) - beta y.
+
+    d/dy = (alpha - 1)/y - beta;  d/dalpha = log(beta) + log(y) - digamma(alpha);
+    d/dbeta = alpha/beta - y.
+    """
+    if np.any(_pv(y) == _INF):
+        return _dead(need)
+    n, shape = _size(y, alpha, beta)
+    ly = sm.log(y)
+    lb = sm.log(beta)
+    lp = (_tot(n, alpha * lb) - _tot(n, sm.lgamma(alpha)) + _tot(n, _xlog(alpha - 1.0, y, ly))
+          - _tot(n, beta * y))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (alpha - 1.0) / y - beta
+    if need[1]:
+        parts[1] = lb + ly - sm.digamma(alpha)
+    if need[2]:
+        parts[2] = alpha / beta - y
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _gamma_cdf(lower):
+    def kernel(need, y, alpha, beta):
+        # P(alpha, beta y) (Q for the upper tail); dx/dy = beta, dx/dbeta = y
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, alpha, beta)
+        lf, da, dx = _gamma_tail(not lower, need[1], need[0] or need[2], alpha, beta * y)
+        return _finish(n, shape, lf, [dx * beta if need[0] else None, da,
+                                      dx * y if need[2] else None], zero)
+    return kernel
+
+
+gamma_lpdf = _make("gamma_lpdf", _gamma, _check_gamma("gamma_lpdf"), """
+    Gamma log density (shape alpha, *rate* beta), summed over elements:
+
+    log Gamma(y | alpha, beta) = alpha log(beta) - lgamma(alpha)
+                                 + (alpha - 1) log(y) - beta y
+
+    y >= 0 (negative y raises, as Stan's check), alpha > 0, beta > 0.
+
+    >>> import numpy as np, stanlite as sl
+    >>> round(sl.gamma_lpdf(np.array([1.0, 2.0]), 2.0, 0.5), 6)
+    -3.579442
+    """)
+gamma_lcdf = _make("gamma_lcdf", _gamma_cdf(True), _check_gamma("gamma_lcdf"),
+                   _cdf_doc("gamma", "log P(alpha, beta y) (regularized incomplete "
+                            "gamma; differentiable in alpha too)", "lcdf"))
+gamma_lccdf = _make("gamma_lccdf", _gamma_cdf(False), _check_gamma("gamma_lccdf"),
+                    _cdf_doc("gamma", "log Q(alpha, beta y)", "lccdf"))
+
+
+def gamma_rng(alpha, beta, rng=None):
+    check_positive("gamma_rng", "alpha", alpha)
+    check_positive("gamma_rng", "beta", beta)
+    g = as_generator(rng)
+    return draw(lambda a, b, size: g.gamma(a, 1.0 / b, size), alpha, beta)
+
+
+gamma_rng.__doc__ = _rng_doc("Gamma(alpha, beta)", "shape alpha, rate beta")
+
+
+def _inv_gamma(need, y, alpha, beta):
+    """alpha log(beta) - lgamma(alpha) - (alpha + 1) log(y) - beta/y.
+
+    d/dy = -(alpha + 1)/y + beta/y^2;  d/dalpha = log(beta) - digamma(alpha) - log(y);
+    d/dbeta = alpha/beta - 1/y.
+    """
+    yv = _pv(y)
+    if np.any((yv <= 0) | (yv == _INF)):
+        return _dead(need)
+    n, shape = _size(y, alpha, beta)
+    ly = sm.log(y)
+    lb = sm.log(beta)
+    inv_y = 1.0 / y
+    lp = (_tot(n, alpha * lb) - _tot(n, sm.lgamma(alpha)) - _tot(n, (alpha + 1.0) * ly)
+          - _tot(n, beta * inv_y))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (beta * inv_y - alpha - 1.0) * inv_y
+    if need[1]:
+        parts[1] = lb - sm.digamma(alpha) - ly
+    if need[2]:
+        parts[2] = alpha / beta - inv_y
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _inv_gamma_cdf(lower):
+    def kernel(need, y, alpha, beta):
+        # CDF = Q(alpha, beta/y); x = beta/y: dx/dy = -x/y, dx/dbeta = 1/y
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, alpha, beta)
+        inv_y = 1.0 / y
+        x = beta * inv_y
+        lf, da, dx = _gamma_tail(lower, need[1], need[0] or need[2], alpha, x)
+        return _finish(n, shape, lf, [-dx * x * inv_y if need[0] else None, da,
+                                      dx * inv_y if need[2] else None], zero)
+    return kernel
+
+
+inv_gamma_lpdf = _make("inv_gamma_lpdf", _inv_gamma,
+                       _check_gamma("inv_gamma_lpdf", check_not_nan), """
+    Inverse gamma log density (shape alpha, scale beta), summed over elements:
+
+    log InvGamma(y | alpha, beta) = alpha log(beta) - lgamma(alpha)
+                                    - (alpha + 1) log(y) - beta / y
+
+    y > 0 (as Stan: y <= 0 gives -inf, NaN raises), alpha > 0, beta > 0.
+    """)
+inv_gamma_lcdf = _make("inv_gamma_lcdf", _inv_gamma_cdf(True), _check_gamma("inv_gamma_lcdf"),
+                       _cdf_doc("inverse gamma", "log Q(alpha, beta / y)", "lcdf"))
+inv_gamma_lccdf = _make("inv_gamma_lccdf", _inv_gamma_cdf(False),
+                        _check_gamma("inv_gamma_lccdf"),
+                        _cdf_doc("inverse gamma", "log P(alpha, beta / y)", "lccdf"))
+
+
+def inv_gamma_rng(alpha, beta, rng=None):
+    check_positive("inv_gamma_rng", "alpha", alpha)
+    check_positive("inv_gamma_rng", "beta", beta)
+    g = as_generator(rng)
+    return draw(lambda a, b, size: b / g.gamma(a, 1.0, size), alpha, beta)
+
+
+inv_gamma_rng.__doc__ = _rng_doc("InvGamma(alpha, beta)", "beta / a Gamma(alpha, 1) draw")
+
+
+# --------------------------------------------------------------------------------------
+# weibull(y | alpha, sigma), frechet(y | alpha, sigma)
+# --------------------------------------------------------------------------------------
+def _check_shape_scale(fn, y_check):
+    def check(y, alpha, sigma):
+        y_check(fn, "y", y)
+        check_positive(fn, "alpha", alpha)
+        check_positive(fn, "sigma", sigma)
+    return check
+
+
+def _weibull(need, y, alpha, sigma):
+    """log(alpha) + (alpha - 1) log(y) - alpha log(sigma) - u,  u = (y/sigma)^alpha.
+
+    d/dy = (alpha (1 - u) - 1)/y;  d/dalpha = 1/alpha + (1 - u) log(y/sigma);
+    d/dsigma = alpha (u - 1)/sigma.
+    """
+    yv = _pv(y)
+    if np.any((yv < 0) | (yv == _INF)):
+        return _dead(need)
+    n, shape = _size(y, alpha, sigma)
+    ly = sm.log(y)
+    lsig = sm.log(sigma)
+    u = sm.exp(alpha * (ly - lsig))
+    lp = (_tot(n, sm.log(alpha)) + _tot(n, _xlog(alpha - 1.0, y, ly))
+          - _tot(n, alpha * lsig) - _tot(n, u))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (alpha * (1.0 - u) - 1.0) / y
+    if need[1]:
+        parts[1] = 1.0 / alpha + (1.0 - u) * (ly - lsig)
+    if need[2]:
+        parts[2] = alpha * (u - 1.0) / sigma
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _weibull_cdf(lower):
+    def kernel(need, y, alpha, sigma):
+        # lcdf = log(1 - e^-u), lccdf = -u, u = (y/sigma)^alpha:
+        # du/dy = alpha u/y, du/dalpha = u log(y/sigma), du/dsigma = -alpha u/sigma
+        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, alpha, sigma)
+        lr = sm.log(y) - sm.log(sigma)
+        u = sm.exp(alpha * lr)
+        if lower:
+            c = sm.log1m_exp(-u)
+            w = u / sm.expm1(u)          # u d/du log(1 - e^-u), -> 1 as u -> 0
+        else:
+            c = -u
+            w = -u
+        parts = [w * alpha / y if need[0] else None, w * lr if need[1] else None,
+                 -w * alpha / sigma if need[2] else None]
+        return _finish(n, shape, c, parts, zero)
+    return kernel
+
+
+weibull_lpdf = _make("weibull_lpdf", _weibull, _check_shape_scale("weibull_lpdf", check_finite),
+                     """
+    Weibull log density (shape alpha, scale sigma), summed over elements:
+
+    log Weibull(y | alpha, sigma) = log(alpha) - log(sigma)
+                                    + (alpha - 1) log(y / sigma) - (y / sigma)^alpha
+
+    y >= 0 (as Stan: y < 0 gives -inf; y must be finite), alpha > 0, sigma > 0.
+    """)
+weibull_lcdf = _make("weibull_lcdf", _weibull_cdf(True),
+                     _check_shape_scale("weibull_lcdf", check_nonnegative),
+                     _cdf_doc("Weibull", "log(1 - exp(-(y/sigma)^alpha))", "lcdf"))
+weibull_lccdf = _make("weibull_lccdf", _weibull_cdf(False),
+                      _check_shape_scale("weibull_lccdf", check_nonnegative),
+                      _cdf_doc("Weibull", "-(y/sigma)^alpha", "lccdf"))
+
+
+def weibull_rng(alpha, sigma, rng=None):
+    check_positive("weibull_rng", "alpha", alpha)
+    check_positive("weibull_rng", "sigma", sigma)
+    g = as_generator(rng)
+    return draw(lambda a, s, size: s * g.weibull(a, size), alpha, sigma)
+
+
+weibull_rng.__doc__ = _rng_doc("Weibull(alpha, sigma)", "sigma times numpy's weibull")
+
+
+def _frechet(need, y, alpha, sigma):
+    """log(alpha) + alpha log(sigma) - (alpha + 1) log(y) - u,  u = (y/sigma)^-alpha.
+
+    d/dy = (alpha u - alpha - 1)/y;  d/dalpha = 1/alpha + (1 - u) log(sigma/y);
+    d/dsigma = alpha (1 - u)/sigma.
+    """
+    if np.any(_pv(y) == _INF):
+        return _dead(need)
+    n, shape = _size(y, alpha, sigma)
+    ly = sm.log(y)
+    lsig = sm.log(sigma)
+    u = sm.exp(alpha * (lsig - ly))
+    lp = (_tot(n, sm.log(alpha)) + _tot(n, alpha * lsig) - _tot(n, (alpha + 1.0) * ly)
+          - _tot(n, u))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (alpha * u - alpha - 1.0) / y
+    if need[1]:
+        parts[1] = 1.0 / alpha + (1.0 - u) * (lsig - ly)
+    if need[2]:
+        parts[2] = alpha * (1.0 - u) / sigma
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _frechet_cdf(lower):
+    def kernel(need, y, alpha, sigma):
+        # lcdf = -u, lccdf = log(1 - e^-u), u = (y/sigma)^-alpha:
+        # du/dy = -alpha u/y, du/dalpha = -u log(y/sigma), du/dsigma = alpha u/sigma
+        yv = _pv(y)
+        y, zero = _edges(y, yv == 0, yv == _INF, 1.0, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, alpha, sigma)
+        lr = sm.log(y) - sm.log(sigma)
+        u = sm.exp(-alpha * lr)
+        if lower:
+            c = -u
+            w = -u
+        else:
+            c = sm.log1m_exp(-u)
+            w = u / sm.expm1(u)
+        parts = [-w * alpha / y if need[0] else None, -w * lr if need[1] else None,
+                 w * alpha / sigma if need[2] else None]
+        return _finish(n, shape, c, parts, zero)
+    return kernel
+
+
+def _check_y_positive(fn, arg, y):
+    y = np.asarray(y, dtype=float)
+    with np.errstate(invalid="ignore"):
+        _require(fn, arg, y, y > 0, "positive")
+
+
+frechet_lpdf = _make("frechet_lpdf", _frechet,
+                     _check_shape_scale("frechet_lpdf", _check_y_positive), """
+    Frechet log density (shape alpha, scale sigma), summed over elements:
+
+    log Frechet(y | alpha, sigma) = log(alpha) + alpha log(sigma) - (alpha + 1) log(y)
+                                    - (y / sigma)^-alpha
+
+    y > 0, alpha > 0, sigma > 0.
+    """)
+
+
+frechet_lcdf = _make("frechet_lcdf", _frechet_cdf(True),
+                     _check_shape_scale("frechet_lcdf", _check_y_positive),
+                     _cdf_doc("Frechet", "-(y/sigma)^-alpha", "lcdf"))
+frechet_lccdf = _make("frechet_lccdf", _frechet_cdf(False),
+                      _check_shape_scale("frechet_lccdf", _check_y_positive),
+                      _cdf_doc("Frechet", "log(1 - exp(-(y/sigma)^-alpha))", "lccdf"))
+
+
+def frechet_rng(alpha, sigma, rng=None):
+    check_positive("frechet_rng", "alpha", alpha)
+    check_positive("frechet_rng", "sigma", sigma)
+    g = as_generator(rng)
+    return draw(lambda a, s, size: s * g.standard_exponential(size) ** (-1.0 / a),
+                alpha, sigma)
+
+
+frechet_rng.__doc__ = _rng_doc("Frechet(alpha, sigma)", "sigma E^(-1/alpha), E ~ Exp(1)")
+
+
+# --------------------------------------------------------------------------------------
+# pareto(y | y_min, alpha), pareto_type_2(y | mu, lambda, alpha)
+# --------------------------------------------------------------------------------------
+def _check_pareto(fn, y_check):
+    def check(y, y_min, alpha):
+        y_check(fn, "y", y)
+        check_positive(fn, "y_min", y_min)
+        check_positive(fn, "alpha", alpha)
+    return check
+
+
+def _pareto(need, y, y_min, alpha):
+    """log(alpha) + alpha log(y_min) - (alpha + 1) log(y)  for y >= y_min (else -inf).
+
+    d/dy = -(alpha + 1)/y;  d/dy_min = alpha/y_min;  d/dalpha = 1/alpha + log(y_min/y).
+    """
+    yv = _pv(y)
+    if np.any((yv < _pv(y_min)) | (yv == _INF)):
+        return _dead(need)
+    n, shape = _size(y, y_min, alpha)
+    ly = sm.log(y)
+    lm = sm.log(y_min)
+    lp = _tot(n, sm.log(alpha)) + _tot(n, alpha * lm) - _tot(n, (alpha + 1.0) * ly)
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = -(alpha + 1.0) / y
+    if need[1]:
+        parts[1] = alpha / y_min
+    if need[2]:
+        parts[2] = 1.0 / alpha + lm - ly
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _pareto_cdf(lower):
+    def kernel(need, y, y_min, alpha):
+        # t = alpha log(y_min/y) <= 0: lccdf = t, lcdf = log(1 - e^t)
+        yv, mv = _pv(y), _pv(y_min)
+        lo = yv <= mv if lower else yv < mv
+        y, zero = _edges(y, lo, yv == _INF, 2.0 * mv, lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, y_min, alpha)
+        lr = sm.log(y_min) - sm.log(y)
+        t = alpha * lr
+        if lower:
+            c = sm.log1m_exp(t)
+            dt = -1.0 / sm.expm1(-t)
+        else:
+            c = t
+            dt = 1.0
+        parts = [-dt * alpha / y if need[0] else None,
+                 dt * alpha / y_min if need[1] else None,
+                 dt * lr if need[2] else None]
+        return _finish(n, shape, c, parts, zero)
+    return kernel
+
+
+pareto_lpdf = _make("pareto_lpdf", _pareto, _check_pareto("pareto_lpdf", check_not_nan), """
+    Pareto log density, summed: sum_i log Pareto(y_i | y_min_i, alpha_i).
+
+    log Pareto(y | y_min, alpha) = log(alpha) + alpha log(y_min) - (alpha + 1) log(y)
+
+    for y >= y_min; y < y_min has density 0 (-inf, as Stan). y_min > 0, alpha > 0.
+    """)
+pareto_lcdf = _make("pareto_lcdf", _pareto_cdf(True),
+                    _check_pareto("pareto_lcdf", check_nonnegative),
+                    _cdf_doc("Pareto", "log(1 - (y_min/y)^alpha) (-inf for y <= y_min)",
+                             "lcdf"))
+pareto_lccdf = _make("pareto_lccdf", _pareto_cdf(False),
+                     _check_pareto("pareto_lccdf", check_nonnegative),
+                     _cdf_doc("Pareto", "alpha log(y_min/y) (0 for y < y_min)", "lccdf"))
+
+
+def pareto_rng(y_min, alpha, rng=None):
+    check_positive("pareto_rng", "y_min", y_min)
+    check_positive("pareto_rng", "alpha", alpha)
+    g = as_generator(rng)
+    return draw(lambda m, a, size: m * np.exp(g.standard_exponential(size) / a),
+                y_min, alpha)
+
+
+pareto_rng.__doc__ = _rng_doc("Pareto(y_min, alpha)", "y_min exp(E/alpha), E ~ Exp(1)")
+
+
+def _check_pareto_type_2(fn):
+    def check(y, mu, lam, alpha):
+        check_not_nan(fn, "y", y)
+        check_finite(fn, "mu", mu)
+        check_positive(fn, "lambda", lam)
+        check_positive(fn, "alpha", alpha)
+        _check_ge(fn, "y", y, mu, "mu")
+    return check
+
+
+def _pareto_type_2(need, y, mu, lam, alpha):
+    """log(alpha) - log(lambda) - (alpha + 1) log1p((y - mu)/lambda).
+
+    With s = lambda + y - mu: d/dy = -(alpha + 1)/s = -d/dmu;
+    d/dlambda = -1/lambda + (alpha + 1)(y - mu)/(lambda s);
+    d/dalpha = 1/alpha - log1p((y - mu)/lambda).
+    """
+    if np.any(_pv(y) == _INF):
+        return _dead(need)
+    n, shape = _size(y, mu, lam, alpha)
+    d = y - mu
+    l1 = sm.log1p(d / lam)
+    lp = _tot(n, sm.log(alpha)) - _tot(n, sm.log(lam)) - _tot(n, (alpha + 1.0) * l1)
+    parts = [None, None, None, None]
+    if need[0] or need[1] or need[2]:
+        q = (alpha + 1.0) / (lam + d)
+        if need[0]:
+            parts[0] = -q
+        if need[1]:
+            parts[1] = q
+        if need[2]:
+            parts[2] = (q * d - 1.0) / lam
+    if need[3]:
+        parts[3] = 1.0 / alpha - l1
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _pareto_type_2_cdf(lower):
+    def kernel(need, y, mu, lam, alpha):
+        # t = -alpha log1p((y - mu)/lambda) <= 0: lccdf = t, lcdf = log(1 - e^t);
+        # s = lambda + y - mu: dt/dy = -alpha/s = -dt/dmu,
+        # dt/dlambda = alpha (y - mu)/(lambda s), dt/dalpha = -log1p((y - mu)/lambda)
+        yv = _pv(y)
+        y, zero = _edges(y, yv == _pv(mu), yv == _INF, _pv(mu) + _pv(lam), lower)
+        if y is None:
+            return _dead(need)
+        n, shape = _size(y, mu, lam, alpha)
+        d = y - mu
+        l1 = sm.log1p(d / lam)
+        t = -alpha * l1
+        if lower:
+            c = sm.log1m_exp(t)
+            dt = -1.0 / sm.expm1(-t)
+        else:
+            c = t
+            dt = 1.0
+        parts = [None, None, None, None]
+        if need[0] or need[1] or need[2]:
+            q = dt * alpha / (lam + d)
+            if need[0]:
+                parts[0] = -q
+            if need[1]:
+                parts[1] = q
+            if need[2]:
+                parts[2] = q * d / lam
+        if need[3]:
+            parts[3] = -dt * l1
+        return _finish(n, shape, c, parts, zero)
+    return kernel
+
+
+pareto_type_2_lpdf = _make("pareto_type_2_lpdf", _pareto_type_2,
+                           _check_pareto_type_2("pareto_type_2_lpdf"), """
+    Pareto type 2 (Lomax when mu = 0) log density, summed over elements:
+
+    log ParetoType2(y | mu, lambda, alpha) = log(alpha) - log(lambda)
+                                             - (alpha + 1) log1p((y - mu) / lambda)
+
+    y >= mu (y < mu raises, as Stan's check), mu finite, lambda > 0, alpha > 0.
+    """)
+pareto_type_2_lcdf = _make("pareto_type_2_lcdf", _pareto_type_2_cdf(True),
+                           _check_pareto_type_2("pareto_type_2_lcdf"),
+                           _cdf_doc("Pareto type 2",
+                                    "log(1 - (1 + (y - mu)/lambda)^-alpha)", "lcdf"))
+pareto_type_2_lccdf = _make("pareto_type_2_lccdf", _pareto_type_2_cdf(False),
+                            _check_pareto_type_2("pareto_type_2_lccdf"),
+                            _cdf_doc("Pareto type 2", "-alpha log1p((y - mu)/lambda)",
+                                     "lccdf"))
+
+
+def pareto_type_2_rng(mu, lam, alpha, rng=None):
+    check_finite("pareto_type_2_rng", "mu", mu)
+    check_positive("pareto_type_2_rng", "lambda", lam)
+    check_positive("pareto_type_2_rng", "alpha", alpha)
+    g = as_generator(rng)
+    return draw(lambda m, l, a, size: m + l * np.expm1(g.standard_exponential(size) / a),
+                mu, lam, alpha)
+
+
+pareto_type_2_rng.__doc__ = _rng_doc("ParetoType2(mu, lambda, alpha)",
+                                     "mu + lambda expm1(E/alpha), E ~ Exp(1)")
+
+
+# --------------------------------------------------------------------------------------
+# beta(theta | alpha, beta), beta_proportion(theta | mu, kappa)
+# --------------------------------------------------------------------------------------
+def _check_theta(fn, theta):
+    check_in_range(fn, "theta", theta, 0, 1)
+
+
+def _check_beta(fn):
+    def check(theta, alpha, beta):
+        _check_theta(fn, theta)
+        check_positive(fn, "alpha", alpha)
+        check_positive(fn, "beta", beta)
+    return check
+
+
+def _beta(need, theta, alpha, beta):
+    """(alpha - 1) log(theta) + (beta - 1) log(1 - theta) - lbeta(alpha, beta).
+
+    d/dtheta = (alpha - 1)/theta - (beta - 1)/(1 - theta);
+    d/dalpha = log(theta) - digamma(alpha) + digamma(alpha + beta);
+    d/dbeta = log(1 - theta) - digamma(beta) + digamma(alpha + beta).
+    """
+    n, shape = _size(theta, alpha, beta)
+    lt = sm.log(theta)
+    l1t = sm.log1m(theta)
+    lp = (_tot(n, _xlog(alpha - 1.0, theta, lt)) - _tot(n, sm.lbeta(alpha, beta))
+          + _tot(n, _xlog(beta - 1.0, theta, l1t, pole=1.0, logf=_log1m)))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (alpha - 1.0) / theta - (beta - 1.0) / (1.0 - theta)
+    if need[1] or need[2]:
+        dab = sm.digamma(alpha + beta)
+        if need[1]:
+            parts[1] = lt - sm.digamma(alpha) + dab
+        if need[2]:
+            parts[2] = l1t - sm.digamma(beta) + dab
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _unit_edges(theta):
+    tv = _pv(theta)
+    return tv == 0, tv == 1
+
+
+def _beta_cdf(lower):
+    def kernel(need, theta, alpha, beta):
+        # I_theta(alpha, beta) (1 - I for the upper tail)
+        theta, zero = _edges(theta, *_unit_edges(theta), 0.5, lower)
+        if theta is None:
+            return _dead(need)
+        n, shape = _size(theta, alpha, beta)
+        lf, (da, db, dx) = _beta_tail(not lower, (need[1], need[2], need[0]),
+                                      alpha, beta, theta)
+        return _finish(n, shape, lf, [dx, da, db], zero)
+    return kernel
+
+
+beta_lpdf = _make("beta_lpdf", _beta, _check_beta("beta_lpdf"), """
+    Beta log density, summed: sum_i log Beta(theta_i | alpha_i, beta_i).
+
+    log Beta(theta | alpha, beta) = (alpha - 1) log(theta) + (beta - 1) log(1 - theta)
+                                    - lbeta(alpha, beta)
+
+    theta in [0, 1], alpha > 0, beta > 0.
+
+    >>> import stanlite as sl
+    >>> round(sl.beta_lpdf(0.3, 2.0, 5.0), 6)
+    0.770525
+    """)
+beta_lcdf = _make("beta_lcdf", _beta_cdf(True), _check_beta("beta_lcdf"),
+                  _cdf_doc("beta", "log I_theta(alpha, beta) (regularized incomplete "
+                           "beta; differentiable in alpha and beta too)", "lcdf"))
+beta_lccdf = _make("beta_lccdf", _beta_cdf(False), _check_beta("beta_lccdf"),
+                   _cdf_doc("beta", "log(1 - I_theta(alpha, beta))", "lccdf"))
+
+
+def beta_rng(alpha, beta, rng=None):
+    check_positive("beta_rng", "alpha", alpha)
+    check_positive("beta_rng", "beta", beta)
+    return draw(as_generator(rng).beta, alpha, beta)
+
+
+beta_rng.__doc__ = _rng_doc("Beta(alpha, beta)", "numpy's beta")
+
+
+def _check_beta_proportion(fn):
+    def check(theta, mu, kappa):
+        _check_theta(fn, theta)
+        _check_open_unit(fn, "mu", mu)
+        check_positive(fn, "kappa", kappa)
+    return check
+
+
+def _beta_proportion(need, theta, mu, kappa):
+    """beta(theta | mu kappa, (1 - mu) kappa): with a = mu kappa, b = (1 - mu) kappa,
+    lgamma(kappa) - lgamma(a) - lgamma(b) + (a - 1) log(theta) + (b - 1) log(1 - theta).
+
+    d/dtheta = (a - 1)/theta - (b - 1)/(1 - theta);
+    d/dmu = kappa (digamma(b) - digamma(a) + log(theta) - log(1 - theta));
+    d/dkappa = digamma(kappa) + mu (log(theta) - digamma(a))
+               + (1 - mu)(log(1 - theta) - digamma(b)).
+    """
+    n, shape = _size(theta, mu, kappa)
+    a = mu * kappa
+    b = (1.0 - mu) * kappa
+    lt = sm.log(theta)
+    l1t = sm.log1m(theta)
+    lp = (_tot(n, sm.lgamma(kappa)) - _tot(n, sm.lgamma(a) + sm.lgamma(b))
+          + _tot(n, _xlog(a - 1.0, theta, lt))
+          + _tot(n, _xlog(b - 1.0, theta, l1t, pole=1.0, logf=_log1m)))
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = (a - 1.0) / theta - (b - 1.0) / (1.0 - theta)
+    if need[1] or need[2]:
+        ea = lt - sm.digamma(a)
+        eb = l1t - sm.digamma(b)
+        if need[1]:
+            parts[1] = kappa * (ea - eb)
+        if need[2]:
+            parts[2] = sm.digamma(kappa) + mu * ea + (1.0 - mu) * eb
+    return lp, [_bc(p, shape) for p in parts]
+
+
+def _beta_proportion_cdf(lower):
+    def kernel(need, theta, mu, kappa):
+        # the beta CDF at a = mu kappa, b = (1 - mu) kappa:
+        # d/dmu = kappa (d/da - d/db), d/dkappa = mu d/da + (1 - mu) d/db
+        theta, zero = _edges(theta, *_unit_edges(theta), 0.5, lower)
+        if theta is None:
+            return _dead(need)
+        n, shape = _size(theta, mu, kappa)
+        nab = need[1] or need[2]
+        lf, (da, db, dx) = _beta_tail(not lower, (nab, nab, need[0]),
+                                      mu * kappa, (1.0 - mu) * kappa, theta)
+        parts = [dx, None, None]
+        if need[1]:
+            parts[1] = kappa * (da - db)
+        if need[2]:
+            parts[2] = mu * da + (1.0 - mu) * db
+        return _finish(n, shape, lf, parts, zero)
+    return kernel
+
+
+beta_proportion_lpdf = _make("beta_proportion_lpdf", _beta_proportion,
+                             _check_beta_proportion("beta_proportion_lpdf"), """
+    Beta log density with mean mu and precision kappa, summed over elements:
+
+    log BetaProportion(theta | mu, kappa) = log Beta(theta | mu kappa, (1 - mu) kappa)
+
+    theta in [0, 1], mu in (0, 1), kappa > 0.
+    """)
+beta_proportion_lcdf = _make("beta_proportion_lcdf", _beta_proportion_cdf(True),
+                             _check_beta_proportion("beta_proportion_lcdf"),
+                             _cdf_doc("beta_proportion",
+                                      "log I_theta(mu kappa, (1 - mu) kappa)", "lcdf"))
+beta_proportion_lccdf = _make("beta_proportion_lccdf", _beta_proportion_cdf(False),
+                              _check_beta_proportion("beta_proportion_lccdf"),
+                              _cdf_doc("beta_proportion",
+                                       "log(1 - I_theta(mu kappa, (1 - mu) kappa))", "lccdf"))
+
+
+def beta_proportion_rng(mu, kappa, rng=None):
+    _check_open_unit("beta_proportion_rng", "mu", mu)
+    check_positive("beta_proportion_rng", "kappa", kappa)
+    g = as_generator(rng)
+    return draw(lambda m, k, size: g.beta(m * k, (1.0 - m) * k, size), mu, kappa)
+
+
+beta_proportion_rng.__doc__ = _rng_doc("BetaProportion(mu, kappa)",
+                                       "Beta(mu kappa, (1 - mu) kappa)")
