@@ -243,12 +243,10 @@ def _gamma_stats(a, x, upper, ks=()):
     integrals over v = log t of exp(a v - e^v) (the density of log t)."""
     a, x = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(x, dtype=float))
     shape = a.shape
-    af = a.ravel()[None, None, None, :]
     a1 = a.ravel()
 
-    def phi(v):
-        ar = af if v.ndim == 4 else a1 if v.ndim == 1 else af[0, 0]
-        return ar * v - np.exp(v)
+    def phi(v):            # v: (..., N), the parameters on the last axis
+        return a1 * v - np.exp(v)
 
     def dphi(v):
         return a1 - np.exp(v)
@@ -272,19 +270,11 @@ def _beta_stats(a, b, x, upper, jls=()):
     shape = a.shape
     a1, b1 = a.ravel(), b.ravel()
 
-    def par(v):
-        if v.ndim == 4:
-            return a1[None, None, None, :], b1[None, None, None, :]
-        if v.ndim == 3:
-            return a1[None, None, :], b1[None, None, :]
-        return a1, b1
-
     def ls(v):
         return -np.logaddexp(0.0, -v)          # log inv_logit(v) = log t
 
-    def phi(v):
-        ar, br = par(v)
-        return ar * ls(v) + br * ls(-v)
+    def phi(v):            # v: (..., N), the parameters on the last axis
+        return a1 * ls(v) + b1 * ls(-v)
 
     def dphi(v):
         return a1 * sps.expit(-v) - b1 * sps.expit(v)
