@@ -1,7 +1,81 @@
 """stanlite.models: the model zoo, one module per model, with default data in data/.
 
 Installed as ``stanlite.models`` (the folder ``models/`` is mapped into the
-``stanlite`` package by pyproject.toml). Zoo models arrive with the modeling issue.
+``stanlite`` package by pyproject.toml)::
+
+    >>> import stanlite.models as zoo
+    >>> "eight_schools_noncentered" in zoo.names()
+    True
+    >>> m = zoo.get("eight_schools_noncentered")           # default data
+    >>> m.dim
+    10
+    >>> zoo.get("neal_funnel", D=3).param_names()           # a data field overridden
+    ['v', 'x[1]', 'x[2]']
+
+``get(name, **overrides)`` builds the model with its default data
+(``data/<name>.json``, read with :mod:`importlib.resources`, so it works from an
+installed wheel); ``model_class(name)`` gives the class, to build it with other data;
+``default_data(name)`` the default data as a dict. Each model's docstring gives the
+model in math notation and its source. Default data copied from posteriordb are
+BSD-3 (Copyright (c) 2011-2024, Stan Developers and their Assignees); see
+``data/README.md`` and ``data/LICENSE`` in the source tree.
 """
 
-__all__ = []
+import importlib
+import importlib.resources
+import json
+
+__all__ = ["names", "get", "model_class", "default_data", "UnknownModelError"]
+
+# name -> (module, class): modules are imported on first use
+_REGISTRY = {
+    "ark": ("ark", "ArK"),
+    "eight_schools_centered": ("eight_schools_centered", "EightSchoolsCentered"),
+    "eight_schools_noncentered": ("eight_schools_noncentered", "EightSchoolsNoncentered"),
+    "garch": ("garch", "Garch"),
+    "gp_pois_regr": ("gp_pois_regr", "GpPoisRegr"),
+    "linear_regression": ("linear_regression", "LinearRegression"),
+    "logistic_regression": ("logistic_regression", "LogisticRegression"),
+    "neal_funnel": ("neal_funnel", "NealFunnel"),
+    "normal_mixture": ("normal_mixture", "NormalMixture"),
+    "radon": ("radon", "Radon"),
+}
+
+
+class UnknownModelError(KeyError):
+    """No zoo model has that name (a ``KeyError`` whose message lists the names)."""
+
+    def __str__(self):                       # KeyError would show the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+def names():
+    """The names of the zoo models, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _check(name):
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise UnknownModelError(f"no zoo model named {name!r}; the zoo has: "
+                                + ", ".join(names()))
+
+
+def model_class(name):
+    """The ``sl.Model`` subclass of zoo model ``name``."""
+    _check(name)
+    module, cls = _REGISTRY[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def default_data(name):
+    """The default data of zoo model ``name`` as a dict (parsed from its JSON file)."""
+    _check(name)
+    text = importlib.resources.files(__name__).joinpath("data", f"{name}.json") \
+        .read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def get(name, **data_overrides):
+    """Zoo model ``name`` built with its default data; keyword arguments replace data
+    fields (e.g. ``get("neal_funnel", D=3)``)."""
+    return model_class(name).from_json(default_data(name), **data_overrides)
