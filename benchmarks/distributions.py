@@ -1,0 +1,288 @@
+"""Value+gradient time of stanlite's fused GLM nodes, side by side with the floor and peers.
+
+Columns (one process, same inputs; every time is a ratio to the first column):
+
+  numpy (floor)   the hand-written numpy value and gradient
+  fused GLM       stanlite ``<family>_glm_lpdf/lpmf(y | x, alpha, beta, ...)``: one node
+  composed        stanlite ``<family>_lpmf(y, x @ beta + alpha)``: a matmul node, an add
+                  node and the fused elementwise log density
+  autograd        HIPS autograd ``value_and_grad`` (if installed)
+  jax, jax.jit    JAX ``value_and_grad`` without and with ``jax.jit``, float64 (if installed)
+
+The gradient is w.r.t. (alpha, beta), packed in one vector w = (alpha, beta); y, x (and
+sigma for the normal model) are data. Timing follows benchmarks/ad_overhead.py (a timed
+loop of calls sized from one call, several repeats) with two changes: the clock is
+``time.process_time`` (CPU time of the whole process, BLAS and JAX threads included,
+less sensitive to other load on a shared machine than wall time) and the reported time
+is the **median** of the repeats; repeats of the columns are interleaved, so a noisy
+period hits every column alike. Each implementation's value and gradient are checked
+against the hand-written ones before timing.
+
+Cases:
+  logistic (bernoulli_logit_glm)  N=100 K=5 and N=100000 K=50
+  normal_id_glm                   N=100000 K=50 (sigma fixed)
+  poisson_log_glm                 N=100000 K=50
+
+The numpy floors: logistic ``eta = x @ beta + alpha; lp = sum(y * eta - logaddexp(0, eta));
+r = y - expit(eta)``; normal ``z = (y - mu)/sigma; lp = -z.z/2 - N log sigma - N log(2 pi)/2;
+r = z/sigma``; Poisson ``lp = y.eta - sum(exp(eta)) - C`` with the data constant
+C = sum lgamma(y + 1) computed once, outside the timed call (every peer gets the same
+hoisted constant; the fused node computes it on each call). Gradient: (sum r, x^T r).
+
+Target (printed with PASS/MISS): the fused bernoulli_logit_glm at N=100000 K=50 costs at
+most 1.3x the numpy floor.
+
+Run:  python benchmarks/distributions.py [--quick]
+"""
+
+import argparse
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+from scipy.special import expit, gammaln
+
+try:
+    import stanlite as sl
+except ImportError:                 # run from a checkout without installing
+    import pathlib
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    import stanlite as sl
+
+TARGET = ("logistic N=100000 K=50", 1.3)
+HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
+
+
+# ------------------------------------------------------------------------------------
+# timing
+# ------------------------------------------------------------------------------------
+def _loop_size(fn, arg, budget, repeats):
+    fn(arg)                                    # warm-up (and JIT compilation)
+    t0 = time.process_time()
+    fn(arg)
+    one = max(time.process_time() - t0, 1e-6)
+    return max(1, int(budget / repeats / one))
+
+
+def median_times(fns, arg_of, budget=0.5, repeats=7):
+    """Median per-call process time of each ``fns[name](arg_of(name))``; the repeats of
+    the different functions are interleaved."""
+    sizes = {k: _loop_size(f, arg_of(k), budget, repeats) for k, f in fns.items()}
+    samples = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            a, n = arg_of(k), sizes[k]
+            t0 = time.process_time()
+            for _ in range(n):
+                f(a)
+            samples[k].append((time.process_time() - t0) / n)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+# ------------------------------------------------------------------------------------
+# cases: each returns (w0, numpy_vg, fused_f, composed_f, make_peer(xnp) -> f)
+# ------------------------------------------------------------------------------------
+def _design(N, K, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, K)) / np.sqrt(K)
+    beta = rng.standard_normal(K)
+    w0 = np.concatenate([[0.1], rng.standard_normal(K) * 0.3])
+    return rng, x, beta, w0
+
+
+def logistic_case(N, K, seed=0):
+    rng, x, beta, w0 = _design(N, K, seed)
+    y = (rng.random(N) < expit(0.2 + x @ beta)).astype(np.int64)
+    yf = y.astype(float)
+
+    def vg_np(w):
+        eta = x @ w[1:] + w[0]
+        lp = float(np.sum(yf * eta - np.logaddexp(0.0, eta)))
+        r = yf - expit(eta)
+        g = np.empty_like(w)
+        g[0] = r.sum()
+        g[1:] = x.T @ r
+        return lp, g
+
+    def f_fused(w):
+        return sl.bernoulli_logit_glm_lpmf(y, x, w[0], w[1:])
+
+    def f_composed(w):
+        return sl.bernoulli_logit_lpmf(y, x @ w[1:] + w[0])
+
+    def peer(xnp, convert):
+        xj, yj = convert(x), convert(yf)
+
+        def f(w):
+            eta = xnp.dot(xj, w[1:]) + w[0]
+            return xnp.sum(yj * eta - xnp.logaddexp(0.0, eta))
+        return f
+
+    return w0, vg_np, f_fused, f_composed, peer
+
+
+def normal_case(N, K, seed=1):
+    rng, x, beta, w0 = _design(N, K, seed)
+    sigma = 1.3
+    y = 0.2 + x @ beta + sigma * rng.standard_normal(N)
+
+    def vg_np(w):
+        z = (y - (x @ w[1:] + w[0])) / sigma
+        lp = -0.5 * float(z @ z) - N * math.log(sigma) - N * HALF_LOG_TWO_PI
+        r = z / sigma
+        g = np.empty_like(w)
+        g[0] = r.sum()
+        g[1:] = x.T @ r
+        return lp, g
+
+    def f_fused(w):
+        return sl.normal_id_glm_lpdf(y, x, w[0], w[1:], sigma)
+
+    def f_composed(w):
+        return sl.normal_lpdf(y, x @ w[1:] + w[0], sigma)
+
+    def peer(xnp, convert):
+        xj, yj = convert(x), convert(y)
+
+        def f(w):
+            z = (yj - (xnp.dot(xj, w[1:]) + w[0])) / sigma
+            return -0.5 * xnp.sum(z * z) - N * math.log(sigma) - N * HALF_LOG_TWO_PI
+        return f
+
+    return w0, vg_np, f_fused, f_composed, peer
+
+
+def poisson_case(N, K, seed=2):
+    rng, x, beta, w0 = _design(N, K, seed)
+    y = rng.poisson(np.exp(0.5 + 0.5 * (x @ beta)))
+    yf = y.astype(float)
+    C = float(gammaln(yf + 1.0).sum())        # data constant, hoisted for the peers
+
+    def vg_np(w):
+        eta = x @ w[1:] + w[0]
+        u = np.exp(eta)
+        lp = float(yf @ eta - u.sum()) - C
+        r = yf - u
+        g = np.empty_like(w)
+        g[0] = r.sum()
+        g[1:] = x.T @ r
+        return lp, g
+
+    def f_fused(w):
+        return sl.poisson_log_glm_lpmf(y, x, w[0], w[1:])
+
+    def f_composed(w):
+        return sl.poisson_log_lpmf(y, x @ w[1:] + w[0])
+
+    def peer(xnp, convert):
+        xj, yj = convert(x), convert(yf)
+
+        def f(w):
+            eta = xnp.dot(xj, w[1:]) + w[0]
+            return xnp.sum(yj * eta - xnp.exp(eta)) - C
+        return f
+
+    return w0, vg_np, f_fused, f_composed, peer
+
+
+CASES = [
+    ("logistic N=100 K=5", lambda: logistic_case(100, 5)),
+    ("logistic N=100000 K=50", lambda: logistic_case(100000, 50)),
+    ("normal_id N=100000 K=50", lambda: normal_case(100000, 50)),
+    ("poisson_log N=100000 K=50", lambda: poisson_case(100000, 50)),
+]
+
+
+def peers():
+    out = {}
+    try:
+        import autograd
+        import autograd.numpy as anp
+        out["autograd"] = (autograd, anp)
+    except ImportError:
+        pass
+    try:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+        out["jax"] = (jax, jnp)
+    except ImportError:
+        pass
+    return out
+
+
+def run(quick=False):
+    budget = 0.15 if quick else 0.6
+    repeats = 5 if quick else 9
+    ps = peers()
+    cols = ["numpy (floor)", "fused GLM", "composed"]
+    if "autograd" in ps:
+        cols.append("autograd")
+    if "jax" in ps:
+        cols += ["jax", "jax.jit"]
+    rows = []
+    for name, make in CASES:
+        w0, vg_np, f_fused, f_composed, peer = make()
+        ref_v, ref_g = vg_np(w0)
+        fns = {"numpy (floor)": vg_np, "fused GLM": sl.value_and_grad(f_fused),
+               "composed": sl.value_and_grad(f_composed)}
+        if "autograd" in ps:
+            ag, anp = ps["autograd"]
+            fns["autograd"] = ag.value_and_grad(peer(anp, np.asarray))
+        if "jax" in ps:
+            jax, jnp = ps["jax"]
+            vg = jax.value_and_grad(peer(jnp, jnp.asarray))
+
+            def block(fn):
+                def call(w):
+                    v, g = fn(w)
+                    g.block_until_ready()
+                    return v, g
+                return call
+            fns["jax"] = block(vg)
+            fns["jax.jit"] = block(jax.jit(vg))
+        fns = {c: fns[c] for c in cols}
+        jw0 = ps["jax"][1].asarray(w0) if "jax" in ps else None
+
+        def arg_of(col):
+            return jw0 if col.startswith("jax") else w0
+        for col, fn in fns.items():
+            v, g = fn(arg_of(col))
+            if not np.allclose(np.asarray(g), ref_g, rtol=1e-8, atol=1e-8) or \
+                    not np.isclose(float(v), ref_v, rtol=1e-10):
+                print(f"  !! {col} disagrees with the hand-written gradient on {name}",
+                      file=sys.stderr)
+        times = median_times(fns, arg_of, budget=budget, repeats=repeats)
+        rows.append((name, times))
+        print(f"  {name}: done", file=sys.stderr)
+    w = 27
+    head = f"{'case':<{w}}" + "".join(f"{c:>22}" for c in cols)
+    print("value + gradient w.r.t. (alpha, beta), median process time per call; "
+          "(ratio to the hand-written numpy gradient)")
+    print(head)
+    print("-" * len(head))
+    for name, times in rows:
+        floor = times["numpy (floor)"]
+        cells = [f"{_fmt(times[c])} ({times[c] / floor:5.2f}x)" for c in cols]
+        print(f"{name:<{w}}" + "".join(f"{c:>22}" for c in cells))
+    tname, limit = TARGET
+    t = dict(rows)[tname]
+    ratio = t["fused GLM"] / t["numpy (floor)"]
+    verdict = "PASS" if ratio <= limit else "MISS"
+    print(f"\ntarget: fused bernoulli_logit_glm, {tname.split(' ', 1)[1]}: "
+          f"{ratio:.2f}x the numpy floor (limit {limit}x)  {verdict}")
+    return rows, ratio
+
+
+def _fmt(t):
+    if t < 1e-3:
+        return f"{t * 1e6:8.1f} us"
+    return f"{t * 1e3:8.2f} ms"
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="shorter timing loops")
+    run(ap.parse_args().quick)

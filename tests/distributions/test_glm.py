@@ -1,0 +1,273 @@
+"""Fused GLMs: value and gradient against the composed (non-fused) form and against
+numpy, gradients w.r.t. every real argument (x included) against finite differences,
+nested AD (JVP, Hessian), shapes of alpha/sigma/y, stable extremes, checks."""
+
+import numpy as np
+import pytest
+import scipy.stats as st
+from scipy.special import expit
+
+import stanlite as sl
+from stanlite.distributions import glm as glm_module
+
+
+def _data(rng, N=7, K=3):
+    x = rng.normal(size=(N, K))
+    beta = rng.normal(size=K) * 0.5
+    return x, beta
+
+
+# composed references: the same model from the elementwise fused densities
+def _normal_composed(y, x, alpha, beta, sigma):
+    return sl.normal_lpdf(y, x @ beta + alpha, sigma)
+
+
+def _bern_composed(y, x, alpha, beta):
+    return sl.bernoulli_logit_lpmf(y, x @ beta + alpha)
+
+
+def _pois_composed(y, x, alpha, beta):
+    return sl.poisson_log_lpmf(y, x @ beta + alpha)
+
+
+def _normal_ref(y, x, alpha, beta, sigma):
+    return st.norm.logpdf(y, x @ beta + alpha, sigma)
+
+
+def _bern_ref(y, x, alpha, beta):
+    return st.bernoulli.logpmf(y, expit(x @ beta + alpha))
+
+
+def _pois_ref(y, x, alpha, beta):
+    return st.poisson.logpmf(y, np.exp(x @ beta + alpha))
+
+
+def _glm_args(rng, family, N=7, K=3, alpha_vec=False, sigma_vec=False, y_scalar=False):
+    x, beta = _data(rng, N, K)
+    alpha = rng.normal(size=N) * 0.3 if alpha_vec else 0.4
+    if family == "normal":
+        y = 0.7 if y_scalar else rng.normal(size=N)
+        sigma = rng.uniform(0.5, 2.0, N) if sigma_vec else 1.3
+        return (y, x, alpha, beta, sigma), (0, 1, 2, 3, 4)
+    if family == "bernoulli":
+        y = 1 if y_scalar else rng.integers(0, 2, N)
+    else:
+        y = 2 if y_scalar else rng.poisson(2.0, N)
+    return (y, x, alpha, beta), (1, 2, 3)
+
+
+FAMILIES = {
+    "normal": (sl.normal_id_glm_lpdf, _normal_composed, _normal_ref),
+    "bernoulli": (sl.bernoulli_logit_glm_lpmf, _bern_composed, _bern_ref),
+    "poisson": (sl.poisson_log_glm_lpmf, _pois_composed, _pois_ref),
+}
+
+
+VARIANTS = [(f, v) for f in FAMILIES
+            for v in ({}, {"alpha_vec": True}, {"y_scalar": True})]
+VARIANTS += [("normal", {"sigma_vec": True}), ("normal", {"sigma_vec": True,
+                                                          "alpha_vec": True})]
+
+
+@pytest.mark.parametrize("family, variant", VARIANTS)
+def test_glm_vs_reference_and_fd(check, rng, family, variant):
+    fn, composed, ref = FAMILIES[family]
+    args, diff = _glm_args(rng, family, **variant)
+    # value against scipy and against the composed form
+    check.value(fn, ref, args)
+    assert np.isclose(fn(*args), composed(*args), rtol=1e-12)
+    # gradient against finite differences (x included), and nested AD
+    check.grad(fn, args, diff)
+    check.nested(fn, args, diff)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_glm_gradient_matches_composed(rng, family):
+    fn, composed, _ = FAMILIES[family]
+    args, diff = _glm_args(rng, family, N=9, K=4, alpha_vec=True)
+    for i in diff:
+        def f_of(g):
+            def f(v):
+                a = list(args)
+                a[i] = sl.reshape(v, np.shape(args[i])) if np.ndim(args[i]) else v[0]
+                return g(*a)
+            return f
+        x0 = np.ravel(np.asarray(args[i], dtype=float))
+        np.testing.assert_allclose(sl.grad(f_of(fn))(x0), sl.grad(f_of(composed))(x0),
+                                   rtol=1e-11, atol=1e-12)
+
+
+def _np_logistic(y, x, alpha, beta):
+    eta = x @ beta + alpha
+    lp = np.sum(y * eta - np.logaddexp(0.0, eta))
+    r = y - expit(eta)
+    return lp, r.sum(), x.T @ r, np.outer(r, beta)
+
+
+@pytest.mark.parametrize("N", [50, 5000])      # both sides of the small-N form
+def test_logistic_against_numpy(rng, N):
+    K = 4
+    x, beta = _data(rng, N, K)
+    y = rng.integers(0, 2, N)
+    alpha = -0.3
+    lp, ga, gb, gx = _np_logistic(y, x, alpha, beta)
+    w = np.concatenate([[alpha], beta])
+    v, g = sl.value_and_grad(lambda w: sl.bernoulli_logit_glm_lpmf(y, x, w[0], w[1:]))(w)
+    assert np.isclose(v, lp, rtol=1e-12)
+    np.testing.assert_allclose(g, np.concatenate([[ga], gb]), rtol=1e-10, atol=1e-10)
+    # gradient w.r.t. the design matrix: outer(r, beta)
+    gxs = sl.grad(lambda xx: sl.bernoulli_logit_glm_lpmf(y, xx, alpha, beta))(x)
+    np.testing.assert_allclose(gxs, gx, rtol=1e-10, atol=1e-12)
+    # value-only call (no tape) agrees
+    assert np.isclose(sl.bernoulli_logit_glm_lpmf(y, x, alpha, beta), lp, rtol=1e-12)
+
+
+@pytest.mark.parametrize("N", [40, 3000])
+def test_normal_and_poisson_against_numpy(rng, N):
+    K = 3
+    x, beta = _data(rng, N, K)
+    alpha = rng.normal(size=N) * 0.2
+    sigma = 1.7
+    y = rng.normal(size=N)
+    mu = x @ beta + alpha
+    z = (y - mu) / sigma
+    r = z / sigma
+    v, (gy, gx, ga, gb, gs) = sl.value_and_grad(sl.normal_id_glm_lpdf, (0, 1, 2, 3, 4))(
+        y, x, alpha, beta, sigma)
+    assert np.isclose(v, np.sum(st.norm.logpdf(y, mu, sigma)), rtol=1e-12)
+    np.testing.assert_allclose(gb, x.T @ r, rtol=1e-10)
+    np.testing.assert_allclose(ga, r, rtol=1e-10)
+    np.testing.assert_allclose(gy, -r, rtol=1e-10)
+    np.testing.assert_allclose(gx, np.outer(r, beta), rtol=1e-10)
+    assert np.isclose(gs, np.sum((z * z - 1) / sigma), rtol=1e-10)
+
+    yc = rng.poisson(2.0, N)
+    eta = x @ beta + alpha
+    rp = yc - np.exp(eta)
+    v, (ga, gb) = sl.value_and_grad(
+        lambda a, b: sl.poisson_log_glm_lpmf(yc, x, a, b), (0, 1))(alpha, beta)
+    assert np.isclose(v, np.sum(st.poisson.logpmf(yc, np.exp(eta))), rtol=1e-12)
+    np.testing.assert_allclose(gb, x.T @ rp, rtol=1e-10)
+    np.testing.assert_allclose(ga, rp, rtol=1e-10)
+
+
+def test_hessians(rng):
+    N, K = 30, 3
+    x, beta = _data(rng, N, K)
+    y = rng.integers(0, 2, N)
+    w0 = np.concatenate([[0.2], beta])
+    xt = np.hstack([np.ones((N, 1)), x])
+    H = sl.hessian(lambda w: sl.bernoulli_logit_glm_lpmf(y, x, w[0], w[1:]))(w0)
+    p = expit(xt @ w0)
+    np.testing.assert_allclose(H, -(xt * (p * (1 - p))[:, None]).T @ xt, rtol=1e-10)
+    Hc = sl.hessian(lambda w: sl.bernoulli_logit_lpmf(y, x @ w[1:] + w[0]))(w0)
+    np.testing.assert_allclose(H, Hc, rtol=1e-10, atol=1e-12)
+
+    yc = rng.poisson(2.0, N)
+    H = sl.hessian(lambda w: sl.poisson_log_glm_lpmf(yc, x, w[0], w[1:]))(w0)
+    np.testing.assert_allclose(H, -(xt * np.exp(xt @ w0)[:, None]).T @ xt, rtol=1e-10)
+
+    # normal with (alpha, beta, log sigma)
+    yn = rng.normal(size=N)
+    v0 = np.concatenate([w0, [0.3]])
+
+    def fn(v, g):
+        return g(yn, x, v[0], v[1:K + 1], sl.exp(v[K + 1]))
+    H = sl.hessian(lambda v: fn(v, sl.normal_id_glm_lpdf))(v0)
+    Hc = sl.hessian(lambda v: fn(v, _normal_composed))(v0)
+    np.testing.assert_allclose(H, Hc, rtol=1e-10, atol=1e-10)
+    s = np.exp(0.3)
+    np.testing.assert_allclose(H[:K + 1, :K + 1], -xt.T @ xt / s ** 2, rtol=1e-10)
+
+
+def test_stable_extremes():
+    x = np.array([[1000.0], [-1000.0], [0.5]])
+    b = np.array([1.0])
+    y = np.array([0, 1, 1])
+    want = -2000.0 + np.log(expit(0.5))
+    assert np.isclose(sl.bernoulli_logit_glm_lpmf(y, x, 0.0, b), want)
+    v, g = sl.value_and_grad(lambda b: sl.bernoulli_logit_glm_lpmf(y, x, 0.0, b))(b)
+    assert np.isclose(v, want)
+    assert np.isclose(g[0], -1000.0 - 1000.0 + 0.5 * (1 - expit(0.5)))
+    # large N uses the other (in-place exp/log1p) form: same extremes
+    xb = np.repeat(x, 1000, axis=0)
+    yb = np.repeat(y, 1000)
+    assert np.isclose(sl.bernoulli_logit_glm_lpmf(yb, xb, 0.0, b), 1000 * want)
+    v, g = sl.value_and_grad(lambda b: sl.bernoulli_logit_glm_lpmf(yb, xb, 0.0, b))(b)
+    assert np.isclose(v, 1000 * want) and np.isclose(g[0], 1000 * (-2000.0 + 0.5 * (
+        1 - expit(0.5))))
+    # poisson: exp overflow is the limit -inf, not NaN
+    assert sl.poisson_log_glm_lpmf([1], np.array([[800.0]]), 0.0, b) == -np.inf
+
+
+def test_large_counts_use_lgamma():
+    x = np.zeros((2, 1))
+    y = np.array([3, 2 ** 21])
+    lam = np.exp(0.5)
+    want = np.sum(st.poisson.logpmf(y, lam))
+    assert np.isclose(sl.poisson_log_glm_lpmf(y, x, 0.5, np.array([0.0])), want, rtol=1e-12)
+    assert np.isclose(sl.poisson_log_glm_lpmf(y.astype(float), x, 0.5, np.array([0.0])),
+                      want, rtol=1e-12)
+
+
+def test_one_node():
+    from stanlite.autodiff.tape import current_tape
+    from stanlite.autodiff.var import Var
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 4))
+    y = rng.integers(0, 2, 50)
+    with sl.nested():
+        t = current_tape()
+        a, b = Var(0.1), Var(np.zeros(4))
+        n0 = len(t.nodes)
+        sl.bernoulli_logit_glm_lpmf(y, x, a, b)
+        assert len(t.nodes) - n0 == 1
+
+
+def test_checks(check, rng):
+    x, beta = _data(rng, 4, 2)
+    yb = np.array([0, 1, 1, 0])
+    check.domain(sl.bernoulli_logit_glm_lpmf, (yb, x, 0.0, beta), 0,
+                 np.array([0, 2, 1, 0]), r"y\[1\] must be 0 or 1")
+    check.domain(sl.bernoulli_logit_glm_lpmf, (yb, x, 0.0, beta), 0,
+                 np.array([0, 0.5, 1, 0]), r"y\[1\] must be an integer")
+    check.domain(sl.bernoulli_logit_glm_lpmf, (yb, x, 0.0, beta), 0,
+                 np.array([0, -1, 1, 0]), r"y\[1\]")
+    check.domain(sl.poisson_log_glm_lpmf, (yb, x, 0.0, beta), 0, np.array([0, -1, 1, 0]),
+                 r"y\[1\]")
+    check.domain(sl.poisson_log_glm_lpmf, (yb, x, 0.0, beta), 0, np.array([0, 2.5, 1, 0]),
+                 "integer")
+    yn = rng.normal(size=4)
+    check.domain(sl.normal_id_glm_lpdf, (yn, x, 0.0, beta, 1.0), 4, 0.0, "sigma")
+    check.domain(sl.normal_id_glm_lpdf, (yn, x, 0.0, beta, 1.0), 4,
+                 np.array([1.0, 1.0, -1.0, 1.0]), r"sigma\[2\]")
+    # deferred finiteness checks name the culprit
+    xbad = x.copy()
+    xbad[2, 1] = np.nan
+    check.domain(sl.normal_id_glm_lpdf, (yn, x, 0.0, beta, 1.0), 1, xbad, r"x\[2, 1\]")
+    check.domain(sl.bernoulli_logit_glm_lpmf, (yb, x, 0.0, beta), 1, xbad, r"x\[2, 1\]")
+    big = np.repeat(xbad, 1000, axis=0)           # the large-N form checks the same
+    with pytest.raises(sl.DomainError, match=r"x\[2000, 1\]"):
+        sl.value_and_grad(lambda b: sl.bernoulli_logit_glm_lpmf(np.repeat(yb, 1000), big,
+                                                                 0.0, b))(beta)
+    check.domain(sl.poisson_log_glm_lpmf, (yb, x, 0.0, beta), 3, np.array([np.inf, 0.0]),
+                 r"beta\[0\]")
+    check.domain(sl.normal_id_glm_lpdf, (yn, x, 0.0, beta, 1.0), 0,
+                 np.array([0.0, np.nan, 0.0, 0.0]), r"y\[1\]")
+    # shapes
+    with pytest.raises(ValueError, match="beta must have shape"):
+        sl.bernoulli_logit_glm_lpmf(yb, x, 0.0, np.zeros(3))
+    with pytest.raises(ValueError, match="alpha must be a scalar or have shape"):
+        sl.bernoulli_logit_glm_lpmf(yb, x, np.zeros(3), beta)
+    with pytest.raises(ValueError, match="x must be an"):
+        sl.poisson_log_glm_lpmf(yb, x[0], 0.0, beta)
+    with pytest.raises(ValueError, match="sigma"):
+        sl.normal_id_glm_lpdf(yn, x, 0.0, beta, np.ones(5))
+    # integer outcomes are not differentiable
+    with pytest.raises(sl.DifferentiationError):
+        sl.grad(lambda yy: sl.poisson_log_glm_lpmf(yy, x, 0.0, beta))(np.ones(4))
+
+
+def test_small_form_threshold_is_exercised():
+    # the two plain forms of bernoulli_logit_glm meet at _SMALL rows
+    assert 50 <= glm_module._SMALL < 5000
