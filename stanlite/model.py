@@ -1,0 +1,397 @@
+"""``sl.Model``: Stan's program blocks as a Python class, and the log-density protocol.
+
+A subclass declares its data and parameters (:mod:`stanlite.declarations`) and
+defines ``log_prob`` (the model block) and optionally ``transformed_parameters`` and
+``generated_quantities``::
+
+    >>> import stanlite as sl
+    >>> class Normal(sl.Model):
+    ...     N = sl.data.int(lower=0)
+    ...     y = sl.data.vector("N")
+    ...     mu = sl.param.real()
+    ...     sigma = sl.param.real(lower=0)
+    ...     def log_prob(self, mu, sigma):
+    ...         return sl.normal_lpdf(self.y, mu, sigma) + sl.normal_lpdf(mu, 0, 10)
+    >>> m = Normal(N=3, y=[0.1, -0.4, 1.2])
+    >>> m.dim, m.param_names()
+    (2, ['mu', 'sigma'])
+    >>> x = m.unconstrain({"mu": 0.5, "sigma": 1.0})        # sigma -> log(sigma)
+    >>> lp, g = m.log_density_gradient(x)
+    >>> round(lp, 6), g.shape
+    (-6.628474, (2,))
+
+What samplers see is the *log-density protocol* on the unconstrained space
+R^dim - ``dim``, ``log_density(x, jacobian=True)``, ``log_density_gradient(x)``,
+``log_density_hessian(x)``, ``unconstrain(dict)``, ``constrain(x)`` - never the
+model's internals; any object with these methods can be sampled.
+
+Unconstrained layout: the parameters' free coordinates concatenated in declaration
+order. ``log_prob`` receives constrained values (plus the transformed parameters it
+names in its signature); the framework adds the log-Jacobian of every transform
+(``jacobian=False`` leaves it out: a penalised likelihood for MAP, as Stan's
+optimizer does by default). Element names follow Stan (``theta[1]``, ``L[2,1]``,
+1-based); flattening is row-major (C order), as numpy's.
+"""
+
+import inspect
+import json
+import os
+
+import numpy as np
+
+from .autodiff.functional import hessian, value_and_grad
+from .autodiff.var import Box, value_of
+from .declarations import DataDecl, ParamDecl
+from .errors import DataError, ModelError
+
+__all__ = ["Model", "element_names"]
+
+
+def element_names(name, shape):
+    """Stan-style element names in row-major order: ``theta[1]``, ``L[2,1]``."""
+    if not shape:
+        return [name]
+    idx = np.indices(shape).reshape(len(shape), -1).T + 1
+    return [f"{name}[{','.join(map(str, i))}]" for i in idx]
+
+
+class _ParamSlot:
+    __slots__ = ("name", "decl", "transform", "shape", "start", "stop")
+
+    def __init__(self, name, decl, shape, start):
+        self.name = name
+        self.decl = decl
+        self.transform = decl.transform()
+        self.shape = shape
+        self.start = start
+        self.stop = start + self.transform.free_size(shape)
+
+
+class Model:
+    """Base class of user models (see the module docstring for an example).
+
+    Construct with the data as keyword arguments (extra fields are ignored) or with
+    :meth:`from_json`. Class attributes made with ``sl.data.*`` become validated
+    instance attributes (``self.y``); ``sl.param.*`` declare the parameters.
+    """
+
+    _data_decls = {}
+    _param_decls = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        data, params = {}, {}
+        for klass in reversed(cls.__mro__):
+            for name, v in vars(klass).items():
+                if isinstance(v, DataDecl):
+                    data[name] = v
+                elif isinstance(v, ParamDecl):
+                    params[name] = v
+        cls._data_decls = data
+        cls._param_decls = params
+        if "log_prob" not in dir(cls) or cls.log_prob is Model.log_prob:
+            raise ModelError(f"model class '{cls.__name__}' must define "
+                             "log_prob(self, <parameters>) (the model block)")
+
+    # ---- construction -----------------------------------------------------------------
+    def __init__(self, **data):
+        env = {}
+        for name, decl in self._data_decls.items():
+            if name not in data:
+                shape = decl.shape(env)
+                raise DataError(f"missing data field '{name}' (expected "
+                                f"{decl.describe(shape)})")
+            env[name] = decl.validate(data[name], env)
+        self._data = env
+        for name, v in env.items():
+            setattr(self, name, v)
+        slots = []
+        k = 0
+        for name, decl in self._param_decls.items():
+            try:
+                shape = decl.shape(env)
+            except DataError as e:
+                raise DataError(f"parameter '{name}': {e}") from None
+            s = _ParamSlot(name, decl, shape, k)
+            k = s.stop
+            slots.append(s)
+        self._slots = slots
+        self.dim = k
+        self._lp_args = self._signature(self.log_prob)
+        self._tp_args = (self._signature(self.transformed_parameters)
+                         if self._has("transformed_parameters") else None)
+        self._gq_args = (self._signature(self.generated_quantities, skip=1)
+                         if self._has("generated_quantities") else None)
+        self._shapes = None
+
+    @classmethod
+    def from_json(cls, source, **overrides):
+        """Build the model from a JSON file path, a JSON string or a dict.
+
+        Stan's JSON conventions: ``"NaN"``, ``"Inf"``, ``"-Inf"`` strings are floats;
+        extra fields are ignored; ``overrides`` replace fields."""
+        if isinstance(source, dict):
+            d = dict(source)
+        else:
+            src = os.fspath(source) if isinstance(source, os.PathLike) else source
+            if isinstance(src, str) and src.lstrip().startswith("{"):
+                d = json.loads(src)
+            else:
+                try:
+                    with open(src) as f:
+                        d = json.load(f)
+                except FileNotFoundError:
+                    raise DataError(f"data file {src!r} does not exist") from None
+                except json.JSONDecodeError as e:
+                    raise DataError(f"data file {src!r} is not valid JSON: {e}") from None
+        d = {k: _stan_json_value(v) for k, v in d.items()}
+        d.update(overrides)
+        return cls(**d)
+
+    def _has(self, meth):
+        return getattr(type(self), meth) is not getattr(Model, meth)
+
+    def _signature(self, fun, skip=0):
+        ps = list(inspect.signature(fun).parameters.values())[skip:]
+        if any(p.kind == p.VAR_KEYWORD for p in ps):
+            return None                              # takes everything
+        return [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    # ---- blocks users may define -------------------------------------------------------
+    def transformed_parameters(self, **params):
+        """Optional: return a dict of derived quantities (Stan's transformed parameters)."""
+        return {}
+
+    def log_prob(self, **params):
+        """The model block: return the log density of the constrained parameters."""
+        raise NotImplementedError
+
+    def generated_quantities(self, rng, **params):
+        """Optional: return a dict of quantities computed per draw on plain floats."""
+        return {}
+
+    # ---- the parameters ----------------------------------------------------------------
+    @property
+    def data(self):
+        """The validated data (a dict)."""
+        return dict(self._data)
+
+    def param_shapes(self):
+        """``{name: shape}`` of the (constrained) parameters, in declaration order."""
+        return {s.name: s.shape for s in self._slots}
+
+    def _constrain(self, x, jacobian):
+        env = dict(self._data)
+        params = {}
+        lj = 0.0
+        for s in self._slots:
+            bounds = s.decl.bound_args(env)
+            xi = x[s.start:s.stop]
+            y, j = s.transform.constrain(xi, s.shape, *bounds)
+            if jacobian:
+                lj = lj + j
+            env[s.name] = y
+            params[s.name] = y
+        return params, lj
+
+    def _pick(self, names, avail, what):
+        if names is None:
+            return avail
+        out = {}
+        for n in names:
+            if n not in avail:
+                raise ModelError(f"{what} asks for '{n}', which is not a parameter"
+                                 + (" or transformed parameter" if what == "log_prob" else "")
+                                 + f" of {type(self).__name__} (known: {sorted(avail)})")
+            out[n] = avail[n]
+        return out
+
+    def _transformed(self, params):
+        if self._tp_args is None:
+            return {}
+        tp = self.transformed_parameters(**self._pick(self._tp_args, params,
+                                                      "transformed_parameters"))
+        if tp is None:
+            return {}
+        if not isinstance(tp, dict):
+            raise ModelError("transformed_parameters must return a dict of name -> value, "
+                             f"got {type(tp).__name__}")
+        clash = set(tp) & set(params)
+        if clash:
+            raise ModelError(f"transformed_parameters returns {sorted(clash)}, which "
+                             "already name parameters")
+        return tp
+
+    def _log_density(self, x, jacobian=True):
+        params, lj = self._constrain(x, jacobian)
+        avail = params
+        tp = self._transformed(params)
+        if tp:
+            avail = {**params, **tp}
+        lp = self.log_prob(**self._pick(self._lp_args, avail, "log_prob"))
+        if lp is None:
+            raise ModelError(f"{type(self).__name__}.log_prob returned None; it must return "
+                             "the log density (e.g. sl.normal_lpdf(...) + ...)")
+        if not isinstance(lp, Box) and np.ndim(lp) != 0:
+            raise ModelError(f"{type(self).__name__}.log_prob must return a scalar, got "
+                             f"shape {np.shape(lp)}")
+        return lp + lj if jacobian else lp
+
+    # ---- the log-density protocol ------------------------------------------------------
+    def _point(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.dim,):
+            raise ModelError(f"{type(self).__name__}: an unconstrained point has shape "
+                             f"({self.dim},), got {x.shape}")
+        return x
+
+    def log_density(self, x, jacobian=True):
+        """log p(x) on the unconstrained space (plus log|J| of the transforms)."""
+        return float(value_of(self._log_density(self._point(x), jacobian)))
+
+    def log_density_gradient(self, x, jacobian=True):
+        """``(log p(x), d log p / dx)`` by reverse-mode AD."""
+        x = self._point(x)
+        lp, g = value_and_grad(lambda z: self._log_density(z, jacobian))(x)
+        return float(lp), np.asarray(g, dtype=np.float64).reshape(self.dim)
+
+    def log_density_hessian(self, x, jacobian=True):
+        """``(log p(x), gradient, Hessian)``; the Hessian by nested (forward-over-
+        reverse) AD, exact up to rounding."""
+        x = self._point(x)
+        lp, g = self.log_density_gradient(x, jacobian)
+        H = hessian(lambda z: self._log_density(z, jacobian))(x)
+        return lp, g, np.asarray(H, dtype=np.float64).reshape(self.dim, self.dim)
+
+    def constrain(self, x):
+        """The parameters (constrained, plain floats) at unconstrained point ``x``."""
+        params, _ = self._constrain(self._point(x), False)
+        return {k: _plain(v) for k, v in params.items()}
+
+    def unconstrain(self, values):
+        """The unconstrained point of a dict of constrained parameter values (every
+        parameter must be given; each is checked against its constraint)."""
+        if not isinstance(values, dict):
+            raise DataError(f"unconstrain expects a dict of parameter values, got "
+                            f"{type(values).__name__}")
+        env = dict(self._data)
+        out = np.empty(self.dim)
+        for s in self._slots:
+            if s.name not in values:
+                raise DataError(f"parameter '{s.name}' has no value (expected "
+                                f"{s.decl.describe(s.shape)})")
+            try:
+                v = np.asarray(values[s.name], dtype=np.float64)
+            except (TypeError, ValueError):
+                raise DataError(f"parameter '{s.name}': expected real values, got "
+                                f"{values[s.name]!r}") from None
+            if v.shape != s.shape:
+                if v.size == 1 and int(np.prod(s.shape, dtype=np.int64)) == 1:
+                    v = v.reshape(s.shape)
+                else:
+                    raise DataError(f"parameter '{s.name}': expected shape {s.shape}, got "
+                                    f"{v.shape}")
+            bounds = [_plain(b) for b in s.decl.bound_args(env)]
+            msg = s.transform.check(v if v.ndim else float(v), s.shape, *bounds)
+            if msg:
+                raise DataError(f"parameter '{s.name}': {msg}")
+            out[s.start:s.stop] = s.transform.unconstrain(v if v.ndim else float(v),
+                                                           s.shape, *bounds)
+            env[s.name] = v if v.ndim else float(v)
+        return out
+
+    def param_names(self, include_tp=False, include_gq=False):
+        """Element names of the parameters (then transformed parameters and generated
+        quantities if asked), Stan-style and 1-based: ``['mu', 'theta[1]', ...]``."""
+        names = []
+        for s in self._slots:
+            names += element_names(s.name, s.shape)
+        if include_tp or include_gq:
+            tp, gq = self.output_shapes()
+            for part, inc in ((tp, include_tp), (gq, include_gq)):
+                if inc:
+                    for n, shape in part.items():
+                        names += element_names(n, shape)
+        return names
+
+    def unconstrained_param_names(self):
+        """Names of the unconstrained coordinates (``theta[1]`` ... per free entry)."""
+        names = []
+        for s in self._slots:
+            n = s.stop - s.start
+            names += [s.name] if (n == 1 and not s.shape) else \
+                [f"{s.name}[{i + 1}]" for i in range(n)]
+        return names
+
+    # ---- output: transformed parameters and generated quantities on plain floats ------
+    def transformed_values(self, x):
+        """``{name: value}`` of the transformed parameters at ``x`` (plain floats)."""
+        params, _ = self._constrain(self._point(x), False)
+        return {k: _plain(v) for k, v in self._transformed(params).items()}
+
+    def generated_values(self, x, rng=None):
+        """``{name: value}`` of the generated quantities at ``x``; ``rng`` is a numpy
+        Generator (or seed) handed to ``generated_quantities``."""
+        if self._gq_args is None:
+            return {}
+        params, _ = self._constrain(self._point(x), False)
+        avail = {**params, **self._transformed(params)}
+        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        gq = self.generated_quantities(gen, **self._pick(self._gq_args, avail,
+                                                         "generated_quantities"))
+        if gq is None:
+            return {}
+        if not isinstance(gq, dict):
+            raise ModelError("generated_quantities must return a dict of name -> value, got "
+                             f"{type(gq).__name__}")
+        return {k: _plain(v) for k, v in gq.items()}
+
+    def output(self, x, rng=None, include_tp=True, include_gq=True):
+        """Everything a draw reports: parameters, transformed parameters, generated
+        quantities, as ``{name: float or ndarray}``."""
+        x = self._point(x)
+        params, _ = self._constrain(x, False)
+        out = {k: _plain(v) for k, v in params.items()}
+        if include_tp and self._tp_args is not None:
+            out.update({k: _plain(v) for k, v in self._transformed(params).items()})
+        if include_gq:
+            out.update(self.generated_values(x, rng))
+        return out
+
+    def output_shapes(self):
+        """``({tp name: shape}, {gq name: shape})``, found by one evaluation at the
+        origin of the unconstrained space (shapes may depend on data only)."""
+        if self._shapes is None:
+            x = np.zeros(self.dim)
+            tp = {k: np.shape(v) for k, v in self.transformed_values(x).items()}
+            try:
+                gq = {k: np.shape(v) for k, v in self.generated_values(x, 0).items()}
+            except Exception as e:                       # noqa: BLE001 - reported below
+                raise ModelError(f"generated_quantities failed at the origin of the "
+                                 f"unconstrained space: {e}") from e
+            self._shapes = (tp, gq)
+        return self._shapes
+
+    def __repr__(self):
+        ps = ", ".join(f"{s.name}: {s.decl.describe(s.shape)}" for s in self._slots)
+        return f"<{type(self).__name__} dim={self.dim} ({ps})>"
+
+
+def _plain(v):
+    v = value_of(v)
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    return float(v) if isinstance(v, (float, int, np.floating, np.integer)) else v
+
+
+_JSON_FLOATS = {"NaN": np.nan, "nan": np.nan, "Inf": np.inf, "+Inf": np.inf,
+                "-Inf": -np.inf, "inf": np.inf, "-inf": -np.inf, "Infinity": np.inf,
+                "-Infinity": -np.inf}
+
+
+def _stan_json_value(v):
+    if isinstance(v, str) and v in _JSON_FLOATS:
+        return _JSON_FLOATS[v]
+    if isinstance(v, list):
+        return [_stan_json_value(e) for e in v]
+    return v
