@@ -287,45 +287,58 @@ def _t_score(t, nu):
     return sc, dsc
 
 
-def _t_cdf_nu_raw(t, nu, order):
-    """d^k/dnu^k of the Student-t CDF F(t | nu), k = 1 (and 2 if ``order`` is 2).
+def _t_series_raw(t, nu, order):
+    """log F(t | nu) of the Student t and, for ``order`` >= 1 (2), the ratios
+    F_nu/F (and F_nunu/F) of its nu-derivatives to F, for finite t.
 
     With a = nu/2, s = nu + t^2, x = nu/s, w = t^2/s (DLMF 8.17.8, the hypergeometric
     series of the incomplete beta function, whose terms are differentiated in nu):
 
     * near the centre (w <= 3/(nu + 5)): F = 1/2 + sign(t) sum_n T_n,
       T_0 = |t| s^(-1/2) x^a / B(1/2, a),  T_n = T_(n-1) (a + n - 1/2)/(n + 1/2) w;
-    * in the tails: F = F_tail (t < 0) or 1 - F_tail (t > 0), F_tail = sum_n U_n,
-      U_0 = x^a w^(1/2) / (2 a B(a, 1/2)),  U_n = U_(n-1) (a + n - 1/2)/(a + n) x.
+    * in the tails: F = F_tail (t < 0) or 1 - F_tail (t > 0), F_tail = sum_n T_n,
+      T_0 = x^a w^(1/2) / (2 a B(a, 1/2)),  T_n = T_(n-1) (a + n - 1/2)/(a + n) x.
 
-    Both series are sums of positive terms computing the smaller of the two tails
-    (the switch is where the incomplete-beta series are efficient, Numerical-Recipes
-    style), so the derivatives sum_n T_n d log T_n/dnu keep their relative accuracy
-    (a few ulps for nu up to ~30, ~1e-9 relative for nu ~ 1000). Converges
-    geometrically (about 25 nu/2 terms at worst near the switch), capped at 200000
-    terms: beyond that (nu > ~1e4) a DifferentiationError is raised.
+    Both series are sums of positive terms for the smaller of the two tails (the
+    switch is where the incomplete-beta series are efficient), summed relative to T_0
+    (so a tail probability below the float range keeps its log and its ratios), and
+    the derivatives sum_n T_n d log T_n/dnu keep their relative accuracy (a few ulps
+    for nu up to ~30, ~1e-9 relative for nu ~ 1000). Convergence is geometric (about
+    13 nu terms at worst, near the switch); where more than 30000 terms would be
+    needed (nu > ~2000 with t near the switch) a DifferentiationError is raised.
     """
     t, nu = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(nu, dtype=float))
     shape = t.shape
     t = t.ravel()
     nu = nu.ravel()
-    out1 = np.zeros(t.shape)
-    out2 = np.zeros(t.shape)
-    ok = np.isfinite(t)                      # F is 0 or 1 at t = -inf/+inf: flat
+    lF = np.zeros(t.shape)
+    r1 = np.zeros(t.shape)
+    r2 = np.zeros(t.shape)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         a = 0.5 * nu
-        tt = np.where(ok, t * t, 1.0)
+        tt = t * t
         s = nu + tt
         x = nu / s
         w = tt / s
         lx = np.log(x)
+        tail = w > 1.5 / (a + 2.5)
+        if order:
+            # terms needed: the series in x (tails) decay like x^n, the one in w like
+            # w^n after a peak near n ~ a w/(1 - w); refuse up front if too many
+            need = np.where(tail, 40.0 / -lx, a * w / (1.0 - w) + 40.0 / -np.log(w))
+            bad = (need > _T_SERIES_MAX) & (t != 0)
+            if np.any(bad):
+                i = np.argmax(bad)
+                raise DifferentiationError(
+                    "student_t_lcdf/lccdf: the derivative w.r.t. nu is not available at "
+                    f"nu = {float(nu[i])!r}, (y - mu)/sigma = {float(t[i])!r} (its series "
+                    f"would need ~{float(need[i]):.3g} terms: nu is too large)")
         dpsi = sps.digamma(a) - sps.digamma(a + 0.5)
-        dpsi1 = sps.polygamma(1, a) - sps.polygamma(1, a + 0.5)
+        dpsi1 = sps.polygamma(1, a) - sps.polygamma(1, a + 0.5) if order > 1 else 0.0
         c1 = 0.5 * lx + 0.5 * w - 0.5 * dpsi - 0.5 / s
         c2 = 0.5 / (s * s) + 0.5 * tt / (nu * s) - 0.5 * tt / (s * s) - 0.25 * dpsi1
-        tail = w > 1.5 / (a + 2.5)
         for region in (False, True):
-            idx = np.nonzero(ok & (tail == region))[0]
+            idx = np.nonzero(tail == region)[0]
             if not idx.size:
                 continue
             A, S, X, W, NU = a[idx], s[idx], x[idx], w[idx], nu[idx]
@@ -334,27 +347,40 @@ def _t_cdf_nu_raw(t, nu, order):
                         - sps.betaln(A, 0.5))
                 b1 = c1[idx] - 1.0 / NU
                 b2 = c2[idx] + 1.0 / (NU * NU)
-                sgn = -np.sign(t[idx])
             else:
                 logT = (np.log(np.abs(t[idx])) - 0.5 * np.log(S) + A * lx[idx]
                         - sps.betaln(0.5, A))
                 b1 = c1[idx]
                 b2 = c2[idx]
-                sgn = np.sign(t[idx])
-            s1, s2, _ = _t_series(region, order, np.exp(logT), A, S, X, W, NU, b1, b2)
-            out1[idx] = sgn * s1
-            out2[idx] = sgn * s2
-    return out1.reshape(shape), out2.reshape(shape)
+            s0, s1, s2 = _t_series(region, order, A, S, X, W, NU, b1, b2)
+            sg = np.sign(t[idx])
+            if region:
+                lt = logT + np.log(s0)                          # log F_tail
+                lo = sg < 0
+                # t < 0: F = F_tail, ratios s_k/s0 (no underflow); t > 0: F = 1 - F_tail
+                lF[idx] = np.where(lo, lt, np.log1p(-np.exp(lt)))
+                inv = np.where(lo, 1.0 / s0, -np.exp(logT - lF[idx]))
+            else:
+                e = np.exp(logT)
+                F = 0.5 + sg * e * s0
+                lF[idx] = np.log(F)
+                inv = sg * e / F
+            r1[idx] = s1 * inv
+            r2[idx] = s2 * inv
+    return lF.reshape(shape), r1.reshape(shape), r2.reshape(shape)
 
 
-_T_SERIES_MAX = 200000
+_T_SERIES_MAX = 30000
 
 
-def _t_series(region, order, T, A, S, X, W, NU, b1, b2, tol=1e-17):
-    """sum_n T_n L1_n and sum_n T_n (L1_n^2 + L2_n), L1/L2 the first/second nu-
-    derivatives of log T_n (see :func:`_t_cdf_nu_raw`); elements leave as they
-    converge (terms decreasing and the geometric remainder below ``tol``)."""
-    m = T.size
+def _t_series(region, order, A, S, X, W, NU, b1, b2, tol=1e-17):
+    """sum_n T_n/T_0, and for ``order`` >= 1 (2) sum_n T_n/T_0 L1_n (and
+    sum_n T_n/T_0 (L1_n^2 + L2_n)), L1/L2 the first/second nu-derivatives of log T_n
+    (see :func:`_t_series_raw`); elements leave as they converge (terms decreasing
+    and the geometric remainder below ``tol`` relative)."""
+    m = A.size
+    T = np.ones(m)
+    s0 = np.zeros(m)
     s1 = np.zeros(m)
     s2 = np.zeros(m)
     a1 = np.zeros(m)
@@ -362,92 +388,130 @@ def _t_series(region, order, T, A, S, X, W, NU, b1, b2, tol=1e-17):
     h1 = np.zeros(m)
     h2 = np.zeros(m)
     live = np.arange(m)
-    for k in range(_T_SERIES_MAX):
+    for k in range(_T_SERIES_MAX + 1000):
         if region:
-            l1 = b1 + 0.5 * h1 + k * W / NU
-            l2 = b2 + 0.25 * h2 + k * (1.0 / (S * S) - 1.0 / (NU * NU))
             r = (A + k + 0.5) / (A + k + 1.0) * X
         else:
-            l1 = b1 + 0.5 * h1 - k / S
-            l2 = b2 - 0.25 * h2 + k / (S * S)
             r = (A + k + 0.5) / (k + 1.5) * W
-        e1 = T * l1
-        s1[live] += e1
-        a1[live] += np.abs(e1)
+        s0[live] += T
         rem = r / (1.0 - r)
-        done = (r < 1.0) & (np.abs(e1) * rem <= tol * a1[live])
-        if order > 1:
-            e2 = T * (l1 * l1 + l2)
-            s2[live] += e2
-            a2[live] += np.abs(e2)
-            done &= np.abs(e2) * rem <= tol * a2[live]
-        if region:
-            h1 = h1 + 1.0 / (A + k + 0.5) - 1.0 / (A + k + 1.0)
-            h2 = h2 - 1.0 / (A + k + 0.5) ** 2 + 1.0 / (A + k + 1.0) ** 2
-        else:
-            h1 = h1 + 1.0 / (A + k + 0.5)
-            h2 = h2 + 1.0 / (A + k + 0.5) ** 2
+        done = (r < 1.0) & (T * rem <= tol * s0[live])
+        if order:
+            if region:
+                l1 = b1 + 0.5 * h1 + k * W / NU
+            else:
+                l1 = b1 + 0.5 * h1 - k / S
+            e1 = T * l1
+            s1[live] += e1
+            a1[live] += np.abs(e1)
+            done &= np.abs(e1) * rem <= tol * a1[live]
+            if order > 1:
+                if region:
+                    l2 = b2 + 0.25 * h2 + k * (1.0 / (S * S) - 1.0 / (NU * NU))
+                    h2 = h2 - 1.0 / (A + k + 0.5) ** 2 + 1.0 / (A + k + 1.0) ** 2
+                else:
+                    l2 = b2 - 0.25 * h2 + k / (S * S)
+                    h2 = h2 + 1.0 / (A + k + 0.5) ** 2
+                e2 = T * (l1 * l1 + l2)
+                s2[live] += e2
+                a2[live] += np.abs(e2)
+                done &= np.abs(e2) * rem <= tol * a2[live]
+            if region:
+                h1 = h1 + 1.0 / (A + k + 0.5) - 1.0 / (A + k + 1.0)
+            else:
+                h1 = h1 + 1.0 / (A + k + 0.5)
         T = T * r
         if done.any():
             keep = ~done
             live = live[keep]
             if not live.size:
-                return s1, s2, k
+                return s0, s1, s2
             A, S, X, W, NU, T, b1, b2, h1, h2 = (
                 v[keep] for v in (A, S, X, W, NU, T, b1, b2, h1, h2))
-    raise DifferentiationError(
+    raise DifferentiationError(                       # not reached: see the up-front check
         "student_t_lcdf/lccdf: the series for the derivative w.r.t. nu did not converge "
-        f"in {_T_SERIES_MAX} terms (nu = {float(2 * A[0])!r} is too large)")
+        f"(nu = {float(2 * A[0])!r})")
+
+
+def _t_lcdf_raw(t, nu):
+    """log F(t | nu): scipy's stdtr (log1p of the other tail above the median), the
+    series in logs where the tail probability is below ~1e-300."""
+    t, nu = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(nu, dtype=float))
+    with np.errstate(divide="ignore", under="ignore"):
+        lo = sps.stdtr(nu, -np.abs(t))               # the smaller tail
+        out = np.where(t > 0, np.log1p(-lo), np.log(lo))
+        tiny = (lo < 1e-290) & np.isfinite(t)
+        if np.any(tiny):
+            out = np.array(out, dtype=float)
+            lt = _t_series_raw(-np.abs(t[tiny]), nu[tiny], 0)[0]
+            out[tiny] = np.where(t[tiny] > 0, -np.exp(lt), lt)
+    return out
+
+
+def _t_ratios_raw(t, nu, k):
+    """d^k F/dnu^k / F (k = 1, 2); 0 at t = -inf/+inf (F flat there)."""
+    t, nu = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(nu, dtype=float))
+    fin = np.isfinite(t)
+    out = np.zeros(t.shape)
+    if np.any(fin):
+        out[fin] = _t_series_raw(t[fin], nu[fin], k)[k]
+    return out
 
 
 @_broadcasting
 @primitive
-def _t_cdf(t, nu):
-    """Student-t CDF F(t | nu) (scipy's stdtr)."""
-    return _f(sps.stdtr(nu, t))
+def _t_lcdf(t, nu):
+    """log of the Student-t CDF F(t | nu)."""
+    return _f(_t_lcdf_raw(t, nu))
 
 
 @_broadcasting
 @primitive
-def _t_cdf_dnu(t, nu):
-    """dF(t | nu)/dnu (series, see _t_cdf_nu_raw)."""
-    return _f(_t_cdf_nu_raw(t, nu, 1)[0])
+def _t_lcdf_r1(t, nu):
+    """F_nu(t | nu) / F(t | nu) = d log F/dnu (series)."""
+    return _f(_t_ratios_raw(t, nu, 1))
 
 
 @_broadcasting
 @primitive
-def _t_cdf_dnu2(t, nu):
-    """d^2F(t | nu)/dnu^2 (series); its own nu-derivative is missing."""
-    return _f(_t_cdf_nu_raw(t, nu, 2)[1])
+def _t_lcdf_r2(t, nu):
+    """F_nunu(t | nu) / F(t | nu) (series); its own nu-derivative is missing."""
+    return _f(_t_ratios_raw(t, nu, 2))
 
 
-def _d_tcdf_t(g, ans, t, nu):
-    return g * sm.exp(_t_logpdf(t, nu))
+def _t_pdf_over_cdf(t, nu):
+    return sm.exp(_t_logpdf(t, nu) - _t_lcdf(t, nu))
 
 
-def _d_tcdf_nu(g, ans, t, nu):
-    return g * _t_cdf_dnu(t, nu)
+# d log F/dt = f/F;  d(F_nu/F)/dt = (f/F)(score - F_nu/F), d(F_nu/F)/dnu = F_nunu/F -
+# (F_nu/F)^2;  d(F_nunu/F)/dt = (f/F)(score^2 + score_nu - F_nunu/F)
+def _d_tl_t(g, ans, t, nu):
+    return g * sm.exp(_t_logpdf(t, nu) - ans)
 
 
-def _d_tcdf1_t(g, ans, t, nu):
-    return g * sm.exp(_t_logpdf(t, nu)) * _t_score(t, nu)[0]
+def _d_tl_nu(g, ans, t, nu):
+    return g * _t_lcdf_r1(t, nu)
 
 
-def _d_tcdf1_nu(g, ans, t, nu):
-    return g * _t_cdf_dnu2(t, nu)
+def _d_r1_t(g, ans, t, nu):
+    return g * _t_pdf_over_cdf(t, nu) * (_t_score(t, nu)[0] - ans)
 
 
-def _d_tcdf2_t(g, ans, t, nu):
+def _d_r1_nu(g, ans, t, nu):
+    return g * (_t_lcdf_r2(t, nu) - ans * ans)
+
+
+def _d_r2_t(g, ans, t, nu):
     sc, dsc = _t_score(t, nu)
-    return g * sm.exp(_t_logpdf(t, nu)) * (sc * sc + dsc)
+    return g * _t_pdf_over_cdf(t, nu) * (sc * sc + dsc - ans)
 
 
-defvjp(_t_cdf, _d_tcdf_t, _d_tcdf_nu)
-defjvp(_t_cdf, _d_tcdf_t, _d_tcdf_nu)
-defvjp(_t_cdf_dnu, _d_tcdf1_t, _d_tcdf1_nu)
-defjvp(_t_cdf_dnu, _d_tcdf1_t, _d_tcdf1_nu)
-defvjp(_t_cdf_dnu2, _d_tcdf2_t, None)
-defjvp(_t_cdf_dnu2, _d_tcdf2_t, None)
+defvjp(_t_lcdf, _d_tl_t, _d_tl_nu)
+defjvp(_t_lcdf, _d_tl_t, _d_tl_nu)
+defvjp(_t_lcdf_r1, _d_r1_t, _d_r1_nu)
+defjvp(_t_lcdf_r1, _d_r1_t, _d_r1_nu)
+defvjp(_t_lcdf_r2, _d_r2_t, None)
+defjvp(_t_lcdf_r2, _d_r2_t, None)
 
 
 def _student_t_cdf_kernel(upper):
@@ -455,14 +519,13 @@ def _student_t_cdf_kernel(upper):
         inv_s = 1.0 / sigma
         z = (y - mu) * inv_s
         t = -z if upper else z               # 1 - F(z) = F(-z)
-        F = _t_cdf(t, nu)
-        lF = sm.log(F)
+        lF = _t_lcdf(t, nu)
         parts = [None] * 4
         if need[0] or need[2] or need[3]:
             dz = sm.exp(_t_logpdf(z, nu) - lF)
             parts = _ls_parts(need, z, inv_s, -dz if upper else dz, False, (0, 2, 3), 4)
         if need[1]:
-            parts[1] = _t_cdf_dnu(t, nu) / F
+            parts[1] = _t_lcdf_r1(t, nu)
         return sm.sum(lF), parts
     return kernel
 
@@ -493,9 +556,11 @@ student_t_lcdf = _fused("student_t_lcdf", _student_t_cdf_kernel(False),
                        doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
 
     F(y) = I_x(nu/2, 1/2)/2 for z = (y - mu)/sigma <= 0 (1 minus that for z > 0),
-    x = nu / (nu + z^2) (regularized incomplete beta). The derivative w.r.t. nu comes
-    from a convergent series (exact to rounding; second derivatives too, third
-    derivatives in nu raise DifferentiationError).
+    x = nu / (nu + z^2) (regularized incomplete beta; in logs from a series where F
+    is below the float range). The derivative w.r.t. nu comes from a convergent
+    series (exact to rounding for moderate nu, ~1e-9 relative at nu ~ 1000; second
+    derivatives too). Third derivatives in nu, and the nu-derivative for nu > ~2000
+    with z where the series would be too long, raise DifferentiationError.
     """)
 student_t_lccdf = _fused("student_t_lccdf", _student_t_cdf_kernel(True),
                         _check_student_t("student_t_lccdf"),

@@ -222,6 +222,20 @@ def test_student_t_tails_and_large_nu():
     # nu = 1 is the Cauchy distribution
     y = np.linspace(-5, 5, 7)
     assert np.isclose(sl.student_t_lcdf(y, 1.0, 0.3, 2.0), sl.cauchy_lcdf(y, 0.3, 2.0))
+    # beyond the float range of F: the log CDF and its nu-derivative come from the
+    # series in logs (mpmath: -6680.72079326727, d/dnu -66.27994269807708)
+    assert sl.student_t_lcdf(-1e30, 100.0, 0.0, 1.0) == pytest.approx(-6680.72079326727,
+                                                                       rel=1e-13)
+    g = sl.grad(lambda v: sl.student_t_lcdf(-1e30, v, 0.0, 1.0))(100.0)
+    assert g == pytest.approx(-66.27994269807708, rel=1e-12)
+    assert sl.student_t_lccdf(50.0, 2000.0, 0.0, 1.0) == pytest.approx(-815.3562368493068,
+                                                                        rel=1e-13)
+    # a huge nu near the series switch: refused, never a wrong number
+    with pytest.raises(sl.DifferentiationError, match="nu"):
+        sl.grad(lambda v: sl.student_t_lcdf(-2.0, v, 0.0, 1.0))(1e6)
+    # ... while the other arguments stay differentiable at that nu
+    g = sl.grad(lambda m: sl.student_t_lcdf(-2.0, 1e6, m, 1.0))(0.0)
+    assert g == pytest.approx(-np.exp(st.t.logpdf(-2.0, 1e6) - st.t.logcdf(-2.0, 1e6)))
     # a large nu: derivative still right (against differences of scipy's CDF)
     g = sl.grad(lambda v: sl.student_t_lcdf(-2.0, v, 0.0, 1.0))(500.0)
     h = 1e-2
