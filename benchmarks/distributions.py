@@ -13,8 +13,8 @@ The gradient is w.r.t. (alpha, beta), packed in one vector w = (alpha, beta); y,
 sigma for the normal model) are data. Timing follows benchmarks/ad_overhead.py (a timed
 loop of calls sized from one call, several repeats) with two changes: the clock is
 ``time.process_time`` (CPU time of the whole process, BLAS and JAX threads included,
-less sensitive to other load on a shared machine than wall time) and the reported time
-is the **median** of the repeats; repeats of the columns are interleaved, so a noisy
+less sensitive to other load on a shared machine than wall time; one BLAS thread by
+default, see below) and the reported time is the **median** of the repeats; repeats of the columns are interleaved, so a noisy
 period hits every column alike. Each implementation's value and gradient are checked
 against the hand-written ones before timing.
 
@@ -32,17 +32,29 @@ hoisted constant; the fused node computes it on each call). Gradient: (sum r, x^
 Target (printed with PASS/MISS): the fused bernoulli_logit_glm at N=100000 K=50 costs at
 most 1.3x the numpy floor.
 
+BLAS threads: the script sets OPENBLAS_NUM_THREADS (and OMP/MKL) to 1 unless the
+environment already sets them, because idle OpenBLAS workers spin and their CPU time
+would be counted; ``OPENBLAS_NUM_THREADS=2 python benchmarks/distributions.py``
+measures the multi-threaded case (noisier).
+
 Run:  python benchmarks/distributions.py [--quick]
 """
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
 
-import numpy as np
-from scipy.special import expit, gammaln
+# One BLAS thread unless the environment says otherwise (set before numpy loads):
+# process time counts every thread's CPU, and idle OpenBLAS workers spin, which adds
+# noise (and a 2x spread) unrelated to the work being compared.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+from scipy.special import expit, gammaln  # noqa: E402
 
 try:
     import stanlite as sl
@@ -260,7 +272,8 @@ def run(quick=False):
     w = 27
     head = f"{'case':<{w}}" + "".join(f"{c:>22}" for c in cols)
     print("value + gradient w.r.t. (alpha, beta), median process time per call; "
-          "(ratio to the hand-written numpy gradient)")
+          "(ratio to the hand-written numpy gradient); "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     print(head)
     print("-" * len(head))
     for name, times in rows:

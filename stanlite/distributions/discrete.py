@@ -137,6 +137,23 @@ def _xdiv(a, x):
     return a / x
 
 
+_LOG_FACTORIAL_TABLE_MAX = 1 << 20
+
+
+def _sum_log_factorial(y):
+    """sum_i lgamma(y_i + 1) of non-negative integer data: a table lookup for counts
+    up to 2^20 (an order of magnitude cheaper than lgamma on every element)."""
+    y = np.asarray(y)
+    if y.size == 0:
+        return 0.0
+    top = float(y.max())
+    if 0 <= top <= _LOG_FACTORIAL_TABLE_MAX and y.min() >= 0:
+        table = sps.gammaln(np.arange(int(top) + 1, dtype=float) + 1.0)
+        idx = y if y.dtype.kind in "iu" else y.astype(np.intp)
+        return float(table[idx].sum())
+    return float(sps.gammaln(y + 1.0).sum())
+
+
 def _flat(x, shape):
     """``x`` broadcast to ``shape`` and flattened (traced values stay traced)."""
     if isinstance(x, Box):
@@ -664,7 +681,7 @@ def _poisson(need, n, lam):
     M = broadcast_size(n, lam)
     if np.any(np.isinf(value_of(lam))):
         return _NEG_INF, [None, 0.0 if need[1] else None]
-    base = -_bsum(sm.lgamma(n + 1.0), M)
+    base = -_sum_log_factorial(n) * (M // max(1, _size(n)))
     if shape_of(lam) == ():
         k = float(np.sum(n)) * (M // max(1, _size(n)))
         lp = base + _xlog(k, lam) - M * lam
@@ -749,7 +766,7 @@ def _poisson_log(need, n, alpha):
     av = np.asarray(value_of(alpha))
     if np.any(av == np.inf):
         return _NEG_INF, [None, 0.0 if need[1] else None]
-    base = -_bsum(sm.lgamma(n + 1.0), M)
+    base = -_sum_log_factorial(n) * (M // max(1, _size(n)))
     if shape_of(alpha) == ():
         k = float(np.sum(n)) * (M // max(1, _size(n)))
         na = 0.0 if k == 0 else k * alpha
