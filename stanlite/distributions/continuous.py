@@ -34,7 +34,7 @@ from ..autodiff.extend import defjvp, defvjp, primitive
 from ..errors import DifferentiationError, DomainError
 from ..math import log_Phi
 from ..autodiff.var import Box
-from .fused import (broadcast_size, check_finite, check_in_range, check_nonnegative,
+from .fused import (broadcast_size, reps, check_finite, check_in_range, check_nonnegative,
                     check_not_nan, check_positive, fused, plain)
 from .rng import as_generator, draw
 
@@ -64,10 +64,7 @@ def _fused(name, kernel, check, doc=None):
     return fused(name, k, check, doc=doc)
 
 
-def _reps(n, x):
-    """How many times each element of ``x`` is repeated in an n-element broadcast."""
-    return n // max(1, int(np.prod(np.shape(x) if not hasattr(x, "shape") else x.shape,
-                                   dtype=np.int64)))
+_reps = reps
 
 
 # --------------------------------------------------------------------------------------
@@ -1103,13 +1100,38 @@ def exp_mod_normal_rng(mu, sigma, lambda_, rng=None):
 # --------------------------------------------------------------------------------------
 # von_mises(y | mu, kappa)
 # --------------------------------------------------------------------------------------
-def _log_i0(kappa):
-    return sm.log_modified_bessel_first_kind(0, kappa)
-
-
+@_broadcasting
+@primitive
 def _bessel_ratio(kappa):
-    """A(kappa) = I_1(kappa)/I_0(kappa) = d log I_0/dkappa (differentiable)."""
-    return sm.exp(sm.log_modified_bessel_first_kind(1, kappa) - _log_i0(kappa))
+    """A(kappa) = I_1(kappa)/I_0(kappa) = d log I_0/dkappa, as a ratio of scipy's scaled
+    ive (full relative accuracy; the difference of two logs of size ~kappa would lose
+    digits for large kappa). A' = 1 - A/kappa - A^2 (DLMF 10.29.1-2), 1/2 at 0."""
+    with np.errstate(under="ignore"):
+        return _f(sps.ive(1, kappa) / sps.ive(0, kappa))
+
+
+def _d_bessel_ratio(g, ans, kappa):
+    kv = plain(kappa)
+    if np.any(kv == 0):
+        zero = kv == 0
+        safe = _where(zero, 1.0, kappa)
+        return g * _where(zero, 0.5, 1.0 - ans / safe - ans * ans)
+    return g * (1.0 - ans / kappa - ans * ans)
+
+
+defvjp(_bessel_ratio, _d_bessel_ratio)
+defjvp(_bessel_ratio, _d_bessel_ratio)
+
+
+@_broadcasting
+@primitive
+def _log_i0(kappa):
+    """log I_0(kappa) = log(ive(0, kappa)) + kappa; d/dkappa = I_1/I_0."""
+    return _f(np.log(sps.ive(0, kappa)) + kappa)
+
+
+defvjp(_log_i0, lambda g, ans, kappa: g * _bessel_ratio(kappa))
+defjvp(_log_i0, lambda g, ans, kappa: g * _bessel_ratio(kappa))
 
 
 def _von_mises(need, y, mu, kappa):
@@ -1142,8 +1164,7 @@ def _vm_ratios(kappa, J):
     r_j' = (r_(j-1) + r_(j+1))/2 - r_j r_1 (r_(-1) = r_1), r_j'' likewise."""
     j = np.arange(J + 3)
     k = kappa[..., None]
-    with np.errstate(under="ignore", invalid="ignore"):
-        r = sps.ive(j, k) / sps.ive(0, k)
+    r = sps.ive(j, k) / sps.ive(0, k)
     rm = np.concatenate([r[..., 1:2], r[..., :-1]], axis=-1)       # r_(j-1)
     rp = np.concatenate([r[..., 1:], np.zeros_like(r[..., :1])], axis=-1)
     r1 = r[..., 1:2]
@@ -1154,67 +1175,142 @@ def _vm_ratios(kappa, J):
     return r, d1, d2
 
 
-def _vm_cdf_raw(c, h, kappa, order):
-    """G(c + h) - G(c - h) for the centred von Mises CDF extended to the real line,
-    G(x) = 1/2 + x/(2 pi) + sum_j r_j sin(j x)/(j pi) (the Fourier series of the
-    density integrated termwise), or its ``order``-th kappa-derivative:
-    h/pi + (2/pi) sum_j r_j^(order) cos(j c) sin(j h) / j (difference of sines as a
-    product: exact near h = 0). Terms up to j = 10 + 10 sqrt(kappa) (r_j ~
-    exp(-j^2/(2 kappa)) beyond j ~ kappa... far below rounding); absolute accuracy
-    ~1e-16 (so log F of a far tail, F < ~1e-12, is not accurate: as in Stan/scipy)."""
-    c, h, kappa = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (c, h, kappa)))
-    shape = c.shape
-    c, h, kappa = c.ravel(), h.ravel(), kappa.ravel()
-    out = np.empty(c.shape)
+def _vm_series(c, h, kappa, order):
+    """F = G(c + h) - G(c - h) and its first ``order`` kappa-derivatives (flat arrays),
+    G(x) = 1/2 + x/(2 pi) + sum_j r_j sin(j x)/(j pi) the centred von Mises CDF
+    extended to the real line (the Fourier series of the density integrated
+    termwise): F = h/pi + (2/pi) sum_j r_j cos(j c) sin(j h)/j (the difference of
+    sines as a product: exact near h = 0). Terms up to j = 10 + 10 sqrt(kappa)
+    (r_j ~ exp(-j^2/(2 kappa)): the rest is below rounding); absolute accuracy ~1e-16."""
+    out = [np.empty(c.shape) for _ in range(order + 1)]
     J = int(math.ceil(10.0 + 10.0 * math.sqrt(float(np.max(kappa, initial=0.0)))))
     step = max(1, _VM_CHUNK // (J + 3))
     jj = np.arange(1, J + 1)
     for lo in range(0, c.size, step):
         sl_ = slice(lo, lo + step)
-        rs = _vm_ratios(kappa[sl_], J)[order][:, 1:J + 1]
-        trig = np.cos(jj * c[sl_, None]) * np.sin(jj * h[sl_, None])
-        out[sl_] = (2.0 / math.pi) * np.sum(rs / jj * trig, axis=-1)
-    if order == 0:
-        out = out + h / math.pi
-    return out.reshape(shape)
+        rs = _vm_ratios(kappa[sl_], J)
+        trig = np.cos(jj * c[sl_, None]) * np.sin(jj * h[sl_, None]) / jj
+        for k in range(order + 1):
+            out[k][sl_] = (2.0 / math.pi) * np.sum(rs[k][:, 1:J + 1] * trig, axis=-1)
+    out[0] += h / math.pi
+    return out
 
 
-def _vm_fc(x, kappa):
-    """The centred von Mises density exp(kappa cos x) / (2 pi I_0(kappa))."""
-    return sm.exp(kappa * sm.cos(x) - LOG_TWO_PI - _log_i0(kappa))
+def _ts_nodes(step=1.0 / 64, tmax=4.0):
+    """tanh-sinh quadrature on [-1, 1]: node side (-1, 0, 1), distance of the node from
+    that end (1 - tanh(pi/2 sinh|tau|), computed without cancellation), log weight."""
+    tau = np.arange(-tmax, tmax + 0.5 * step, step)
+    q = 0.5 * math.pi * np.sinh(np.abs(tau))
+    off = 2.0 / (1.0 + np.exp(2.0 * q))
+    lw = (math.log(step) + np.log(0.5 * math.pi * np.cosh(tau))
+          - 2.0 * (q + np.log1p(np.exp(-2.0 * q)) - LOG_TWO))
+    return np.sign(tau), off, lw
 
 
-def _vm_fk(x, kappa, k):
-    """d^k/dkappa^k of the centred density, k = 0, 1, 2 (differentiable)."""
-    f = _vm_fc(x, kappa)
-    if k == 0:
-        return f
-    a = _bessel_ratio(kappa)
-    e = sm.cos(x) - a
-    if k == 1:
-        return f * e
-    return f * (e * e - (1.0 - a / kappa - a * a))      # A' = 1 - A/kappa - A^2
+_TS_SIDE, _TS_OFF, _TS_LOGW = _ts_nodes()
+
+
+def _vm_quadrature(c, h, kappa, order):
+    """log F and the ratios F_kappa/F, F_kappakappa/F for F = int_{c-h}^{c+h} of the
+    centred density, by tanh-sinh quadrature in logs (513 nodes, clustered doubly
+    exponentially at both ends, where a small tail probability concentrates): the
+    ratios are weighted means of d/dkappa log f = cos x - A and of
+    (cos x - A)^2 - A', A = I_1/I_0, A' = 1 - A/kappa - A^2. Converged to ~1e-14
+    relative (checked against mpmath and halving the step)."""
+    c, h, k = c[:, None], h[:, None], kappa[:, None]
+    x = np.where(_TS_SIDE > 0, (c + h) - h * _TS_OFF, (c - h) + h * _TS_OFF)
+    x = np.where(_TS_SIDE == 0, c, x)
+    cx = np.cos(x)
+    l0 = np.log(sps.ive(0, k))
+    lg = k * (cx - 1.0) - LOG_TWO_PI - l0 + _TS_LOGW + np.log(h)
+    lF = sps.logsumexp(lg, axis=-1)
+    out = [lF]
+    if order:
+        w = np.exp(lg - lF[:, None])
+        a = sps.ive(1, k) / sps.ive(0, k)
+        e = cx - a
+        out.append(np.sum(w * e, axis=-1))
+        if order > 1:
+            out.append(np.sum(w * (e * e - (1.0 - a / k - a * a)), axis=-1))
+    return out
+
+
+def _vm_raw(c, h, kappa, k):
+    """k = 0: log F; k = 1, 2: F^(k)/F (kappa-derivatives), for
+    F = G(c + h) - G(c - h): the Fourier series, or quadrature where F < 1e-3 (there
+    the series, exact to ~1e-16 absolute, would lose the relative accuracy), and
+    log F = log1p(-(1 - F)) with the complementary arc by quadrature where
+    F > 1 - 1e-3 (log F near 0 keeps its relative accuracy)."""
+    c, h, kappa = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (c, h, kappa)))
+    shape = c.shape
+    c, h, kappa = c.ravel(), h.ravel(), kappa.ravel()
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        ser = _vm_series(c, h, kappa, k)
+        out = np.log(ser[0]) if k == 0 else ser[k] / ser[0]
+        small = ser[0] < 1e-3
+        if np.any(small):
+            out[small] = _vm_quadrature(c[small], h[small], kappa[small], k)[k]
+        big = (ser[0] > 1.0 - 1e-3) & (h < math.pi)
+        if k == 0 and np.any(big):
+            # log F = log1p(-(1 - F)), 1 - F the mass of the complementary arc
+            lc = _vm_quadrature(c[big] + math.pi, math.pi - h[big], kappa[big], 0)[0]
+            out[big] = np.log1p(-np.exp(lc))
+    return _f(out.reshape(shape))
+
+
+def _vm_logf(x, kappa):
+    """log of the centred von Mises density, kappa cos x - log(2 pi I_0(kappa))."""
+    return kappa * sm.cos(x) - LOG_TWO_PI - _log_i0(kappa)
 
 
 def _vm_prims():
-    """_vm_cdf[k](c, h, kappa) = d^k/dkappa^k (G(c + h) - G(c - h)), k = 0, 1, 2."""
+    """_vm[0](c, h, kappa) = log F, _vm[k] = F^(k)/F (k = 1, 2; kappa-derivatives) for
+    F = G(c + h) - G(c - h). Derivatives (f the centred density, f_k its kappa-
+    derivatives, A = I_1/I_0, A' = 1 - A/kappa - A^2):
+    d log F/dc = (f(c+h) - f(c-h))/F, d/dh the same with +, d log F/dkappa = F'/F;
+    d(F^(k)/F)/dc = (f_k(c+h) - f_k(c-h))/F - (F^(k)/F) d log F/dc (h: with +),
+    d(F'/F)/dkappa = F''/F - (F'/F)^2 (F''/F has no kappa-derivative: third order)."""
     prims = []
     for k in range(3):
         def raw(c, h, kappa, _k=k):
-            return _f(_vm_cdf_raw(c, h, kappa, _k))
+            return _vm_raw(c, h, kappa, _k)
         raw.__name__ = raw.__qualname__ = f"_vm_cdf{k}"
         prims.append(_broadcasting(primitive(raw)))
+
+    def fk_over_F(x, kappa, k, lF):
+        p = sm.exp(_vm_logf(x, kappa) - lF)
+        if k == 0:
+            return p
+        a = _bessel_ratio(kappa)
+        e = sm.cos(x) - a
+        if k == 1:
+            return p * e
+        return p * (e * e - (1.0 - a / kappa - a * a))
+
+    def rule(k, sign):
+        def d(g, ans, c, h, kappa):
+            lF = ans if k == 0 else prims[0](c, h, kappa)
+            hi = fk_over_F(c + h, kappa, k, lF)
+            lo = fk_over_F(c - h, kappa, k, lF)
+            out = hi + lo if sign > 0 else hi - lo
+            if k:
+                p_hi = fk_over_F(c + h, kappa, 0, lF)
+                p_lo = fk_over_F(c - h, kappa, 0, lF)
+                out = out - ans * (p_hi + p_lo if sign > 0 else p_hi - p_lo)
+            return g * out
+        return d
+
     for k, p in enumerate(prims):
-        def dc(g, ans, c, h, kappa, _k=k):
-            return g * (_vm_fk(c + h, kappa, _k) - _vm_fk(c - h, kappa, _k))
-
-        def dh(g, ans, c, h, kappa, _k=k):
-            return g * (_vm_fk(c + h, kappa, _k) + _vm_fk(c - h, kappa, _k))
-
-        dk = (lambda g, ans, c, h, kappa, _n=prims[k + 1]: g * _n(c, h, kappa)) \
-            if k < 2 else None
-        defvjp(p, dc, dh, dk)
-        defjvp(p, dc, dh, dk)
+        if k == 0:
+            def dk(g, ans, c, h, kappa):
+                return g * prims[1](c, h, kappa)
+        elif k == 1:
+            def dk(g, ans, c, h, kappa):
+                return g * (prims[2](c, h, kappa) - ans * ans)
+        else:
+            dk = None
+        defvjp(p, rule(k, -1), rule(k, 1), dk)
+        defjvp(p, rule(k, -1), rule(k, 1), dk)
     return prims
 
 
@@ -1233,22 +1329,21 @@ def _von_mises_cdf_kernel(upper):
         else:
             c = 0.5 * (y - math.pi) - mu
             h = 0.5 * (y + math.pi)
-        F = _vm_cdf[0](c, h, kappa)
-        lF = sm.log(F)
+        lF = _vm_cdf[0](c, h, kappa)
         parts = [None, None, None]
         if need[0] or need[1]:
-            fy = _vm_fc(y - mu, kappa)
-            fb = _vm_fc(math.pi + mu, kappa)      # density at the cut -pi == pi
+            fy = sm.exp(_vm_logf(y - mu, kappa) - lF)
+            fb = sm.exp(_vm_logf(math.pi + mu, kappa) - lF)   # at the cut -pi == pi
             if upper:
                 dy, dmu = -fy, fy - fb
             else:
                 dy, dmu = fy, fb - fy
             if need[0]:
-                parts[0] = dy / F
+                parts[0] = dy
             if need[1]:
-                parts[1] = dmu / F
+                parts[1] = dmu
         if need[2]:
-            parts[2] = _vm_cdf[1](c, h, kappa) / F
+            parts[2] = _vm_cdf[1](c, h, kappa)
         return sm.sum(lF), parts
     return kernel
 
@@ -1288,8 +1383,9 @@ von_mises_lcdf = _fused("von_mises_lcdf", _von_mises_cdf_kernel(False),
 
     F(y | mu, kappa) = int_{-pi}^{y} exp(kappa cos(t - mu)) dt / (2 pi I_0(kappa)),
     y in [-pi, pi], mu real, kappa > 0; computed from the Fourier series
-    (y + pi)/(2 pi) + sum_j I_j(kappa)/I_0(kappa) (sin(j(y - mu)) + sin(j(pi + mu)))/(j pi)
-    (absolute accuracy ~1e-16: far-tail log CDF values are not accurate).
+    (y + pi)/(2 pi) + sum_j I_j(kappa)/I_0(kappa) (sin(j(y - mu)) + sin(j(pi + mu)))/(j pi),
+    and where F < 1e-3 from tanh-sinh quadrature of the density in logs (so the log
+    CDF keeps its relative accuracy far into the tails).
     """)
 von_mises_lccdf = _fused("von_mises_lccdf", _von_mises_cdf_kernel(True),
                         _check_von_mises_cdf("von_mises_lccdf"),
