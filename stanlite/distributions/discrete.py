@@ -1170,14 +1170,14 @@ def _draw_categorical(g, p, size):
     return np.minimum(np.searchsorted(cdf, u, side="right"), p.size - 1) + 1
 
 
-def categorical_rng(theta, size=None, rng=None):
+def categorical_rng(theta, rng=None, *, size=None):
     """Categorical(theta) draws in 1..K (an int; an int array of ``size`` if given)."""
     theta = np.asarray(value_of(theta), dtype=float)
     _check_simplex("categorical_rng", "theta", theta)
     return _int_draws(_draw_categorical(as_generator(rng), theta, size))
 
 
-def categorical_logit_rng(beta, size=None, rng=None):
+def categorical_logit_rng(beta, rng=None, *, size=None):
     """CategoricalLogit(beta) draws in 1..K (an int; an int array of ``size`` if given)."""
     beta = np.asarray(value_of(beta), dtype=float)
     check_finite("categorical_logit_rng", "beta", beta)
