@@ -72,6 +72,7 @@ Deviations from Stan (all deliberate):
 """
 
 from functools import lru_cache
+from math import prod as _prod
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def _shape(shape):
 
 
 def _size(shape):
-    return int(np.prod(shape, dtype=np.int64))
+    return _prod(shape)
 
 
 def _num(v):
@@ -296,6 +297,11 @@ def _bounded_piece(case, x, lb, ub, n):
 
 
 def _bounded_constrain(x, shape, lb, ub, who):
+    tl, tu = type(lb), type(ub)
+    if (lb is None or tl is float or tl is int) and (ub is None or tu is float or tu is int):
+        # the common case, numeric scalar bounds: no per-element bookkeeping (this runs
+        # at every gradient evaluation of every bounded parameter)
+        return _scalar_bounds_constrain(x, shape, lb, ub, who)
     shape = _shape(shape)
     n = _size(shape)
     x = _as_free(x, n, who)
@@ -325,6 +331,26 @@ def _bounded_constrain(x, shape, lb, ub, who):
     if shape == ():
         y = _scalar_out(y)
     return y, _scalar_out(lj)
+
+
+def _scalar_bounds_constrain(x, shape, lb, ub, who):
+    shape = _shape(shape)
+    n = _size(shape)
+    x = _as_free(x, n, who)
+    fl = lb is not None and lb != -_INF
+    fu = ub is not None and ub != _INF
+    if lb is not None and ub is not None and not lb < ub:
+        raise DomainError(f"{who}: lower bound {_num(lb)} must be less than upper bound "
+                          f"{_num(ub)}")
+    if lb is not None and lb != lb or ub is not None and ub != ub:
+        raise DomainError(f"{who}: a bound is NaN")
+    xs = x[0] if shape == () else (x if len(shape) == 1 else reshape(x, shape))
+    y, lj = _bounded_piece(int(fl) + 2 * int(fu), xs, float(lb) if fl else None,
+                           float(ub) if fu else None, n)
+    return y, _scalar_out(lj)
+
+
+_INF = float("inf")
 
 
 def _bounds_message(v, lv, uv):

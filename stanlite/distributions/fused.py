@@ -24,6 +24,8 @@ raise :class:`~stanlite.errors.DomainError` naming the function, the argument an
 offending value; samplers treat that as a rejection, as Stan does.
 """
 
+import math
+
 import numpy as np
 
 from ..autodiff.extend import Primitive, _call_ieee, _dispatch, _tag, accumulate
@@ -42,13 +44,27 @@ def plain(x):
 
 def broadcast_size(*args):
     """Number of elements the arguments broadcast to (the N of a vectorized density)."""
-    return int(np.prod(np.broadcast_shapes(*[shape_of(a) for a in args]), dtype=np.int64))
+    first = None
+    same = True
+    for a in args:
+        s = shape_of(a)
+        if s:
+            if first is None:
+                first = s
+            elif s != first:
+                same = False
+    if first is None:
+        return 1
+    if same:
+        return _prod(first)
+    return _prod(np.broadcast_shapes(*[shape_of(a) for a in args]))
 
 
 def reps(n, x):
     """How many times each element of ``x`` repeats in an ``n``-element broadcast (the
     factor of a term that depends on ``x`` alone, summed over ``x``'s own elements)."""
-    return n // max(1, int(np.prod(shape_of(x), dtype=np.int64)))
+    s = shape_of(x)
+    return n // max(1, _prod(s)) if s else n
 
 
 def fused(name, kernel, check=None, nondiff=(), doc=None):
@@ -172,8 +188,36 @@ def _fail(fn, arg, what, x, bad):
     raise DomainError(f"{fn}: {where} must be {what}, but is {float(val)!r}")
 
 
+_prod = math.prod
+_isfinite = math.isfinite
+_INF = math.inf
+
+
+def _fast_ok(x, lo_ok):
+    """Cheap pre-check on floats and float arrays: True means certainly fine; False
+    means run the exact check (which finds and names the offending element)."""
+    t = type(x)
+    if t is float or t is int:
+        return _isfinite(x) and bool(lo_ok(x))
+    if t is np.ndarray and x.dtype.kind == "f" and x.size:
+        # one reduction: a finite sum implies no NaN/inf (overflow falls back)
+        return _isfinite(float(x.sum())) and bool(lo_ok(x).all() if lo_ok is not _true
+                                                  else True)
+    return False
+
+
+def _true(x):
+    return True
+
+
+def _gt0(x):
+    return x > 0
+
+
 def check_positive(fn, arg, x):
     """``x > 0`` and finite everywhere (a scale, a rate)."""
+    if _fast_ok(x, _gt0):
+        return
     ok = np.isfinite(x) & (np.asarray(x) > 0)
     if not np.all(ok):
         _fail(fn, arg, "positive and finite", x, ~ok)
@@ -186,12 +230,16 @@ def check_nonnegative(fn, arg, x):
 
 
 def check_finite(fn, arg, x):
+    if _fast_ok(x, _true):
+        return
     ok = np.isfinite(x)
     if not np.all(ok):
         _fail(fn, arg, "finite", x, ~ok)
 
 
 def check_not_nan(fn, arg, x):
+    if _fast_ok(x, _true):
+        return
     ok = ~np.isnan(x)
     if not np.all(ok):
         _fail(fn, arg, "not NaN", x, ~ok)

@@ -149,7 +149,12 @@ def sum(x, axis=None, keepdims=False):
 
     Derivative: d sum(x) = sum(dx); the adjoint broadcasts ``g`` over the summed axes.
     """
-    if type(x) is Var and axis is None and not keepdims:
+    tx = type(x)
+    if tx is np.ndarray and axis is None and not keepdims:
+        return float(x.sum())           # plain fast path (log-density kernels)
+    if tx is float:
+        return x
+    if tx is Var and axis is None and not keepdims:
         xv = x.value
         if type(xv) is np.ndarray:
             return make_node(float(xv.sum()), x.tape, _bp_sum_all, x, None)
