@@ -18,7 +18,7 @@ defines ``log_prob`` (the model block) and optionally ``transformed_parameters``
     >>> x = m.unconstrain({"mu": 0.5, "sigma": 1.0})        # sigma -> log(sigma)
     >>> lp, g = m.log_density_gradient(x)
     >>> round(lp, 6), g.shape
-    (-6.628474, (2,))
+    (-6.709589, (2,))
 
 What samplers see is the *log-density protocol* on the unconstrained space
 R^dim - ``dim``, ``log_density(x, jacobian=True)``, ``log_density_gradient(x)``,
@@ -371,6 +371,29 @@ class Model:
                                  f"unconstrained space: {e}") from e
             self._shapes = (tp, gq)
         return self._shapes
+
+    # ---- inference ---------------------------------------------------------------------
+    def sample(self, chains=4, draws=1000, warmup=1000, seed=None, metric="diag_e",
+               adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
+               progress=True, parallel=True, executor=None, sampler="nuts",
+               resume_from=None, inv_metric=None, stepsize=1.0):
+        """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
+        with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
+        into per-chain streams (same draws serial or parallel); ``resume_from=fit``
+        continues an interrupted run or extends a finished one (``draws`` larger).
+        Returns a :class:`~stanlite.fit.Fit`."""
+        from .fit import Fit
+        from .samplers.runner import sample_chains
+        if sampler not in ("nuts", "hmc"):
+            raise ValueError(f"sampler must be 'nuts' or 'hmc', got {sampler!r}")
+        states, gq_seeds, interrupted = sample_chains(
+            self, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
+            adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
+            save_warmup=save_warmup, progress=progress, parallel=parallel,
+            executor=executor, sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
+            resume_from=resume_from)
+        return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
+                   max_treedepth=max_treedepth)
 
     def __repr__(self):
         ps = ", ".join(f"{s.name}: {s.decl.describe(s.shape)}" for s in self._slots)

@@ -344,7 +344,10 @@ def _scalar_bounds_constrain(x, shape, lb, ub, who):
                           f"{_num(ub)}")
     if lb is not None and lb != lb or ub is not None and ub != ub:
         raise DomainError(f"{who}: a bound is NaN")
-    xs = x[0] if shape == () else (x if len(shape) == 1 else reshape(x, shape))
+    if shape == ():
+        xs = x[0] if isinstance(x, Box) else float(x[0])
+    else:
+        xs = x if len(shape) == 1 else reshape(x, shape)
     y, lj = _bounded_piece(int(fl) + 2 * int(fu), xs, float(lb) if fl else None,
                            float(ub) if fu else None, n)
     return y, _scalar_out(lj)

@@ -1,0 +1,226 @@
+"""One Markov chain as resumable plain data: warmup with adaptation, then sampling.
+
+Everything a chain needs to continue is in :class:`ChainState` - position, log
+density and gradient, the generator's bit state, the step size, the dual-averaging
+accumulators, the Welford accumulator, the metric, the iteration counter and the
+draws so far - as numbers, arrays, lists and dicts (picklable, savable). A chain
+stopped after any iteration (Ctrl-C, a crash, an exhausted budget) and continued
+from its state produces exactly the draws an uninterrupted run would: the
+generator's state is snapshotted after each completed iteration, and an interrupted
+iteration is discarded and rerun.
+
+The transition kernels (NUTS, static HMC) see the model only through the
+log-density protocol; the chain only through ``(point, info)``.
+"""
+
+import math
+
+import numpy as np
+
+from . import nuts
+from .adaptation import DualAveraging, Welford, init_stepsize, window_ends
+from .hamiltonian import Point, log_density_point, make_metric
+
+__all__ = ["ChainState", "initialize", "run", "STAT_NAMES"]
+
+#: per-iteration sampler statistics (Stan's names, ArviZ's in fit.py)
+STAT_NAMES = ("lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__",
+              "divergent__", "energy__")
+
+
+class ChainState:
+    """The complete, plain-data state of one chain (see module docstring)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def to_dict(self):
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**d)
+
+    @property
+    def done(self):
+        return self.iteration >= self.num_warmup + self.num_draws
+
+
+def _initial_point(model, init, rng, tries=100):
+    """Uniform(-2, 2) on the unconstrained space (or the user's init), up to 100
+    tries for a finite log density and gradient; else a ModelError saying what
+    was non-finite where."""
+    from stanlite.errors import ModelError
+    dim = model.dim
+    last = None
+    for k in range(tries if init is None or isinstance(init, (int, float)) else 1):
+        if init is None:
+            q = rng.uniform(-2.0, 2.0, dim)
+        elif isinstance(init, (int, float)) and not isinstance(init, bool):
+            q = rng.uniform(-float(init), float(init), dim) if init else np.zeros(dim)
+        elif isinstance(init, dict):
+            q = model.unconstrain(init)
+        else:
+            q = np.asarray(init, dtype=float)
+            if q.shape != (dim,):
+                raise ModelError(f"init must be a dict of parameter values, a radius, or "
+                                 f"an unconstrained vector of length {dim}; got shape "
+                                 f"{q.shape}")
+        lp, g, err = log_density_point(model, q)
+        if math.isfinite(lp):
+            return q, lp, g
+        last = (q, lp, g, err)
+    q, lp, g, err = last
+    names = getattr(model, "unconstrained_param_names", lambda: [f"x[{i + 1}]"
+                                                                 for i in range(dim)])()
+    if err is not None:
+        why = f"the log density raised {type(err).__name__}: {err}"
+    elif g is not None and not np.all(np.isfinite(g)) and np.isfinite(
+            getattr(model, "log_density", lambda x: np.nan)(q)):
+        bad = [names[i] for i in np.flatnonzero(~np.isfinite(g))]
+        why = f"the gradient is not finite w.r.t. {', '.join(bad[:5])}"
+    else:
+        why = "the log density is not finite (-inf or NaN)"
+    where = "the given init" if init is not None and not isinstance(init, (int, float)) \
+        else f"{tries} random initial points (uniform(-2, 2) on the unconstrained space)"
+    raise ModelError(f"could not initialise the chain: at {where}, {why}. Check the "
+                     "parameters' constraints and the priors, or pass init=")
+
+
+def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
+               metric="diag_e", inv_metric=None, stepsize=1.0, adapt_delta=0.8,
+               max_treedepth=10, sampler="nuts", init=None, save_warmup=False,
+               adapt=True):
+    """A fresh chain: its generator from ``seed_seq`` (one spawned SeedSequence per
+    chain), its initial point, and empty adaptation state."""
+    rng = np.random.Generator(np.random.PCG64(seed_seq))
+    q, lp, g = _initial_point(model, init, rng)
+    dim = model.dim
+    met = make_metric(metric, dim, inv_metric)
+    ends, (init_buf, term_buf, _) = window_ends(num_warmup) if adapt else ([], (0, 0, 0))
+    state = ChainState(
+        chain_id=chain_id, iteration=0, num_warmup=num_warmup, num_draws=num_draws,
+        thin=thin, save_warmup=save_warmup, sampler=sampler, metric=metric,
+        inv_metric=np.array(met.inv, copy=True), stepsize=float(stepsize),
+        adapt=adapt and num_warmup > 0, adapt_delta=adapt_delta,
+        max_treedepth=max_treedepth, window_ends=ends, init_buffer=init_buf,
+        term_buffer=term_buf, q=q, lp=lp, grad=g, rng_state=None,
+        da=None, welford=None, stepsize_initialized=False,
+        draws=[], warmup_draws=[], stats={k: [] for k in STAT_NAMES},
+        warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, gq_seed=None)
+    da = DualAveraging(delta=adapt_delta)
+    state.da = _da_dict(da)
+    w = Welford(dim, dense=metric == "dense_e")
+    state.welford = _welford_dict(w)
+    state.rng_state = rng.bit_generator.state
+    return state
+
+
+def _da_dict(da):
+    return {"counter": da.counter, "s_bar": da.s_bar, "x_bar": da.x_bar, "mu": da.mu,
+            "delta": da.delta}
+
+
+def _da_from(d):
+    da = DualAveraging(delta=d["delta"])
+    da.counter, da.s_bar, da.x_bar, da.mu = d["counter"], d["s_bar"], d["x_bar"], d["mu"]
+    return da
+
+
+def _welford_dict(w):
+    return {"n": w.n, "mean": w.mean.copy(), "m2": w.m2.copy(), "dense": w.dense}
+
+
+def _welford_from(d, dim):
+    w = Welford(dim, d["dense"])
+    w.n, w.mean, w.m2 = d["n"], d["mean"].copy(), d["m2"].copy()
+    return w
+
+
+def run(model, state, n_iterations=None, on_iteration=None):
+    """Advance ``state`` in place by up to ``n_iterations`` (default: to the end).
+
+    ``on_iteration(state, info)`` is called after each completed iteration (progress
+    bars). A KeyboardInterrupt stops after the last completed iteration and is
+    re-raised with the state intact.
+    """
+    dim = model.dim
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = state.rng_state
+    metric = make_metric(state.metric, dim, state.inv_metric)
+    da = _da_from(state.da)
+    welford = _welford_from(state.welford, dim)
+    ends = set(state.window_ends)
+    z = Point(state.q, None, state.lp, state.grad)
+    eps = state.stepsize
+    total = state.num_warmup + state.num_draws
+    stop = total if n_iterations is None else min(total, state.iteration + n_iterations)
+    kernel = nuts.transition if state.sampler == "nuts" else _static_hmc
+    while state.iteration < stop:
+        i = state.iteration
+        warm = i < state.num_warmup
+        if state.adapt and not state.stepsize_initialized:
+            eps = init_stepsize(model, metric, z, eps, rng)
+            da.restart(eps)
+            state.stepsize_initialized = True
+        z_new, info = kernel(model, metric, z, eps, rng, max_depth=state.max_treedepth)
+        state.n_rejected += info.n_failed
+        z = z_new
+        used_eps = eps
+        if warm and state.adapt:
+            eps = da.update(info.accept_stat)
+            if state.init_buffer <= i < state.num_warmup - state.term_buffer and ends:
+                welford.add(z.q)
+            if i in ends:
+                inv = welford.regularized()
+                welford.restart()
+                metric = make_metric(state.metric, dim, inv)
+                state.inv_metric = np.array(metric.inv, copy=True)
+                eps = init_stepsize(model, metric, z, eps, rng)
+                da.restart(eps)
+            if i == state.num_warmup - 1:
+                eps = da.final()
+        stats = (z.lp, info.accept_stat, used_eps, info.treedepth, info.n_leapfrog,
+                 int(info.divergent), info.energy)
+        # commit the iteration: only now does the state move
+        keep = warm and state.save_warmup or (not warm and (i - state.num_warmup)
+                                               % state.thin == 0)
+        if keep:
+            target_draws = state.warmup_draws if warm else state.draws
+            target_stats = state.warmup_stats if warm else state.stats
+            target_draws.append(z.q)
+            for k, v in zip(STAT_NAMES, stats):
+                target_stats[k].append(v)
+        state.q, state.lp, state.grad = z.q, z.lp, z.grad
+        state.stepsize = eps
+        state.da = _da_dict(da)
+        state.welford = _welford_dict(welford) if warm else state.welford
+        state.rng_state = rng.bit_generator.state
+        state.iteration = i + 1
+        if on_iteration is not None:
+            on_iteration(state, info)
+    return state
+
+
+def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
+    """Static HMC (Stan's ``static_hmc``): L = max(1, round(int_time / eps)) leapfrog
+    steps, then a Metropolis accept/reject on the energy difference."""
+    from .hamiltonian import leapfrog
+    p0 = metric.sample_momentum(rng)
+    z0 = Point(z.q, p0, z.lp, z.grad)
+    H0 = -z0.lp + metric.kinetic(p0)
+    n = max(1, int(int_time / eps + 0.5))
+    z1 = z0
+    for _ in range(n):
+        z1 = leapfrog(model, metric, z1, eps)
+        if not math.isfinite(z1.lp):
+            break
+    h = -z1.lp + metric.kinetic(z1.p) if math.isfinite(z1.lp) else math.inf
+    if math.isnan(h):
+        h = math.inf
+    accept = min(1.0, math.exp(H0 - h)) if h < math.inf else 0.0
+    divergent = h - H0 > 1000.0
+    out = z1 if rng.uniform() < accept else z0
+    energy = -out.lp + metric.kinetic(out.p)
+    return out, nuts.TransitionInfo(accept, n, 0, divergent, energy,
+                                    int(not math.isfinite(z1.lp)))

@@ -1,0 +1,152 @@
+"""The pieces every Hamiltonian sampler shares: phase-space points, Euclidean
+metrics, the leapfrog integrator.
+
+A point is ``(q, p, lp, grad)`` on the unconstrained space; the potential is
+``U(q) = -log p(q)`` and the Hamiltonian ``H(q, p) = U(q) + K(p)``. A Euclidean
+metric with inverse ``M^-1`` (the "inverse metric", which adaptation sets to the
+posterior variance) gives
+
+    p ~ N(0, M),   K(p) = p^T M^-1 p / 2,   dK/dp = M^-1 p   ("p sharp", the velocity)
+
+``unit_e`` has ``M = I``, ``diag_e`` a diagonal ``M^-1``, ``dense_e`` a full one
+(kept with its Cholesky factor, since p is drawn as ``L^-T z`` with ``M^-1 = L L^T``).
+Samplers (NUTS, static HMC, and the Riemannian sampler with its own metric) are
+written against these small pieces, BlackJAX-style, not against a model.
+"""
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+__all__ = ["Point", "UnitMetric", "DiagMetric", "DenseMetric", "make_metric",
+           "leapfrog", "log_density_point", "RejectedPoint"]
+
+#: what a failing log density may raise instead of returning NaN (domain errors,
+#: overflow, a singular matrix): the proposal is rejected, the chain goes on
+RejectedPoint = (ArithmeticError, ValueError, np.linalg.LinAlgError)
+
+
+class Point:
+    """A phase-space point: position, momentum, log density and its gradient."""
+
+    __slots__ = ("q", "p", "lp", "grad")
+
+    def __init__(self, q, p, lp, grad):
+        self.q = q
+        self.p = p
+        self.lp = lp
+        self.grad = grad
+
+    def copy(self):
+        return Point(self.q, self.p, self.lp, self.grad)
+
+
+def log_density_point(model, q):
+    """``(lp, grad)`` at ``q``; a failure or non-finite value gives ``-inf``
+    (rejected by every transition), with the reason as third element."""
+    try:
+        lp, g = model.log_density_gradient(q)
+    except RejectedPoint as e:
+        return -np.inf, np.full(q.shape, np.nan), e
+    if not np.isfinite(lp) or not np.all(np.isfinite(g)):
+        return -np.inf, g, None
+    return lp, g, None
+
+
+class UnitMetric:
+    """M = I."""
+
+    name = "unit_e"
+
+    def __init__(self, dim):
+        self.dim = dim
+        self.inv = np.ones(dim)
+
+    def sample_momentum(self, rng):
+        return rng.standard_normal(self.dim)
+
+    def kinetic(self, p):
+        return 0.5 * float(p @ p)
+
+    def velocity(self, p):
+        return p
+
+
+class DiagMetric(UnitMetric):
+    """Diagonal inverse metric ``inv`` (the posterior variances after adaptation)."""
+
+    name = "diag_e"
+
+    def __init__(self, dim, inv=None):
+        self.dim = dim
+        self.set(np.ones(dim) if inv is None else inv)
+
+    def set(self, inv):
+        inv = np.asarray(inv, dtype=float)
+        if inv.shape != (self.dim,) or not np.all(inv > 0) or not np.all(np.isfinite(inv)):
+            raise ValueError(f"diag_e inverse metric must be {self.dim} positive finite "
+                             "numbers")
+        self.inv = inv
+        self._sd = 1.0 / np.sqrt(inv)
+
+    def sample_momentum(self, rng):
+        return rng.standard_normal(self.dim) * self._sd
+
+    def kinetic(self, p):
+        return 0.5 * float(p @ (self.inv * p))
+
+    def velocity(self, p):
+        return self.inv * p
+
+
+class DenseMetric(UnitMetric):
+    """Dense inverse metric ``inv`` (the posterior covariance after adaptation)."""
+
+    name = "dense_e"
+
+    def __init__(self, dim, inv=None):
+        self.dim = dim
+        self.set(np.eye(dim) if inv is None else inv)
+
+    def set(self, inv):
+        inv = np.asarray(inv, dtype=float)
+        if inv.shape != (self.dim, self.dim):
+            raise ValueError(f"dense_e inverse metric must be {self.dim}x{self.dim}")
+        inv = 0.5 * (inv + inv.T)
+        try:
+            self._chol = np.linalg.cholesky(inv)
+        except np.linalg.LinAlgError:
+            raise ValueError("dense_e inverse metric must be positive definite") from None
+        self.inv = inv
+
+    def sample_momentum(self, rng):
+        # p = L^-T z has covariance (L L^T)^-1 = M
+        return solve_triangular(self._chol, rng.standard_normal(self.dim), lower=True,
+                                trans="T")
+
+    def kinetic(self, p):
+        return 0.5 * float(p @ (self.inv @ p))
+
+    def velocity(self, p):
+        return self.inv @ p
+
+
+def make_metric(kind, dim, inv=None):
+    kinds = {"unit_e": UnitMetric, "diag_e": DiagMetric, "dense_e": DenseMetric}
+    if kind not in kinds:
+        raise ValueError(f"metric must be one of {sorted(kinds)}, got {kind!r}")
+    if kind == "unit_e":
+        return UnitMetric(dim)
+    return kinds[kind](dim, inv)
+
+
+def leapfrog(model, metric, z, eps):
+    """One leapfrog step of size ``eps`` (negative: backwards) from point ``z``:
+    half kick, drift, half kick. Returns a new point (``lp = -inf`` if the log
+    density failed there; the caller's energy check rejects it)."""
+    p = z.p + 0.5 * eps * z.grad
+    q = z.q + eps * metric.velocity(p)
+    lp, g, _ = log_density_point(model, q)
+    if not np.isfinite(lp):
+        return Point(q, p, -np.inf, g)
+    p = p + 0.5 * eps * g
+    return Point(q, p, lp, g)

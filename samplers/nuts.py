@@ -1,0 +1,171 @@
+"""The No-U-Turn sampler as Stan runs it today (Hoffman & Gelman 2014; Betancourt
+2017, "A conceptual introduction to HMC", appendix A).
+
+One transition from point ``z`` with step size ``eps``:
+
+* draw ``p ~ N(0, M)``; ``H0 = H(z)``; the trajectory starts as the single point z;
+* repeatedly double it, forwards or backwards with probability 1/2, by building a
+  subtree of ``2^depth`` leapfrog steps;
+* *multinomial* sampling inside a subtree: each new state has weight ``exp(H0 - H)``
+  and a subtree's proposal is drawn in proportion to the weights, merged pairwise;
+* *biased progressive* sampling at the top: the new subtree's proposal replaces the
+  current sample with probability ``min(1, W_subtree / W_old)``, favouring states far
+  from the start;
+* the generalised U-turn criterion on the summed momenta ``rho``: a (sub)trajectory
+  stops when ``v_minus . rho <= 0`` or ``v_plus . rho <= 0`` (``v = M^-1 p`` at its
+  ends), checked for every merged subtree and - Stan 2.21+ - also across the seam of
+  the two halves (``rho_left + p_right_first`` and ``rho_right + p_left_last``),
+  which catches U-turns that straddle the halves;
+* a divergence when ``H - H0 > 1000`` (a NaN energy counts as infinite);
+* ``accept_stat`` = mean over all new states of ``min(1, exp(H0 - H))`` (drives the
+  step-size adaptation).
+
+The tree is built recursively as in Stan's ``base_nuts``; the random choices use the
+chain's own generator, so a seed reproduces a chain exactly.
+"""
+
+import math
+
+import numpy as np
+
+from .hamiltonian import Point, leapfrog
+
+__all__ = ["transition", "TransitionInfo"]
+
+
+class TransitionInfo:
+    """What one transition reports (Stan's sampler diagnostics)."""
+
+    __slots__ = ("accept_stat", "n_leapfrog", "treedepth", "divergent", "energy",
+                 "n_failed")
+
+    def __init__(self, accept_stat, n_leapfrog, treedepth, divergent, energy, n_failed=0):
+        self.accept_stat = accept_stat
+        self.n_leapfrog = n_leapfrog
+        self.treedepth = treedepth
+        self.divergent = divergent
+        self.energy = energy
+        self.n_failed = n_failed      # leapfrog steps whose log density failed (rejected)
+
+
+def _lse(a, b):
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    m = a if a > b else b
+    return m + math.log(math.exp(a - m) + math.exp(b - m))
+
+
+def _hamiltonian(metric, z):
+    if not math.isfinite(z.lp):
+        return math.inf
+    return -z.lp + metric.kinetic(z.p)
+
+
+class _Tree:
+    """Mutable bookkeeping shared by one transition's recursion."""
+
+    __slots__ = ("model", "metric", "eps", "rng", "H0", "max_delta_h", "n_leapfrog",
+                 "sum_metro", "divergent", "n_failed")
+
+    def __init__(self, model, metric, eps, rng, H0, max_delta_h):
+        self.model = model
+        self.metric = metric
+        self.eps = eps
+        self.rng = rng
+        self.H0 = H0
+        self.max_delta_h = max_delta_h
+        self.n_leapfrog = 0
+        self.sum_metro = 0.0
+        self.divergent = False
+        self.n_failed = 0
+
+
+def _criterion(v_minus, v_plus, rho):
+    return float(v_plus @ rho) > 0 and float(v_minus @ rho) > 0
+
+
+def _build(t, z, depth, sign):
+    """Build a subtree of ``2^depth`` steps from ``z`` in direction ``sign``.
+
+    Returns ``(valid, z_end, proposal, log_weight, rho, p_beg, p_end, v_beg, v_end)``
+    where ``z_end`` is the last state integrated (the next subtree starts there).
+    """
+    if depth == 0:
+        z = leapfrog(t.model, t.metric, z, sign * t.eps)
+        t.n_leapfrog += 1
+        if z.lp == -math.inf:
+            t.n_failed += 1
+        h = _hamiltonian(t.metric, z)
+        if math.isnan(h):
+            h = math.inf
+        if h - t.H0 > t.max_delta_h:
+            t.divergent = True
+        d = t.H0 - h
+        t.sum_metro += 1.0 if d > 0 else math.exp(d)
+        v = t.metric.velocity(z.p)
+        return (not t.divergent, z, z, d, z.p, z.p, z.p, v, v)
+
+    ok, z, prop, lw_init, rho_init, p_beg, p_init_end, v_beg, v_init_end = \
+        _build(t, z, depth - 1, sign)
+    if not ok:
+        return (False,) + (None,) * 8
+    ok, z, prop_final, lw_final, rho_final, p_final_beg, p_end, v_final_beg, v_end = \
+        _build(t, z, depth - 1, sign)
+    if not ok:
+        return (False,) + (None,) * 8
+    lw = _lse(lw_init, lw_final)
+    # multinomial: the final half's proposal with probability W_final / W_subtree
+    if lw_final > lw or t.rng.uniform() < math.exp(lw_final - lw):
+        prop = prop_final
+    rho = rho_init + rho_final
+    persist = (_criterion(v_beg, v_end, rho)
+               and _criterion(v_beg, v_final_beg, rho_init + p_final_beg)
+               and _criterion(v_init_end, v_end, rho_final + p_init_end))
+    return (persist, z, prop, lw, rho, p_beg, p_end, v_beg, v_end)
+
+
+def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
+    """One NUTS transition from point ``z`` (its ``q``, ``lp``, ``grad``; the momentum
+    is resampled). Returns ``(new point, TransitionInfo)``."""
+    p0 = metric.sample_momentum(rng)
+    z = Point(z.q, p0, z.lp, z.grad)
+    H0 = _hamiltonian(metric, z)
+    t = _Tree(model, metric, eps, rng, H0, max_delta_h)
+    sample = z
+    z_fwd = z_bck = z
+    v0 = metric.velocity(p0)
+    p_fwd_bck = p_fwd_fwd = p_bck_fwd = p_bck_bck = p0
+    v_fwd_bck = v_fwd_fwd = v_bck_fwd = v_bck_bck = v0
+    rho = p0.copy()
+    log_w = 0.0                                       # the initial point: exp(H0 - H0)
+    depth = 0
+    while depth < max_depth:
+        if rng.uniform() > 0.5:
+            rho_bck = rho
+            p_bck_fwd, v_bck_fwd = p_fwd_fwd, v_fwd_fwd
+            ok, z_fwd, prop, lw_sub, rho_fwd, p_fwd_bck, p_fwd_fwd, v_fwd_bck, v_fwd_fwd = \
+                _build(t, z_fwd, depth, 1.0)
+        else:
+            rho_fwd = rho
+            p_fwd_bck, v_fwd_bck = p_bck_bck, v_bck_bck
+            ok, z_bck, prop, lw_sub, rho_bck, p_bck_fwd, p_bck_bck, v_bck_fwd, v_bck_bck = \
+                _build(t, z_bck, depth, -1.0)
+        if not ok:
+            break
+        depth += 1
+        # biased progressive sampling: prefer the new subtree
+        if lw_sub > log_w or rng.uniform() < math.exp(lw_sub - log_w):
+            sample = prop
+        log_w = _lse(log_w, lw_sub)
+        rho = rho_bck + rho_fwd
+        persist = (_criterion(v_bck_bck, v_fwd_fwd, rho)
+                   and _criterion(v_bck_bck, v_fwd_bck, rho_bck + p_fwd_bck)
+                   and _criterion(v_bck_fwd, v_fwd_fwd, rho_fwd + p_bck_fwd))
+        if not persist:
+            break
+    accept = t.sum_metro / t.n_leapfrog if t.n_leapfrog else 0.0
+    energy = _hamiltonian(metric, sample)
+    return sample, TransitionInfo(accept, t.n_leapfrog, depth, t.divergent, energy,
+                                  t.n_failed)

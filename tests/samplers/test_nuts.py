@@ -1,0 +1,338 @@
+"""NUTS and its pieces: Stan's window schedule, the integrator (energy, reversibility),
+posterior moments of exact posteriors within Monte Carlo standard errors, adaptation of
+the metric, reproducibility by seed (serial, processes, Dask), rejection of failing
+proposals, initialisation errors, interruption and bit-identical resumption."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+import stanlite as sl
+from stanlite.samplers import adaptation, hamiltonian, nuts
+from stanlite.samplers.hamiltonian import Point
+
+
+def _ess(x):
+    """Bulk ESS of a (chains, draws) array (ArviZ)."""
+    import arviz as az
+    return float(az.ess(np.asarray(x), method="bulk"))
+
+
+def assert_mean_within_mcse(draws, mean, sd, k=4.0):
+    """|sample mean - true mean| < k MCSE, with MCSE = true sd / sqrt(ESS)."""
+    est = draws.mean()
+    mcse = sd / np.sqrt(_ess(draws))
+    assert abs(est - mean) < k * mcse, (est, mean, mcse)
+
+
+def assert_sd_within_mcse(draws, sd, k=4.0):
+    """Sample variance vs true, MCSE of a variance ~ var * sqrt(2 / ESS) for
+    near-Gaussian draws (ESS of the squared deviations)."""
+    dev2 = (draws - draws.mean()) ** 2
+    est = dev2.mean()
+    mcse = sd ** 2 * np.sqrt(2.0 / _ess(dev2))
+    assert abs(est - sd ** 2) < k * mcse, (est, sd ** 2, mcse)
+
+
+# ---- schedule --------------------------------------------------------------------------
+def test_window_schedule_is_stans():
+    assert adaptation.window_ends(1000) == ([99, 149, 249, 449, 949], (75, 50, 25))
+    # 15% / 75% / 10% fallback when the defaults do not fit
+    assert adaptation.window_ends(100) == ([89], (15, 10, 75))
+    assert adaptation.window_ends(10) == ([], (10, 0, 0))
+    ends, _ = adaptation.window_ends(2000)
+    assert ends[-1] == 2000 - 50 - 1 and ends[:4] == [99, 149, 249, 449]
+
+
+def test_dual_averaging_converges_to_target():
+    # acceptance a(eps) = exp(-eps): the fixed point of dual averaging is a = delta
+    da = adaptation.DualAveraging(delta=0.8)
+    da.restart(1.0)
+    eps = 1.0
+    for _ in range(2000):
+        eps = da.update(np.exp(-eps))
+    assert np.isclose(np.exp(-da.final()), 0.8, atol=0.01)
+
+
+def test_welford_regularisation():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 3)) * [1, 2, 3]
+    w = adaptation.Welford(3)
+    for r in x:
+        w.add(r)
+    n = 50
+    want = n / (n + 5) * x.var(0, ddof=1) + 1e-3 * 5 / (n + 5)
+    np.testing.assert_allclose(w.regularized(), want)
+    wd = adaptation.Welford(3, dense=True)
+    for r in x:
+        wd.add(r)
+    np.testing.assert_allclose(wd.regularized(), n / (n + 5) * np.cov(x.T)
+                               + 1e-3 * 5 / (n + 5) * np.eye(3))
+
+
+# ---- integrator --------------------------------------------------------------------------
+class _Gauss:
+    """A log-density-protocol object (not a Model): N(0, diag(s^2))."""
+
+    def __init__(self, s):
+        self.s = np.asarray(s, float)
+        self.dim = len(s)
+
+    def log_density_gradient(self, q):
+        return float(-0.5 * np.sum((q / self.s) ** 2)), -q / self.s ** 2
+
+
+def test_leapfrog_energy_and_reversibility(rng):
+    m = _Gauss([1.0, 2.0, 0.5])
+    metric = hamiltonian.DiagMetric(3, np.array([1.0, 4.0, 0.25]))
+    q = rng.normal(size=3)
+    lp, g = m.log_density_gradient(q)
+    z0 = Point(q, metric.sample_momentum(rng), lp, g)
+    H = lambda z: -z.lp + metric.kinetic(z.p)      # noqa: E731
+    z = z0
+    for _ in range(200):
+        z = hamiltonian.leapfrog(m, metric, z, 0.1)
+    assert abs(H(z) - H(z0)) < 1e-2          # second-order integrator, bounded error
+    back = Point(z.q, -z.p, z.lp, z.grad)
+    for _ in range(200):
+        back = hamiltonian.leapfrog(m, metric, back, 0.1)
+    np.testing.assert_allclose(back.q, z0.q, atol=1e-10)
+    np.testing.assert_allclose(-back.p, z0.p, atol=1e-10)
+
+
+def test_dense_metric_momentum_covariance(rng):
+    M_inv = np.array([[2.0, 0.6], [0.6, 1.0]])
+    metric = hamiltonian.DenseMetric(2, M_inv)
+    p = np.array([metric.sample_momentum(rng) for _ in range(20000)])
+    # p ~ N(0, M) with M = inv(M_inv): compare within 4 standard errors
+    M = np.linalg.inv(M_inv)
+    se = np.sqrt((M ** 2 + np.outer(np.diag(M), np.diag(M))) / 20000)
+    assert np.all(np.abs(np.cov(p.T) - M) < 4 * se)
+
+
+def test_nuts_transition_on_protocol_object(rng):
+    m = _Gauss([1.0, 1.0])
+    metric = hamiltonian.UnitMetric(2)
+    q = np.zeros(2)
+    z = Point(q, None, *m.log_density_gradient(q))
+    draws = []
+    for _ in range(3000):
+        z, info = nuts.transition(m, metric, z, 0.9, rng)
+        assert 0 <= info.accept_stat <= 1 and info.n_leapfrog >= 1
+        draws.append(z.q)
+    d = np.array(draws)[None]
+    for j in range(2):
+        assert_mean_within_mcse(d[..., j], 0.0, 1.0)
+        assert_sd_within_mcse(d[..., j], 1.0)
+
+
+# ---- exact posteriors through sl.Model ----------------------------------------------------
+class IidGauss(sl.Model):
+    mu = sl.param.vector(4)
+
+    def log_prob(self, mu):
+        return sl.normal_lpdf(mu, np.array([0.0, 1.0, -2.0, 3.0]),
+                              np.array([1.0, 10.0, 0.1, 2.0]))
+
+
+def test_iid_gaussian_moments():
+    fit = IidGauss().sample(chains=2, draws=800, warmup=400, seed=11, progress=False,
+                            parallel=False)
+    d = fit["mu"]
+    assert d.shape == (2, 800, 4)
+    for j, (m, s) in enumerate(zip([0.0, 1.0, -2.0, 3.0], [1.0, 10.0, 0.1, 2.0])):
+        assert_mean_within_mcse(d[..., j], m, s)
+        assert_sd_within_mcse(d[..., j], s)
+
+
+class CorrGauss(sl.Model):
+    L = sl.data.matrix(3, 3)
+    x = sl.param.vector(3)
+
+    def log_prob(self, x):
+        return sl.multi_normal_cholesky_lpdf(x, np.zeros(3), self.L)
+
+
+def test_correlated_gaussian_dense_metric():
+    S = np.array([[1.0, 0.9, 0.5], [0.9, 1.0, 0.6], [0.5, 0.6, 2.0]])
+    fit = CorrGauss(L=np.linalg.cholesky(S)).sample(chains=2, draws=800, warmup=500,
+                                                     seed=3, metric="dense_e",
+                                                     progress=False, parallel=False)
+    d = fit["x"]
+    for j in range(3):
+        assert_mean_within_mcse(d[..., j], 0.0, np.sqrt(S[j, j]))
+        assert_sd_within_mcse(d[..., j], np.sqrt(S[j, j]))
+    # the adapted dense inverse metric estimates the covariance
+    assert fit.inv_metric.shape == (2, 3, 3)
+    np.testing.assert_allclose(fit.inv_metric.mean(0), S, atol=0.35)
+
+
+class NormalNormal(sl.Model):
+    N = sl.data.int()
+    y = sl.data.vector("N")
+    mu = sl.param.real()
+
+    def log_prob(self, mu):
+        return sl.normal_lpdf(mu, 1.0, 2.0) + sl.normal_lpdf(self.y, mu, 1.5)
+
+
+class BetaBinomial(sl.Model):
+    n = sl.data.int()
+    k = sl.data.int()
+    p = sl.param.real(lower=0, upper=1)
+
+    def log_prob(self, p):
+        return sl.beta_lpdf(p, 2.0, 3.0) + sl.binomial_lpmf(self.k, self.n, p)
+
+
+class Dirichlet(sl.Model):
+    theta = sl.param.simplex(3)
+
+    def log_prob(self, theta):
+        return sl.dirichlet_lpdf(theta, np.array([2.0, 3.0, 5.0]))
+
+
+def test_conjugate_posteriors():
+    y = np.array([0.3, 2.1, 1.7, -0.4, 1.1])
+    prec = 1 / 4 + len(y) / 1.5 ** 2
+    m_post, s_post = (1.0 / 4 + y.sum() / 1.5 ** 2) / prec, prec ** -0.5
+    fit = NormalNormal(N=5, y=y).sample(chains=2, draws=800, warmup=300, seed=5,
+                                        progress=False, parallel=False)
+    assert_mean_within_mcse(fit["mu"], m_post, s_post)
+    assert_sd_within_mcse(fit["mu"], s_post)
+
+    fit = BetaBinomial(n=20, k=7).sample(chains=2, draws=800, warmup=300, seed=6,
+                                         progress=False, parallel=False)
+    post = st.beta(2 + 7, 3 + 13)
+    assert_mean_within_mcse(fit["p"], post.mean(), post.std())
+
+    fit = Dirichlet().sample(chains=2, draws=800, warmup=300, seed=7, progress=False,
+                             parallel=False)
+    post = st.dirichlet([2.0, 3.0, 5.0])
+    for j in range(3):
+        assert_mean_within_mcse(fit["theta"][..., j], post.mean()[j],
+                                np.sqrt(post.var()[j]))
+
+
+def test_adaptation_recovers_variances_across_scales():
+    scales = np.array([1e-2, 1e-1, 1.0, 1e1, 1e2])
+
+    class Scales(sl.Model):
+        x = sl.param.vector(5)
+
+        def log_prob(self, x):
+            return sl.normal_lpdf(x, 0.0, scales)
+    fit = Scales().sample(chains=1, draws=200, warmup=1000, seed=2, progress=False)
+    inv = fit.inv_metric[0]
+    # the last window holds 500 draws; with ESS >= 150 per coordinate the relative sd
+    # of a variance estimate is <= sqrt(2/150) = 0.115: allow 4 of those
+    np.testing.assert_allclose(inv / scales ** 2, 1.0, atol=4 * np.sqrt(2 / 150))
+
+
+# ---- reproducibility, executors -----------------------------------------------------------
+def test_same_seed_same_draws_serial_and_parallel():
+    m = NormalNormal(N=2, y=[0.5, 1.0])
+    a = m.sample(chains=2, draws=50, warmup=50, seed=42, progress=False, parallel=False)
+    b = m.sample(chains=2, draws=50, warmup=50, seed=42, progress=False, parallel=True)
+    np.testing.assert_array_equal(a["mu"], b["mu"])
+    np.testing.assert_array_equal(a["lp__"], b["lp__"])
+    c = m.sample(chains=2, draws=50, warmup=50, seed=43, progress=False, parallel=False)
+    assert not np.array_equal(a["mu"], c["mu"])
+
+
+def test_dask_executor_bit_identical():
+    distributed = pytest.importorskip("dask.distributed")
+    m = NormalNormal(N=2, y=[0.5, 1.0])
+    a = m.sample(chains=2, draws=40, warmup=40, seed=9, progress=False, parallel=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as client:
+            b = m.sample(chains=2, draws=40, warmup=40, seed=9, progress=False,
+                         executor=client.get_executor())
+    np.testing.assert_array_equal(a["mu"], b["mu"])
+
+
+# ---- failures: rejection, initialisation --------------------------------------------------
+class Positive(sl.Model):
+    """An unconstrained parameter used as a scale: half the space is a domain error."""
+    s = sl.param.real()
+
+    def log_prob(self, s):
+        return sl.normal_lpdf(1.0, 0.0, s) + sl.normal_lpdf(s, 1.0, 1.0)
+
+
+def test_domain_errors_reject_and_chain_continues():
+    fit = Positive().sample(chains=1, draws=300, warmup=200, seed=1, progress=False,
+                            init={"s": 1.0})
+    assert fit["s"].shape == (1, 300) and np.all(fit["s"] > 0)
+    assert fit.chain_states[0].n_rejected > 0
+
+
+def test_initialisation_failure_names_the_problem():
+    class Never(sl.Model):
+        a = sl.param.real()
+
+        def log_prob(self, a):
+            return sl.normal_lpdf(a, 0.0, -1.0)
+    with pytest.raises(sl.ModelError, match=r"initialise.*sigma"):
+        Never().sample(chains=1, draws=10, warmup=10, seed=1, progress=False)
+
+
+# ---- interruption and resumption ------------------------------------------------------------
+class Interrupting(sl.Model):
+    y = sl.data.real()
+    mu = sl.param.real()
+    calls = [0]
+    limit = [None]
+
+    def log_prob(self, mu):
+        Interrupting.calls[0] += 1
+        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
+            raise KeyboardInterrupt
+        return sl.normal_lpdf(self.y, mu, 1.0) + sl.normal_lpdf(mu, 0.0, 1.0)
+
+
+def test_interrupt_keeps_draws_and_resume_is_bit_identical():
+    m = Interrupting(y=0.7)
+    Interrupting.limit[0] = None
+    full = m.sample(chains=1, draws=100, warmup=100, seed=8, progress=False)
+    Interrupting.calls[0] = 0
+    Interrupting.limit[0] = 250                      # part-way through the run
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        part = m.sample(chains=1, draws=100, warmup=100, seed=8, progress=False)
+    assert part.interrupted and 0 < part.chain_states[0].iteration < 200
+    Interrupting.limit[0] = None
+    resumed = m.sample(resume_from=part, draws=100, progress=False)
+    np.testing.assert_array_equal(resumed["mu"], full["mu"])
+    np.testing.assert_array_equal(resumed["lp__"], full["lp__"])
+    # extending a finished run continues the same chain
+    longer = m.sample(resume_from=full, draws=150, progress=False)
+    np.testing.assert_array_equal(longer["mu"][:, :100], full["mu"])
+    assert longer["mu"].shape == (1, 150)
+
+
+# ---- fit object --------------------------------------------------------------------------------
+def test_fit_interface():
+    from stanlite.models import get
+    m = get("eight_schools_noncentered")
+    fit = m.sample(chains=2, draws=200, warmup=200, seed=1, progress=False)
+    assert fit["theta"].shape == (2, 200, 8) and fit["mu"].shape == (2, 200)
+    s = fit.summary()
+    assert list(s.columns) == ["mean", "sd", "5%", "50%", "95%", "mcse_mean", "ess_bulk",
+                               "ess_tail", "r_hat"]
+    assert "theta[1]" in s.index and "y_rep[8]" in s.index
+    text = fit.diagnose()
+    assert "divergen" in text and "R-hat" in text
+    idata = fit.to_arviz()
+    assert set(idata.posterior.data_vars) >= {"mu", "tau", "theta", "theta_trans"}
+    ss = idata.sample_stats
+    for k in ("lp", "acceptance_rate", "step_size", "tree_depth", "n_steps", "diverging",
+              "energy", "reached_max_treedepth"):
+        assert k in ss.data_vars, k
+    assert fit.step_size.shape == (2,) and fit.inv_metric.shape == (2, m.dim)
+    with pytest.raises(KeyError, match="known"):
+        fit["nope"]
