@@ -28,9 +28,17 @@ __all__ = ["sample_chains"]
 _QUEUE = None          # progress queue inside a worker process (set by the initializer)
 
 
-def _set_queue(q):
-    global _QUEUE
+_MODEL = None          # the model inside a forked worker (inherited, never pickled)
+
+
+def _set_queue(q, model=None):
+    global _QUEUE, _MODEL
     _QUEUE = q
+    _MODEL = model
+
+
+def _run_inherited(state, init_kwargs, report_every):
+    return _run_one(_MODEL, state, init_kwargs, report_every)
 
 
 def _run_one(model, state, init_kwargs, report_every):
@@ -172,13 +180,20 @@ def _run_pool(model, states, init_kwargs, executor, bars, chains):
     if own:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
         queue = (ctx or mp).Queue() if bars.bars is not None else None
+        # forked workers inherit the model through the initializer's arguments (not
+        # pickled): classes defined in a notebook or an exec'd string work too
+        forked = ctx is not None
         executor = cf.ProcessPoolExecutor(max_workers=min(chains, os.cpu_count() or 1),
                                           mp_context=ctx, initializer=_set_queue,
-                                          initargs=(queue,))
+                                          initargs=(queue, model if forked else None))
     interrupted = False
     try:
-        futs = [executor.submit(_run_one, model, states[c], init_kwargs[c], 0.2)
-                for c in range(chains)]
+        if own and forked:
+            futs = [executor.submit(_run_inherited, states[c], init_kwargs[c], 0.2)
+                    for c in range(chains)]
+        else:
+            futs = [executor.submit(_run_one, model, states[c], init_kwargs[c], 0.2)
+                    for c in range(chains)]
         pending = set(futs)
         while pending:
             try:
