@@ -1501,11 +1501,3 @@ def uniform_rng(alpha, beta, rng=None):
     """Draws from Uniform(alpha, beta)."""
     _check_uniform("uniform_rng")(0.0, alpha, beta)
     return draw(as_generator(rng).uniform, alpha, beta)
-
-
-# the fused densities are built in .fused: name this module as theirs (doctests, pickling)
-for _name in __all__:
-    _fn = globals()[_name]
-    if getattr(_fn, "__module__", __name__) != __name__:
-        _fn.__module__ = __name__
-del _name, _fn

@@ -149,6 +149,8 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
         return n
 
     wrapped.__name__ = wrapped.__qualname__ = name
+    # the density belongs to the module that wrote its kernel (doctests, pickling)
+    wrapped.__module__ = getattr(kernel, "__module__", __name__)
     wrapped.__doc__ = doc or kernel.__doc__
     wrapped._spec = spec
     spec.wrapped = wrapped
