@@ -160,9 +160,9 @@ def run(model, state, n_iterations=None, on_iteration=None):
         i = state.iteration
         warm = i < state.num_warmup
         if state.adapt and not state.stepsize_initialized:
+            # part of this iteration: committed with it (an interrupt reruns both)
             eps = init_stepsize(model, metric, z, eps, rng)
             da.restart(eps)
-            state.stepsize_initialized = True
         z_new, info = kernel(model, metric, z, eps, rng, max_depth=state.max_treedepth)
         state.n_rejected += info.n_failed
         z = z_new
@@ -175,7 +175,6 @@ def run(model, state, n_iterations=None, on_iteration=None):
                 inv = welford.regularized()
                 welford.restart()
                 metric = make_metric(state.metric, dim, inv)
-                state.inv_metric = np.array(metric.inv, copy=True)
                 eps = init_stepsize(model, metric, z, eps, rng)
                 da.restart(eps)
             if i == state.num_warmup - 1:
@@ -193,9 +192,11 @@ def run(model, state, n_iterations=None, on_iteration=None):
                 target_stats[k].append(v)
         state.q, state.lp, state.grad = z.q, z.lp, z.grad
         state.stepsize = eps
+        state.inv_metric = np.array(metric.inv, copy=True)
         state.da = _da_dict(da)
         state.welford = _welford_dict(welford) if warm else state.welford
         state.rng_state = rng.bit_generator.state
+        state.stepsize_initialized = state.stepsize_initialized or state.adapt
         state.iteration = i + 1
         if on_iteration is not None:
             on_iteration(state, info)

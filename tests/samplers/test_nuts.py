@@ -296,15 +296,16 @@ class Interrupting(sl.Model):
         return sl.normal_lpdf(self.y, mu, 1.0) + sl.normal_lpdf(mu, 0.0, 1.0)
 
 
-def test_interrupt_keeps_draws_and_resume_is_bit_identical():
+@pytest.mark.parametrize("limit", [3, 60, 250, 500])
+def test_interrupt_keeps_draws_and_resume_is_bit_identical(limit):
     m = Interrupting(y=0.7)
     Interrupting.limit[0] = None
     full = m.sample(chains=1, draws=100, warmup=100, seed=8, progress=False)
     Interrupting.calls[0] = 0
-    Interrupting.limit[0] = 250                      # part-way through the run
+    Interrupting.limit[0] = limit      # the k-th log density: in init, warmup, sampling
     with pytest.warns(RuntimeWarning, match="interrupted"):
         part = m.sample(chains=1, draws=100, warmup=100, seed=8, progress=False)
-    assert part.interrupted and 0 < part.chain_states[0].iteration < 200
+    assert part.interrupted and part.chain_states[0].iteration < 200
     Interrupting.limit[0] = None
     resumed = m.sample(resume_from=part, draws=100, progress=False)
     np.testing.assert_array_equal(resumed["mu"], full["mu"])
