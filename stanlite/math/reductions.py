@@ -154,13 +154,20 @@ def sum(x, axis=None, keepdims=False):
         return float(x.sum())           # plain fast path (log-density kernels)
     if tx is float:
         return x
+    if tx is _f64 and axis is None and not keepdims:
+        return float(x)                 # e.g. log(5) of an int parameter: a numpy scalar
     if tx is Var and axis is None and not keepdims:
         xv = x.value
         if type(xv) is np.ndarray:
             return make_node(float(xv.sum()), x.tape, _bp_sum_all, x, None)
+        if type(xv) is float:
+            return x                    # the sum of one number is that number (no node)
     if isinstance(x, (list, tuple)):
         return _builtin_sum(x[1:], x[0]) if x else 0.0
     return _sum(x, axis, keepdims)
+
+
+_f64 = np.float64
 
 
 def mean(x, axis=None, keepdims=False):
