@@ -116,35 +116,68 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
     _tag(bp, spec, args_of)
     bp._bcast = False
 
-    def wrapped(*args):
+    def general(args):
+        # any nesting (values traced at a lower level, forward-mode duals, variables
+        # of different tapes): check, then dispatch level by level
         if check is not None:
             check(*[value_of(a) for a in args])
         tape = None
-        fast = True
         for i, a in enumerate(args):
             if isinstance(a, Box):
                 if i in nondiff:
                     spec.check_differentiable(i)      # raises, naming the argument
-                if type(a) is not Var or isinstance(a.value, Box) or \
-                        (tape is not None and a.tape is not tape):
-                    fast = False
                 tape = a.tape
         if tape is None:
             return kernel((False,) * len(args), *args)[0]
-        if not fast:
-            return _dispatch(spec, wrapped, args, {})
-        vals = [a.value if isinstance(a, Box) else a for a in args]
-        need = tuple(isinstance(a, Box) for a in args)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            value, parts = kernel(need, *vals)
-        pairs = tuple((i, a) for i, a in enumerate(args) if need[i])
-        n = object.__new__(Var)
+        return _dispatch(spec, wrapped, args, {})
+
+    def wrapped(*args):
+        # the hot path (first order): every traced argument is a Var of one tape
+        # holding a plain value; anything else goes the general way
+        tape = None
+        vals = []
+        need = []
+        pairs = []
+        i = 0
+        for a in args:
+            if type(a) is Var:
+                v = a.value
+                tv = type(v)
+                if tv is not float and tv is not _ndarray and isinstance(v, Box):
+                    return general(args)
+                if tape is None:
+                    tape = a.tape
+                elif a.tape is not tape:
+                    return general(args)
+                vals.append(v)
+                need.append(True)
+                pairs.append((i, a))
+            elif isinstance(a, Box):
+                return general(args)
+            else:
+                vals.append(a)
+                need.append(False)
+            i += 1
+        if check is not None:
+            check(*vals)
+        if tape is None:
+            return kernel((False,) * len(args), *args)[0]
+        if nondiff:
+            for i, a in pairs:
+                if i in nondiff:
+                    spec.check_differentiable(i)      # raises, naming the argument
+        token = _ignore_fp()
+        try:
+            value, parts = kernel(tuple(need), *vals)
+        finally:
+            _restore_fp(token)
+        n = _new(Var)
         n.value = float(value)
         n.adj = None
         n.tape = tape
         n.bp = bp
         n.x = args
-        n.y = (pairs, parts)
+        n.y = (tuple(pairs), parts)
         tape.nodes.append(n)
         return n
 
@@ -155,6 +188,44 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
     wrapped._spec = spec
     spec.wrapped = wrapped
     return wrapped
+
+
+_new = object.__new__
+_ndarray = np.ndarray
+
+
+# ``np.errstate(divide="ignore", invalid="ignore", over="ignore")`` around a kernel,
+# without the context manager's cost (a few us, paid by every density of every
+# gradient): numpy >= 2 keeps the floating-point error state in a context variable, so
+# the state is set to a derived one - computed once per base state and cached - and
+# reset afterwards. Older numpy: np.errstate itself.
+try:
+    from numpy._core.umath import _extobj_contextvar as _FP_STATE
+    from numpy._core.umath import _make_extobj
+except ImportError:                                     # pragma: no cover - numpy 1.x
+    _FP_STATE = None
+
+if _FP_STATE is not None:
+    _fp_cache = (None, None)        # (base state, the same with the three ignored)
+
+    def _ignore_fp():
+        global _fp_cache
+        base = _FP_STATE.get()
+        cached_base, derived = _fp_cache
+        if cached_base is not base:
+            derived = _make_extobj(divide="ignore", invalid="ignore", over="ignore")
+            _fp_cache = (base, derived)    # holding base keeps its identity unique
+        return _FP_STATE.set(derived)
+
+    _restore_fp = _FP_STATE.reset
+else:                                                   # pragma: no cover
+    def _ignore_fp():
+        e = np.errstate(divide="ignore", invalid="ignore", over="ignore")
+        e.__enter__()
+        return e
+
+    def _restore_fp(e):
+        e.__exit__(None, None, None)
 
 
 def _contract(p, t, x):
@@ -191,6 +262,7 @@ def _fail(fn, arg, what, x, bad):
 
 
 _prod = math.prod
+_F64 = np.dtype(np.float64)
 _isfinite = math.isfinite
 _INF = math.inf
 
@@ -201,6 +273,14 @@ def _fast_ok(x, lo_ok):
     t = type(x)
     if t is float or t is int:
         return _isfinite(x) and bool(lo_ok(x))
+    if t is np.ndarray and x.dtype is _F64 and 0 < x.size <= 32 and (
+            lo_ok is _true or lo_ok is _gt0):
+        # a few numbers (a scale vector, a parameter): Python floats are cheaper than
+        # numpy reductions; a finite sum means no NaN/inf, then min > 0 means all > 0
+        v = x.ravel().tolist()
+        if not _isfinite(sum(v)):
+            return False
+        return lo_ok is _true or min(v) > 0
     if t is np.ndarray and x.dtype.kind == "f" and x.size:
         # one reduction: a finite sum implies no NaN/inf (overflow falls back)
         return _isfinite(float(x.sum())) and bool(lo_ok(x).all() if lo_ok is not _true
