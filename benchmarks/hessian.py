@@ -17,6 +17,7 @@ Run:  python benchmarks/hessian.py [--quick]
 import argparse
 import sys
 
+import blas_threads  # noqa: F401  (before numpy)
 import numpy as np
 
 import stanlite as sl

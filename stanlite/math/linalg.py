@@ -203,6 +203,13 @@ defvjp(matmul, _matmul_vjp_a, _matmul_vjp_b)
 # is padded to the output's stack rank (_pad), and the promoted axes are dropped.
 def _matmul_tangent(t, ans, a, b, which):
     sa, sb = shape_of(a), shape_of(b)
+    # a vector operand against a matrix: its batch of tangents is itself a matrix, so
+    # the tangent is one matrix product (BLAS-3) rather than a stack of mat-vecs -
+    # the hot case of forward-over-reverse Hessians (X @ beta and its adjoint g @ X)
+    if which == 0 and len(sa) == 1 and len(sb) == 2:
+        return matmul(t, b)                     # (B, n) @ (n, k) -> (B, k)
+    if which == 1 and len(sa) == 2 and len(sb) == 1:
+        return matmul(t, _mT(a))                # (B, n) @ (n, m) -> (B, m)
     ca = sa if len(sa) > 1 else (1,) + sa
     cb = sb if len(sb) > 1 else sb + (1,)
     nd = max(len(ca), len(cb))
