@@ -209,6 +209,12 @@ class Transform:
     def check(self, y, shape, *bounds):
         raise NotImplementedError
 
+    def shaped_constrain(self, shape, *bounds):
+        """Optional shortcut for the model layer: a function ``x -> constrain(x, shape,
+        *bounds)`` taking ``x`` already shaped like the value, or ``None`` (no shortcut:
+        call ``constrain``)."""
+        return None
+
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.declared.items() if v is not None)
         return f"{type(self).__name__}({args})"
@@ -281,14 +287,22 @@ def _bounded_piece(case, x, lb, ub, n):
     if case == 0:
         return x, 0.0
     if case == 1:
+        if type(lb) is float and lb == 0.0:
+            return exp(x), _sum(x)          # 0 + exp(x) is exp(x): one node less
         return lb + exp(x), _sum(x)
     if case == 2:
         return ub - exp(x), _sum(x)
     diff = ub - lb
-    pos = np.asarray(value_of(x)) > 0
-    if pos.all():
+    xv = value_of(x)
+    if type(xv) is float:
+        all_pos = any_pos = xv > 0
+    else:
+        pos = np.asarray(xv) > 0
+        all_pos = pos.all()
+        any_pos = all_pos or pos.any()
+    if all_pos:
         y = ub - diff * inv_logit(-x)
-    elif not pos.any():
+    elif not any_pos:
         y = lb + diff * inv_logit(x)
     else:
         y = where(pos, ub - diff * inv_logit(-x), lb + diff * inv_logit(x))
@@ -390,6 +404,38 @@ class _Elementwise(Transform):
     def constrain(self, x, shape, *bounds):
         lb, ub = self._lu(bounds)
         return _bounded_constrain(x, shape, lb, ub, self.name)
+
+    def shaped_constrain(self, shape, *bounds):
+        """For bounds fixed in advance: a function ``x -> (y, log_jac)`` equal to
+        ``constrain`` but taking ``x`` already in the value's ``shape`` (a float or 0-d
+        traced value for ``shape == ()``), or ``None`` when that shortcut does not
+        apply (bounds that are arrays, traced, or invalid: ``constrain`` then checks
+        and reports them). The model layer calls it once per parameter, so that each
+        log-density evaluation skips resolving bounds and reshaping."""
+        if type(self).constrain is not _Elementwise.constrain:
+            return None
+        try:
+            lb, ub = self._lu(bounds)
+        except (TypeError, ValueError):
+            return None
+        if not ((lb is None or type(lb) is float) and (ub is None or type(ub) is float)):
+            return None
+        if lb is not None and ub is not None and not lb < ub or \
+                lb is not None and lb != lb or ub is not None and ub != ub:
+            return None
+        n = _size(_shape(shape))
+        case = int(lb is not None and lb != -_INF) + 2 * int(ub is not None and ub != _INF)
+        lo = lb if case & 1 else None
+        hi = ub if case & 2 else None
+        if case == 0:
+            def identity(x):
+                return x, 0.0
+            return identity
+
+        def constrain_shaped(x):
+            y, lj = _bounded_piece(case, x, lo, hi, n)
+            return y, _scalar_out(lj)
+        return constrain_shaped
 
     def unconstrain(self, y, shape, *bounds):
         shape = _shape(shape)
