@@ -39,10 +39,12 @@ import os
 
 import numpy as np
 
-from .autodiff.functional import hessian, value_and_grad
-from .autodiff.var import Box, value_of
+from .autodiff.extend import reshape
+from .autodiff.functional import hessian
+from .autodiff.tape import gc_paused_nested, sweep
+from .autodiff.var import Box, Var, shape_of, value_of
 from .declarations import DataDecl, ParamDecl
-from .errors import DataError, ModelError
+from .errors import DataError, DifferentiationError, ModelError
 
 __all__ = ["Model", "element_names"]
 
@@ -56,7 +58,16 @@ def element_names(name, shape):
 
 
 class _ParamSlot:
-    __slots__ = ("name", "decl", "transform", "shape", "start", "stop")
+    """One parameter: its place in the unconstrained vector and how to constrain it.
+
+    ``bounds`` holds the evaluated bounds when they are fixed (numbers, data, absent),
+    ``None`` when some bound depends on earlier parameters (evaluated per point);
+    ``shaped`` is the transform's shortcut for fixed numeric bounds (it takes the free
+    values already shaped like the parameter), ``None`` where there is none.
+    """
+
+    __slots__ = ("name", "decl", "transform", "shape", "start", "stop", "bounds",
+                 "shaped", "kind")
 
     def __init__(self, name, decl, shape, start):
         self.name = name
@@ -65,6 +76,47 @@ class _ParamSlot:
         self.shape = shape
         self.start = start
         self.stop = start + self.transform.free_size(shape)
+        self.bounds = None
+        self.shaped = None
+        self.kind = _FREE
+
+    def plan(self, data, param_names):
+        """Fix what does not change between evaluations (bounds given as numbers or
+        data names) and choose how the free values are cut from the vector."""
+        fixed = True
+        for k in self.transform.bound_names:
+            b = getattr(self.decl, k)
+            if isinstance(b, str):
+                fixed = fixed and b in data and b not in param_names
+            elif callable(b):
+                fixed = False
+        if fixed:
+            self.bounds = self.decl.bound_args(data)
+            self.shaped = self.transform.shaped_constrain(self.shape, *self.bounds)
+        if self.shaped is not None:
+            if self.shape == ():
+                self.kind = _SCALAR
+            elif len(self.shape) == 1:
+                self.kind = _FREE           # the free vector is the value's shape
+            else:
+                self.kind = _SHAPED
+
+    def piece(self, x):
+        """This parameter's part of the unconstrained point ``x`` (plain or traced),
+        in the form its constrain step takes."""
+        kind = self.kind
+        if kind == _SCALAR:
+            if type(x) is np.ndarray:
+                return float(x[self.start])
+            return x[self.start]
+        p = x[self.start:self.stop]
+        if kind == _SHAPED:
+            return p.reshape(self.shape) if type(p) is np.ndarray else reshape(p, self.shape)
+        return p
+
+
+_FREE, _SCALAR, _SHAPED = 0, 1, 2      # how a parameter's free values are cut from x
+_new = object.__new__
 
 
 class Model:
@@ -117,6 +169,13 @@ class Model:
             slots.append(s)
         self._slots = slots
         self.dim = k
+        names = frozenset(s.name for s in slots)
+        for s in slots:
+            s.plan(env, names)
+        self._param_set = names
+        # the env of data and earlier parameters is built per point only if some bound
+        # is a function of earlier parameters
+        self._dynamic = any(s.bounds is None for s in slots)
         self._lp_args = self._signature(self.log_prob)
         self._tp_args = (self._signature(self.transformed_parameters)
                          if self._has("transformed_parameters") else None)
@@ -181,22 +240,35 @@ class Model:
         return {s.name: s.shape for s in self._slots}
 
     def _constrain(self, x, jacobian):
-        env = dict(self._data)
+        return self._constrain_pieces([s.piece(x) for s in self._slots], jacobian)
+
+    def _constrain_pieces(self, pieces, jacobian):
+        """The constrained parameters (dict) and the summed log-Jacobian, from each
+        parameter's part of the unconstrained point (:meth:`_ParamSlot.piece`)."""
+        env = dict(self._data) if self._dynamic else None
         params = {}
         lj = 0.0
-        for s in self._slots:
-            bounds = s.decl.bound_args(env)
-            xi = x[s.start:s.stop]
-            y, j = s.transform.constrain(xi, s.shape, *bounds)
-            if jacobian:
-                lj = lj + j
-            env[s.name] = y
+        for s, xi in zip(self._slots, pieces):
+            if s.shaped is not None:
+                y, j = s.shaped(xi)
+            else:
+                bounds = s.bounds if s.bounds is not None else s.decl.bound_args(env)
+                y, j = s.transform.constrain(xi, s.shape, *bounds)
+            # zeros (unbounded parameters) are not added: lj + 0.0 is lj
+            if jacobian and not (type(j) is float and j == 0.0):
+                lj = j if type(lj) is float and lj == 0.0 else lj + j
+            if env is not None:
+                env[s.name] = y
             params[s.name] = y
         return params, lj
 
     def _pick(self, names, avail, what):
         if names is None:
             return avail
+        try:
+            return {n: avail[n] for n in names}
+        except KeyError:
+            pass
         out = {}
         for n in names:
             if n not in avail:
@@ -216,6 +288,8 @@ class Model:
         if not isinstance(tp, dict):
             raise ModelError("transformed_parameters must return a dict of name -> value, "
                              f"got {type(tp).__name__}")
+        if self._param_set.isdisjoint(tp):
+            return tp
         clash = set(tp) & set(params)
         if clash:
             raise ModelError(f"transformed_parameters returns {sorted(clash)}, which "
@@ -223,7 +297,10 @@ class Model:
         return tp
 
     def _log_density(self, x, jacobian=True):
-        params, lj = self._constrain(x, jacobian)
+        return self._log_density_pieces([s.piece(x) for s in self._slots], jacobian)
+
+    def _log_density_pieces(self, pieces, jacobian):
+        params, lj = self._constrain_pieces(pieces, jacobian)
         avail = params
         tp = self._transformed(params)
         if tp:
@@ -235,7 +312,9 @@ class Model:
         if not isinstance(lp, Box) and np.ndim(lp) != 0:
             raise ModelError(f"{type(self).__name__}.log_prob must return a scalar, got "
                              f"shape {np.shape(lp)}")
-        return lp + lj if jacobian else lp
+        if not jacobian or type(lj) is float and lj == 0.0:
+            return lp
+        return lp + lj
 
     # ---- the log-density protocol ------------------------------------------------------
     def _point(self, x):
@@ -252,8 +331,45 @@ class Model:
     def log_density_gradient(self, x, jacobian=True):
         """``(log p(x), d log p / dx)`` by reverse-mode AD."""
         x = self._point(x)
-        lp, g = value_and_grad(lambda z: self._log_density(z, jacobian))(x)
-        return float(lp), np.asarray(g, dtype=np.float64).reshape(self.dim)
+        # sl.value_and_grad, with one independent variable per parameter (its part of
+        # x, already shaped) instead of one for x and a slicing node per parameter
+        slots = self._slots
+        with gc_paused_nested() as tape:
+            leaves = []
+            for s in slots:
+                v = _new(Var)
+                v.value = s.piece(x)
+                v.adj = None
+                v.tape = tape
+                v.bp = None
+                v.x = None
+                v.y = None
+                leaves.append(v)
+            lp = self._log_density_pieces(leaves, jacobian)
+            g = np.zeros(self.dim)
+            if isinstance(lp, Box) and lp.tape is tape:
+                if type(lp.value) is not float and lp.shape != ():
+                    raise DifferentiationError(
+                        f"grad requires a scalar output, got shape {lp.shape}; "
+                        "use sl.jacobian for vector outputs")
+                lp.adj = 1.0
+                sweep(tape.nodes)
+                val = lp.value
+                for s, v in zip(slots, leaves):
+                    a = v.adj
+                    if a is not None:
+                        if s.kind == _SCALAR:
+                            g[s.start] = a
+                        else:
+                            g[s.start:s.stop] = a if type(a) is float else np.ravel(a)
+            else:
+                if shape_of(lp) != ():
+                    raise DifferentiationError(
+                        f"grad requires a scalar output, got shape {shape_of(lp)}")
+                val = lp
+        if type(val) is not float and not isinstance(val, Box):
+            val = float(val)
+        return float(val), g
 
     def log_density_hessian(self, x, jacobian=True):
         """``(log p(x), gradient, Hessian)``; the Hessian by nested (forward-over-
