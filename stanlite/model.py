@@ -67,7 +67,7 @@ class _ParamSlot:
     """
 
     __slots__ = ("name", "decl", "transform", "shape", "start", "stop", "bounds",
-                 "shaped", "kind")
+                 "shaped", "kind", "free_shape")
 
     def __init__(self, name, decl, shape, start):
         self.name = name
@@ -79,6 +79,7 @@ class _ParamSlot:
         self.bounds = None
         self.shaped = None
         self.kind = _FREE
+        self.free_shape = None
 
     def plan(self, data, param_names):
         """Fix what does not change between evaluations (bounds given as numbers or
@@ -92,14 +93,14 @@ class _ParamSlot:
                 fixed = False
         if fixed:
             self.bounds = self.decl.bound_args(data)
-            self.shaped = self.transform.shaped_constrain(self.shape, *self.bounds)
-        if self.shaped is not None:
-            if self.shape == ():
-                self.kind = _SCALAR
-            elif len(self.shape) == 1:
-                self.kind = _FREE           # the free vector is the value's shape
-            else:
-                self.kind = _SHAPED
+            fast = self.transform.shaped_constrain(self.shape, *self.bounds)
+            if fast is not None:
+                self.shaped, self.free_shape = fast
+                if self.free_shape == ():
+                    self.kind = _SCALAR
+                elif len(self.free_shape) > 1:
+                    self.kind = _SHAPED
+                # else _FREE: the free vector is already in the shape it takes
 
     def piece(self, x):
         """This parameter's part of the unconstrained point ``x`` (plain or traced),
@@ -111,7 +112,8 @@ class _ParamSlot:
             return x[self.start]
         p = x[self.start:self.stop]
         if kind == _SHAPED:
-            return p.reshape(self.shape) if type(p) is np.ndarray else reshape(p, self.shape)
+            fs = self.free_shape
+            return p.reshape(fs) if type(p) is np.ndarray else reshape(p, fs)
         return p
 
 

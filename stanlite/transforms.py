@@ -210,9 +210,11 @@ class Transform:
         raise NotImplementedError
 
     def shaped_constrain(self, shape, *bounds):
-        """Optional shortcut for the model layer: a function ``x -> constrain(x, shape,
-        *bounds)`` taking ``x`` already shaped like the value, or ``None`` (no shortcut:
-        call ``constrain``)."""
+        """Optional shortcut for the model layer, for bounds fixed in advance:
+        ``(f, free_shape)`` where ``f(x)`` is ``constrain`` of the free values given
+        already in ``free_shape`` (a float or 0-d traced value for ``()``), without
+        re-checking the bounds and the shape at every evaluation; or ``None`` (no
+        shortcut: call ``constrain``, which checks and reports)."""
         return None
 
     def __repr__(self):
@@ -406,12 +408,9 @@ class _Elementwise(Transform):
         return _bounded_constrain(x, shape, lb, ub, self.name)
 
     def shaped_constrain(self, shape, *bounds):
-        """For bounds fixed in advance: a function ``x -> (y, log_jac)`` equal to
-        ``constrain`` but taking ``x`` already in the value's ``shape`` (a float or 0-d
-        traced value for ``shape == ()``), or ``None`` when that shortcut does not
-        apply (bounds that are arrays, traced, or invalid: ``constrain`` then checks
-        and reports them). The model layer calls it once per parameter, so that each
-        log-density evaluation skips resolving bounds and reshaping."""
+        """See :meth:`Transform.shaped_constrain`: the free values come in the value's
+        own shape; only for numeric scalar bounds (``None`` for arrays or invalid
+        bounds, which ``constrain`` checks and reports)."""
         if type(self).constrain is not _Elementwise.constrain:
             return None
         try:
@@ -423,19 +422,20 @@ class _Elementwise(Transform):
         if lb is not None and ub is not None and not lb < ub or \
                 lb is not None and lb != lb or ub is not None and ub != ub:
             return None
-        n = _size(_shape(shape))
+        shape = _shape(shape)
+        n = _size(shape)
         case = int(lb is not None and lb != -_INF) + 2 * int(ub is not None and ub != _INF)
         lo = lb if case & 1 else None
         hi = ub if case & 2 else None
         if case == 0:
             def identity(x):
                 return x, 0.0
-            return identity
+            return identity, shape
 
         def constrain_shaped(x):
             y, lj = _bounded_piece(case, x, lo, hi, n)
             return y, _scalar_out(lj)
-        return constrain_shaped
+        return constrain_shaped, shape
 
     def unconstrain(self, y, shape, *bounds):
         shape = _shape(shape)
@@ -648,6 +648,22 @@ class _Structured(Transform):
         x = _as_free(x, _size(batch) * m, self.name)
         y, lj = self._constrain(reshape(x, batch + (m,)), batch, dims)
         return y, _scalar_out(lj)
+
+    def shaped_constrain(self, shape, *bounds):
+        """See :meth:`Transform.shaped_constrain`: the free values come as
+        ``batch + (m,)`` (``m`` free reals per object)."""
+        if any(b is not None for b in bounds):
+            return None
+        try:
+            shape, batch, dims = self._split(shape)
+        except ValueError:
+            return None
+        constrain_core = self._constrain
+
+        def constrain_shaped(x):
+            y, lj = constrain_core(x, batch, dims)
+            return y, _scalar_out(lj)
+        return constrain_shaped, batch + (self._core_free(dims),)
 
     def unconstrain(self, y, shape, *bounds):
         self._no_bounds(bounds)
