@@ -1,42 +1,35 @@
 """``python -m stanlite``: the main job.
 
-Until the samplers land this is the AD demo of the README: a log density, its
-reverse-mode gradient next to central finite differences, and a Hessian by nested AD.
+Fits the zoo model ``eight_schools_noncentered`` (Rubin's eight schools, non-centred)
+with NUTS - 4 chains x (1000 warmup + 1000 draws), seed 1, chains in parallel
+processes - and prints its posterior summary and Stan's diagnostics in words. The
+same as ``stanlite sample eight_schools_noncentered --seed 1``.
 """
 
-import numpy as np
+import sys
+import time
 
-import stanlite as sl
-
-
-def log_density(theta, y=np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
-                sigma=np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])):
-    """Eight schools, non-centred, on the unconstrained scale (log tau)."""
-    mu, log_tau, z = theta[0], theta[1], theta[2:]
-    tau = sl.exp(log_tau)
-    th = mu + tau * z
-    return (-0.5 * (mu / 5.0) ** 2 - sl.log1p((tau / 5.0) ** 2) + log_tau
-            - 0.5 * sl.sum(z * z) - 0.5 * sl.sum(((y - th) / sigma) ** 2))
+MODEL = "eight_schools_noncentered"
 
 
-def main():
-    rng = np.random.default_rng(1)
-    theta = rng.uniform(-2, 2, 10)
-    lp, g = sl.value_and_grad(log_density)(theta)
-    eps = 1e-6
-    fd = np.array([(log_density(theta + eps * e) - log_density(theta - eps * e)) / (2 * eps)
-                   for e in np.eye(theta.size)])
-    print(f"eight schools (non-centred) log density at a random point: {lp:.6f}\n")
-    print(f"{'parameter':<12}{'reverse-mode AD':>20}{'finite difference':>20}{'abs diff':>12}")
-    names = ["mu", "log_tau"] + [f"z[{j + 1}]" for j in range(8)]
-    for n, a, f in zip(names, g, fd):
-        print(f"{n:<12}{a:>20.10f}{f:>20.10f}{abs(a - f):>12.2e}")
-    check = sl.check_grad(log_density, theta)
-    print(f"\ncheck_grad (Richardson central differences, 4 random directions): "
-          f"max rel err {check.max_rel_err:.2e} -> {'OK' if check.passed else 'FAILED'}")
-    H = sl.jacobian(sl.grad(log_density))(theta)
-    print(f"Hessian by nested reverse mode: 10x10, symmetric to "
-          f"{np.max(np.abs(H - H.T)):.1e}, diagonal[:3] = {np.round(np.diag(H)[:3], 6)}")
+def main(chains=4, draws=1000, warmup=1000, seed=1, progress=True, out=None):
+    """Fit the zoo model and print the summary and diagnostics; returns the fit."""
+    import stanlite.models as zoo
+    from stanlite.cli import format_summary
+    out = out if out is not None else sys.stdout
+    print(f"stanlite main job: NUTS on the zoo model '{MODEL}', {chains} chains x "
+          f"({warmup} warmup + {draws} draws), seed {seed}", file=out, flush=True)
+    model = zoo.get(MODEL)
+    t0 = time.perf_counter()
+    fit = model.sample(chains=chains, draws=draws, warmup=warmup, seed=seed,
+                       progress=progress)
+    elapsed = time.perf_counter() - t0
+    print(f"sampled in {elapsed:.1f} s; mean step size "
+          f"{fit.step_size.mean():.3g}\n", file=out)
+    print(format_summary(fit.summary()), file=out)
+    print("\nDiagnostics:", file=out)
+    print(fit.diagnose(), file=out)
+    return fit
 
 
 if __name__ == "__main__":

@@ -7,11 +7,33 @@ last four computed by ArviZ); ``fit.diagnose()`` the checks Stan's ``diagnose``
 runs, each in words with advice; ``fit.to_arviz()`` an ``arviz.InferenceData``.
 The chains' full states are kept (``fit.chain_states``), so a run can be resumed
 or extended with ``model.sample(resume_from=fit)``.
+
+``fit.save(path)`` writes a netCDF file (ArviZ's layout, readable by
+``arviz.from_netcdf``) with one extra group, ``stanlite_state``, that holds the
+chains' states and the generated-quantities seeds; :func:`load_fit` reads it back
+into a fit with the same ``fit[name]``, ``summary()``, ``diagnose()``,
+``to_arviz()``, ``step_size`` and ``inv_metric``, from which
+``model.sample(resume_from=loaded)`` continues bit-identically.
+
+A model may define ``log_likelihood(self, <names>)`` returning the pointwise
+log-likelihood (an array, or a dict name -> array); it goes to the InferenceData's
+``log_likelihood`` group (for ``arviz.loo`` / ``arviz.compare``). A class attribute
+``observed = ("y",)`` names the data fields that are observations: they go to
+``observed_data``, the other data fields to ``constant_data``.
 """
+
+import inspect
+import json
+import os
 
 import numpy as np
 
-__all__ = ["Fit"]
+__all__ = ["Fit", "load_fit"]
+
+#: name of the netCDF group holding the resumable state (ignored by ArviZ)
+STATE_GROUP = "stanlite_state"
+_FORMAT = "stanlite-fit"
+_FORMAT_VERSION = 1
 
 #: Stan's sampler statistics -> ArviZ's sample_stats names
 ARVIZ_STATS = {"lp__": "lp", "accept_stat__": "acceptance_rate", "stepsize__": "step_size",
@@ -38,6 +60,7 @@ class Fit:
         self.interrupted = interrupted
         self.method = method
         self.max_treedepth = max_treedepth
+        self._idata = None          # set for a fit read by load_fit
         self._build()
 
     # ---- assembling the arrays ---------------------------------------------------------
@@ -45,8 +68,6 @@ class Fit:
         model = self.model
         states = self.chain_states
         n = min(len(s.draws) for s in states) if states else 0
-        self.num_draws = n
-        self.num_chains = len(states)
         out = {}
         for c, s in enumerate(states):
             rng = np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]))
@@ -57,10 +78,17 @@ class Fit:
                         out[k] = np.empty((len(states), n) + np.shape(v))
                     out[k][c, d] = v
         self._draws = out
+        self._from_states(n, model.dim)
+
+    def _from_states(self, n, dim):
+        """Sampler statistics and unconstrained draws from the chain states."""
+        states = self.chain_states
+        self.num_draws = n
+        self.num_chains = len(states)
         self._stats = {k: np.array([s.stats[k][:n] for s in states], dtype=float)
                        for k in (states[0].stats if states else {})}
         self.unconstrained_draws = np.array([np.asarray(s.draws[:n]) for s in states]) \
-            if states else np.empty((0, 0, model.dim))
+            if states else np.empty((0, 0, dim))
 
     def __getitem__(self, name):
         if name in self._draws:
@@ -96,14 +124,14 @@ class Fit:
     # ---- ArviZ ------------------------------------------------------------------------
     def to_arviz(self):
         """``arviz.InferenceData`` with posterior, sample_stats (ArviZ names),
-        log_likelihood (if the model defines ``log_likelihood``), observed/constant
-        data, and coords/dims per parameter axis."""
+        log_likelihood (if the model defines ``log_likelihood``), observed_data (the
+        data fields the model's ``observed`` attribute names), constant_data (the
+        other data fields), and coords/dims per axis. A loaded fit returns what was
+        saved."""
+        if self._idata is not None:
+            return self._idata
         az = _arviz()
         posterior = dict(self._draws)
-        loglik = {}
-        ll_fun = getattr(self.model, "log_likelihood", None)
-        if callable(ll_fun):
-            loglik = self._pointwise(ll_fun)
         stats = {ARVIZ_STATS[k]: v for k, v in self._stats.items() if k in ARVIZ_STATS}
         if "diverging" in stats:
             stats["diverging"] = stats["diverging"].astype(bool)
@@ -115,32 +143,104 @@ class Fit:
         if "tree_depth" in stats:
             stats["reached_max_treedepth"] = stats["tree_depth"] >= self.max_treedepth
         dims, coords = {}, {}
-        for k, v in posterior.items():
-            shp = v.shape[2:]
-            dims[k] = [f"{k}_dim_{i}" for i in range(len(shp))]
-            for i, size in enumerate(shp):
+
+        def add_dims(k, shape):
+            dims[k] = [f"{k}_dim_{i}" for i in range(len(shape))]
+            for i, size in enumerate(shape):
                 coords[f"{k}_dim_{i}"] = np.arange(size)
-        data = self.model.data if hasattr(self.model, "data") else {}
-        kw = dict(posterior=posterior, sample_stats=stats, coords=coords, dims=dims,
-                  constant_data={k: np.asarray(v) for k, v in data.items()})
+        for k, v in posterior.items():
+            add_dims(k, v.shape[2:])
+        data = {k: np.asarray(v) for k, v in getattr(self.model, "data", {}).items()}
+        observed = _observed_names(self.model, data)
+        for k in data:
+            if k not in posterior:
+                add_dims(k, data[k].shape)
+        loglik = {}
+        ll_fun = getattr(self.model, "log_likelihood", None)
+        if callable(ll_fun):
+            loglik = self._pointwise(ll_fun, default_name=observed[0] if len(observed) == 1
+                                     else "log_lik")
+            for k, v in loglik.items():
+                if k not in posterior and not (k in data and data[k].shape == v.shape[2:]):
+                    add_dims(k, v.shape[2:])
+        kw = dict(posterior=posterior, sample_stats=stats, coords=coords, dims=dims)
         if loglik:
             kw["log_likelihood"] = loglik
-        return az.from_dict(**kw)
+        import warnings
+        with warnings.catch_warnings():
+            # a short (or interrupted) run may have fewer draws than chains: not an error
+            warnings.filterwarnings("ignore", "More chains", UserWarning)
+            idata = az.from_dict(**kw)
+        # the data groups built here: ArviZ's from_dict would turn scalars into (1,)
+        groups = {}
+        for group, names in (("observed_data", observed),
+                             ("constant_data", [k for k in data if k not in observed])):
+            if names:
+                groups[group] = _dataset({k: data[k] for k in names}, dims, coords)
+        if groups:
+            idata.add_groups(groups)
+        return idata
 
-    def _pointwise(self, fun):
-        import inspect
-        names = list(inspect.signature(fun).parameters)
+    def _pointwise(self, fun, default_name="log_lik"):
+        """``(chains, draws, ...)`` arrays of the model's pointwise log-likelihood.
+
+        ``fun`` receives the quantities its signature names (parameters, transformed
+        parameters, generated quantities); a ``**params`` signature receives the
+        parameters and transformed parameters."""
+        from .errors import ModelError
+        ps = list(inspect.signature(fun).parameters.values())
+        named = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        missing = [p.name for p in ps if p.name in named and p.name not in self._draws
+                   and p.default is p.empty]
+        if missing:
+            raise ModelError(f"log_likelihood asks for {', '.join(missing)}, which "
+                             "is not a parameter, transformed parameter or generated "
+                             f"quantity of the model (known: {', '.join(self._draws)})")
+        names = [k for k in named if k in self._draws]
+        if any(p.kind == p.VAR_KEYWORD for p in ps):
+            shapes = self.model.param_shapes() if self.model is not None else {}
+            tp = self.model.output_shapes()[0] if self.model is not None else {}
+            names += [k for k in list(shapes) + list(tp) if k not in names]
         out = {}
-        for c, s in enumerate(self.chain_states):
+        for c in range(self.num_chains):
             for d in range(self.num_draws):
-                vals = {k: self._draws[k][c, d] for k in names if k in self._draws}
-                ll = fun(**vals)
-                for k, v in (ll.items() if isinstance(ll, dict) else [("log_lik", ll)]):
+                vals = {k: self._draws[k][c, d] for k in names}
+                try:
+                    ll = fun(**vals)
+                except Exception as e:                # noqa: BLE001 - re-raised, named
+                    raise ModelError(f"log_likelihood failed at chain {c + 1}, draw "
+                                     f"{d + 1}: {type(e).__name__}: {e}") from e
+                items = ll.items() if isinstance(ll, dict) else [(default_name, ll)]
+                for k, v in items:
                     v = np.asarray(v, dtype=float)
                     if k not in out:
                         out[k] = np.empty((self.num_chains, self.num_draws) + v.shape)
                     out[k][c, d] = v
         return out
+
+    # ---- saving -------------------------------------------------------------------------
+    def save(self, path):
+        """Write the fit to a netCDF file: ArviZ's groups (``arviz.from_netcdf``
+        reads them) plus the ``stanlite_state`` group needed to resume; read it
+        back with ``sl.load_fit(path)``. Returns the path."""
+        import xarray as xr
+        path = os.fspath(path)
+        meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "method": self.method,
+                "max_treedepth": self.max_treedepth, "interrupted": bool(self.interrupted),
+                "names": self.names, "model": _model_id(self.model),
+                "unconstrained_names": _unconstrained_names(self.model),
+                "gq_seeds": [_seed_to_json(s) for s in self.gq_seeds],
+                "chain_states": [s.to_dict() for s in self.chain_states]}
+        arrays = {}
+        packed = _pack(meta, arrays)
+        text = json.dumps(packed, allow_nan=True).encode("utf-8")
+        ds = xr.Dataset({k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v)
+                         for k, v in arrays.items()})
+        ds["state_json"] = (("state_json_bytes",), np.frombuffer(text, dtype=np.uint8))
+        ds.attrs["format"] = f"{_FORMAT} {_FORMAT_VERSION}"
+        self.to_arviz().to_netcdf(path)
+        ds.to_netcdf(path, mode="a", group=STATE_GROUP, engine="h5netcdf")
+        return path
 
     # ---- summaries ----------------------------------------------------------------------
     def summary(self, names=None):
@@ -175,7 +275,7 @@ class Fit:
         if "divergent__" in st:
             nd = int(st["divergent__"].sum())
             if nd:
-                msgs.append(f"{nd} of {n_total} transitions ({100 * nd / n_total:.1f}%) "
+                msgs.append(f"{nd} of {n_total} transitions ({100 * nd / n_total:.2g}%) "
                             "ended with a divergence. The posterior has regions the "
                             "sampler cannot explore reliably: increase adapt_delta (e.g. "
                             "0.95) or reparameterise (e.g. non-centred).")
@@ -232,5 +332,199 @@ def _diagnostics(az, x):
         return (np.nan,) * 4
     if np.ptp(x) == 0:
         return (0.0, np.nan, np.nan, np.nan)
-    return (float(az.mcse(x, method="mean")), float(az.ess(x, method="bulk")),
-            float(az.ess(x, method="tail")), float(az.rhat(x)))
+    return (_scalar(az.mcse(x, method="mean")), _scalar(az.ess(x, method="bulk")),
+            _scalar(az.ess(x, method="tail")), _scalar(az.rhat(x)))
+
+
+def _scalar(v):
+    """A float from what ArviZ returns for one variable (0-d, or shape (1,))."""
+    return float(np.asarray(v, dtype=float).reshape(-1)[0])
+
+
+def _dataset(values, dims, coords):
+    """An ``xarray.Dataset`` of data fields (0-d stays 0-d), with ArviZ's attrs."""
+    import xarray as xr
+    az = _arviz()
+    vs, cs = {}, {}
+    for k, v in values.items():
+        d = dims.get(k) or [f"{k}_dim_{i}" for i in range(v.ndim)]
+        vs[k] = (d, v)
+        for name, size in zip(d, v.shape):
+            cs[name] = coords.get(name, np.arange(size))
+    make_attrs = getattr(getattr(az, "data", None), "base", None)
+    attrs = make_attrs.make_attrs() if hasattr(make_attrs, "make_attrs") else {}
+    return xr.Dataset(vs, coords=cs, attrs=attrs)
+
+
+# ---- observed data, model identity -------------------------------------------------------
+def _observed_names(model, data):
+    """The data fields the model declares observed (``observed = ("y",)``), checked."""
+    from .errors import ModelError
+    obs = getattr(model, "observed", ()) or ()
+    if isinstance(obs, str):
+        obs = (obs,)
+    obs = tuple(obs)
+    bad = [k for k in obs if k not in data]
+    if bad:
+        raise ModelError(f"{type(model).__name__}.observed names {', '.join(map(repr, bad))}"
+                         f", which is not a data field (data fields: "
+                         f"{', '.join(data) or 'none'})")
+    return obs
+
+
+def _model_id(model):
+    if model is None:
+        return None
+    cls = type(model)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _unconstrained_names(model):
+    names = getattr(model, "unconstrained_param_names", None)
+    return list(names()) if callable(names) else None
+
+
+def _seed_to_json(s):
+    if isinstance(s, np.random.SeedSequence):
+        return {"entropy": s.entropy, "spawn_key": list(s.spawn_key),
+                "pool_size": s.pool_size, "n_children_spawned": s.n_children_spawned}
+    return s                                         # an int seed
+
+
+def _seed_from_json(d):
+    if isinstance(d, dict):
+        return np.random.SeedSequence(d["entropy"], spawn_key=tuple(d["spawn_key"]),
+                                      pool_size=d["pool_size"],
+                                      n_children_spawned=d["n_children_spawned"])
+    return d
+
+
+# ---- plain data <-> JSON + arrays (exact) ---------------------------------------------------
+# ndarrays, lists of equal-shape ndarrays (the draws) and lists of numbers (the
+# statistics) become netCDF variables, bit for bit; the rest is JSON (floats by repr,
+# which round-trips exactly; Python ints of any size, e.g. the generator's state).
+_ARR, _STACK, _NUMS = "__stanlite_array__", "__stanlite_stack__", "__stanlite_numbers__"
+
+
+def _is_number(v):
+    return isinstance(v, (int, float, np.integer, np.floating)) and \
+        not isinstance(v, (bool, np.bool_))
+
+
+def _pack(obj, arrays):
+    def put(a):
+        key = f"a{len(arrays)}"
+        arrays[key] = a
+        return key
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "biuf":
+            raise TypeError(f"cannot save an array of dtype {obj.dtype}")
+        return {_ARR: put(np.ascontiguousarray(obj))}
+    if isinstance(obj, dict):
+        bad = [k for k in obj if not isinstance(k, str)]
+        if bad:
+            raise TypeError(f"cannot save a dict with non-string keys {bad[:3]}")
+        return {k: _pack(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        if obj and all(isinstance(v, np.ndarray) for v in obj) and \
+                len({(v.shape, v.dtype) for v in obj}) == 1 and obj[0].dtype.kind in "biuf":
+            return {_STACK: put(np.stack(obj))}
+        if obj and all(_is_number(v) for v in obj):
+            floating = any(isinstance(v, (float, np.floating)) for v in obj)
+            if floating or all(-2 ** 63 <= v < 2 ** 63 for v in obj):
+                return {_NUMS: put(np.array(obj, dtype=float if floating else np.int64))}
+        return [_pack(v, arrays) for v in obj]
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if obj is None or isinstance(obj, (int, float, str)):
+        return obj
+    raise TypeError(f"cannot save a value of type {type(obj).__name__}")
+
+
+def _unpack(obj, arrays):
+    if isinstance(obj, dict):
+        if len(obj) == 1:
+            (k, v), = obj.items()
+            if k == _ARR:
+                return np.array(arrays[v])
+            if k == _STACK:
+                return [np.array(r) for r in arrays[v]]
+            if k == _NUMS:
+                return arrays[v].tolist()
+        return {k: _unpack(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unpack(v, arrays) for v in obj]
+    return obj
+
+
+# ---- loading --------------------------------------------------------------------------
+def load_fit(path, model=None):
+    """Read a fit written by ``fit.save(path)``.
+
+    The result has ``fit[name]``, ``summary()``, ``diagnose()``, ``to_arviz()``,
+    ``step_size`` and ``inv_metric`` without the model; with ``model`` (checked to
+    have the same unconstrained parameters) nothing changes but the check, and
+    either way ``model.sample(resume_from=loaded, draws=...)`` continues the chains
+    exactly where they stopped."""
+    import xarray as xr
+    from .errors import ModelError
+    from .samplers.chain import ChainState
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no fit file {path!r}")
+    try:
+        import h5netcdf
+        with h5netcdf.File(path, mode="r") as f:
+            groups = list(f.groups)
+    except OSError as e:
+        raise ValueError(f"{path!r} is not a netCDF-4 file written by fit.save(): {e}") \
+            from None
+    if STATE_GROUP not in groups:
+        raise ValueError(f"{path!r} has no '{STATE_GROUP}' group: it was not written by "
+                         "stanlite's fit.save() (open it with arviz.from_netcdf instead)")
+    datasets = {}
+    for g in groups:
+        # the state's arrays are read raw (no fill-value masking): bit for bit
+        raw = dict(mask_and_scale=False, decode_times=False, decode_timedelta=False) \
+            if g == STATE_GROUP else {}
+        with xr.open_dataset(path, group=g, engine="h5netcdf", **raw) as ds:
+            datasets[g] = ds.load()
+    state = datasets.pop(STATE_GROUP)
+    arrays = {k: state[k].values for k in state.data_vars if k != "state_json"}
+    meta = _unpack(json.loads(state["state_json"].values.tobytes().decode("utf-8")),
+                   arrays)
+    if meta.get("format") != _FORMAT or meta.get("version", 0) > _FORMAT_VERSION:
+        raise ValueError(f"{path!r}: unsupported fit file format {meta.get('format')!r} "
+                         f"version {meta.get('version')!r}")
+    if model is not None:
+        want = meta.get("unconstrained_names")
+        have = _unconstrained_names(model)
+        if want is not None and have is not None and want != have:
+            raise ModelError(f"the fit in {path!r} was made with a model ({meta['model']}) "
+                             f"whose unconstrained parameters are {_short(want)}; "
+                             f"{type(model).__name__} has {_short(have)}")
+    az = _arviz()
+    fit = Fit.__new__(Fit)
+    fit.model = model
+    fit.chain_states = [ChainState.from_dict(d) for d in meta["chain_states"]]
+    fit.gq_seeds = [_seed_from_json(d) for d in meta["gq_seeds"]]
+    fit.interrupted = meta["interrupted"]
+    fit.method = meta["method"]
+    fit.max_treedepth = meta["max_treedepth"]
+    fit._idata = az.InferenceData(**datasets)
+    post = datasets.get("posterior")
+    fit._draws = {k: np.asarray(post[k].values) for k in meta["names"]} \
+        if post is not None else {}
+    n = post.sizes.get("draw", 0) if post is not None else 0
+    dim = len(meta.get("unconstrained_names") or []) or \
+        (len(fit.chain_states[0].q) if fit.chain_states else 0)
+    fit._from_states(n, dim)
+    return fit
+
+
+def _short(names, k=6):
+    return "[" + ", ".join(names[:k]) + (", ..." if len(names) > k else "") + "]"

@@ -1,0 +1,204 @@
+"""The command line (``stanlite.cli``) and the main job (``python -m stanlite``):
+sampling zoo and file models, writing netCDF, the zoo listing, commands not yet
+available, and errors as one line on stderr with exit code 1 (never a traceback)."""
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite import cli
+from stanlite.models import get, names
+
+SMALL = ["--draws", "40", "--warmup", "40", "--chains", "2", "--seed", "5",
+         "--no-progress", "--serial"]
+
+MODEL_FILE = '''
+import stanlite as sl
+
+
+class Normal(sl.Model):
+    """A normal sample with unknown mean and scale."""
+    N = sl.data.int(lower=0)
+    y = sl.data.vector("N")
+    mu = sl.param.real()
+    sigma = sl.param.real(lower=0)
+    observed = ("y",)
+
+    def log_prob(self, mu, sigma):
+        return (sl.normal_lpdf(self.y, mu, sigma) + sl.normal_lpdf(mu, 0, 10)
+                + sl.normal_lpdf(sigma, 0, 5))
+
+
+NOT_A_MODEL = 3
+'''
+
+
+def run(argv):
+    """``main(argv)`` in this process: (exit code, stdout text)."""
+    out = io.StringIO()
+    code = cli.main(argv, out=out)
+    return code, out.getvalue()
+
+
+def run_process(*args):
+    return subprocess.run([sys.executable, "-m", "stanlite.cli", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "normal_model.py"
+    path.write_text(MODEL_FILE)
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"N": 4, "y": [0.3, -0.2, 1.1, 0.4]}))
+    return path, data
+
+
+# ---- sample ------------------------------------------------------------------------------
+def test_sample_zoo_model_prints_summary_and_diagnostics_and_saves(tmp_path):
+    out_file = tmp_path / "fit.nc"
+    code, text = run(["sample", "eight_schools", *SMALL, "--output", str(out_file)])
+    assert code == 0
+    assert text.startswith("eight_schools_noncentered: 2 chains x 40 draws")
+    header = next(line for line in text.splitlines() if "ess_bulk" in line).split()
+    assert header == ["mean", "sd", "5%", "50%", "95%", "mcse_mean", "ess_bulk",
+                      "ess_tail", "r_hat"]
+    assert "theta[8]" in text and "divergen" in text and "R-hat" in text
+    assert f"wrote {out_file}" in text
+    # the arguments reached the sampler: the same fit as in Python
+    direct = get("eight_schools_noncentered").sample(chains=2, draws=40, warmup=40,
+                                                      seed=5, progress=False,
+                                                      parallel=False)
+    loaded = sl.load_fit(out_file)
+    for k in direct.names:
+        np.testing.assert_array_equal(loaded[k], direct[k])
+
+
+def test_sample_file_model_with_data_and_sampler_options(model_file, tmp_path):
+    path, data = model_file
+    out_file = tmp_path / "normal.nc"
+    code, text = run(["sample", f"{path}:Normal", "--data", str(data), *SMALL,
+                      "--metric", "dense_e", "--adapt-delta", "0.9",
+                      "--max-treedepth", "6", "-o", str(out_file)])
+    assert code == 0
+    assert "mu " in text and "sigma " in text
+    fit = sl.load_fit(out_file)
+    assert fit["mu"].shape == (2, 40) and fit.inv_metric.shape == (2, 2, 2)
+    assert fit.max_treedepth == 6 and np.all(fit["treedepth__"] <= 6)
+    idata = fit.to_arviz()
+    assert set(idata.observed_data.data_vars) == {"y"}
+
+
+def test_sample_zoo_model_with_other_data(tmp_path):
+    data = tmp_path / "es.json"
+    data.write_text(json.dumps({"J": 3, "y": [1.0, 2.0, 3.0], "sigma": [1.0, 1.0, 2.0]}))
+    code, text = run(["sample", "eight_schools_noncentered", "--data", str(data), *SMALL])
+    assert code == 0 and "theta[3]" in text and "theta[4]" not in text
+
+
+# ---- models, optimize, variational -------------------------------------------------------
+def test_models_lists_the_zoo_with_descriptions():
+    code, text = run(["models"])
+    assert code == 0
+    lines = text.strip().splitlines()
+    assert [line.split()[0] for line in lines] == names()
+    row = next(line for line in lines if line.startswith("eight_schools_noncentered"))
+    assert "non-centred" in row
+    garch = next(line for line in lines if line.startswith("garch "))
+    assert garch.rstrip().endswith("last variance.")       # the paragraph, on one line
+
+
+@pytest.mark.parametrize("command", ["optimize", "variational"])
+def test_approximations_not_available_yet(command, capsys):
+    if callable(getattr(sl.Model, command, None)):
+        pytest.skip(f"model.{command} exists now")
+    code, _ = run([command, "eight_schools"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "not available yet" in err and len(err.strip().splitlines()) == 1
+
+
+# ---- errors: one line, exit code 1 ---------------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (["sample", "eight_schoolz"], "no zoo model named 'eight_schoolz'.*did you mean"),
+    (["sample", "nope.py:Model"], "model file 'nope.py' does not exist"),
+    (["sample", "{file}"], "name the model class too"),
+    (["sample", "{file}:Missing"], "has no class 'Missing'; its models: Normal"),
+    (["sample", "{file}:NOT_A_MODEL"], "not a subclass of stanlite.Model"),
+    (["sample", "{file}:Normal"], "missing data field 'N'"),
+    (["sample", "{file}:Normal", "--data", "{bad_data}"], "data field 'y'.*shape"),
+    (["sample", "{file}:Normal", "--data", "{file}"], "not valid JSON"),
+    (["sample", "{file}:Normal", "--data", "missing.json"], "does not exist"),
+    (["sample", "{broken}:X"], "could not load .*SyntaxError"),
+])
+def test_errors_are_one_line(args, message, model_file, tmp_path, capsys):
+    path, _ = model_file
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"N": 3, "y": [1.0, 2.0]}))
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n")
+    args = [a.format(file=path, bad_data=bad, broken=broken) for a in args]
+    code, text = run(args)
+    err = capsys.readouterr().err
+    assert code == 1 and text == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("stanlite: error: ")
+    assert "Traceback" not in err
+    import re
+    assert re.search(message, err), err
+
+
+def test_model_error_is_one_line(tmp_path, capsys):
+    path = tmp_path / "never.py"
+    path.write_text(textwrap.dedent('''
+        import stanlite as sl
+
+        class Never(sl.Model):
+            a = sl.param.real()
+
+            def log_prob(self, a):
+                return sl.normal_lpdf(a, 0.0, -1.0)
+    '''))
+    code, _ = run(["sample", f"{path}:Never", *SMALL])
+    err = capsys.readouterr().err
+    assert code == 1 and "could not initialise the chain" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_usage_errors_exit_2(capsys):
+    for argv in (["sample", "eight_schools", "--chains", "0"],
+                 ["sample", "eight_schools", "--adapt-delta", "1.5"],
+                 ["sample", "eight_schools", "--metric", "bogus"], ["frobnicate"], []):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 2
+    capsys.readouterr()
+
+
+def test_as_a_process_exit_codes_and_no_traceback():
+    ok = run_process("models")
+    assert ok.returncode == 0 and "eight_schools_noncentered" in ok.stdout
+    bad = run_process("sample", "not_a_model")
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.startswith("stanlite: error: no zoo model named 'not_a_model'")
+    assert "Traceback" not in bad.stderr
+    na = run_process("optimize", "eight_schools")
+    assert na.returncode == (0 if callable(getattr(sl.Model, "optimize", None)) else 2)
+
+
+# ---- the main job ---------------------------------------------------------------------------
+def test_main_job_small():
+    from stanlite.__main__ import MODEL, main
+    out = io.StringIO()
+    fit = main(chains=2, draws=30, warmup=30, seed=1, progress=False, out=out)
+    text = out.getvalue()
+    first = text.splitlines()[0]
+    assert first.startswith("stanlite main job:") and MODEL in first
+    assert "2 chains x (30 warmup + 30 draws), seed 1" in first
+    assert "theta[1]" in text and "Diagnostics:" in text and "divergen" in text
+    assert fit["theta"].shape == (2, 30, 8)

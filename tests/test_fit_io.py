@@ -1,0 +1,291 @@
+"""Fits on disk and in ArviZ: ``fit.save`` / ``sl.load_fit`` (netCDF) round trips,
+bit-identical resumption from a loaded file (finished and interrupted runs), the
+exact plain-data codec of the chain states, ``observed_data`` / ``constant_data``,
+and a model's pointwise ``log_likelihood`` feeding ``arviz.loo`` / ``arviz.compare``."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import stanlite as sl
+from stanlite import fit as fitmod
+
+
+def _arviz():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz
+    return arviz
+
+
+def _same_fit(a, b):
+    assert a.names == b.names
+    for k in a.names:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert a.sampler_stats.keys() == b.sampler_stats.keys()
+    for k, v in a.sampler_stats.items():
+        np.testing.assert_array_equal(v, b[k], err_msg=k)
+
+
+# ---- models ----------------------------------------------------------------------------
+class Regression(sl.Model):
+    """y ~ N(alpha + beta x, sigma), with ``y`` declared observed."""
+    N = sl.data.int(lower=0)
+    x = sl.data.vector("N")
+    y = sl.data.vector("N")
+    alpha = sl.param.real()
+    beta = sl.param.real()
+    sigma = sl.param.real(lower=0)
+    observed = ("y",)
+
+    def log_prob(self, alpha, beta, sigma):
+        return (sl.normal_lpdf(self.y, alpha + beta * self.x, sigma)
+                + sl.normal_lpdf(alpha, 0, 5) + sl.normal_lpdf(beta, 0, 5)
+                + sl.normal_lpdf(sigma, 0, 2))
+
+    def log_likelihood(self, alpha, beta, sigma):
+        r = (self.y - alpha - beta * self.x) / sigma
+        return -0.5 * r * r - np.log(sigma) - 0.5 * np.log(2 * np.pi)
+
+
+class InterceptOnly(sl.Model):
+    """y ~ N(alpha, sigma); ``log_likelihood(**params)`` returning a dict."""
+    N = sl.data.int(lower=0)
+    x = sl.data.vector("N")
+    y = sl.data.vector("N")
+    alpha = sl.param.real()
+    sigma = sl.param.real(lower=0)
+    observed = "y"
+
+    def log_prob(self, alpha, sigma):
+        return (sl.normal_lpdf(self.y, alpha, sigma) + sl.normal_lpdf(alpha, 0, 5)
+                + sl.normal_lpdf(sigma, 0, 2))
+
+    def log_likelihood(self, **params):
+        r = (self.y - params["alpha"]) / params["sigma"]
+        return {"y": -0.5 * r * r - np.log(params["sigma"]) - 0.5 * np.log(2 * np.pi)}
+
+
+def _reg_data(n=20):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=n)
+    return dict(N=n, x=x, y=1.0 + 2.0 * x + 0.5 * rng.normal(size=n))
+
+
+@pytest.fixture(scope="module")
+def eight_schools():
+    from stanlite.models import get
+    return get("eight_schools_noncentered")
+
+
+@pytest.fixture(scope="module")
+def short_fit(eight_schools):
+    return eight_schools.sample(chains=2, draws=40, warmup=60, seed=3, progress=False,
+                                parallel=False)
+
+
+# ---- save / load ------------------------------------------------------------------------------
+def test_save_load_round_trip(short_fit, tmp_path):
+    path = tmp_path / "fit.nc"
+    assert short_fit.save(path) == str(path)
+    loaded = sl.load_fit(path)                        # no model needed
+    assert loaded.model is None
+    _same_fit(short_fit, loaded)
+    pd.testing.assert_frame_equal(loaded.summary(), short_fit.summary())
+    assert loaded.diagnose() == short_fit.diagnose()
+    np.testing.assert_array_equal(loaded.step_size, short_fit.step_size)
+    np.testing.assert_array_equal(loaded.inv_metric, short_fit.inv_metric)
+    np.testing.assert_array_equal(loaded.unconstrained_draws, short_fit.unconstrained_draws)
+    assert (loaded.num_chains, loaded.num_draws) == (2, 40)
+    assert loaded.method == "nuts" and loaded.interrupted is False
+    idata = loaded.to_arviz()
+    assert {"posterior", "sample_stats", "constant_data"} <= set(idata.groups())
+    assert fitmod.STATE_GROUP not in idata.groups()
+    np.testing.assert_array_equal(idata.posterior["theta"].values, short_fit["theta"])
+    np.testing.assert_array_equal(idata.sample_stats["diverging"].values,
+                                  short_fit["divergent__"].astype(bool))
+    # an ordinary ArviZ netCDF file: ArviZ reads it without stanlite
+    az = _arviz()
+    other = az.from_netcdf(str(path))
+    np.testing.assert_array_equal(other.posterior["mu"].values, short_fit["mu"])
+    # a loaded fit saves again, identically
+    again = sl.load_fit(loaded.save(tmp_path / "again.nc"))
+    _same_fit(short_fit, again)
+
+
+def test_resume_from_loaded_file_is_bit_identical(eight_schools, short_fit, tmp_path):
+    full = eight_schools.sample(chains=2, draws=70, warmup=60, seed=3, progress=False,
+                                parallel=False)
+    path = short_fit.save(tmp_path / "short.nc")
+    loaded = sl.load_fit(path, model=eight_schools)
+    assert loaded.model is eight_schools
+    resumed = eight_schools.sample(resume_from=loaded, draws=70, progress=False,
+                                   parallel=False)
+    _same_fit(full, resumed)
+    np.testing.assert_array_equal(resumed.step_size, full.step_size)
+    np.testing.assert_array_equal(resumed.inv_metric, full.inv_metric)
+
+
+class Interrupting(sl.Model):
+    """Raises KeyboardInterrupt (a Ctrl-C) after ``limit`` log-density evaluations."""
+    y = sl.data.real()
+    mu = sl.param.real()
+    s = sl.param.real(lower=0)
+    calls = [0]
+    limit = [None]
+
+    def log_prob(self, mu, s):
+        Interrupting.calls[0] += 1
+        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
+            raise KeyboardInterrupt
+        return (sl.normal_lpdf(self.y, mu, s) + sl.normal_lpdf(mu, 0.0, 1.0)
+                + sl.lognormal_lpdf(s, 0.0, 1.0))
+
+    def generated_quantities(self, rng, mu, s):
+        return {"y_rep": rng.normal(mu, s)}
+
+
+@pytest.mark.parametrize("limit, in_warmup", [(150, True), (520, False)])
+def test_resume_an_interrupted_run_from_file(tmp_path, limit, in_warmup):
+    m = Interrupting(y=0.7)
+    kw = dict(chains=1, draws=80, warmup=80, seed=12, progress=False, parallel=False)
+    Interrupting.limit[0] = None
+    full = m.sample(**kw)
+    Interrupting.calls[0] = 0
+    Interrupting.limit[0] = limit
+    try:
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            part = m.sample(**kw)
+    finally:
+        Interrupting.limit[0] = None
+    assert part.interrupted and 0 < part.chain_states[0].iteration < 160
+    assert (part.chain_states[0].iteration < 80) == in_warmup
+    loaded = sl.load_fit(part.save(tmp_path / "part.nc"), model=m)
+    assert loaded.interrupted
+    assert loaded.chain_states[0].iteration == part.chain_states[0].iteration
+    resumed = m.sample(resume_from=loaded, draws=80, progress=False, parallel=False)
+    _same_fit(full, resumed)                       # y_rep too: the gq seeds were saved
+
+
+def test_load_errors(short_fit, eight_schools, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no fit file"):
+        sl.load_fit(tmp_path / "missing.nc")
+    plain = tmp_path / "plain.nc"
+    short_fit.to_arviz().to_netcdf(str(plain))
+    with pytest.raises(ValueError, match="stanlite_state"):
+        sl.load_fit(plain)
+    junk = tmp_path / "junk.nc"
+    junk.write_text("not netCDF")
+    with pytest.raises(ValueError, match="not a netCDF-4 file"):
+        sl.load_fit(junk)
+    path = short_fit.save(tmp_path / "es.nc")
+    with pytest.raises(sl.ModelError, match="unconstrained parameters"):
+        sl.load_fit(path, model=Interrupting(y=0.0))
+    assert sl.load_fit(path, model=eight_schools).num_draws == 40
+
+
+def test_state_codec_is_exact():
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(2 ** 100 + 7)))
+    rng.normal(size=3)
+    state = {"rng": rng.bit_generator.state, "i": np.int64(3), "f": np.float64(0.1),
+             "b": np.bool_(True), "none": None, "s": "diag_e", "nan": float("nan"),
+             "inf": -np.inf, "arr": np.array([[1.0, 2.0], [3.0, np.nextafter(1, 2)]]),
+             "ints": np.arange(3), "draws": [np.array([0.1, 0.2]), np.array([0.3, 1e-300])],
+             "empty": [], "stats": {"lp__": [-1.5, np.float64(2.25), 3], "td": [1, 2, 3]},
+             "mixed": [1, "a", None], "big": [2 ** 70, 1]}
+    arrays = {}
+    packed = fitmod._pack(state, arrays)
+    import json
+    back = fitmod._unpack(json.loads(json.dumps(packed)), arrays)
+    assert back["rng"] == state["rng"]
+    r2 = np.random.Generator(np.random.PCG64())
+    r2.bit_generator.state = back["rng"]
+    np.testing.assert_array_equal(r2.normal(size=5), rng.normal(size=5))
+    assert back["i"] == 3 and back["f"] == 0.1 and back["b"] is True and back["none"] is None
+    assert np.isnan(back["nan"]) and back["inf"] == -np.inf and back["s"] == "diag_e"
+    np.testing.assert_array_equal(back["arr"], state["arr"])
+    assert back["ints"].dtype == np.int64
+    assert isinstance(back["draws"], list) and len(back["draws"]) == 2
+    np.testing.assert_array_equal(back["draws"][1], state["draws"][1])
+    assert back["empty"] == [] and back["mixed"] == [1, "a", None]
+    assert back["stats"] == {"lp__": [-1.5, 2.25, 3.0], "td": [1, 2, 3]}
+    assert back["big"] == [2 ** 70, 1]
+    ss = np.random.SeedSequence(None).spawn(3)[2]
+    ss2 = fitmod._seed_from_json(json.loads(json.dumps(fitmod._seed_to_json(ss))))
+    np.testing.assert_array_equal(ss2.generate_state(4), ss.generate_state(4))
+    assert ss2.spawn_key == ss.spawn_key
+    with pytest.raises(TypeError, match="cannot save"):
+        fitmod._pack({"x": object()}, {})
+
+
+# ---- ArviZ groups: observed/constant data, log-likelihood ----------------------------------
+@pytest.fixture(scope="module")
+def reg_fits():
+    data = _reg_data()
+    kw = dict(chains=2, draws=250, warmup=200, seed=3, progress=False, parallel=False)
+    return Regression(**data).sample(**kw), InterceptOnly(**data).sample(**kw)
+
+
+def test_observed_and_constant_data(reg_fits, short_fit):
+    idata = reg_fits[0].to_arviz()
+    data = _reg_data()
+    np.testing.assert_array_equal(idata.observed_data["y"].values, data["y"])
+    assert set(idata.observed_data.data_vars) == {"y"}
+    assert set(idata.constant_data.data_vars) == {"N", "x"}
+    assert idata.constant_data["N"].shape == () and int(idata.constant_data["N"]) == 20
+    # without `observed`, every data field is constant data
+    plain = short_fit.to_arviz()
+    assert "observed_data" not in plain.groups()
+    assert set(plain.constant_data.data_vars) == {"J", "y", "sigma"}
+
+    class Bad(InterceptOnly):
+        observed = ("y", "z")
+    fit = Bad(**data).sample(chains=1, draws=5, warmup=5, seed=1, progress=False)
+    with pytest.raises(sl.ModelError, match="'z', which is not a data field"):
+        fit.to_arviz()
+
+
+def test_log_likelihood_group_and_loo(reg_fits, tmp_path):
+    az = _arviz()
+    lin, const = reg_fits
+    idata = lin.to_arviz()
+    ll = idata.log_likelihood["y"]                   # named after the one observed field
+    assert ll.shape == (2, 250, 20)
+    assert ll.dims[2] == idata.observed_data["y"].dims[0]
+    # the values are the pointwise log densities at each draw
+    a, b, s = lin["alpha"][1, 7], lin["beta"][1, 7], lin["sigma"][1, 7]
+    from scipy.stats import norm
+    data = _reg_data()
+    np.testing.assert_allclose(ll.values[1, 7], norm.logpdf(data["y"], a + b * data["x"], s))
+    # **params signature, dict result
+    assert set(const.to_arviz().log_likelihood.data_vars) == {"y"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")              # Pareto-k and pandas notices
+        loo = az.loo(idata)
+        cmp = az.compare({"linear": idata, "intercept": const.to_arviz()})
+        loaded = az.loo(sl.load_fit(lin.save(tmp_path / "lin.nc")).to_arviz())
+    assert np.isfinite(loo.elpd_loo) and loo.n_data_points == 20
+    assert cmp.index[0] == "linear" and cmp.loc["intercept", "elpd_diff"] > 10
+    assert loaded.elpd_loo == loo.elpd_loo
+
+
+def test_log_likelihood_errors_are_named():
+    class Asks(InterceptOnly):
+        def log_likelihood(self, alpha, nope):
+            return np.zeros(1)
+
+    class Fails(InterceptOnly):
+        def log_likelihood(self, alpha):
+            raise ZeroDivisionError("boom")
+    data = _reg_data(5)
+    for cls, msg in ((Asks, "asks for nope"), (Fails, "chain 1, draw 1: ZeroDivisionError")):
+        fit = cls(**data).sample(chains=1, draws=5, warmup=5, seed=1, progress=False)
+        with pytest.raises(sl.ModelError, match=msg):
+            fit.to_arviz()
+
+
+def test_summary_values_are_floats(short_fit):
+    s = short_fit.summary()
+    assert s.dtypes.eq(float).all() and np.isfinite(s.loc["mu"].values).all()
