@@ -25,7 +25,7 @@ __all__ = ["ChainState", "initialize", "run", "STAT_NAMES"]
 
 #: per-iteration sampler statistics (Stan's names, ArviZ's in fit.py)
 STAT_NAMES = ("lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__",
-              "divergent__", "energy__")
+              "divergent__", "energy__", "energy_error__", "max_energy_error__")
 
 
 class ChainState:
@@ -180,7 +180,7 @@ def run(model, state, n_iterations=None, on_iteration=None):
             if i == state.num_warmup - 1:
                 eps = da.final()
         stats = (z.lp, info.accept_stat, used_eps, info.treedepth, info.n_leapfrog,
-                 int(info.divergent), info.energy)
+                 int(info.divergent), info.energy, info.energy_error, info.max_energy_error)
         # commit the iteration: only now does the state move
         keep = warm and state.save_warmup or (not warm and (i - state.num_warmup)
                                                % state.thin == 0)
@@ -224,4 +224,4 @@ def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
     out = z1 if rng.uniform() < accept else z0
     energy = -out.lp + metric.kinetic(out.p)
     return out, nuts.TransitionInfo(accept, n, 0, divergent, energy,
-                                    int(not math.isfinite(z1.lp)))
+                                    int(not math.isfinite(z1.lp)), energy - H0, h - H0)

@@ -44,7 +44,10 @@ def log_density_point(model, q):
     """``(lp, grad)`` at ``q``; a failure or non-finite value gives ``-inf``
     (rejected by every transition), with the reason as third element."""
     try:
-        lp, g = model.log_density_gradient(q)
+        # numpy's overflow/invalid warnings are noise here: a non-finite value is
+        # simply a rejected point (as Stan treats it)
+        with np.errstate(all="ignore"):
+            lp, g = model.log_density_gradient(q)
     except RejectedPoint as e:
         return -np.inf, np.full(q.shape, np.nan), e
     if not np.isfinite(lp) or not np.all(np.isfinite(g)):
@@ -65,7 +68,8 @@ class UnitMetric:
         return rng.standard_normal(self.dim)
 
     def kinetic(self, p):
-        return 0.5 * float(p @ p)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return 0.5 * float(p @ p)
 
     def velocity(self, p):
         return p
@@ -92,7 +96,8 @@ class DiagMetric(UnitMetric):
         return rng.standard_normal(self.dim) * self._sd
 
     def kinetic(self, p):
-        return 0.5 * float(p @ (self.inv * p))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return 0.5 * float(p @ (self.inv * p))
 
     def velocity(self, p):
         return self.inv * p
@@ -124,7 +129,8 @@ class DenseMetric(UnitMetric):
                                 trans="T")
 
     def kinetic(self, p):
-        return 0.5 * float(p @ (self.inv @ p))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return 0.5 * float(p @ (self.inv @ p))
 
     def velocity(self, p):
         return self.inv @ p
@@ -143,10 +149,12 @@ def leapfrog(model, metric, z, eps):
     """One leapfrog step of size ``eps`` (negative: backwards) from point ``z``:
     half kick, drift, half kick. Returns a new point (``lp = -inf`` if the log
     density failed there; the caller's energy check rejects it)."""
-    p = z.p + 0.5 * eps * z.grad
-    q = z.q + eps * metric.velocity(p)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = z.p + 0.5 * eps * z.grad
+        q = z.q + eps * metric.velocity(p)
     lp, g, _ = log_density_point(model, q)
     if not np.isfinite(lp):
         return Point(q, p, -np.inf, g)
-    p = p + 0.5 * eps * g
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = p + 0.5 * eps * g
     return Point(q, p, lp, g)

@@ -37,15 +37,18 @@ class TransitionInfo:
     """What one transition reports (Stan's sampler diagnostics)."""
 
     __slots__ = ("accept_stat", "n_leapfrog", "treedepth", "divergent", "energy",
-                 "n_failed")
+                 "n_failed", "energy_error", "max_energy_error")
 
-    def __init__(self, accept_stat, n_leapfrog, treedepth, divergent, energy, n_failed=0):
+    def __init__(self, accept_stat, n_leapfrog, treedepth, divergent, energy, n_failed=0,
+                 energy_error=0.0, max_energy_error=0.0):
         self.accept_stat = accept_stat
         self.n_leapfrog = n_leapfrog
         self.treedepth = treedepth
         self.divergent = divergent
         self.energy = energy
         self.n_failed = n_failed      # leapfrog steps whose log density failed (rejected)
+        self.energy_error = energy_error            # H(sample) - H(start)
+        self.max_energy_error = max_energy_error    # the largest |H - H0| on the trajectory
 
 
 def _lse(a, b):
@@ -67,7 +70,7 @@ class _Tree:
     """Mutable bookkeeping shared by one transition's recursion."""
 
     __slots__ = ("model", "metric", "eps", "rng", "H0", "max_delta_h", "n_leapfrog",
-                 "sum_metro", "divergent", "n_failed")
+                 "sum_metro", "divergent", "n_failed", "max_err")
 
     def __init__(self, model, metric, eps, rng, H0, max_delta_h):
         self.model = model
@@ -80,6 +83,7 @@ class _Tree:
         self.sum_metro = 0.0
         self.divergent = False
         self.n_failed = 0
+        self.max_err = 0.0
 
 
 def _criterion(v_minus, v_plus, rho):
@@ -100,6 +104,8 @@ def _build(t, z, depth, sign):
         h = _hamiltonian(t.metric, z)
         if math.isnan(h):
             h = math.inf
+        if abs(h - t.H0) > abs(t.max_err):
+            t.max_err = h - t.H0
         if h - t.H0 > t.max_delta_h:
             t.divergent = True
         d = t.H0 - h
@@ -168,4 +174,4 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     accept = t.sum_metro / t.n_leapfrog if t.n_leapfrog else 0.0
     energy = _hamiltonian(metric, sample)
     return sample, TransitionInfo(accept, t.n_leapfrog, depth, t.divergent, energy,
-                                  t.n_failed)
+                                  t.n_failed, energy - H0, t.max_err)

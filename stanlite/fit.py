@@ -38,7 +38,8 @@ _FORMAT_VERSION = 1
 #: Stan's sampler statistics -> ArviZ's sample_stats names
 ARVIZ_STATS = {"lp__": "lp", "accept_stat__": "acceptance_rate", "stepsize__": "step_size",
                "treedepth__": "tree_depth", "n_leapfrog__": "n_steps",
-               "divergent__": "diverging", "energy__": "energy"}
+               "divergent__": "diverging", "energy__": "energy",
+               "energy_error__": "energy_error", "max_energy_error__": "max_energy_error"}
 
 
 def _arviz():
@@ -135,11 +136,6 @@ class Fit:
         stats = {ARVIZ_STATS[k]: v for k, v in self._stats.items() if k in ARVIZ_STATS}
         if "diverging" in stats:
             stats["diverging"] = stats["diverging"].astype(bool)
-        if "energy" in stats:
-            H0 = stats["energy"]
-            stats["energy_error"] = np.concatenate(
-                [np.zeros((H0.shape[0], 1)), np.diff(H0, axis=1)], axis=1) \
-                if H0.shape[1] else H0
         if "tree_depth" in stats:
             stats["reached_max_treedepth"] = stats["tree_depth"] >= self.max_treedepth
         dims, coords = {}, {}

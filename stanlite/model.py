@@ -491,7 +491,7 @@ class Model:
         return self._shapes
 
     # ---- inference ---------------------------------------------------------------------
-    def sample(self, chains=4, draws=1000, warmup=1000, seed=None, metric="diag_e",
+    def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0):
@@ -502,6 +502,14 @@ class Model:
         Returns a :class:`~stanlite.fit.Fit`."""
         from .fit import Fit
         from .samplers.runner import sample_chains
+        if resume_from is not None:
+            # a resumed run keeps its settings; draws (if given) extends it
+            st0 = resume_from.chain_states[0]
+            max_treedepth = st0.max_treedepth
+            sampler = st0.sampler
+            draws = st0.num_draws if draws is None else draws
+        elif draws is None:
+            draws = 1000
         if sampler not in ("nuts", "hmc"):
             raise ValueError(f"sampler must be 'nuts' or 'hmc', got {sampler!r}")
         states, gq_seeds, interrupted = sample_chains(

@@ -332,7 +332,7 @@ def test_fit_interface():
     assert set(idata.posterior.data_vars) >= {"mu", "tau", "theta", "theta_trans"}
     ss = idata.sample_stats
     for k in ("lp", "acceptance_rate", "step_size", "tree_depth", "n_steps", "diverging",
-              "energy", "reached_max_treedepth"):
+              "energy", "energy_error", "max_energy_error", "reached_max_treedepth"):
         assert k in ss.data_vars, k
     assert fit.step_size.shape == (2,) and fit.inv_metric.shape == (2, m.dim)
     with pytest.raises(KeyError, match="known"):
