@@ -23,6 +23,7 @@ was expected and what came) and choosing the constraint transform of a parameter
 
 import inspect
 import numbers
+import weakref
 
 import numpy as np
 
@@ -119,8 +120,31 @@ def call_with_names(fun, env, what):
 
 
 def argument_names(fun):
-    return [p.name for p in inspect.signature(fun).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    # a plain function's names are remembered (a bound is called at every evaluation,
+    # and inspect.signature costs tens of microseconds): keyed weakly by the function,
+    # valid while its code object is the same
+    code = getattr(fun, "__code__", None)
+    if code is not None and (getattr(fun, "__wrapped__", None) is not None
+                             or getattr(fun, "__signature__", None) is not None):
+        code = None
+    if code is not None:
+        try:
+            hit = _ARGUMENT_NAMES.get(fun)
+        except TypeError:                   # unhashable
+            code = hit = None
+        if hit is not None and hit[0] is code:
+            return list(hit[1])
+    names = [p.name for p in inspect.signature(fun).parameters.values()
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if code is not None:
+        try:
+            _ARGUMENT_NAMES[fun] = (code, tuple(names))
+        except TypeError:                   # not weakly referenceable
+            pass
+    return names
+
+
+_ARGUMENT_NAMES = weakref.WeakKeyDictionary()
 
 
 def resolve_bound(decl, b, env):

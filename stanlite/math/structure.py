@@ -343,10 +343,21 @@ def concatenate(xs, axis=0):
 
 @primitive
 def _stack(axis, *xs):
+    if axis == 0 and xs:
+        for x in xs:
+            if type(x) is not float:
+                break
+        else:
+            return np.array(xs)         # a list of scalars (a recursion's values)
     return np.stack(xs, axis=axis)
 
 
 def _stack_vjp_all(g, ans, axis, *xs):
+    if type(g) is np.ndarray:
+        # first order: the adjoint's slices along the axis (as getitem gives them)
+        ax = axis if axis >= 0 else axis + g.ndim
+        gm = g if ax == 0 else np.moveaxis(g, ax, 0)
+        return (None,) + tuple(gm.tolist() if gm.ndim == 1 else gm)
     nd = len(shape_of(ans))
     ax = axis if axis >= 0 else axis + nd
     out = [None]
