@@ -47,7 +47,10 @@ def broadcast_size(*args):
     first = None
     same = True
     for a in args:
-        s = shape_of(a)
+        t = type(a)
+        if t is float or t is int:
+            continue
+        s = a.shape if t is _ndarray else shape_of(a)
         if s:
             if first is None:
                 first = s
@@ -63,7 +66,10 @@ def broadcast_size(*args):
 def reps(n, x):
     """How many times each element of ``x`` repeats in an ``n``-element broadcast (the
     factor of a term that depends on ``x`` alone, summed over ``x``'s own elements)."""
-    s = shape_of(x)
+    t = type(x)
+    if t is float or t is int:
+        return n
+    s = x.shape if t is _ndarray else shape_of(x)
     return n // max(1, _prod(s)) if s else n
 
 
@@ -298,7 +304,10 @@ def _gt0(x):
 
 def check_positive(fn, arg, x):
     """``x > 0`` and finite everywhere (a scale, a rate)."""
-    if _fast_ok(x, _gt0):
+    if type(x) is float:
+        if 0.0 < x < _INF:              # false for NaN
+            return
+    elif _fast_ok(x, _gt0):
         return
     ok = np.isfinite(x) & (np.asarray(x) > 0)
     if not np.all(ok):
@@ -312,7 +321,10 @@ def check_nonnegative(fn, arg, x):
 
 
 def check_finite(fn, arg, x):
-    if _fast_ok(x, _true):
+    if type(x) is float:
+        if -_INF < x < _INF:            # false for NaN
+            return
+    elif _fast_ok(x, _true):
         return
     ok = np.isfinite(x)
     if not np.all(ok):
@@ -320,7 +332,10 @@ def check_finite(fn, arg, x):
 
 
 def check_not_nan(fn, arg, x):
-    if _fast_ok(x, _true):
+    if type(x) is float:
+        if x == x:                      # false for NaN only
+            return
+    elif _fast_ok(x, _true):
         return
     ok = ~np.isnan(x)
     if not np.all(ok):
