@@ -372,6 +372,34 @@ def _scalar_bounds_constrain(x, shape, lb, ub, who):
 _INF = float("inf")
 
 
+# the shortcuts shaped_constrain returns: small picklable callables (a model holding
+# them can be pickled, copied and sent to worker processes)
+def _shaped_identity(x):
+    return x, 0.0
+
+
+class _ShapedBounded:
+    __slots__ = ("case", "lb", "ub", "n")
+
+    def __init__(self, case, lb, ub, n):
+        self.case, self.lb, self.ub, self.n = case, lb, ub, n
+
+    def __call__(self, x):
+        y, lj = _bounded_piece(self.case, x, self.lb, self.ub, self.n)
+        return y, _scalar_out(lj)
+
+
+class _ShapedStructured:
+    __slots__ = ("transform", "batch", "dims")
+
+    def __init__(self, transform, batch, dims):
+        self.transform, self.batch, self.dims = transform, batch, dims
+
+    def __call__(self, x):
+        y, lj = self.transform._constrain(x, self.batch, self.dims)
+        return y, _scalar_out(lj)
+
+
 def _bounds_message(v, lv, uv):
     """Message for the first element outside [lv, uv] (or NaN), None if all inside."""
     lv, uv = np.broadcast_to(lv, v.shape), np.broadcast_to(uv, v.shape)
@@ -423,19 +451,11 @@ class _Elementwise(Transform):
                 lb is not None and lb != lb or ub is not None and ub != ub:
             return None
         shape = _shape(shape)
-        n = _size(shape)
         case = int(lb is not None and lb != -_INF) + 2 * int(ub is not None and ub != _INF)
-        lo = lb if case & 1 else None
-        hi = ub if case & 2 else None
         if case == 0:
-            def identity(x):
-                return x, 0.0
-            return identity, shape
-
-        def constrain_shaped(x):
-            y, lj = _bounded_piece(case, x, lo, hi, n)
-            return y, _scalar_out(lj)
-        return constrain_shaped, shape
+            return _shaped_identity, shape
+        return _ShapedBounded(case, lb if case & 1 else None, ub if case & 2 else None,
+                              _size(shape)), shape
 
     def unconstrain(self, y, shape, *bounds):
         shape = _shape(shape)
@@ -658,12 +678,7 @@ class _Structured(Transform):
             shape, batch, dims = self._split(shape)
         except ValueError:
             return None
-        constrain_core = self._constrain
-
-        def constrain_shaped(x):
-            y, lj = constrain_core(x, batch, dims)
-            return y, _scalar_out(lj)
-        return constrain_shaped, batch + (self._core_free(dims),)
+        return _ShapedStructured(self, batch, dims), batch + (self._core_free(dims),)
 
     def unconstrain(self, y, shape, *bounds):
         self._no_bounds(bounds)
