@@ -780,8 +780,11 @@ class Ordered(_Structured):
             return x, 0.0
         if self._positive:
             return cumulative_sum(exp(x), axis=-1), _sum(x)
-        rest = x[..., 1:]
-        steps = concatenate([x[..., :1], exp(rest)], axis=-1)
+        if batch:
+            first, rest = x[..., :1], x[..., 1:]
+        else:                                   # one vector: plain slices (cheaper)
+            first, rest = x[:1], x[1:]
+        steps = concatenate([first, exp(rest)], axis=-1)
         return cumulative_sum(steps, axis=-1), _sum(rest)
 
     def _violation(self, v, dims):
