@@ -321,6 +321,18 @@ def _bounded_constrain(x, shape, lb, ub, who):
     shape = _shape(shape)
     n = _size(shape)
     x = _as_free(x, n, who)
+    if shape == () and _scalar_bound(lb) and _scalar_bound(ub):
+        # a scalar whose bound is a function of another parameter (traced): the same
+        # checks and formula as below, without numpy's per-element machinery
+        lv = -_INF if lb is None else float(value_of(lb))
+        uv = _INF if ub is None else float(value_of(ub))
+        if not lv < uv:                     # NaN included
+            raise DomainError(f"{who}: lower bound {_num(lv)} must be less than upper "
+                              f"bound {_num(uv)}")
+        c = int(lv != -_INF) + 2 * int(uv != _INF)
+        xs = x[0] if isinstance(x, Box) else float(x[0])
+        y, lj = _bounded_piece(c, xs, lb if c & 1 else None, ub if c & 2 else None, 1)
+        return _scalar_out(y), _scalar_out(lj)
     lv, uv = _bound_values(shape, lb, ub, who)
     case = np.isfinite(lv).astype(np.int8) + 2 * np.isfinite(uv).astype(np.int8)
     cases = np.unique(case) if case.ndim else (int(case),)
@@ -347,6 +359,13 @@ def _bounded_constrain(x, shape, lb, ub, who):
     if shape == ():
         y = _scalar_out(y)
     return y, _scalar_out(lj)
+
+
+def _scalar_bound(b):
+    """Absent, a number, or traced with a scalar value."""
+    t = type(b)
+    return b is None or t is float or t is int or isinstance(b, Box) and \
+        type(value_of(b)) is float
 
 
 def _scalar_bounds_constrain(x, shape, lb, ub, who):
