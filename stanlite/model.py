@@ -179,10 +179,12 @@ class Model:
         # is a function of earlier parameters
         self._dynamic = any(s.bounds is None for s in slots)
         self._lp_args = self._signature(self.log_prob)
-        self._tp_args = (self._signature(self.transformed_parameters)
-                         if self._has("transformed_parameters") else None)
+        # None as an argument list means "takes **kwargs": give it everything
+        self._has_tp = self._has("transformed_parameters")
+        self._has_gq = self._has("generated_quantities")
+        self._tp_args = self._signature(self.transformed_parameters) if self._has_tp else ()
         self._gq_args = (self._signature(self.generated_quantities, skip=1)
-                         if self._has("generated_quantities") else None)
+                         if self._has_gq else ())
         self._shapes = None
 
     @classmethod
@@ -281,7 +283,7 @@ class Model:
         return out
 
     def _transformed(self, params):
-        if self._tp_args is None:
+        if not self._has_tp:
             return {}
         tp = self.transformed_parameters(**self._pick(self._tp_args, params,
                                                       "transformed_parameters"))
@@ -450,7 +452,7 @@ class Model:
     def generated_values(self, x, rng=None):
         """``{name: value}`` of the generated quantities at ``x``; ``rng`` is a numpy
         Generator (or seed) handed to ``generated_quantities``."""
-        if self._gq_args is None:
+        if not self._has_gq:
             return {}
         params, _ = self._constrain(self._point(x), False)
         avail = {**params, **self._transformed(params)}
@@ -470,7 +472,7 @@ class Model:
         x = self._point(x)
         params, _ = self._constrain(x, False)
         out = {k: _plain(v) for k, v in params.items()}
-        if include_tp and self._tp_args is not None:
+        if include_tp and self._has_tp:
             out.update({k: _plain(v) for k, v in self._transformed(params).items()})
         if include_gq:
             out.update(self.generated_values(x, rng))

@@ -300,3 +300,25 @@ def test_structured_parameters_dims(rng):
     np.testing.assert_allclose(m.constrain(m.unconstrain(p))["u"], p["u"], rtol=1e-12)
     assert m.param_names()[4] == "o[1]" and "L[2,1]" in m.param_names()
     sl.assert_grad(lambda z: m._log_density(z), x)
+
+
+def test_blocks_taking_kwargs_get_everything(rng):
+    class KW(sl.Model):
+        a = sl.param.real()
+        b = sl.param.real(lower=0)
+
+        def transformed_parameters(self, **p):
+            return {"c": p["a"] * p["b"]}
+
+        def log_prob(self, **p):
+            return sl.normal_lpdf(p["a"], 0, 1) + sl.normal_lpdf(p["c"], 0, 1)
+
+        def generated_quantities(self, rng, **p):
+            return {"d": p["c"] + 1.0}
+    m = KW()
+    x = rng.normal(size=2)
+    a, b = x[0], np.exp(x[1])
+    ref = st.norm.logpdf(a) + st.norm.logpdf(a * b) + x[1]
+    assert np.isclose(m.log_density(x), ref, rtol=1e-12)
+    out = m.output(x, rng=0)
+    assert np.isclose(out["c"], a * b) and np.isclose(out["d"], a * b + 1)
