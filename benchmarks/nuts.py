@@ -1,0 +1,562 @@
+"""NUTS efficiency: ESS per second of stanlite, side by side with PyMC and NumPyro.
+
+ESS/s = min over the parameters of the bulk ESS (ArviZ) / seconds, for 4 chains of
+1000 warmup + 1000 draws (Stan's defaults everywhere: adapt_delta / target_accept
+0.8, max tree depth 10), on three posteriors written the same way in each library:
+
+  eight schools     non-centred: mu ~ N(0, 5), tau ~ Cauchy+(0, 5), theta_trans ~ N(0, 1),
+                    y ~ N(mu + tau theta_trans, sigma)                      (diag metric)
+  logistic          N=1000, D=25, simulated (seed 20240611: X ~ N(0, 1), beta ~ N(0, 0.5),
+                    alpha = 0.3); alpha, beta ~ N(0, 2.5); stanlite's likelihood is one
+                    ``bernoulli_logit_glm_lpmf`` node                        (diag metric)
+  gauss100          x ~ N(0, S), S = D R D, R_ij = 0.9^|i-j|, D = diag of standard
+                    deviations log-spaced from 0.3 to 3 (condition number of S ~1.3e4);
+                    stanlite: ``multi_normal_cholesky_lpdf``                (dense metric)
+
+Each (library, posterior) runs in a fresh Python process (``--worker``), and the
+seconds are counted two ways:
+
+  fresh     from just before the process is started to the moment the draws are
+            back: interpreter start, imports, model building, every compilation or
+            tracing, sampling (what a user waits for);
+  excl.     excluding compilation and set-up: stanlite, the ``model.sample`` call
+            (it compiles nothing); PyMC, its own ``sampling_time`` (after the model's
+            functions are compiled and the sampler initialised); NumPyro, the
+            ``mcmc.run`` call minus the tracing/lowering/XLA-compile durations JAX
+            reports through ``jax.monitoring``.
+
+Chains use both cores where the library can: stanlite runs its chains in processes
+(default), PyMC gets ``cores=2`` (its default on this machine is 1: it assumes half
+the CPUs are hyperthreads), NumPyro runs float64 (``enable_x64``, like the others)
+with its default ``chain_method="parallel"``, which falls back to sequential chains
+with one CPU device (``--numpyro-devices 4`` gives it 4 host devices instead).
+
+Second table, the cost of a gradient and of the sampler around it:
+
+  grads        stanlite: gradient evaluations counted over warmup + sampling (all
+               chains); PyMC: leapfrog steps over warmup + sampling; NumPyro: leapfrog
+               steps of the sampling phase only (its warmup statistics are not kept)
+  steps/draw   mean leapfrog steps per draw after warmup
+  us/grad      every library the same way: median CPU time of its log density +
+               gradient (compiled, for the peers) in a timed loop, at one point
+  in sampler   stanlite: CPU time spent inside ``log_density_gradient`` while
+               sampling (all chains) / the count (includes the ~2 us of counting)
+  overhead     stanlite only: (CPU time of the chain processes - CPU time in the
+               gradient) / gradient evaluations, i.e. the sampler's own cost per
+               leapfrog step (trajectory, U-turn checks, adaptation, bookkeeping,
+               shipping the draws back), and that as a percentage of "in sampler"
+
+The issue's anchor numbers (fresh / excl. ESS/s, measured on another 2-core machine)
+are printed next to ours, then the targets with PASS/MISS. The machine is shared:
+expect noise in every time; the ESS is deterministic for a given seed (stanlite).
+
+BLAS: one thread per process unless the environment says otherwise.
+
+Run:  python benchmarks/nuts.py [--quick] [--libs stanlite pymc numpyro]
+                                [--cases eight_schools logistic gauss100]
+      (--quick: 4 chains x 200 warmup + 200 draws, a smoke run)
+"""
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve()
+REPO = HERE.parents[1]
+
+CASES = ("eight_schools", "logistic", "gauss100")
+LABELS = {"eight_schools": "eight schools (non-centred)",
+          "logistic": "logistic N=1000 D=25",
+          "gauss100": "100-d Gaussian (dense)"}
+LIBS = ("stanlite", "pymc", "numpyro")
+SEED = 20240611
+
+#: the issue's anchors, ESS/s (fresh process, excluding compilation); None: not given
+ANCHORS = {
+    "eight_schools": {"pymc": (80, 277), "numpyro": (172, 2800), "cmdstan": (None, 19000)},
+    "logistic": {"pymc": (98, 181), "numpyro": (114, 890), "cmdstan": (None, 1500)},
+    "gauss100": {"pymc": (2, 2), "numpyro": (126, 200), "cmdstan": (None, 205)},
+}
+
+
+# ------------------------------------------------------------------------------------
+# data, shared by the three libraries
+# ------------------------------------------------------------------------------------
+def case_data(case):
+    if case == "eight_schools":
+        return {"J": 8, "y": np.array([28.0, 8, -3, 7, -1, 1, 18, 12]),
+                "sigma": np.array([15.0, 10, 16, 11, 9, 11, 10, 18])}
+    if case == "logistic":
+        rng = np.random.default_rng(SEED)
+        N, D = 1000, 25
+        X = rng.standard_normal((N, D))
+        beta = rng.normal(0.0, 0.5, D)
+        p = 1.0 / (1.0 + np.exp(-(0.3 + X @ beta)))
+        y = (rng.random(N) < p).astype(np.int64)
+        return {"N": N, "K": D, "X": X, "y": y}
+    if case == "gauss100":
+        D = 100
+        sd = np.exp(np.linspace(np.log(0.3), np.log(3.0), D))
+        idx = np.arange(D)
+        R = 0.9 ** np.abs(idx[:, None] - idx[None, :])
+        S = sd[:, None] * R * sd[None, :]
+        return {"D": D, "L": np.linalg.cholesky(S)}
+    raise ValueError(case)
+
+
+# ------------------------------------------------------------------------------------
+# timing helper (peers' gradients)
+# ------------------------------------------------------------------------------------
+def median_cpu_time(fn, budget=0.6, repeats=5):
+    fn()
+    t0 = time.process_time()
+    fn()
+    one = max(time.process_time() - t0, 1e-6)
+    n = max(1, int(budget / repeats / one))
+    out = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        out.append((time.process_time() - t0) / n)
+    return statistics.median(out)
+
+
+def min_bulk_ess(arrays):
+    """min bulk ESS over every scalar element of ``{name: (chains, draws, ...)}``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz as az
+    best = math.inf
+    for v in arrays.values():
+        v = np.asarray(v, dtype=float)
+        flat = v.reshape(v.shape[0], v.shape[1], -1)
+        for j in range(flat.shape[2]):
+            e = float(np.ravel(az.ess(flat[:, :, j], method="bulk"))[0])
+            best = min(best, e if math.isfinite(e) else 0.0)
+    return best
+
+
+# ------------------------------------------------------------------------------------
+# workers: one (library, case) per fresh process; each returns a dict
+# ------------------------------------------------------------------------------------
+_COUNTER = None            # shared (count, cpu seconds) of gradient calls, set per run
+
+
+def _stanlite_models():
+    try:
+        import stanlite as sl
+    except ImportError:             # run from a checkout without installing
+        sys.path.insert(0, str(REPO))
+        import stanlite as sl
+
+    class Counting:
+        """Counts gradient evaluations and their CPU time (in the chain processes,
+        through shared memory inherited by fork)."""
+
+        def log_density_gradient(self, x, jacobian=True):
+            t0 = time.process_time()
+            out = super().log_density_gradient(x, jacobian)
+            dt = time.process_time() - t0
+            c = _COUNTER
+            if c is not None:
+                with c.get_lock():
+                    c[0] += 1.0
+                    c[1] += dt
+            return out
+
+    class EightSchools(Counting, sl.Model):
+        J = sl.data.int(lower=1)
+        y = sl.data.vector("J")
+        sigma = sl.data.vector("J", lower=0)
+        mu = sl.param.real()
+        tau = sl.param.real(lower=0)
+        theta_trans = sl.param.vector("J")
+
+        def log_prob(self, mu, tau, theta_trans):
+            lp = sl.normal_lpdf(mu, 0, 5) + sl.cauchy_lpdf(tau, 0, 5)
+            lp = lp + sl.std_normal_lpdf(theta_trans)
+            return lp + sl.normal_lpdf(self.y, mu + tau * theta_trans, self.sigma)
+
+    class Logistic(Counting, sl.Model):
+        N = sl.data.int(lower=0)
+        K = sl.data.int(lower=0)
+        X = sl.data.matrix("N", "K")
+        y = sl.data.array("N", dtype="int", lower=0, upper=1)
+        alpha = sl.param.real()
+        beta = sl.param.vector("K")
+
+        def log_prob(self, alpha, beta):
+            lp = sl.normal_lpdf(alpha, 0, 2.5) + sl.normal_lpdf(beta, 0, 2.5)
+            return lp + sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta)
+
+    class Gauss(Counting, sl.Model):
+        D = sl.data.int(lower=1)
+        L = sl.data.matrix("D", "D")
+        x = sl.param.vector("D")
+
+        def __init__(self, **data):
+            super().__init__(**data)
+            self._zero = np.zeros(self.D)
+
+        def log_prob(self, x):
+            return sl.multi_normal_cholesky_lpdf(x, self._zero, self.L)
+
+    # module-level names, so that the models pickle by reference into the workers
+    out = {}
+    for case, cls in (("eight_schools", EightSchools), ("logistic", Logistic),
+                      ("gauss100", Gauss)):
+        name = f"_Bench_{cls.__name__}"
+        cls.__name__ = cls.__qualname__ = name
+        cls.__module__ = __name__
+        globals()[name] = cls
+        out[case] = cls
+    return out
+
+
+def run_stanlite(case, draws, warmup, seed, opts):
+    import multiprocessing as mp
+    import resource
+    global _COUNTER
+    cls = _stanlite_models()[case]
+    model = cls(**case_data(case))
+    metric = "dense_e" if case == "gauss100" else "diag_e"
+    _COUNTER = mp.get_context("fork").Array("d", 2)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    fit = model.sample(chains=4, draws=draws, warmup=warmup, seed=seed, metric=metric,
+                       progress=False)
+    excl = time.perf_counter() - t0
+    t_end = time.time()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    chains_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    n_grad, grad_cpu = float(_COUNTER[0]), float(_COUNTER[1])
+    params = {k: fit[k] for k in model.param_shapes()}
+    res = dict(t_end=t_end, excl=excl, min_ess=min_bulk_ess(params),
+               n_grad=n_grad, steps_per_draw=float(np.mean(fit["n_leapfrog__"])),
+               divergences=int(np.sum(fit["divergent__"])))
+    if n_grad > 0:
+        res["t_grad_sampler"] = grad_cpu / n_grad
+        if chains_cpu > grad_cpu:
+            res["overhead"] = (chains_cpu - grad_cpu) / n_grad
+        else:                      # chains ran in this process (no pool): not measurable
+            res["note"] = "chain CPU time not measurable"
+    x = np.asarray(fit.unconstrained_draws[0, -1], dtype=float)
+    base = next(k for k in type(model).__mro__ if k.__name__ == "Model")
+    res["t_grad"] = median_cpu_time(lambda: base.log_density_gradient(model, x))
+    return res
+
+
+def run_pymc(case, draws, warmup, seed, opts):
+    import logging
+    import pymc as pm
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    d = case_data(case)
+    with pm.Model() as model:
+        if case == "eight_schools":
+            mu = pm.Normal("mu", 0, 5)
+            tau = pm.HalfCauchy("tau", 5)
+            tt = pm.Normal("theta_trans", 0, 1, shape=d["J"])
+            pm.Normal("y", mu + tau * tt, d["sigma"], observed=d["y"])
+            names, init = ["mu", "tau", "theta_trans"], "jitter+adapt_diag"
+        elif case == "logistic":
+            alpha = pm.Normal("alpha", 0, 2.5)
+            beta = pm.Normal("beta", 0, 2.5, shape=d["K"])
+            pm.Bernoulli("y", logit_p=alpha + pm.math.dot(d["X"], beta), observed=d["y"])
+            names, init = ["alpha", "beta"], "jitter+adapt_diag"
+        else:
+            pm.MvNormal("x", mu=np.zeros(d["D"]), chol=d["L"])
+            names, init = ["x"], "jitter+adapt_full"
+        idata = pm.sample(draws=draws, tune=warmup, chains=4, cores=2, random_seed=seed,
+                          init=init, target_accept=0.8, progressbar=False,
+                          compute_convergence_checks=False, discard_tuned_samples=False)
+    t_end = time.time()
+    post = idata.posterior
+    st = idata.sample_stats
+    n_grad = float(st["n_steps"].sum())
+    if "warmup_sample_stats" in idata.groups():
+        n_grad += float(idata.warmup_sample_stats["n_steps"].sum())
+    res = dict(t_end=t_end, excl=float(st.attrs["sampling_time"]),
+               min_ess=min_bulk_ess({k: post[k].values for k in names}), n_grad=n_grad,
+               steps_per_draw=float(st["n_steps"].mean()),
+               divergences=int(st["diverging"].sum()))
+    try:
+        f = model.logp_dlogp_function(ravel_inputs=True)
+    except TypeError:                          # PyMC before ravel_inputs (raveled anyway)
+        f = model.logp_dlogp_function()
+    f.set_extra_values({})
+    ip = model.initial_point()
+    x = np.concatenate([np.ravel(ip[v.name]) for v in model.value_vars])
+    res["t_grad"] = median_cpu_time(lambda: f(x))
+    return res
+
+
+def run_numpyro(case, draws, warmup, seed, opts):
+    import collections
+    import numpyro
+    if opts.get("numpyro_devices"):
+        numpyro.set_host_device_count(int(opts["numpyro_devices"]))
+    numpyro.enable_x64()
+    import jax
+    import jax.monitoring
+    import numpyro.distributions as dist
+    from numpyro.infer import MCMC, NUTS
+    from numpyro.infer.util import initialize_model
+    compile_s = collections.defaultdict(float)
+
+    def listen(name, secs, **kw):
+        if name.startswith("/jax/core/compile/"):
+            compile_s[name] += secs
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    d = case_data(case)
+    if case == "eight_schools":
+        def model(y, sigma):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+            tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+            tt = numpyro.sample("theta_trans", dist.Normal(0.0, 1.0).expand([len(y)]))
+            numpyro.sample("y", dist.Normal(mu + tau * tt, sigma), obs=y)
+        args, dense = (d["y"], d["sigma"]), False
+    elif case == "logistic":
+        def model(X, y):
+            alpha = numpyro.sample("alpha", dist.Normal(0.0, 2.5))
+            beta = numpyro.sample("beta", dist.Normal(0.0, 2.5).expand([X.shape[1]]))
+            numpyro.sample("y", dist.Bernoulli(logits=alpha + X @ beta), obs=y)
+        args, dense = (d["X"], d["y"]), False
+    else:
+        def model(L):
+            numpyro.sample("x", dist.MultivariateNormal(loc=np.zeros(L.shape[0]),
+                                                        scale_tril=L))
+        args, dense = (d["L"],), True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # "not enough devices ... sequentially"
+        mcmc = MCMC(NUTS(model, dense_mass=dense, target_accept_prob=0.8, max_tree_depth=10),
+                    num_warmup=warmup, num_samples=draws, num_chains=4,
+                    progress_bar=False)
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(seed), *args, extra_fields=("num_steps", "diverging"))
+    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    wall = time.perf_counter() - t0
+    t_end = time.time()
+    compile_total = sum(compile_s.values())
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    steps = np.asarray(extra["num_steps"])
+    res = dict(t_end=t_end, excl=wall - compile_total, compile=compile_total,
+               min_ess=min_bulk_ess({k: np.asarray(v) for k, v in samples.items()}),
+               n_grad=float(steps.sum()), steps_per_draw=float(steps.mean()),
+               divergences=int(np.asarray(extra["diverging"]).sum()),
+               chain_method=mcmc.chain_method, note="grads: sampling phase only")
+    info = initialize_model(jax.random.PRNGKey(0), model, model_args=args)
+    vg = jax.jit(jax.value_and_grad(info.potential_fn))
+    z = info.param_info.z
+    res["t_grad"] = median_cpu_time(lambda: jax.block_until_ready(vg(z)))
+    return res
+
+
+WORKERS = {"stanlite": run_stanlite, "pymc": run_pymc, "numpyro": run_numpyro}
+
+
+def worker_main(lib, case, draws, warmup, seed, opts):
+    res = WORKERS[lib](case, draws, warmup, seed, opts)
+    sys.stdout.flush()
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+# ------------------------------------------------------------------------------------
+# the driver
+# ------------------------------------------------------------------------------------
+def available(lib):
+    if lib == "stanlite":
+        return True
+    return importlib.util.find_spec(lib) is not None
+
+
+def run_fresh(lib, case, draws, warmup, seed, opts, timeout):
+    cmd = [sys.executable, str(HERE), "--worker", lib, case, "--draws", str(draws),
+           "--warmup", str(warmup), "--seed", str(seed)]
+    if opts.get("numpyro_devices"):
+        cmd += ["--numpyro-devices", str(opts["numpyro_devices"])]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]]
+                                                       if env.get("PYTHONPATH") else []))
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                           cwd=str(REPO))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {p.returncode}: {tail[:150]}"}
+    res = json.loads(lines[-1][len("RESULT "):])
+    res["fresh"] = res["t_end"] - t0
+    return res
+
+
+def run(quick=False, libs=LIBS, cases=CASES, seed=SEED, opts=None, timeout=1200):
+    opts = opts or {}
+    draws, warmup = (200, 200) if quick else (1000, 1000)
+    results = {}
+    missing = [lib for lib in libs if not available(lib)]
+    for case in cases:
+        for lib in libs:
+            if lib in missing:
+                results[case, lib] = {"error": "not installed"}
+                continue
+            print(f"  {LABELS[case]}: {lib} ...", file=sys.stderr, flush=True)
+            r = run_fresh(lib, case, draws, warmup, seed, opts, timeout)
+            results[case, lib] = r
+            if "error" in r:
+                print(f"    {r['error']}", file=sys.stderr)
+            else:
+                print(f"    fresh {r['fresh']:.1f} s, excl. {r['excl']:.1f} s, "
+                      f"min ESS {r['min_ess']:.0f}", file=sys.stderr)
+    print_tables(results, libs, cases, draws, warmup, seed, missing, opts)
+    return results
+
+
+def _rate(r, key):
+    if "error" in r or r.get(key, 0) <= 0:
+        return None
+    return r["min_ess"] / r[key]
+
+
+def _fmt_rate(v):
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def _anchor(case, lib):
+    a = ANCHORS[case].get(lib)
+    if lib == "stanlite":
+        a = ANCHORS[case]["cmdstan"]
+        return f"CmdStan - / {a[1]}"
+    if not a:
+        return ""
+    return f"{a[0]} / {a[1]}"
+
+
+def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
+    quick = draws < 1000 or warmup < 1000
+    print(f"NUTS, 4 chains x ({warmup} warmup + {draws} draws), seed {seed}; "
+          "ESS/s = min bulk ESS over the parameters / seconds; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+    if missing:
+        print(f"not installed: {', '.join(missing)} (pip install pymc numpyro); their "
+              "rows read 'not installed'")
+    head = (f"{'posterior':<28}{'library':<10}{'min ESS':>8}{'div':>5}{'fresh s':>9}"
+            f"{'ESS/s':>8}{'excl. s':>9}{'ESS/s':>8}   anchor ESS/s fresh / excl.")
+    print(head)
+    print("-" * len(head))
+    for case in cases:
+        for lib in libs:
+            r = results[case, lib]
+            if "error" in r:
+                print(f"{LABELS[case]:<28}{lib:<10}{r['error']:>47}   {_anchor(case, lib)}")
+                continue
+            print(f"{LABELS[case]:<28}{lib:<10}{r['min_ess']:>8.0f}{r['divergences']:>5}"
+                  f"{r['fresh']:>9.1f}{_fmt_rate(_rate(r, 'fresh')):>8}"
+                  f"{r['excl']:>9.1f}{_fmt_rate(_rate(r, 'excl')):>8}   "
+                  f"{_anchor(case, lib)}")
+    print()
+    head = (f"{'posterior':<28}{'library':<10}{'grads':>10}{'steps/draw':>11}"
+            f"{'us/grad':>9}{'in sampler':>11}{'overhead us/step':>18}{'% of grad':>10}")
+    print(head)
+    print("-" * len(head))
+    for case in cases:
+        for lib in libs:
+            r = results[case, lib]
+            if "error" in r:
+                continue
+            ov, tg, ts = r.get("overhead"), r.get("t_grad"), r.get("t_grad_sampler")
+            print(f"{LABELS[case]:<28}{lib:<10}{r['n_grad']:>10.0f}"
+                  f"{r['steps_per_draw']:>11.1f}"
+                  f"{(f'{tg * 1e6:.1f}' if tg else '-'):>9}"
+                  f"{(f'{ts * 1e6:.1f}' if ts else '-'):>11}"
+                  f"{(f'{ov * 1e6:.1f}' if ov is not None else '-'):>18}"
+                  f"{(f'{100 * ov / ts:.0f}%' if ov is not None and ts else '-'):>10}"
+                  + (f"   ({r['note']})" if r.get("note") else ""))
+    for case in cases:
+        r = results.get((case, "numpyro"), {})
+        if "compile" in r:
+            print(f"NumPyro, {LABELS[case]}: {r['compile']:.1f} s of JAX tracing/"
+                  f"compilation, chain_method={r.get('chain_method')}")
+    if quick:
+        print("\n(quick run: short warmup, so ESS/s is not comparable with the anchors, "
+              "which are for 1000 + 1000)")
+    print_targets(results, cases)
+
+
+def print_targets(results, cases):
+    """The issue's targets: ours against the peers measured here, and against the
+    issue's anchors (another machine, no load) in brackets."""
+    print("\ntargets: ours vs the peer measured here -> verdict; [the issue's anchor] "
+          "-> verdict")
+
+    def verdict(ours, other):
+        if ours is None or other is None:
+            return "n/a"
+        return "PASS" if ours > other else "MISS"
+
+    for case in cases:
+        s = results.get((case, "stanlite"), {})
+        if not s or "error" in s:
+            continue
+        lab = LABELS[case]
+        for key, label in (("fresh", "fresh"), ("excl", "excl.")):
+            ours = _rate(s, key)
+            peer = _rate(results.get((case, "pymc"), {"error": 1}), key)
+            anc = ANCHORS[case]["pymc"][0 if key == "fresh" else 1]
+            print(f"  ahead of PyMC, {lab}, {label}: {_fmt_rate(ours)} vs "
+                  f"{_fmt_rate(peer)} -> {verdict(ours, peer)}; [{anc}] -> "
+                  f"{verdict(ours, anc)}")
+        ours = _rate(s, "fresh")
+        peer = _rate(results.get((case, "numpyro"), {"error": 1}), "fresh")
+        anc = ANCHORS[case]["numpyro"][0]
+        print(f"  ahead of NumPyro, {lab}, fresh: {_fmt_rate(ours)} vs "
+              f"{_fmt_rate(peer)} -> {verdict(ours, peer)}; [{anc}] -> "
+              f"{verdict(ours, anc)}")
+        if case == "logistic":
+            ours = _rate(s, "excl")
+            cs = ANCHORS[case]["cmdstan"][1]
+            print(f"  CmdStan's ESS/s, {lab}, excl.: {_fmt_rate(ours)} vs [{cs}] -> "
+                  f"{'PASS' if ours is not None and ours >= cs else 'MISS'}")
+            ov, ts = s.get("overhead"), s.get("t_grad_sampler")
+            if ov is not None and ts:
+                print(f"  sampler overhead < 20% of the gradient, {lab}: "
+                      f"{100 * ov / ts:.0f}% -> {'PASS' if ov / ts < 0.2 else 'MISS'}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 200 warmup + 200 draws per chain")
+    ap.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS))
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--numpyro-devices", type=int, default=0,
+                    help="numpyro.set_host_device_count(N) before JAX starts "
+                         "(default: JAX's one CPU device)")
+    ap.add_argument("--worker", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
+    ap.add_argument("--draws", type=int, default=1000, help=argparse.SUPPRESS)
+    ap.add_argument("--warmup", type=int, default=1000, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    opts = {"numpyro_devices": a.numpyro_devices}
+    if a.worker:
+        worker_main(a.worker[0], a.worker[1], a.draws, a.warmup, a.seed, opts)
+    else:
+        run(a.quick, a.libs, a.cases, a.seed, opts)
