@@ -47,11 +47,7 @@ import statistics
 import sys
 import time
 
-# One BLAS thread unless the environment says otherwise (set before numpy loads):
-# process time counts every thread's CPU, and idle OpenBLAS workers spin, which adds
-# noise (and a 2x spread) unrelated to the work being compared.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import blas_threads  # noqa: E402,F401  (one BLAS thread; before numpy)
 
 import numpy as np  # noqa: E402
 from scipy.special import expit, gammaln  # noqa: E402
@@ -62,6 +58,8 @@ except ImportError:                 # run from a checkout without installing
     import pathlib
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     import stanlite as sl
+
+from ad_overhead import peers  # noqa: E402  (the same peer set, loaded once)
 
 TARGET = ("logistic N=100000 K=50", 1.3)
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
@@ -205,24 +203,6 @@ CASES = [
     ("normal_id N=100000 K=50", lambda: normal_case(100000, 50)),
     ("poisson_log N=100000 K=50", lambda: poisson_case(100000, 50)),
 ]
-
-
-def peers():
-    out = {}
-    try:
-        import autograd
-        import autograd.numpy as anp
-        out["autograd"] = (autograd, anp)
-    except ImportError:
-        pass
-    try:
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        import jax.numpy as jnp
-        out["jax"] = (jax, jnp)
-    except ImportError:
-        pass
-    return out
 
 
 def run(quick=False):

@@ -29,8 +29,7 @@ import statistics
 import sys
 import time
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import blas_threads  # noqa: E402,F401  (one BLAS thread; before numpy)
 
 import numpy as np  # noqa: E402
 

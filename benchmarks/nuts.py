@@ -69,8 +69,7 @@ import sys
 import time
 import warnings
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import blas_threads  # noqa: E402,F401  (one BLAS thread per process; before numpy)
 
 import numpy as np  # noqa: E402
 

@@ -44,17 +44,13 @@ import argparse
 import importlib.util
 import json
 import math
-import os
 import pathlib
 import re
 import sys
 import time
 import warnings
 
-# One BLAS thread per chain process unless the environment says otherwise (set before
-# numpy loads): four chain processes on a 2-core machine must not oversubscribe it.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import blas_threads  # noqa: E402,F401  (one BLAS thread per process; before numpy)
 
 import numpy as np  # noqa: E402
 
