@@ -133,6 +133,17 @@ def _alpha_partial(r, alpha):
     return r
 
 
+def _linear_parts(parts, need, r, x, alpha, beta):
+    """The partials every GLM shares, from r = d lp / d eta with eta = x beta + alpha:
+    d/dx = outer(r, beta), d/dalpha = r (summed for a scalar alpha), d/dbeta = x^T r."""
+    if need[1]:
+        parts[1] = _outer(r, beta)
+    if need[2]:
+        parts[2] = _alpha_partial(r, alpha)
+    if need[3]:
+        parts[3] = sm.matmul(r, x)
+
+
 # ======================================================================================
 # normal_id_glm
 # ======================================================================================
@@ -155,12 +166,7 @@ def _normal_id_glm(need, y, x, alpha, beta, sigma):
         r = z * inv_s
         if need[0]:
             parts[0] = -r if shape_of(y) != () else -sm.sum(r)
-        if need[1]:
-            parts[1] = _outer(r, beta)
-        if need[2]:
-            parts[2] = _alpha_partial(r, alpha)
-        if need[3]:
-            parts[3] = sm.matmul(r, x)
+        _linear_parts(parts, need, r, x, alpha, beta)
         if need[4]:
             d = (z * z - 1.0) * inv_s
             parts[4] = d if shape_of(sigma) != () else sm.sum(d)
@@ -195,12 +201,7 @@ def _normal_id_glm_plain(need, N, y, x, alpha, beta, sigma):
         r *= inv_s                      # d lp / d mu (z is not needed any more)
         if need[0]:
             parts[0] = -r if np.ndim(y) else -float(r.sum())
-        if need[1]:
-            parts[1] = np.multiply.outer(r, beta)
-        if need[2]:
-            parts[2] = float(r.sum()) if type(alpha) is float else r
-        if need[3]:
-            parts[3] = r @ x
+        _linear_parts(parts, need, r, x, alpha, beta)
     return lp, parts
 
 
@@ -245,12 +246,7 @@ def _bernoulli_logit_glm(need, y, x, alpha, beta):
         parts = [None] * 4
         if need[1] or need[2] or need[3]:
             r = s * sm.inv_logit(-t)
-            if need[1]:
-                parts[1] = _outer(r, beta)
-            if need[2]:
-                parts[2] = _alpha_partial(r, alpha)
-            if need[3]:
-                parts[3] = sm.matmul(r, x)
+            _linear_parts(parts, need, r, x, alpha, beta)
         return lp, parts
 
 
@@ -270,12 +266,7 @@ def _bernoulli_logit_glm_plain(need, y, x, alpha, beta):
         if need[1] or need[2] or need[3]:
             r = sps.expit(t, out=t)
             r *= s
-            if need[1]:
-                parts[1] = np.multiply.outer(r, beta)
-            if need[2]:
-                parts[2] = float(r.sum()) if type(alpha) is float else r
-            if need[3]:
-                parts[3] = r @ x
+            _linear_parts(parts, need, r, x, alpha, beta)
         return lp, parts
     a = np.abs(t)
     sum_abs = float(a.sum())
@@ -289,12 +280,7 @@ def _bernoulli_logit_glm_plain(need, y, x, alpha, beta):
         r = np.exp(t, out=t)            # r = s / (1 + exp(t)), in place
         r += 1.0
         np.divide(s, r, out=r)
-        if need[1]:
-            parts[1] = np.multiply.outer(r, beta)
-        if need[2]:
-            parts[2] = float(r.sum()) if type(alpha) is float else r
-        if need[3]:
-            parts[3] = r @ x
+        _linear_parts(parts, need, r, x, alpha, beta)
     return lp, parts
 
 
@@ -339,12 +325,7 @@ def _poisson_log_glm(need, y, x, alpha, beta):
         parts = [None] * 4
         if need[1] or need[2] or need[3]:
             r = yf - u
-            if need[1]:
-                parts[1] = _outer(r, beta)
-            if need[2]:
-                parts[2] = _alpha_partial(r, alpha)
-            if need[3]:
-                parts[3] = sm.matmul(r, x)
+            _linear_parts(parts, need, r, x, alpha, beta)
         return lp, parts
 
 
@@ -362,12 +343,7 @@ def _poisson_log_glm_plain(need, y, x, alpha, beta):
     parts = [None] * 4
     if need[1] or need[2] or need[3]:
         r = np.subtract(yf, u, out=u)
-        if need[1]:
-            parts[1] = np.multiply.outer(r, beta)
-        if need[2]:
-            parts[2] = float(r.sum()) if type(alpha) is float else r
-        if need[3]:
-            parts[3] = r @ x
+        _linear_parts(parts, need, r, x, alpha, beta)
     return lp, parts
 
 
