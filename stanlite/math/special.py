@@ -291,7 +291,8 @@ def _d_log_Phi(g, ans, x):
     return g * exp(-0.5 * x * x - _HALF_LOG_2PI - ans)
 
 
-log_Phi = elementwise_unary("log_Phi", sps.log_ndtr, _d_log_Phi)
+log_Phi = elementwise_unary("log_Phi", sps.log_ndtr, _d_log_Phi,
+                            scalar=lambda v: float(sps.log_ndtr(v)))
 defjvp(log_Phi, _d_log_Phi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 

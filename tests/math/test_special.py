@@ -37,6 +37,7 @@ UNARY = {
     "erfc": (sl.erfc, sps.erfc, lambda x: -2 / np.sqrt(np.pi) * np.exp(-x * x),
              _u(-2.5, 2.5)),
     "Phi": (sl.Phi, sps.ndtr, _npdf, _u(-4.0, 4.0)),
+    "log_Phi": (sl.log_Phi, sps.log_ndtr, lambda x: _npdf(x) / sps.ndtr(x), _u(-8.0, 4.0)),
     "Phi_approx": (sl.Phi_approx, _phi_approx_ref,
                    lambda x: _phi_approx_ref(x) * (1 - _phi_approx_ref(x))
                    * (3 * 0.07056 * x ** 2 + 1.5976), _u(-3.0, 3.0)),
