@@ -523,6 +523,33 @@ class Model:
         return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
                    max_treedepth=max_treedepth)
 
+    def variational(self, method="meanfield", seed=None, **kwargs):
+        """Stan's ADVI (``method="meanfield"`` or ``"fullrank"``): a Gaussian on the
+        unconstrained space fitted by stochastic gradient ascent on the ELBO. Returns
+        a fit with the same ``fit[name]``/``summary()``/``to_arviz()`` interface (draws
+        from the approximation). See :func:`stanlite.samplers.advi.variational`."""
+        from .samplers.advi import variational
+        return variational(self, method=method, seed=seed, **kwargs)
+
+    def optimize(self, method="lbfgs", jacobian=False, seed=None, **kwargs):
+        """The posterior mode (MAP; ``jacobian=True``: the mode on the unconstrained
+        space) or penalised MLE with L-BFGS on the AD gradient. ``opt[name]`` gives the
+        estimate. See :func:`stanlite.samplers.optimize.optimize`."""
+        from .samplers.optimize import optimize
+        return optimize(self, method=method, jacobian=jacobian, seed=seed, **kwargs)
+
+    def laplace(self, mode=None, draws=1000, seed=None, **kwargs):
+        """Normal approximation at the mode with the nested-AD Hessian; draws on the
+        constrained scale. See :func:`stanlite.samplers.optimize.laplace`."""
+        from .samplers.optimize import laplace
+        return laplace(self, mode=mode, draws=draws, seed=seed, **kwargs)
+
+    def pathfinder(self, seed=None, **kwargs):
+        """Pathfinder variational inference (single- or multi-path with PSIS
+        resampling). See :func:`stanlite.samplers.pathfinder.pathfinder`."""
+        from .samplers.pathfinder import pathfinder
+        return pathfinder(self, seed=seed, **kwargs)
+
     def __repr__(self):
         ps = ", ".join(f"{s.name}: {s.decl.describe(s.shape)}" for s in self._slots)
         return f"<{type(self).__name__} dim={self.dim} ({ps})>"

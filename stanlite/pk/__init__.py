@@ -1,0 +1,3 @@
+"""Pharmacometrics: dosing events, compartment models, steady states (being written)."""
+
+__all__ = []
