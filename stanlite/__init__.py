@@ -6,7 +6,7 @@ array([1., 1.])
 """
 
 from . import _memory  # noqa: F401  (allocator tuning, before any large array)
-from .errors import StanliteError, DataError, ModelError, DifferentiationError, DomainError  # noqa: F401
+from .errors import StanliteError, DataError, ModelError, DifferentiationError, DomainError, SolverError  # noqa: F401
 from .autodiff import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403
 from .distributions import *  # noqa: F401,F403

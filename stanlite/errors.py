@@ -7,9 +7,13 @@ parameter and what was expected, instead of surfacing a numpy traceback.
 samplers treat it as a rejected proposal, as Stan does with ``std::domain_error``.
 ``DifferentiationError`` is raised by the AD core when a derivative cannot be
 computed correctly (a primitive without the needed rule, a closed tape).
+``SolverError`` is an iterative super node (algebraic solver, ODE integrator) that
+did not converge; it names the solver, the tolerance reached and the steps taken, and
+like ``DomainError`` it rejects a proposal during sampling.
 """
 
-__all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError", "DomainError"]
+__all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError", "DomainError",
+           "SolverError"]
 
 
 class StanliteError(Exception):
@@ -30,5 +34,11 @@ class DifferentiationError(StanliteError, TypeError):
 
 class DomainError(StanliteError, ValueError):
     """An argument outside its function's domain (names function, argument and value).
+
+    During sampling this rejects the proposal instead of stopping the chain."""
+
+
+class SolverError(StanliteError, ArithmeticError):
+    """An iterative solver that failed (names solver, tolerance reached, steps taken).
 
     During sampling this rejects the proposal instead of stopping the chain."""
