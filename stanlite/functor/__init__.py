@@ -13,6 +13,9 @@ from analysis, not from the iterations:
 from .algebra_solver import *  # noqa: F401,F403
 from .matrix_exp import *  # noqa: F401,F403
 from .ode import *  # noqa: F401,F403
-from . import algebra_solver as _a, matrix_exp as _m, ode as _o
+import sys as _sys
 
-__all__ = list(_a.__all__) + list(_m.__all__) + list(_o.__all__)
+# by module object: ``from .matrix_exp import *`` rebinds the name ``matrix_exp`` here
+# to the function of that name
+__all__ = [n for m in ("algebra_solver", "matrix_exp", "ode")
+           for n in _sys.modules[f"{__name__}.{m}"].__all__]
