@@ -1,3 +1,636 @@
-"""(being written)"""
+"""The algebraic solver as a super node: roots of f(x, theta) = 0 and their derivatives.
 
-__all__ = []
+``algebra_solver(f, x_guess, *args)`` returns x* with f(x*, *args) = 0 (n equations in
+n unknowns). The iterations run on plain floats - Powell's hybrid dogleg (Powell 1970;
+the trust-region scheme of MINPACK's ``hybrj``, More, Garbow & Hillstrom 1980, which
+Stan's ``solve_powell`` uses through Eigen) or Newton's method with a backtracking
+line search (Dennis & Schnabel 1983, Algorithm A6.3.1) - with the Jacobian J_x =
+df/dx from stanlite's forward-mode AD (or a user's analytic ``jac_x``). One node
+goes on the tape; its derivatives come from the implicit function theorem, never from
+the iterations (the AD review, Section "Optimizing with super nodes", eq. 12):
+
+    f(x*(theta), theta) = 0   =>   dx*/dtheta = -J_x^-1 J_theta,
+                                   J_x = df/dx, J_theta = df/dtheta at (x*, theta).
+
+Reverse mode (as Stan's current solver): for the adjoint xbar of the root,
+
+    theta_bar = -J_theta^T J_x^-T xbar = VJP of f(x*, .) at theta with cotangent -lambda,
+    J_x^T lambda = xbar,
+
+i.e. one transposed solve with the LU factors of J_x, computed once at the root, and
+*one* nested reverse sweep through f in theta: J_theta is never formed, so the cost
+does not grow with the number of parameters. Forward mode by the same theorem,
+
+    xdot = -J_x^-1 (J_theta thetadot) = -J_x^-1 (JVP of f(x*, .) at theta along thetadot),
+
+a batch of directions riding on one forward pass (vector mode). Both rules are
+written with stanlite operations: on plain floats they are plain numpy/LAPACK calls;
+under an outer differentiation (forward-over-reverse Hessians, ``sl.hvp``,
+reverse-over-reverse) their arguments are traced, J_x is recomputed as a traced
+value and the solve, the nested VJP and the JVP are recorded in turn - so
+``sl.hessian`` works through the solver.
+
+Failures raise :class:`~stanlite.errors.SolverError` (an ``ArithmeticError``: inside
+NUTS the proposal is rejected, as in Stan) naming the solver, the norm of f reached,
+the tolerances and the steps taken: no convergence within ``max_steps``, a point
+where the iterations stall with ``||f|| > f_tol``, a singular Jacobian where no step
+can be made, or a Jacobian singular at the root (then dx*/dtheta does not exist).
+
+Also here, clearly marked as the *benchmark's baseline* and not for models:
+:func:`algebra_solver_taped`, the same dogleg run on traced values so that plain AD
+differentiates through every iteration ("standard" in the AD review's Table 8).
+"""
+
+import math
+
+import numpy as np
+from scipy.linalg.lapack import dgecon as _dgecon, dgetrf as _dgetrf, dgetrs as _dgetrs
+
+from ..autodiff.dual import Dual, forward_scope
+from ..autodiff.extend import batch_shape, defjvp_all, defvjp_all, primitive, reshape
+from ..autodiff.functional import _forward, jacobian_reverse, vjp
+from ..autodiff.var import Box, shape_of, value_of
+from ..errors import DifferentiationError, SolverError
+from ..math.elementwise import sqrt
+from ..math.linalg import solve
+from ..math.reductions import sum as _sum
+from ..math.structure import transpose, where
+
+__all__ = ["algebra_solver", "solve_powell", "solve_newton"]
+
+_EPS = np.finfo(float).eps
+_METHODS = ("powell", "newton")
+
+
+# --------------------------------------------------------------------------------------
+# small helpers valid on plain and traced values
+# --------------------------------------------------------------------------------------
+def _val(x):
+    """The plain float underneath (decisions of the iterations are made on values)."""
+    return float(value_of(x))
+
+
+def _norm(v):
+    if type(v) is np.ndarray:
+        return math.sqrt(float(v @ v))
+    return sqrt(_sum(v * v))
+
+
+def _colnorms(J):
+    if type(J) is np.ndarray:
+        return np.sqrt(np.einsum("ij,ij->j", J, J))
+    return sqrt(_sum(J * J, axis=0))
+
+
+def _is_plain(*xs):
+    for x in xs:
+        if isinstance(x, Box):
+            return False
+    return True
+
+
+def _lu(J):
+    """LU factors of a plain square matrix and its reciprocal condition number (1-norm),
+    by LAPACK directly: dgetrf/dgecon never warn, a singular matrix gives rcond = 0."""
+    lu, piv, info = _dgetrf(J)
+    if info != 0 or not np.all(np.isfinite(lu)):
+        return lu, piv, 0.0
+    anorm = float(np.max(np.sum(np.abs(J), axis=0)))
+    rcond, info = _dgecon(lu, anorm, norm="1")
+    return lu, piv, float(rcond) if info == 0 else 0.0
+
+
+def _singular(rcond, n):
+    return not rcond > n * _EPS
+
+
+def _lu_solve(lu, piv, b, trans=0):
+    x, info = _dgetrs(lu, piv, b, trans=trans)
+    return x
+
+
+# --------------------------------------------------------------------------------------
+# one solver call: the residual, where the parameters go, the options, the LU at the root
+# --------------------------------------------------------------------------------------
+class _Problem:
+    """Everything one ``algebra_solver`` call needs. ``pos`` lists the positions in
+    ``args`` of the traced arguments (the parameters); the others are data, passed to
+    ``f`` untouched. The forward solve leaves the root and its LU factors here, so the
+    first-order rules reuse them instead of refactorising."""
+
+    __slots__ = ("f", "jac_x", "args", "pos", "method", "rel_tol", "f_tol", "max_steps",
+                 "x_guess", "n", "name", "root", "lu", "ad_forward")
+
+    def __init__(self, name, f, x_guess, args, method, rel_tol, f_tol, max_steps, jac_x):
+        self.name = name
+        if not callable(f):
+            raise TypeError(f"{name}: f must be a callable f(x, *args) returning the "
+                            f"residual vector, got {type(f).__name__}")
+        if jac_x is not None and not callable(jac_x):
+            raise TypeError(f"{name}: jac_x must be a callable jac_x(x, *args) returning "
+                            f"the n x n Jacobian df/dx, got {type(jac_x).__name__}")
+        if method not in _METHODS:
+            raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
+        for key, v in (("rel_tol", rel_tol), ("f_tol", f_tol)):
+            if not (isinstance(v, (int, float, np.floating, np.integer)) and
+                    math.isfinite(v) and v > 0):
+                raise ValueError(f"{name}: {key} must be a positive finite number, got {v!r}")
+        if isinstance(max_steps, float) and max_steps.is_integer():
+            max_steps = int(max_steps)
+        if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) \
+                or max_steps < 1:
+            raise ValueError(f"{name}: max_steps must be a positive integer, got "
+                             f"{max_steps!r}")
+        try:
+            x0 = np.array(value_of(x_guess), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: x_guess must be a vector of numbers, got "
+                             f"{type(x_guess).__name__}") from None
+        if x0.ndim != 1 or x0.size == 0:
+            raise ValueError(f"{name}: x_guess must be a non-empty vector (1-D), got "
+                             f"shape {x0.shape}")
+        if not np.all(np.isfinite(x0)):
+            raise ValueError(f"{name}: x_guess must be finite, got {x0}")
+        self.f = f
+        self.jac_x = jac_x
+        self.args = list(args)
+        self.pos = tuple(i for i, a in enumerate(args) if isinstance(a, Box))
+        self.method = method
+        self.rel_tol = float(rel_tol)
+        self.f_tol = float(f_tol)
+        self.max_steps = int(max_steps)
+        self.x_guess = x0
+        self.n = x0.size
+        self.root = None
+        self.lu = None
+        self.ad_forward = True
+
+    # -- evaluations -------------------------------------------------------------------
+    def all_args(self, params):
+        args = list(self.args)
+        for i, p in zip(self.pos, params):
+            args[i] = p
+        return args
+
+    def call(self, x, params):
+        """f(x, *args) with the parameters in place (plain or traced)."""
+        return self.f(x, *self.all_args(params))
+
+    def check_residual(self, F, what="f(x, *args)"):
+        s = shape_of(F)
+        if s != (self.n,):
+            raise ValueError(f"{self.name}: {what} must return a vector of {self.n} "
+                             f"residuals (one per unknown in x_guess), got shape {s}")
+
+    def jacobian(self, x, args, F=None):
+        """``(f(x), J_x)`` on plain or traced values (AD, or the user's ``jac_x``)."""
+        if self.jac_x is not None:
+            if F is None:
+                F = self.f(x, *args)
+            J = self.jac_x(x, *args)
+            if shape_of(J) != (self.n, self.n):
+                raise ValueError(f"{self.name}: jac_x(x, *args) must return the "
+                                 f"{self.n} x {self.n} Jacobian df/dx, got shape "
+                                 f"{shape_of(J)}")
+            if not isinstance(J, Box):
+                J = np.asarray(J, dtype=np.float64)
+            return F, J
+        fx = (lambda z: self.f(z, *args))
+        if self.ad_forward:
+            # one vector-mode forward pass gives f and all n directional derivatives
+            try:
+                F, T = _forward(fx, x, np.eye(self.n), (self.n,))
+                return F, transpose(T) if isinstance(T, Box) else np.ascontiguousarray(T.T)
+            except DifferentiationError:
+                self.ad_forward = False         # some primitive in f has no JVP
+        if F is None:
+            F = fx(x)
+        return F, jacobian_reverse(fx)(x)
+
+    # -- the forward solve on plain floats ---------------------------------------------
+    def solve(self, params):
+        be = _PlainBackend(self, self.all_args(params))
+        x, J, steps = _iterate(be, self.x_guess, self)
+        lu, piv, rcond = _lu(J)
+        if _singular(rcond, self.n):
+            raise SolverError(
+                f"{self.name} ({self.method}): the Jacobian df/dx is singular at the root "
+                f"found after {steps} steps (reciprocal condition number {rcond:.3g}), so "
+                "the root's derivatives (implicit function theorem) do not exist; "
+                "reformulate f so that its roots are isolated")
+        self.root = x
+        self.lu = (lu, piv)
+        return x
+
+    # -- J_x solves for the rules ------------------------------------------------------
+    def solve_jx(self, x, params, rhs, trans):
+        """``J_x^-1 rhs`` (``trans=False``) or ``J_x^-T rhs`` at ``(x, params)``.
+
+        Plain values at the root of the forward solve reuse its LU factors; traced
+        values (an outer differentiation is active) recompute J_x as a traced value
+        and solve with the differentiable ``solve``."""
+        if _is_plain(x, rhs, *params):
+            if x is self.root and self.lu is not None:
+                lu, piv = self.lu
+            else:
+                _, J = self.jacobian(x, self.all_args(params))
+                lu, piv, rcond = _lu(np.asarray(J, dtype=float))
+                if _singular(rcond, self.n):
+                    raise SolverError(f"{self.name}: the Jacobian df/dx is singular at "
+                                      f"the root (reciprocal condition number {rcond:.3g})")
+            return _lu_solve(lu, piv, np.asarray(rhs, dtype=float), 1 if trans else 0)
+        _, J = self.jacobian(x, self.all_args(params))
+        return solve(transpose(J) if trans else J, rhs)
+
+
+# --------------------------------------------------------------------------------------
+# the iterations, shared by the plain solve and the taped baseline
+# --------------------------------------------------------------------------------------
+class _PlainBackend:
+    """f, J_x and the Gauss-Newton step on plain floats (LAPACK LU)."""
+
+    taped = False
+
+    def __init__(self, prob, args):
+        self.prob = prob
+        self.args = args
+
+    def _check(self, F, J=None):
+        if isinstance(F, Box) or isinstance(J, Box):
+            raise DifferentiationError(
+                f"{self.prob.name}: f returned a traced value for plain inputs - it uses a "
+                "differentiable variable that is not among its arguments (a closure over "
+                "a parameter?); pass every parameter through the solver's arguments so "
+                "that the implicit function theorem can see it")
+
+    def fun(self, x):
+        F = self.prob.f(x, *self.args)
+        self._check(F)
+        F = np.asarray(F, dtype=np.float64)
+        self.prob.check_residual(F)
+        return F
+
+    def fun_jac(self, x, F=None):
+        F, J = self.prob.jacobian(x, self.args, F)
+        self._check(F, J)
+        F = np.asarray(F, dtype=np.float64)
+        self.prob.check_residual(F)
+        return F, np.asarray(J, dtype=np.float64)
+
+    def gauss_newton(self, J, F):
+        """``-J^-1 F``, or ``None`` if ``J`` is numerically singular."""
+        if not np.all(np.isfinite(J)):
+            return None
+        lu, piv, rcond = _lu(J)
+        if _singular(rcond, len(F)):
+            return None
+        return -_lu_solve(lu, piv, F)
+
+
+class _TapedBackend:
+    """The same operations on traced values: every iteration is recorded."""
+
+    taped = True
+
+    def __init__(self, prob, args):
+        self.prob = prob
+        self.args = args
+
+    def fun(self, x):
+        F = self.prob.f(x, *self.args)
+        self.prob.check_residual(F)
+        return F
+
+    def fun_jac(self, x, F=None):
+        F, J = self.prob.jacobian(x, self.args, F)
+        self.prob.check_residual(F)
+        return F, J
+
+    def gauss_newton(self, J, F):
+        Jv = np.asarray(value_of(J), dtype=float)
+        if not np.all(np.isfinite(Jv)) or _singular(_lu(Jv)[2], len(Jv)):
+            return None
+        return -solve(J, F)
+
+
+def _fail(prob, msg, steps, fnorm):
+    raise SolverError(f"{prob.name} ({prob.method}): {msg} after {steps} steps; "
+                      f"||f(x)|| = {fnorm:.3g} (f_tol = {prob.f_tol:g}, rel_tol = "
+                      f"{prob.rel_tol:g}, max_steps = {prob.max_steps})")
+
+
+def _iterate(be, x0, prob):
+    """Run the chosen method; return ``(root, J_x at the root, steps)``."""
+    F, J = be.fun_jac(x0)
+    fnorm = _val(_norm(F))
+    if not math.isfinite(fnorm):
+        raise SolverError(f"{prob.name} ({prob.method}): f(x_guess, *args) is not finite "
+                          f"(||f|| = {fnorm}); choose another x_guess")
+    run = _powell if prob.method == "powell" else _newton
+    x, F, J, fnorm, steps = run(be, x0, F, J, fnorm, prob)
+    if not fnorm <= prob.f_tol:
+        _fail(prob, "the iterations stopped (relative step below rel_tol) at a point that "
+                    "is not a root: ||f(x)|| exceeds f_tol. Try another x_guess, check that "
+                    "f has a root, or lower rel_tol", steps, fnorm)
+    return x, J, steps
+
+
+def _scaling(D, J):
+    """MINPACK's diagonal scaling: the running maximum of J's column norms (a column
+    of zeros keeps 1), making the trust region invariant to the units of x."""
+    c = _colnorms(J)
+    cv = value_of(c)
+    if D is None:
+        return where(cv > 0, c, 1.0) if isinstance(c, Box) else np.where(cv > 0, c, 1.0)
+    return where(cv > value_of(D), c, D) if isinstance(c, Box) or isinstance(D, Box) \
+        else np.maximum(D, c)
+
+
+def _dogleg(J, F, D, delta, gn):
+    """Powell's dogleg step in the variables z = D x for the radius ``delta``.
+
+    Inside the region the Gauss-Newton step ``gn = -J^-1 F`` is taken. Otherwise the
+    path runs from 0 to the Cauchy point (the minimiser of ||F + J p|| along the
+    scaled steepest-descent direction s = -D^-1 J^T F / ||D^-1 J^T F||) and on to the
+    Gauss-Newton point; the step is where it leaves the region. With a singular J
+    (``gn`` None) the step is the Cauchy point, cut at the boundary.
+    Returns ``(p, ||D p||)``, or ``None`` at a stationary point of ||F||^2 (J^T F = 0).
+    """
+    dv = _val(delta)
+    if gn is not None:
+        gn_norm = _norm(D * gn)
+        if _val(gn_norm) <= dv:
+            return gn, gn_norm
+    g = (transpose(J) @ F if isinstance(J, Box) else J.T @ F) / D
+    gnorm = _norm(g)
+    if not _val(gnorm) > 0:
+        return None
+    s = -g / gnorm
+    Js = J @ (s / D)
+    tc = gnorm / _sum(Js * Js)              # |F.Js| = ||g|| because s is a unit vector
+    if gn is None or _val(tc) >= dv:
+        t = delta if _val(tc) >= dv else tc
+        return t * s / D, t
+    a = tc * s
+    d = D * gn - a
+    ad = _sum(a * d)
+    dd = _sum(d * d)
+    rest = delta * delta - tc * tc          # > 0: the Cauchy point is inside
+    root = sqrt(ad * ad + dd * rest)
+    # ||a + tau d|| = delta, written without cancellation for either sign of a.d
+    tau = (root - ad) / dd if _val(ad) <= 0 else rest / (ad + root)
+    return (a + tau * d) / D, delta
+
+
+def _powell(be, x, F, J, fnorm, prob):
+    """Powell's hybrid method with MINPACK's trust-region rules (hybrj): radius
+    ``delta = 100 ||D x0||`` cut to the first step; reduction ratio
+    rho = actual / predicted reduction of ||F||^2; rho < 0.1 halves the radius,
+    rho >= 0.5 (or two successes in a row) lets it grow to 2 ||D p||, and near-perfect
+    agreement (|rho - 1| <= 0.1) sets it to 2 ||D p||, so it shrinks quadratically
+    with Newton-like steps near the root; a step is accepted when rho >= 1e-4. The
+    Jacobian is the exact one, re-evaluated at every accepted point (hybrj uses
+    Broyden updates between evaluations; AD makes the exact one affordable and the
+    convergence quadratic). Converged when delta <= rel_tol ||D x|| or f(x) = 0."""
+    D = _scaling(None, J)
+    xnorm = _val(_norm(D * x))
+    delta = 100.0 * xnorm if xnorm > 0 else 100.0
+    gn = be.gauss_newton(J, F)
+    steps = 0
+    ncsuc = ncfail = nslow = 0
+    while fnorm > 0:
+        if steps >= prob.max_steps:
+            _fail(prob, "no convergence (max_steps reached)", steps, fnorm)
+        step = _dogleg(J, F, D, delta, gn)
+        if step is None:
+            _fail(prob, "stuck where the Jacobian df/dx is singular and J^T f = 0 (a "
+                        "stationary point of ||f|| that is not a root)", steps, fnorm)
+        p, pnorm = step
+        pv = _val(pnorm)
+        if steps == 0 and pv < _val(delta):
+            delta = pnorm
+        x_new = x + p
+        F_new = be.fun(x_new)
+        steps += 1
+        fnorm1 = _val(_norm(F_new))
+        if not math.isfinite(fnorm1):
+            fnorm1 = math.inf
+        actred = 1.0 - (fnorm1 / fnorm) ** 2 if fnorm1 < fnorm else -1.0
+        # ||F + J p||: the linear model's prediction (a decision: plain values only)
+        lin = _norm(value_of(F) + value_of(J) @ value_of(p))
+        prered = 1.0 - (lin / fnorm) ** 2 if lin < fnorm else 0.0
+        ratio = actred / prered if prered > 0 else 0.0
+        if ratio < 0.1:
+            ncsuc = 0
+            ncfail += 1
+            delta = 0.5 * delta
+        else:
+            ncfail = 0
+            ncsuc += 1
+            if ratio >= 0.5 or ncsuc > 1:
+                if 2.0 * pv > _val(delta):
+                    delta = 2.0 * pnorm
+            if abs(ratio - 1.0) <= 0.1:
+                delta = 2.0 * pnorm
+        if ratio >= 1e-4:
+            x = x_new
+            F, J = be.fun_jac(x, None if be.taped else F_new)
+            fnorm = fnorm1
+            D = _scaling(D, J)
+            gn = be.gauss_newton(J, F)
+        nslow = nslow + 1 if actred < 1e-3 else 0
+        if _val(delta) <= prob.rel_tol * _val(_norm(D * x)):
+            break
+        if nslow >= 10:
+            _fail(prob, "no progress (10 steps without reducing ||f|| by 0.1%)",
+                  steps, fnorm)
+    return x, F, J, fnorm, steps
+
+
+def _newton(be, x, F, J, fnorm, prob):
+    """Newton's method with a backtracking line search on phi = ||F||^2 / 2
+    (Armijo condition phi(l) <= (1 - 2e-4 l) phi(0), since phi'(0) = -||F||^2 along the
+    Newton direction; the next l minimises the quadratic through phi(0), phi'(0) and
+    phi(l), kept in [0.1 l, 0.5 l]). Converged when the full Newton step is below
+    rel_tol in the scaled norm (||D p|| <= rel_tol ||D x||) or f(x) = 0."""
+    D = _scaling(None, J)
+    steps = 0
+    while fnorm > 0:
+        gn = be.gauss_newton(J, F)
+        if gn is None:
+            _fail(prob, "singular Jacobian df/dx (no Newton step)", steps, fnorm)
+        if _val(_norm(D * gn)) <= prob.rel_tol * _val(_norm(D * x)):
+            break
+        if steps >= prob.max_steps:
+            _fail(prob, "no convergence (max_steps reached)", steps, fnorm)
+        lam = 1.0
+        phi0 = fnorm * fnorm
+        while True:
+            x_new = x + lam * gn if lam != 1.0 else x + gn
+            F_new = be.fun(x_new)
+            f1 = _val(_norm(F_new))
+            phi = f1 * f1 if math.isfinite(f1) else math.inf
+            if phi <= (1.0 - 2e-4 * lam) * phi0:
+                break
+            if lam < 1e-10:
+                _fail(prob, "the line search failed (no decrease of ||f|| along the "
+                            "Newton direction)", steps, fnorm)
+            # minimiser of q(l) = phi0 - phi0 l + c l^2 through phi(lam)
+            c = (phi - phi0 + phi0 * lam) / (lam * lam)
+            lam_q = phi0 / (2.0 * c) if c > 0 and math.isfinite(c) else 0.0
+            lam = min(max(lam_q, 0.1 * lam), 0.5 * lam)
+        steps += 1
+        x = x_new
+        F, J = be.fun_jac(x, None if be.taped else F_new)
+        fnorm = f1
+        D = _scaling(D, J)
+    return x, F, J, fnorm, steps
+
+
+# --------------------------------------------------------------------------------------
+# the super node: one primitive, its VJP and JVP side by side
+# --------------------------------------------------------------------------------------
+@primitive
+def _root(prob, *params):
+    """The root for plain parameter values (the forward solve)."""
+    return prob.solve(params)
+
+
+def _root_vjp(g, ans, prob, *params):
+    # theta_bar = -J_theta^T J_x^-T g: one transposed solve, one nested VJP of f in
+    # theta (the Jacobian J_theta is never formed)
+    lam = prob.solve_jx(ans, params, g, trans=True)
+    _, grads = vjp(lambda *p: prob.call(ans, p), *params, cotangent=-lam)
+    return (None,) + tuple(grads)
+
+
+def _root_jvp(ts, ans, prob, *params):
+    # xdot = -J_x^-1 (J_theta thetadot): one (vector-mode) JVP of f in theta
+    ts = ts[1:]
+    B = next(batch_shape(t, p) for t, p in zip(ts, params) if t is not None)
+    n = prob.n
+    with forward_scope(B) as trace:
+        duals = [p if t is None else Dual(p, t, trace) for p, t in zip(params, ts)]
+        y = prob.call(ans, duals)
+        fdot = y.tangent if isinstance(y, Box) and y.tape is trace else None
+    if fdot is None:
+        return np.zeros(B + (n,))
+    k = int(np.prod(B, dtype=np.int64))
+    rhs = transpose(reshape(fdot, (k, n)))                  # (n, k)
+    xdot = prob.solve_jx(ans, params, rhs, trans=False)     # (n, k)
+    return reshape(-transpose(xdot), B + (n,))
+
+
+defvjp_all(_root, _root_vjp, nondiff=(0,))
+defjvp_all(_root, _root_jvp)
+
+
+# --------------------------------------------------------------------------------------
+# public functions
+# --------------------------------------------------------------------------------------
+def algebra_solver(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6,
+                   max_steps=200, jac_x=None):
+    """Solve ``f(x, *args) = 0`` for ``x`` (n equations, n unknowns), differentiably.
+
+    Parameters
+    ----------
+    f : callable ``f(x, *args) -> residual vector of length n``, written with stanlite
+        operations (so that AD gives df/dx and the derivatives in the arguments).
+    x_guess : vector of n floats, the starting point. The root is not differentiated
+        with respect to it (locally the root does not depend on the guess).
+    *args : the parameters and data, passed to ``f`` as given. Every traced argument
+        (a ``Var``: ``theta`` inside a model) is differentiated; plain arrays, ints or
+        any other object are data. Stan's ``algebra_solver(f, x, theta, x_r, x_i)``
+        is ``algebra_solver(f, x, theta, x_r, x_i)`` here.
+    method : ``"powell"`` (hybrid dogleg, Stan's ``solve_powell``; robust far from the
+        root) or ``"newton"`` (Newton with a backtracking line search).
+    rel_tol : relative tolerance on the step (trust-region radius for Powell, Newton
+        step for Newton), in the norm scaled by J's column norms.
+    f_tol : the largest acceptable ``||f(x*)||_2`` at the end; otherwise ``SolverError``.
+    max_steps : maximum number of iterations (function evaluations for Powell).
+    jac_x : optional ``jac_x(x, *args) -> n x n`` analytic Jacobian df/dx, replacing the
+        AD Jacobian in the iterations and in the derivative rules (for Hessians through
+        the solver it must be written with stanlite operations too).
+
+    Returns the root, one node on the tape when an argument is traced. Derivatives by
+    the implicit function theorem (module docstring): ``dx*/dtheta = -J_x^-1 J_theta``,
+    reverse mode with one transposed LU solve and one VJP of ``f`` in the parameters,
+    forward mode with one JVP; both nest, so ``sl.hessian`` works through the solver.
+
+    Raises :class:`~stanlite.SolverError` (naming the method, ``||f||`` reached, the
+    tolerances and the steps taken) when the iterations do not converge, stall at a
+    point that is not a root, or the Jacobian is singular at the root; ``ValueError``
+    for a bad ``x_guess``, residual shape or option.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> f = lambda x, theta: x ** 3 - theta                # x* = theta^(1/3)
+    >>> sl.algebra_solver(f, np.array([1.0]), np.array([8.0])).round(12)
+    array([2.])
+    >>> sl.grad(lambda th: sl.algebra_solver(f, np.array([1.0]), th)[0])(np.array([8.0]))
+    array([0.08333333])
+    """
+    prob = _Problem("algebra_solver", f, x_guess, args, method, rel_tol, f_tol,
+                    max_steps, jac_x)
+    if not prob.pos:
+        return prob.solve(())
+    return _root(prob, *[args[i] for i in prob.pos])
+
+
+def solve_powell(f, x_guess, *args, rel_tol=1e-10, f_tol=1e-6, max_steps=200,
+                 jac_x=None):
+    """Stan's ``solve_powell``: :func:`algebra_solver` with ``method="powell"``.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> f = lambda x, a: sl.stack([x[0] - a * x[1], x[0] * x[1] - 1.0])
+    >>> sl.solve_powell(f, np.array([1.0, 1.0]), 4.0).round(12)    # x = (2, 1/2)
+    array([2. , 0.5])
+    """
+    return algebra_solver(f, x_guess, *args, method="powell", rel_tol=rel_tol,
+                          f_tol=f_tol, max_steps=max_steps, jac_x=jac_x)
+
+
+def solve_newton(f, x_guess, *args, rel_tol=1e-10, f_tol=1e-6, max_steps=200,
+                 jac_x=None):
+    """Stan's ``solve_newton``: :func:`algebra_solver` with ``method="newton"``.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> sl.solve_newton(lambda x, c: sl.exp(x) - c, np.array([0.0]), 2.0)   # log 2
+    array([0.69314718])
+    """
+    return algebra_solver(f, x_guess, *args, method="newton", rel_tol=rel_tol,
+                          f_tol=f_tol, max_steps=max_steps, jac_x=jac_x)
+
+
+def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6,
+                         max_steps=200, jac_x=None):
+    """BENCHMARK BASELINE - not for models: the same iterations as
+    :func:`algebra_solver`, run on traced values so that AD records every one of them.
+
+    This is "standard" AD in the AD review's Table 8: the solver templated on the AD
+    type and differentiated by brute force. Its derivative is that of the last
+    iterate - which approaches dx*/dtheta as the iterations converge - at the price
+    of a tape that grows with the number of iterations and, with an AD Jacobian,
+    nested differentiation inside every iteration. The super node
+    (:func:`algebra_solver`) gives the exact derivative at a fraction of the cost;
+    ``benchmarks/algebraic_solver.py`` measures the difference.
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> from stanlite.functor.algebra_solver import algebra_solver_taped
+    >>> f = lambda x, theta: x ** 3 - theta
+    >>> g = sl.grad(lambda th: algebra_solver_taped(f, np.array([1.0]), th)[0])
+    >>> g(np.array([8.0])).round(8)                        # 1 / (3 theta^(2/3))
+    array([0.08333333])
+    """
+    prob = _Problem("algebra_solver_taped", f, x_guess, args, method, rel_tol, f_tol,
+                    max_steps, jac_x)
+    be = _TapedBackend(prob, list(args))
+    x, _, _ = _iterate(be, prob.x_guess, prob)
+    return x
