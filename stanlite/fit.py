@@ -53,6 +53,9 @@ def _arviz():
 class Fit:
     """Draws of a sampler run, with its diagnostics (see the module docstring)."""
 
+    #: per-draw statistics (Stan's names) -> ArviZ's sample_stats names
+    arviz_stats = ARVIZ_STATS
+
     def __init__(self, model, chain_states, gq_seeds, interrupted=False, method="nuts",
                  max_treedepth=10):
         self.model = model
@@ -66,20 +69,12 @@ class Fit:
 
     # ---- assembling the arrays ---------------------------------------------------------
     def _build(self):
-        model = self.model
         states = self.chain_states
         n = min(len(s.draws) for s in states) if states else 0
-        out = {}
-        for c, s in enumerate(states):
-            rng = np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]))
-            for d in range(n):
-                vals = model.output(np.asarray(s.draws[d]), rng=rng)
-                for k, v in vals.items():
-                    if k not in out:
-                        out[k] = np.empty((len(states), n) + np.shape(v))
-                    out[k][c, d] = v
-        self._draws = out
-        self._from_states(n, model.dim)
+        rngs = [np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]))
+                for s in states]
+        self._draws = output_arrays(self.model, [s.draws[:n] for s in states], rngs)
+        self._from_states(n, self.model.dim)
 
     def _from_states(self, n, dim):
         """Sampler statistics and unconstrained draws from the chain states."""
@@ -133,7 +128,8 @@ class Fit:
             return self._idata
         az = _arviz()
         posterior = dict(self._draws)
-        stats = {ARVIZ_STATS[k]: v for k, v in self._stats.items() if k in ARVIZ_STATS}
+        names = self.arviz_stats
+        stats = {names[k]: v for k, v in self._stats.items() if k in names}
         if "diverging" in stats:
             stats["diverging"] = stats["diverging"].astype(bool)
         if "tree_depth" in stats:
@@ -328,8 +324,28 @@ def _diagnostics(az, x):
         return (np.nan,) * 4
     if np.ptp(x) == 0:
         return (0.0, np.nan, np.nan, np.nan)
+    # R-hat needs two chains (ArviZ returns NaN for one, logging a warning per call)
+    rhat = _scalar(az.rhat(x)) if x.shape[0] > 1 else np.nan
     return (_scalar(az.mcse(x, method="mean")), _scalar(az.ess(x, method="bulk")),
-            _scalar(az.ess(x, method="tail")), _scalar(az.rhat(x)))
+            _scalar(az.ess(x, method="tail")), rhat)
+
+
+def output_arrays(model, draws, rngs):
+    """``{name: (chains, draws, *shape)}`` of everything a draw reports (parameters,
+    transformed parameters, generated quantities: ``model.output(x, rng)``) from the
+    unconstrained draws of each chain (``draws[c][d]`` a point of R^dim), the
+    generated quantities of chain ``c`` drawn with ``rngs[c]`` in draw order."""
+    out = {}
+    chains = len(draws)
+    for c, (xs, rng) in enumerate(zip(draws, rngs)):
+        n = len(xs)
+        for d in range(n):
+            vals = model.output(np.asarray(xs[d]), rng=rng)
+            for k, v in vals.items():
+                if k not in out:
+                    out[k] = np.empty((chains, n) + np.shape(v))
+                out[k][c, d] = v
+    return out
 
 
 def _scalar(v):
