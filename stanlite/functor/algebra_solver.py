@@ -263,15 +263,19 @@ class _PlainBackend:
                 "a parameter?); pass every parameter through the solver's arguments so "
                 "that the implicit function theorem can see it")
 
+    # trial points may leave f's domain (log of a negative number): that is an
+    # expected event - a non-finite ||f|| rejects the step - not a numpy warning
     def fun(self, x):
-        F = self.prob.f(x, *self.args)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            F = self.prob.f(x, *self.args)
         self._check(F)
         F = np.asarray(F, dtype=np.float64)
         self.prob.check_residual(F)
         return F
 
     def fun_jac(self, x, F=None):
-        F, J = self.prob.jacobian(x, self.args, F)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            F, J = self.prob.jacobian(x, self.args, F)
         self._check(F, J)
         F = np.asarray(F, dtype=np.float64)
         self.prob.check_residual(F)
@@ -452,7 +456,8 @@ def _newton(be, x, F, J, fnorm, prob):
     (Armijo condition phi(l) <= (1 - 2e-4 l) phi(0), since phi'(0) = -||F||^2 along the
     Newton direction; the next l minimises the quadratic through phi(0), phi'(0) and
     phi(l), kept in [0.1 l, 0.5 l]). Converged when the full Newton step is below
-    rel_tol in the scaled norm (||D p|| <= rel_tol ||D x||) or f(x) = 0."""
+    rel_tol in the scaled norm (||D p|| <= rel_tol ||D x||; that last step is taken)
+    or f(x) = 0."""
     D = _scaling(None, J)
     steps = 0
     while fnorm > 0:
@@ -460,6 +465,12 @@ def _newton(be, x, F, J, fnorm, prob):
         if gn is None:
             _fail(prob, "singular Jacobian df/dx (no Newton step)", steps, fnorm)
         if _val(_norm(D * gn)) <= prob.rel_tol * _val(_norm(D * x)):
+            # converged: the last (tiny) step still squares the error, and the
+            # Jacobian at the returned point is the one the rules factorise
+            x = x + gn
+            F, J = be.fun_jac(x)
+            fnorm = _val(_norm(F))
+            steps += 1
             break
         if steps >= prob.max_steps:
             _fail(prob, "no convergence (max_steps reached)", steps, fnorm)
