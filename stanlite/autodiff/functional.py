@@ -225,8 +225,10 @@ def jacobian_reverse(f):
 # --------------------------------------------------------------------------------------
 # forward mode and nested derivatives
 # --------------------------------------------------------------------------------------
-def _forward(f, x, tangent, batch=()):
-    """``(f(x), tangent of f(x))`` with ``x`` perturbed by ``tangent`` on a fresh trace."""
+def _forward(f, x, tangent, batch=(), identity=False):
+    """``(f(x), tangent of f(x))`` with ``x`` perturbed by ``tangent`` on a fresh trace.
+
+    ``identity``: the tangent is the identity (see :func:`.dual.is_identity_seed`)."""
     from .dual import Dual, forward_scope
     with forward_scope(batch) as trace:
         xv = x if isinstance(x, Box) else _as_float_value(x)
@@ -234,10 +236,17 @@ def _forward(f, x, tangent, batch=()):
         if shape_of(tv) != tuple(batch) + shape_of(xv):
             raise ValueError(f"tangent shape {shape_of(tv)} does not match the input "
                              f"shape {tuple(batch) + shape_of(xv)}")
-        y = f(Dual(xv, tv, trace))
-        if isinstance(y, Box) and y.tape is trace:
-            return y.value, y.tangent
-        return y, np.zeros(tuple(batch) + shape_of(y))
+        if identity and len(shape_of(xv)) == 1 and type(tv) is np.ndarray:
+            from .dual import identity_seed
+            with identity_seed(tv):         # tangents are computed on demand: read
+                return _value_tangent(f(Dual(xv, tv, trace)), trace, batch)  # inside
+        return _value_tangent(f(Dual(xv, tv, trace)), trace, batch)
+
+
+def _value_tangent(y, trace, batch):
+    if isinstance(y, Box) and y.tape is trace:
+        return y.value, y.tangent
+    return y, np.zeros(tuple(batch) + shape_of(y))
 
 
 def jvp(f):
@@ -295,7 +304,7 @@ def hessian(f):
     def hessian_f(x):
         xv = x if isinstance(x, Box) else _as_float_value(x)
         n, eye = _identity_tangents(xv)
-        _, t = _forward(g, xv, eye, (n,))
+        _, t = _forward(g, xv, eye, (n,), identity=True)
         return _reshape_out(t, shape_of(xv) + shape_of(xv))
     return hessian_f
 
@@ -312,7 +321,7 @@ def jacobian_forward(f):
     def jacobian_f(x):
         xv = x if isinstance(x, Box) else _as_float_value(x)
         n, eye = _identity_tangents(xv)
-        y, t = _forward(f, xv, eye, (n,))
+        y, t = _forward(f, xv, eye, (n,), identity=True)
         ys = shape_of(y)
         # t has shape (n,) + ys: move the input axis last
         from .extend import reshape

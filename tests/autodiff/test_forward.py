@@ -211,3 +211,51 @@ def test_higher_derivatives_of_small_integer_powers_at_zero_are_finite():
     assert np.all(sl.grad_hessian(lambda v: sl.sum(v ** 2))(x) == 0.0)
     assert sl.grad_hessian(lambda v: sl.sum(v ** 3))(x)[0, 0, 0] == 6.0
     np.testing.assert_allclose(sl.hessian(lambda v: sl.sum(v ** 2))(x), 2 * np.eye(2))
+
+
+# ---- on-demand tangents and identity seeds (what makes Hessians cheap) ---------------
+def test_tangents_are_computed_on_demand_only():
+    calls = []
+
+    @sl.primitive
+    def noted(x):
+        return x * 1.0
+    sl.defvjp(noted, lambda g, ans, x: g)
+    sl.defjvp(noted, lambda t, ans, x: calls.append(1) or t)
+    # the tangent of noted(x) is never needed: d/dx [x * (d/dy noted(y))] reads
+    # no tangent of noted's output
+    h = sl.hessian(lambda x: sl.sum(x * sl.grad(lambda y: sl.sum(noted(y) * x))(x)))
+    np.testing.assert_allclose(h(np.array([1.0, 2.0])), 2 * np.eye(2))
+    assert calls == []
+    # ... but it is computed when read
+    assert sl.jvp(lambda x: noted(x))(np.ones(2), np.ones(2))[1].tolist() == [1.0, 1.0]
+    assert calls == [1]
+
+
+def test_a_long_scalar_chain_does_not_recurse_when_its_tangent_is_read():
+    def f(x):
+        for _ in range(5000):
+            x = x * 1.0001 + 0.0
+        return x
+    v, t = sl.jvp(f)(1.0, 1.0)
+    assert t == pytest.approx(1.0001 ** 5000, rel=1e-12)
+
+
+def test_identity_seed_shortcut_matches_the_general_rule_and_protects_the_data():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 5))
+    X0 = X.copy()
+    y = (rng.random(40) < 0.5).astype(float)
+    b = rng.standard_normal(5)
+
+    def lp(beta):
+        eta = X @ beta
+        return sl.sum(y * eta - sl.log1p_exp(eta)) + sl.sum(beta @ X.T @ X @ beta) * 1e-3
+    p = 1 / (1 + np.exp(-X @ b))
+    want = -(X.T * (p * (1 - p))) @ X + 2e-3 * X.T @ X
+    np.testing.assert_allclose(sl.hessian(lp)(b), want, rtol=1e-12, atol=1e-12)
+    # the jacobian in forward mode uses the same seed; a non-identity seed does not
+    np.testing.assert_allclose(sl.jacobian_forward(lambda beta: X @ beta)(b), X, rtol=0)
+    v = rng.standard_normal(5)
+    np.testing.assert_allclose(sl.hvp(lp)(b, v), want @ v, rtol=1e-12)
+    assert np.array_equal(X, X0)
