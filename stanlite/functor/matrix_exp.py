@@ -107,15 +107,18 @@ def _expm_one(a):
         if norm > _THETA13:
             s = int(math.ceil(math.log2(norm / _THETA13)))
             a = a * 2.0 ** -s
-    u, v = _pade_uv(a, m)
-    # r_m = (V - U)^-1 (V + U): one LU solve (LAPACK dgesv, no warnings on overflow)
-    _, _, r, info = _dgesv(v - u, v + u)
-    if info != 0:
-        # q_m(A) is nonsingular for ||A||_1 <= theta_m (Higham 2005, Lemma 2.5); only
-        # an overflow to inf/NaN inside the powers can get here
-        return np.full((n, n), np.nan)
-    for _ in range(s):
-        r = r @ r
+    # an exponential beyond the float range overflows to inf (and inf - inf to NaN in
+    # the products that follow): the value says so, numpy's warnings would only repeat it
+    with np.errstate(over="ignore", invalid="ignore"):
+        u, v = _pade_uv(a, m)
+        # r_m = (V - U)^-1 (V + U): one LU solve (LAPACK dgesv: no warnings)
+        _, _, r, info = _dgesv(v - u, v + u)
+        if info != 0:
+            # q_m(A) is nonsingular for ||A||_1 <= theta_m (Higham 2005, Lemma 2.5):
+            # only an overflow to inf/NaN inside the powers gets here
+            return np.full((n, n), np.nan)
+        for _ in range(s):
+            r = r @ r
     return r
 
 
@@ -227,7 +230,8 @@ def matrix_exp(A):
     ``L(A, E)`` (see the module docstring): reverse mode ``A_bar = L(A^T, G)``, forward
     mode ``d expm(A) = L(A, dA)``, both nesting (Hessians through ``matrix_exp``).
     ``A`` may be a stack ``(..., n, n)``. A matrix with a NaN or infinite entry gives a
-    NaN matrix; an empty ``0 x 0`` matrix gives itself.
+    NaN matrix; entries of expm(A) beyond the float range overflow to inf or NaN
+    (without numpy warnings); an empty ``0 x 0`` matrix gives itself.
 
     ``expm(A t) y0`` solves the linear ODE ``y' = A y``, ``y(0) = y0``.
 
