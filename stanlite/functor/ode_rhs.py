@@ -1,0 +1,296 @@
+"""Right-hand sides of ODE systems: the user's ``f`` and the systems derived from it.
+
+An :class:`OdeRHS` wraps ``F(t, y, *args)`` written in stanlite operations, so that
+it can be called on plain values (to integrate) *and* on traced values (so the rules
+of :mod:`.ode` can differentiate it again). On plain values it also provides what
+the integrators and the sensitivity systems need, computed by AD of ``F`` on one
+fresh recording per call (no finite differences anywhere):
+
+* ``value``      - ``F`` itself, its shape checked;
+* ``jacobians``  - ``F``, ``J_y = dF/dy`` and ``J_p = dF/dp`` for chosen arguments
+  ``p``, by one recording and one reverse sweep per state (row ``i`` of both is the
+  gradient of ``F_i``); cheap when the state is small, whatever ``p``'s size;
+* ``vjp``        - ``F`` and ``lambda^T [J_y, J_p]`` in one sweep (the adjoint method);
+* ``tangent``    - ``F`` and ``V J_y^T + sum_j D_j J_pj^T``: the right-hand side of the
+  tangent (variational) equations for a batch of directions ``V`` in ``y`` and
+  ``D_j`` in the arguments. Small states use the Jacobians above; larger ones one
+  forward-mode pass with vector tangents (the whole batch rides on one evaluation
+  of ``F``), which never forms ``J``.
+
+:class:`TangentRHS` is the derived system of :mod:`.ode`: the state ``y`` stacked
+with ``k`` tangent copies ``v_1..v_k``,
+
+    y'   = F(t, y, p),
+    v_b' = J_y(t, y, p) v_b + J_p(t, y, p) d_b        (b = 1..k),
+
+whose arguments are ``p`` followed by the directions ``d`` of the perturbed ones.
+Its traced form (``TangentRHS.F``) is one forward-mode evaluation of the parent's
+``F`` on dual numbers, written in stanlite operations, so a tangent system is an
+ODE like any other: the super node can differentiate through it again, which is how
+second derivatives (Hessians through a solve) come out (see :mod:`.ode`).
+"""
+
+import numpy as np
+import scipy.sparse as _sparse
+
+from ..autodiff.dual import Dual, forward_scope
+from ..autodiff.tape import gc_paused_nested, sweep
+from ..autodiff.var import Box, Var, shape_of
+from ..errors import DifferentiationError, ModelError
+from ..math.structure import concatenate, reshape, stack
+
+__all__ = ["OdeRHS", "TangentRHS", "forward_tangent"]
+
+# Up to this many states, one recording and one reverse sweep per state are cheaper
+# than a vector-mode forward pass (whose per-operation cost is higher and grows with
+# the batch); measured with benchmarks/ode.py's PK-like systems.
+REVERSE_MAX_N = 4
+# A derived system larger than this gets a sparse (block-diagonal) Jacobian for BDF.
+_SPARSE_FROM = 80
+
+_F64 = np.dtype(np.float64)
+
+
+def _closure_error(name):
+    return DifferentiationError(
+        f"{name}: f returned a traced value although t, y and the arguments were "
+        "plain: it uses a traced value from outside (a closure). Pass every "
+        "parameter f depends on as an argument after ts, so that its derivative "
+        "is computed")
+
+
+class OdeRHS:
+    """``F(t, y, *args)`` (stanlite operations) with plain-value evaluators."""
+
+    __slots__ = ("F", "n", "name", "_tangents", "_forward_ok")
+
+    def __init__(self, F, n, name):
+        self.F = F
+        self.n = n
+        self.name = name
+        self._tangents = {}
+        self._forward_ok = True
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name} n={self.n}>"
+
+    # -- output checking ---------------------------------------------------------------
+    def state(self, out):
+        """``out`` as a length-``n`` vector (plain or traced), or a ``ModelError``."""
+        n = self.n
+        t = type(out)
+        if t is np.ndarray:
+            if out.shape == (n,):
+                return out if out.dtype == _F64 else out.astype(float)
+        elif isinstance(out, Box):
+            if out.shape == (n,):
+                return out
+        elif t is list or t is tuple:
+            if len(out) == n:
+                if any(isinstance(o, Box) for o in out):
+                    if all(shape_of(o) == () for o in out):
+                        return stack(list(out))
+                else:
+                    try:
+                        a = np.asarray(out, dtype=float)
+                    except (TypeError, ValueError):
+                        a = None
+                    if a is not None and a.shape == (n,):
+                        return a
+        raise ModelError(
+            f"{self.name}: f(t, y, ...) must return dy/dt as a vector of length {n} "
+            f"(the length of y0); it returned {_describe(out)}")
+
+    # -- plain evaluations -------------------------------------------------------------
+    def value(self, t, y, args):
+        out = self.F(t, y, *args)
+        if type(out) is np.ndarray and out.shape == (self.n,) and out.dtype == _F64:
+            return out
+        out = self.state(out)
+        if isinstance(out, Box):
+            raise _closure_error(self.name)
+        return out
+
+    def jacobians(self, t, y, args, mask):
+        """``(F, J_y, [J_pj for j in mask])`` at plain ``(t, y, args)``: one recording
+        and one reverse sweep per state; ``J_pj`` has shape ``(n, size of args[j])``."""
+        n = self.n
+        with gc_paused_nested() as tape:
+            yl = Var(y, tape)
+            a = list(args)
+            leaves = []
+            for j in mask:
+                leaf = Var(args[j], tape)
+                a[j] = leaf
+                leaves.append(leaf)
+            out = self.state(self.F(t, yl, *a))
+            Jy = np.zeros((n, n))
+            Jp = [np.zeros((n, int(np.prod(leaf.shape, dtype=np.int64))))
+                  for leaf in leaves]
+            if not (type(out) is Var and out.tape is tape):
+                if isinstance(out, Box):
+                    raise _closure_error(self.name)
+                return out, Jy, Jp            # F depends on neither y nor p
+            fval = out.value
+            if isinstance(fval, Box):
+                raise _closure_error(self.name)
+            nodes = tape.nodes
+            for i in range(n):
+                if i:
+                    for node in nodes:
+                        node.adj = None
+                    yl.adj = None
+                    for leaf in leaves:
+                        leaf.adj = None
+                    tape.owned = {}
+                seed = np.zeros(n)
+                seed[i] = 1.0
+                out.adj = seed
+                sweep(nodes)
+                g = yl.adj
+                if g is not None:
+                    Jy[i] = g
+                for leaf, J in zip(leaves, Jp):
+                    g = leaf.adj
+                    if g is not None:
+                        J[i] = np.ravel(np.broadcast_to(g, leaf.shape))
+        return fval, Jy, Jp
+
+    def vjp(self, t, y, args, mask, lam):
+        """``(F, lam^T J_y, [lam^T J_pj (flat) for j in mask])`` in one reverse sweep."""
+        with gc_paused_nested() as tape:
+            yl = Var(y, tape)
+            a = list(args)
+            leaves = []
+            for j in mask:
+                leaf = Var(args[j], tape)
+                a[j] = leaf
+                leaves.append(leaf)
+            out = self.state(self.F(t, yl, *a))
+            if not (type(out) is Var and out.tape is tape):
+                if isinstance(out, Box):
+                    raise _closure_error(self.name)
+                return out, np.zeros(self.n), [np.zeros(leaf.size) for leaf in leaves]
+            if isinstance(out.value, Box):
+                raise _closure_error(self.name)
+            out.adj = np.array(lam, dtype=float)
+            sweep(tape.nodes)
+            gy = yl.adj
+            gy = np.zeros(self.n) if gy is None else np.array(gy, dtype=float)
+            gp = [np.zeros(leaf.size) if leaf.adj is None
+                  else np.ravel(np.broadcast_to(leaf.adj, leaf.shape)) for leaf in leaves]
+            return out.value, gy, gp
+
+    def jac(self, t, y, args):
+        """``J_y`` at plain values (BDF's Newton iterations)."""
+        n = self.n
+        if n <= REVERSE_MAX_N or not self._forward_ok:
+            return self.jacobians(t, y, args, ())[1]
+        try:
+            _, dV = forward_tangent(self, t, y, args, (), np.eye(n), (), n)
+        except DifferentiationError:
+            self._forward_ok = False
+            return self.jacobians(t, y, args, ())[1]
+        return np.asarray(dV).T                # row k of dV is J_y e_k
+
+    def tangent(self, t, y, args, mask, V, D):
+        """``(F, dV)`` with ``dV = V J_y^T + sum_j D_j J_pj^T`` at plain values; ``V``
+        is ``(k, n)``, ``D[j]`` is ``(k,) + shape(args[mask[j]])``."""
+        if self.n > REVERSE_MAX_N and self._forward_ok:
+            try:
+                return forward_tangent(self, t, y, args, mask, V, D, V.shape[0])
+            except DifferentiationError:
+                # a primitive of F without a forward rule: use reverse sweeps instead
+                self._forward_ok = False
+        f, Jy, Jp = self.jacobians(t, y, args, mask)
+        dV = V @ Jy.T
+        k = V.shape[0]
+        for d, J in zip(D, Jp):
+            dV += np.reshape(d, (k, -1)) @ J.T
+        return f, dV
+
+    # -- derived systems ---------------------------------------------------------------
+    def tangent_system(self, k, mask, nargs):
+        """The system of ``y`` and ``k`` tangent copies (cached per ``(k, mask)``)."""
+        key = (k, tuple(mask), nargs)
+        s = self._tangents.get(key)
+        if s is None:
+            s = self._tangents[key] = TangentRHS(self, k, tuple(mask), nargs)
+        return s
+
+
+def forward_tangent(rhs, t, y, args, mask, V, D, k):
+    """``(F, tangent)`` of ``rhs.F`` in ``k`` directions at once (vector-mode forward):
+    ``y`` perturbed by the rows of ``V`` and ``args[mask[j]]`` by ``D[j]``. Works on
+    plain and traced values alike (a forward trace above every level in use)."""
+    a = list(args)
+    with forward_scope((k,)) as tr:
+        for j, d in zip(mask, D):
+            a[j] = Dual(args[j], d, tr)
+        out = rhs.state(rhs.F(t, Dual(y, V, tr), *a))
+        if isinstance(out, Dual) and out.tape is tr:
+            val, tan = out.value, out.tangent
+        else:
+            val, tan = out, np.zeros((k, rhs.n))
+    if isinstance(val, Box) and not any(isinstance(x, Box) for x in (t, y, V, *args, *D)):
+        raise _closure_error(rhs.name)
+    return val, tan
+
+
+class TangentRHS(OdeRHS):
+    """``[y, v_1..v_k]' = [F, J_y v_b + J_p d_b]``: the parent system with ``k``
+    tangent copies; arguments are the parent's ``nargs`` followed by one direction
+    array ``(k,) + shape(p)`` per perturbed argument (``mask``)."""
+
+    __slots__ = ("parent", "k", "mask", "nargs")
+
+    def __init__(self, parent, k, mask, nargs):
+        N = parent.n
+        self.parent = parent
+        self.k = k
+        self.mask = mask
+        self.nargs = nargs
+
+        def F(t, z, *allargs):
+            y = z[:N]
+            V = reshape(z[N:], (k, N))
+            val, tan = forward_tangent(parent, t, y, allargs[:nargs], mask, V,
+                                       allargs[nargs:], k)
+            return concatenate([val, reshape(tan, (k * N,))])
+
+        super().__init__(F, N * (1 + k), parent.name)
+
+    def value(self, t, z, allargs):
+        N = self.parent.n
+        m = self.nargs
+        f, dV = self.parent.tangent(t, z[:N], allargs[:m], self.mask,
+                                    z[N:].reshape(self.k, N), allargs[m:])
+        if isinstance(f, Box) or isinstance(dV, Box):
+            raise _closure_error(self.name)
+        out = np.empty(self.n)
+        out[:N] = f
+        out[N:] = np.ravel(dV)
+        return out
+
+    def jac(self, t, z, allargs):
+        """Block-diagonal approximation ``I (x) J_y``: the exact Jacobian adds blocks
+        of second derivatives below the diagonal. The Newton iterations of BDF only
+        need an approximation (it changes their convergence rate, not the solution):
+        CVODES' simultaneous-corrector approximation."""
+        N = self.parent.n
+        Jy = self.parent.jac(t, z[:N], allargs[:self.nargs])
+        if self.n > _SPARSE_FROM:
+            return _sparse.kron(_sparse.identity(1 + self.k, format="csc"),
+                                _sparse.csc_matrix(Jy), format="csc")
+        return np.kron(np.eye(1 + self.k), Jy)
+
+
+def _describe(out):
+    if isinstance(out, Box):
+        return f"a traced value of shape {out.shape}"
+    if isinstance(out, (list, tuple)):
+        return f"a {type(out).__name__} of length {len(out)}"
+    try:
+        return f"shape {np.shape(out)}"
+    except Exception:   # noqa: BLE001 - only describing it
+        return repr(type(out))
