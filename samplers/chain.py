@@ -204,24 +204,20 @@ def run(model, state, n_iterations=None, on_iteration=None):
 
 
 def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
-    """Static HMC (Stan's ``static_hmc``): L = max(1, round(int_time / eps)) leapfrog
+    """Static HMC (Stan's ``static_hmc``): L = max(1, round(int_time / eps)) integrator
     steps, then a Metropolis accept/reject on the energy difference."""
-    from .hamiltonian import leapfrog
-    p0 = metric.sample_momentum(rng)
-    z0 = Point(z.q, p0, z.lp, z.grad)
-    H0 = -z0.lp + metric.kinetic(p0)
-    n = max(1, int(int_time / eps + 0.5))
-    z1 = z0
-    for _ in range(n):
-        z1 = leapfrog(model, metric, z1, eps)
-        if not math.isfinite(z1.lp):
-            break
-    h = -z1.lp + metric.kinetic(z1.p) if math.isfinite(z1.lp) else math.inf
-    if math.isnan(h):
-        h = math.inf
+    with np.errstate(all="ignore"):
+        z0 = metric.start(model, z, rng)
+        H0 = z0.h
+        n = max(1, int(int_time / eps + 0.5))
+        z1 = z0
+        for _ in range(n):
+            z1 = metric.step(model, z1, eps)
+            if z1.h == math.inf:
+                break
+    h = z1.h
     accept = min(1.0, math.exp(H0 - h)) if h < math.inf else 0.0
     divergent = h - H0 > 1000.0
     out = z1 if rng.uniform() < accept else z0
-    energy = -out.lp + metric.kinetic(out.p)
-    return out, nuts.TransitionInfo(accept, n, 0, divergent, energy,
-                                    int(not math.isfinite(z1.lp)), energy - H0, h - H0)
+    return out, nuts.TransitionInfo(accept, n, 0, divergent, out.h,
+                                    int(z1.lp == -math.inf), out.h - H0, h - H0)

@@ -14,6 +14,8 @@ Samplers (NUTS, static HMC, and the Riemannian sampler with its own metric) are
 written against these small pieces, BlackJAX-style, not against a model.
 """
 
+import math
+
 import numpy as np
 from scipy.linalg import solve_triangular
 
@@ -26,18 +28,25 @@ RejectedPoint = (ArithmeticError, ValueError, np.linalg.LinAlgError)
 
 
 class Point:
-    """A phase-space point: position, momentum, log density and its gradient."""
+    """A phase-space point: position ``q``, momentum ``p``, log density ``lp`` and its
+    gradient, plus what the trajectory needs at every state: the velocity ``v``
+    (``dK/dp``, "p sharp") and the Hamiltonian ``h`` (``inf`` for a failed point).
+    ``aux`` is for metrics that depend on ``q`` (the Riemannian sampler caches its
+    metric's factorisation there)."""
 
-    __slots__ = ("q", "p", "lp", "grad")
+    __slots__ = ("q", "p", "lp", "grad", "v", "h", "aux")
 
-    def __init__(self, q, p, lp, grad):
+    def __init__(self, q, p, lp, grad, v=None, h=None, aux=None):
         self.q = q
         self.p = p
         self.lp = lp
         self.grad = grad
+        self.v = v
+        self.h = h
+        self.aux = aux
 
     def copy(self):
-        return Point(self.q, self.p, self.lp, self.grad)
+        return Point(self.q, self.p, self.lp, self.grad, self.v, self.h, self.aux)
 
 
 def log_density_point(model, q):
@@ -73,6 +82,26 @@ class UnitMetric:
 
     def velocity(self, p):
         return p
+
+    # ---- the interface the trajectory code (nuts.py, static HMC) is written against;
+    # the Riemannian metric implements the same two methods with its own integrator
+    def start(self, model, z, rng):
+        """``z`` with a fresh momentum ``p ~ N(0, M)``, its velocity and Hamiltonian."""
+        p = self.sample_momentum(rng)
+        v = self.velocity(p)
+        h = _energy(z.lp, p, v)
+        return Point(z.q, p, z.lp, z.grad, v, h, z.aux)
+
+    def step(self, model, z, eps):
+        """One leapfrog step (see :func:`leapfrog`)."""
+        return leapfrog(model, self, z, eps)
+
+
+def _energy(lp, p, v):
+    # H = -log p(q) + p.v / 2 for every Euclidean metric (K = p^T M^-1 p / 2); any
+    # non-finite piece (a failed density, a NaN gradient carried into p) gives inf
+    h = -lp + 0.5 * float(p @ v)
+    return h if -math.inf < h < math.inf else math.inf
 
 
 class DiagMetric(UnitMetric):
@@ -147,14 +176,24 @@ def make_metric(kind, dim, inv=None):
 
 def leapfrog(model, metric, z, eps):
     """One leapfrog step of size ``eps`` (negative: backwards) from point ``z``:
-    half kick, drift, half kick. Returns a new point (``lp = -inf`` if the log
-    density failed there; the caller's energy check rejects it)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        p = z.p + 0.5 * eps * z.grad
-        q = z.q + eps * metric.velocity(p)
-    lp, g, _ = log_density_point(model, q)
-    if not np.isfinite(lp):
-        return Point(q, p, -np.inf, g)
-    with np.errstate(over="ignore", invalid="ignore"):
-        p = p + 0.5 * eps * g
-    return Point(q, p, lp, g)
+    half kick, drift, half kick. Returns a new point with its velocity and
+    Hamiltonian; a point whose log density failed (raised, or is not finite, or has
+    a non-finite gradient) has ``h = inf`` and ``lp = -inf`` and is rejected by the
+    caller's energy check.
+
+    Called inside ``np.errstate(all="ignore")`` by the transitions (set once per
+    transition, not per step: a non-finite value here is a rejection, not news).
+    """
+    half = 0.5 * eps
+    p = z.p + half * z.grad
+    q = z.q + eps * metric.velocity(p)
+    try:
+        lp, g = model.log_density_gradient(q)
+    except RejectedPoint:
+        return Point(q, p, -math.inf, None, p, math.inf)
+    p = p + half * g
+    v = metric.velocity(p)
+    h = _energy(lp, p, v)
+    if h == math.inf:
+        return Point(q, p, -math.inf, g, v, math.inf)
+    return Point(q, p, lp, g, v, h)

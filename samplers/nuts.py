@@ -28,7 +28,6 @@ import math
 
 import numpy as np
 
-from .hamiltonian import Point, leapfrog
 
 __all__ = ["transition", "TransitionInfo"]
 
@@ -60,12 +59,6 @@ def _lse(a, b):
     return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
-def _hamiltonian(metric, z):
-    if not math.isfinite(z.lp):
-        return math.inf
-    return -z.lp + metric.kinetic(z.p)
-
-
 class _Tree:
     """Mutable bookkeeping shared by one transition's recursion."""
 
@@ -87,7 +80,7 @@ class _Tree:
 
 
 def _criterion(v_minus, v_plus, rho):
-    return float(v_plus @ rho) > 0 and float(v_minus @ rho) > 0
+    return v_plus @ rho > 0 and v_minus @ rho > 0
 
 
 def _build(t, z, depth, sign):
@@ -97,21 +90,19 @@ def _build(t, z, depth, sign):
     where ``z_end`` is the last state integrated (the next subtree starts there).
     """
     if depth == 0:
-        z = leapfrog(t.model, t.metric, z, sign * t.eps)
+        z = t.metric.step(t.model, z, sign * t.eps)
         t.n_leapfrog += 1
-        if z.lp == -math.inf:
-            t.n_failed += 1
-        h = _hamiltonian(t.metric, z)
-        if math.isnan(h):
-            h = math.inf
-        if abs(h - t.H0) > abs(t.max_err):
-            t.max_err = h - t.H0
-        if h - t.H0 > t.max_delta_h:
+        h = z.h                          # inf for a failed point (and for NaN energy)
+        if h == math.inf:
+            t.n_failed += z.lp == -math.inf
+        err = h - t.H0
+        if abs(err) > abs(t.max_err):
+            t.max_err = err
+        if err > t.max_delta_h:
             t.divergent = True
-        d = t.H0 - h
+        d = -err
         t.sum_metro += 1.0 if d > 0 else math.exp(d)
-        v = t.metric.velocity(z.p)
-        return (not t.divergent, z, z, d, z.p, z.p, z.p, v, v)
+        return (not t.divergent, z, z, d, z.p, z.p, z.p, z.v, z.v)
 
     ok, z, prop, lw_init, rho_init, p_beg, p_init_end, v_beg, v_init_end = \
         _build(t, z, depth - 1, sign)
@@ -134,21 +125,30 @@ def _build(t, z, depth, sign):
 
 def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     """One NUTS transition from point ``z`` (its ``q``, ``lp``, ``grad``; the momentum
-    is resampled). Returns ``(new point, TransitionInfo)``."""
-    p0 = metric.sample_momentum(rng)
-    z = Point(z.q, p0, z.lp, z.grad)
-    H0 = _hamiltonian(metric, z)
+    is resampled). Returns ``(new point, TransitionInfo)``.
+
+    ``metric`` supplies ``start(model, z, rng)`` (fresh momentum, velocity and
+    Hamiltonian) and ``step(model, z, eps)`` (one integrator step): the Euclidean
+    metrics with the leapfrog, the Riemannian one with the implicit leapfrog."""
+    with np.errstate(all="ignore"):
+        return _transition(model, metric, z, eps, rng, max_depth, max_delta_h)
+
+
+def _transition(model, metric, z, eps, rng, max_depth, max_delta_h):
+    z = metric.start(model, z, rng)
+    H0 = z.h
     t = _Tree(model, metric, eps, rng, H0, max_delta_h)
     sample = z
     z_fwd = z_bck = z
-    v0 = metric.velocity(p0)
+    p0, v0 = z.p, z.v
     p_fwd_bck = p_fwd_fwd = p_bck_fwd = p_bck_bck = p0
     v_fwd_bck = v_fwd_fwd = v_bck_fwd = v_bck_bck = v0
-    rho = p0.copy()
+    rho = p0
     log_w = 0.0                                       # the initial point: exp(H0 - H0)
     depth = 0
+    uniform = rng.uniform
     while depth < max_depth:
-        if rng.uniform() > 0.5:
+        if uniform() > 0.5:
             rho_bck = rho
             p_bck_fwd, v_bck_fwd = p_fwd_fwd, v_fwd_fwd
             ok, z_fwd, prop, lw_sub, rho_fwd, p_fwd_bck, p_fwd_fwd, v_fwd_bck, v_fwd_fwd = \
@@ -162,7 +162,7 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
             break
         depth += 1
         # biased progressive sampling: prefer the new subtree
-        if lw_sub > log_w or rng.uniform() < math.exp(lw_sub - log_w):
+        if lw_sub > log_w or uniform() < math.exp(lw_sub - log_w):
             sample = prop
         log_w = _lse(log_w, lw_sub)
         rho = rho_bck + rho_fwd
@@ -172,6 +172,6 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         if not persist:
             break
     accept = t.sum_metro / t.n_leapfrog if t.n_leapfrog else 0.0
-    energy = _hamiltonian(metric, sample)
+    energy = sample.h
     return sample, TransitionInfo(accept, t.n_leapfrog, depth, t.divergent, energy,
                                   t.n_failed, energy - H0, t.max_err)
