@@ -59,8 +59,9 @@ def _pade_coefficients(m):
 _COEF = {m: _pade_coefficients(m) for m in (3, 5, 7, 9, 13)}
 # theta_m: the largest ||A||_1 for which the backward error of r_m is below the unit
 # roundoff 2^-53 (Higham 2005, Table 2.3)
-_THETA = ((3, 1.495585217958292e-2), (5, 2.539398330063230e-1),
-          (7, 9.504178996162932e-1), (9, 2.097847961257068e0))
+_THETAS = np.array([1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
+                    2.097847961257068e0])
+_DEGREES = (3, 5, 7, 9, 13)
 _THETA13 = 5.371920351148152e0
 
 
@@ -87,50 +88,81 @@ def _pade_uv(a, m):
     return a @ u_even, v
 
 
-def _expm_one(a):
-    """expm of one square float matrix (Higham 2005, Algorithm 2.3)."""
-    n = a.shape[0]
-    if n == 0:
-        return np.empty((0, 0))
-    if not np.all(np.isfinite(a)):
-        # no meaningful value: NaN everywhere (as Stan's matrix_exp propagates NaN)
-        return np.full((n, n), np.nan)
+def _expm_stack(a):
+    """expm of a stack ``(k, n, n)`` of float matrices (Higham 2005, Algorithm 2.3),
+    vectorised: the matrices are grouped by Pade degree, each group evaluated with
+    batched products and one batched solve, and the degree-13 group squared with
+    per-matrix counts s (a masked squaring: matrix i stops after its own s_i)."""
+    n = a.shape[-1]
+    finite = np.isfinite(a).all(axis=(1, 2))
     if n == 1:
-        return np.exp(a)
-    norm = float(np.max(np.sum(np.abs(a), axis=0)))       # ||A||_1
-    s = 0
-    for m, theta in _THETA:
-        if norm <= theta:
-            break
-    else:
-        m = 13
-        if norm > _THETA13:
-            s = int(math.ceil(math.log2(norm / _THETA13)))
-            a = a * 2.0 ** -s
+        out = np.exp(a)
+        out[~finite] = np.nan
+        return out
+    norm = np.abs(a).sum(axis=1).max(axis=1)                   # ||A||_1 per matrix
+    # the smallest degree whose theta_m covers the norm; beyond theta_9: degree 13
+    deg = np.searchsorted(_THETAS, norm)
     # an exponential beyond the float range overflows to inf (and inf - inf to NaN in
     # the products that follow): the value says so, numpy's warnings would only repeat it
     with np.errstate(over="ignore", invalid="ignore"):
-        u, v = _pade_uv(a, m)
-        # r_m = (V - U)^-1 (V + U): one LU solve (LAPACK dgesv: no warnings)
-        _, _, r, info = _dgesv(v - u, v + u)
-        if info != 0:
-            # q_m(A) is nonsingular for ||A||_1 <= theta_m (Higham 2005, Lemma 2.5):
-            # only an overflow to inf/NaN inside the powers gets here
-            return np.full((n, n), np.nan)
-        for _ in range(s):
-            r = r @ r
+        if len(a) == 1:                                        # the common case
+            if not finite[0]:
+                return np.full(a.shape, np.nan)
+            return _pade_group(a, _DEGREES[deg[0]], norm)
+        # no meaningful value for a NaN or infinite entry: NaN everywhere (as Stan)
+        out = np.full(a.shape, np.nan)
+        for d in np.unique(deg[finite]):
+            idx = np.flatnonzero(finite & (deg == d))
+            out[idx] = _pade_group(a[idx], _DEGREES[d], norm[idx])
+    return out
+
+
+def _pade_group(x, m, norm):
+    """r_m of every matrix of the stack ``x`` (one degree), scaled and squared."""
+    s = None
+    if m == 13:
+        s = np.maximum(0, np.ceil(np.log2(norm / _THETA13))).astype(int)
+        x = x * np.ldexp(1.0, -s)[:, None, None]
+    u, v = _pade_uv(x, m)
+    r = _solve_stack(v - u, v + u)             # r_m = (V - U)^-1 (V + U)
+    if s is not None:
+        top = int(s.max())
+        if top and s.min() == top:
+            for _ in range(top):
+                r = r @ r
+        else:
+            for j in range(top):
+                live = j < s
+                r[live] = r[live] @ r[live]
     return r
 
 
-@primitive
-def _expm(a):
+def _solve_stack(q, p):
+    if len(q) == 1:
+        _, _, r, info = _dgesv(q[0], p[0])
+        return r[None] if info == 0 else np.full(p.shape, np.nan)
+    try:
+        return np.linalg.solve(q, p)
+    except np.linalg.LinAlgError:
+        # q_m(A) is nonsingular for ||A||_1 <= theta_m (Higham 2005, Lemma 2.5): only
+        # an overflow to inf/NaN inside the powers gets here; solve one by one
+        out = np.full(p.shape, np.nan)
+        for i in range(len(q)):
+            _, _, r, info = _dgesv(q[i], p[i])
+            if info == 0:
+                out[i] = r
+        return out
+
+
+def _expm_raw(a):
     a = np.asarray(a, dtype=np.float64)
-    if a.ndim == 2:
-        return _expm_one(a)
-    out = np.empty(a.shape)
-    for idx in np.ndindex(a.shape[:-2]):
-        out[idx] = _expm_one(a[idx])
-    return out
+    s = a.shape
+    if a.size == 0:
+        return np.empty(s)
+    return _expm_stack(a.reshape((-1,) + s[-2:])).reshape(s)
+
+
+_expm = primitive(_expm_raw, name="matrix_exp")
 
 
 # --------------------------------------------------------------------------------------
@@ -143,9 +175,14 @@ def _mT(x):
     return transpose(x, tuple(axes))
 
 
-def _norm1(x):
-    """||X||_1 of each matrix of a plain stack, shaped (..., 1, 1)."""
-    return np.max(np.sum(np.abs(x), axis=-2), axis=-1)[..., None, None]
+def _scale(av, ev):
+    """c = ||A||_1 / ||E||_1 per matrix (1 where either is 0 or not finite), shaped to
+    broadcast against the stack: the factor that brings E to the size of A."""
+    na = np.abs(av).sum(axis=-2).max(axis=-1)
+    ne = np.abs(ev).sum(axis=-2).max(axis=-1)
+    ok = (ne > 0) & np.isfinite(ne) & np.isfinite(na)
+    c = np.where(ok & (na > 0), na, 1.0) / np.where(ok, ne, 1.0)
+    return c[..., None, None]
 
 
 def frechet(a, e):
@@ -167,19 +204,21 @@ def frechet(a, e):
     """
     sa, se = shape_of(a), shape_of(e)
     n = sa[-1]
-    if se != sa:
-        a = broadcast_to(a, se)
     # L is linear in E: scale E to the size of A (a plain constant per matrix, so the
     # derivative of the rescaling is exact) to keep the block's norm, and with it the
     # number of squarings, close to that of A alone.
-    av = np.broadcast_to(np.asarray(value_of(a), dtype=float), se)
+    av = np.asarray(value_of(a), dtype=float)
     ev = np.asarray(value_of(e), dtype=float)
-    ne = _norm1(ev)
-    na = _norm1(av)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(ne > 0, np.where(na > 0, na, 1.0) / np.where(ne > 0, ne, 1.0), 1.0)
-    if not np.all(np.isfinite(c)):
-        c = np.ones_like(c)
+    c = _scale(av, ev)
+    if not isinstance(a, Box) and not isinstance(e, Box):
+        # first order on plain floats: assemble the block directly
+        big = np.zeros(se[:-2] + (2 * n, 2 * n))
+        big[..., :n, :n] = av
+        big[..., n:, n:] = av
+        big[..., :n, n:] = ev * c
+        return _expm_raw(big)[..., :n, n:] / c
+    if se != sa:
+        a = broadcast_to(a, se)
     zero = np.zeros(se)
     top = concatenate([a, e * c], axis=-1)
     bottom = concatenate([zero, a], axis=-1)
