@@ -367,11 +367,11 @@ def _solve(pb, xs, dense=False):
     def fun(t, y):
         return rhs.value(float(t), y, args)
 
-    jac = None
-    if pb.ctl.method == "bdf":
-        def jac(t, y):
-            return rhs.jac(float(t), y, args)
-    Y, sol, _ = integrate(fun, np.asarray(y0, dtype=float), t0, ts, pb.ctl, jac, dense)
+    def jac(t, y):
+        return rhs.jac(float(t), y, args)
+
+    Y, sol, _ = integrate(fun, np.asarray(y0, dtype=float), t0, ts, pb.ctl,
+                          jac if pb.ctl.method == "bdf" else None, dense)
     return Y, sol
 
 
@@ -598,16 +598,14 @@ def _adjoint_vjp(pb, vals, positions, g, sol, Y):
             out[N:] = -np.concatenate(bs)
         return out
 
-    jac = None
-    if bwd.method == "bdf":
+    def jac(t, z):
         # d(-J_y^T lambda)/d lambda = -J_y^T; the quadrature rows' dependence on
         # lambda (-J_p^T) is left out: it would need J_p, and mu does not feed back,
         # so the Newton iterations converge without it
-        def jac(t, z):
-            t = float(t)
-            M = np.zeros((n, n))
-            M[:N, :N] = -rhs.jac(t, sol(t), args).T
-            return M
+        t = float(t)
+        M = np.zeros((n, n))
+        M[:N, :N] = -rhs.jac(t, sol(t), args).T
+        return M
     atol_b = bwd.atol_for(N)
     atol = np.concatenate([np.broadcast_to(atol_b, (N,)), np.full(P, quad_atol)])
     z = np.zeros(n)
@@ -621,7 +619,8 @@ def _adjoint_vjp(pb, vals, positions, g, sol, Y):
         j[:N] = gi
         return j
 
-    z = integrate_backward(fun, z, ts, t0, jumps, bwd, atol, jac)
+    z = integrate_backward(fun, z, ts, t0, jumps, bwd, atol,
+                           jac if bwd.method == "bdf" else None)
     lam = z[:N]
     out = {}
     if 0 in positions:

@@ -41,10 +41,14 @@ from ..math.structure import concatenate, reshape, stack
 
 __all__ = ["OdeRHS", "TangentRHS", "forward_tangent"]
 
-# Up to this many states, one recording and one reverse sweep per state are cheaper
-# than a vector-mode forward pass (whose per-operation cost is higher and grows with
-# the batch); measured with benchmarks/ode.py's PK-like systems.
-REVERSE_MAX_N = 4
+# Reverse sweeps (one per state) or one vector-mode forward pass? Both cost in
+# proportion to the number of operations of f; a forward operation carries a whole
+# batch of tangents (numpy arrays even when f works on scalars), a reverse sweep
+# only scalars or arrays of the node's size. Measured (benchmarks/ode.py; see
+# _choose): f written on scalars (y[0], y[1], ...) is cheaper by sweeps up to ~8
+# states, f written on vectors (A @ y) by the forward pass from 3 states.
+REVERSE_MAX_N_SCALAR = 8
+REVERSE_MAX_N_VECTOR = 2
 # A derived system larger than this gets a sparse (block-diagonal) Jacobian for BDF.
 _SPARSE_FROM = 80
 
@@ -62,14 +66,16 @@ def _closure_error(name):
 class OdeRHS:
     """``F(t, y, *args)`` (stanlite operations) with plain-value evaluators."""
 
-    __slots__ = ("F", "n", "name", "_tangents", "_forward_ok")
+    __slots__ = ("F", "n", "name", "_tangents", "_forward")
 
     def __init__(self, F, n, name):
         self.F = F
         self.n = n
         self.name = name
         self._tangents = {}
-        self._forward_ok = True
+        # use the forward pass for tangents and Jacobians? None: not decided yet
+        # (decided by the first recording, deterministically: see _choose)
+        self._forward = None if n > REVERSE_MAX_N_VECTOR else False
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.name} n={self.n}>"
@@ -135,6 +141,8 @@ class OdeRHS:
             if isinstance(fval, Box):
                 raise _closure_error(self.name)
             nodes = tape.nodes
+            if self._forward is None:
+                self._choose(nodes)
             for i in range(n):
                 if i:
                     for node in nodes:
@@ -181,27 +189,32 @@ class OdeRHS:
                   else np.ravel(np.broadcast_to(leaf.adj, leaf.shape)) for leaf in leaves]
             return out.value, gy, gp
 
+    def _choose(self, nodes):
+        """Decide between reverse sweeps and the forward pass from one recording of
+        f: scalar code (most nodes hold floats) favours sweeps for more states."""
+        scalars = sum(1 for node in nodes if type(node.value) is float)
+        limit = REVERSE_MAX_N_SCALAR if 2 * scalars >= len(nodes) else REVERSE_MAX_N_VECTOR
+        self._forward = self.n > limit
+
     def jac(self, t, y, args):
         """``J_y`` at plain values (BDF's Newton iterations)."""
         n = self.n
-        if n <= REVERSE_MAX_N or not self._forward_ok:
-            return self.jacobians(t, y, args, ())[1]
-        try:
-            _, dV = forward_tangent(self, t, y, args, (), np.eye(n), (), n)
-        except DifferentiationError:
-            self._forward_ok = False
-            return self.jacobians(t, y, args, ())[1]
-        return np.asarray(dV).T                # row k of dV is J_y e_k
+        if self._forward:
+            try:
+                _, dV = forward_tangent(self, t, y, args, (), np.eye(n), (), n)
+                return np.asarray(dV).T        # row k of dV is J_y e_k
+            except DifferentiationError:
+                self._forward = False          # a primitive without a forward rule
+        return self.jacobians(t, y, args, ())[1]
 
     def tangent(self, t, y, args, mask, V, D):
         """``(F, dV)`` with ``dV = V J_y^T + sum_j D_j J_pj^T`` at plain values; ``V``
         is ``(k, n)``, ``D[j]`` is ``(k,) + shape(args[mask[j]])``."""
-        if self.n > REVERSE_MAX_N and self._forward_ok:
+        if self._forward:
             try:
                 return forward_tangent(self, t, y, args, mask, V, D, V.shape[0])
             except DifferentiationError:
-                # a primitive of F without a forward rule: use reverse sweeps instead
-                self._forward_ok = False
+                self._forward = False          # a primitive without a forward rule
         f, Jy, Jp = self.jacobians(t, y, args, mask)
         dV = V @ Jy.T
         k = V.shape[0]
