@@ -211,7 +211,7 @@ class _Problem:
     def solve(self, params):
         be = _PlainBackend(self, self.all_args(params))
         x, J, steps = _iterate(be, self.x_guess, self)
-        lu, piv, rcond = _lu(J)
+        lu, piv, rcond = be.factor(J)
         if _singular(rcond, self.n):
             raise SolverError(
                 f"{self.name} ({self.method}): the Jacobian df/dx is singular at the root "
@@ -254,6 +254,7 @@ class _PlainBackend:
     def __init__(self, prob, args):
         self.prob = prob
         self.args = args
+        self.last = None        # (J, lu, piv, rcond) of the last factorisation
 
     def _check(self, F, J=None):
         if isinstance(F, Box) or isinstance(J, Box):
@@ -281,11 +282,20 @@ class _PlainBackend:
         self.prob.check_residual(F)
         return F, np.asarray(J, dtype=np.float64)
 
+    def factor(self, J):
+        """LU factors of ``J`` (kept: the last one is reused at the root)."""
+        last = self.last
+        if last is not None and last[0] is J:
+            return last[1:]
+        lu, piv, rcond = _lu(J)
+        self.last = (J, lu, piv, rcond)
+        return lu, piv, rcond
+
     def gauss_newton(self, J, F):
         """``-J^-1 F``, or ``None`` if ``J`` is numerically singular."""
         if not np.all(np.isfinite(J)):
             return None
-        lu, piv, rcond = _lu(J)
+        lu, piv, rcond = self.factor(J)
         if _singular(rcond, len(F)):
             return None
         return -_lu_solve(lu, piv, F)
@@ -296,9 +306,10 @@ class _TapedBackend:
 
     taped = True
 
-    def __init__(self, prob, args):
+    def __init__(self, prob, args, linear_solve=None):
         self.prob = prob
         self.args = args
+        self.linear_solve = linear_solve or solve
 
     def fun(self, x):
         F = self.prob.f(x, *self.args)
@@ -314,13 +325,13 @@ class _TapedBackend:
         Jv = np.asarray(value_of(J), dtype=float)
         if not np.all(np.isfinite(Jv)) or _singular(_lu(Jv)[2], len(Jv)):
             return None
-        return -solve(J, F)
+        return -self.linear_solve(J, F)
 
 
-def _fail(prob, msg, steps, fnorm):
-    raise SolverError(f"{prob.name} ({prob.method}): {msg} after {steps} steps; "
+def _fail(prob, msg, steps, fnorm, advice=""):
+    raise SolverError(f"{prob.name} ({prob.method}), after {steps} steps: {msg}; "
                       f"||f(x)|| = {fnorm:.3g} (f_tol = {prob.f_tol:g}, rel_tol = "
-                      f"{prob.rel_tol:g}, max_steps = {prob.max_steps})")
+                      f"{prob.rel_tol:g}, max_steps = {prob.max_steps}){advice}")
 
 
 def _iterate(be, x0, prob):
@@ -331,11 +342,13 @@ def _iterate(be, x0, prob):
         raise SolverError(f"{prob.name} ({prob.method}): f(x_guess, *args) is not finite "
                           f"(||f|| = {fnorm}); choose another x_guess")
     run = _powell if prob.method == "powell" else _newton
-    x, F, J, fnorm, steps = run(be, x0, F, J, fnorm, prob)
+    x, F, J, fnorm, steps, why = run(be, x0, F, J, fnorm, prob)
+    # as Stan: however the iterations stopped (converged, or no further progress
+    # possible), the point is accepted if and only if ||f|| <= f_tol
     if not fnorm <= prob.f_tol:
-        _fail(prob, "the iterations stopped (relative step below rel_tol) at a point that "
-                    "is not a root: ||f(x)|| exceeds f_tol. Try another x_guess, check that "
-                    "f has a root, or lower rel_tol", steps, fnorm)
+        _fail(prob, f"the iterations stopped ({why}) at a point that is not a root "
+                    "(||f(x)|| > f_tol)", steps, fnorm,
+              ". Try another x_guess, check that f has a root, or lower rel_tol")
     return x, J, steps
 
 
@@ -395,20 +408,36 @@ def _powell(be, x, F, J, fnorm, prob):
     with Newton-like steps near the root; a step is accepted when rho >= 1e-4. The
     Jacobian is the exact one, re-evaluated at every accepted point (hybrj uses
     Broyden updates between evaluations; AD makes the exact one affordable and the
-    convergence quadratic). Converged when delta <= rel_tol ||D x|| or f(x) = 0."""
+    convergence quadratic). Converged when delta <= rel_tol ||D x||, when the
+    Gauss-Newton step is below rel_tol (||D p|| <= rel_tol ||D x||; then it is taken),
+    or f(x) = 0. MINPACK's "no further progress" conditions (a radius at the roundoff
+    level of x, 10 steps without a 0.1% reduction of ||f||) stop the iterations too;
+    then, as in Stan, ||f|| <= f_tol decides."""
     D = _scaling(None, J)
     xnorm = _val(_norm(D * x))
     delta = 100.0 * xnorm if xnorm > 0 else 100.0
     gn = be.gauss_newton(J, F)
     steps = 0
+    why = "f(x) = 0"
     ncsuc = ncfail = nslow = 0
     while fnorm > 0:
+        if gn is not None and _val(_norm(D * gn)) <= prob.rel_tol * _val(_norm(D * x)):
+            # the Gauss-Newton correction is below rel_tol: take it (it squares the
+            # error) and stop. Without this test a problem solved to roundoff (a linear
+            # one, after one step) would wait for the noise in ||f|| to shrink delta
+            x = x + gn
+            F, J = be.fun_jac(x)
+            fnorm = _val(_norm(F))
+            steps += 1
+            why = "Gauss-Newton step below rel_tol"
+            break
         if steps >= prob.max_steps:
             _fail(prob, "no convergence (max_steps reached)", steps, fnorm)
         step = _dogleg(J, F, D, delta, gn)
         if step is None:
-            _fail(prob, "stuck where the Jacobian df/dx is singular and J^T f = 0 (a "
-                        "stationary point of ||f|| that is not a root)", steps, fnorm)
+            why = ("stuck where the Jacobian df/dx is singular and J^T f = 0: a "
+                   "stationary point of ||f||")
+            break
         p, pnorm = step
         pv = _val(pnorm)
         if steps == 0 and pv < _val(delta):
@@ -443,12 +472,20 @@ def _powell(be, x, F, J, fnorm, prob):
             D = _scaling(D, J)
             gn = be.gauss_newton(J, F)
         nslow = nslow + 1 if actred < 1e-3 else 0
-        if _val(delta) <= prob.rel_tol * _val(_norm(D * x)):
+        xnorm = _val(_norm(D * x))
+        if _val(delta) <= prob.rel_tol * xnorm:
+            why = "trust region below rel_tol"
+            break
+        # MINPACK's "no further improvement possible": steps at the roundoff level of
+        # x, or 10 steps without reducing ||f|| by 0.1% (typically: ||f|| is at the
+        # roundoff level of the residual itself)
+        if 0.1 * max(0.1 * _val(delta), pv) <= _EPS * xnorm:
+            why = "step at the roundoff level of x"
             break
         if nslow >= 10:
-            _fail(prob, "no progress (10 steps without reducing ||f|| by 0.1%)",
-                  steps, fnorm)
-    return x, F, J, fnorm, steps
+            why = "10 steps without reducing ||f|| by 0.1%"
+            break
+    return x, F, J, fnorm, steps, why
 
 
 def _newton(be, x, F, J, fnorm, prob):
@@ -460,6 +497,7 @@ def _newton(be, x, F, J, fnorm, prob):
     or f(x) = 0."""
     D = _scaling(None, J)
     steps = 0
+    why = "f(x) = 0"
     while fnorm > 0:
         gn = be.gauss_newton(J, F)
         if gn is None:
@@ -471,6 +509,7 @@ def _newton(be, x, F, J, fnorm, prob):
             F, J = be.fun_jac(x)
             fnorm = _val(_norm(F))
             steps += 1
+            why = "Newton step below rel_tol"
             break
         if steps >= prob.max_steps:
             _fail(prob, "no convergence (max_steps reached)", steps, fnorm)
@@ -484,8 +523,9 @@ def _newton(be, x, F, J, fnorm, prob):
             if phi <= (1.0 - 2e-4 * lam) * phi0:
                 break
             if lam < 1e-10:
-                _fail(prob, "the line search failed (no decrease of ||f|| along the "
-                            "Newton direction)", steps, fnorm)
+                # no decrease along the Newton direction (at a root, ||f|| is at its
+                # roundoff level): stop here and let f_tol decide
+                return x, F, J, fnorm, steps, "the line search found no decrease of ||f||"
             # minimiser of q(l) = phi0 - phi0 l + c l^2 through phi(lam)
             c = (phi - phi0 + phi0 * lam) / (lam * lam)
             lam_q = phi0 / (2.0 * c) if c > 0 and math.isfinite(c) else 0.0
@@ -495,7 +535,7 @@ def _newton(be, x, F, J, fnorm, prob):
         F, J = be.fun_jac(x, None if be.taped else F_new)
         fnorm = f1
         D = _scaling(D, J)
-    return x, F, J, fnorm, steps
+    return x, F, J, fnorm, steps, why
 
 
 # --------------------------------------------------------------------------------------
@@ -619,7 +659,7 @@ def solve_newton(f, x_guess, *args, rel_tol=1e-10, f_tol=1e-6, max_steps=200,
 
 
 def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6,
-                         max_steps=200, jac_x=None):
+                         max_steps=200, jac_x=None, linear_solve=None):
     """BENCHMARK BASELINE - not for models: the same iterations as
     :func:`algebra_solver`, run on traced values so that AD records every one of them.
 
@@ -630,6 +670,10 @@ def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_to
     nested differentiation inside every iteration. The super node
     (:func:`algebra_solver`) gives the exact derivative at a fraction of the cost;
     ``benchmarks/algebraic_solver.py`` measures the difference.
+
+    ``linear_solve(J, F) -> J^-1 F`` replaces the ``solve`` primitive (itself a matrix
+    super node) in the Gauss-Newton steps, e.g. by Gaussian elimination on scalar
+    nodes to mimic a solver templated on a scalar AD type.
 
     Example
     -------
@@ -642,6 +686,6 @@ def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_to
     """
     prob = _Problem("algebra_solver_taped", f, x_guess, args, method, rel_tol, f_tol,
                     max_steps, jac_x)
-    be = _TapedBackend(prob, list(args))
+    be = _TapedBackend(prob, list(args), linear_solve)
     x, _, _ = _iterate(be, prob.x_guess, prob)
     return x

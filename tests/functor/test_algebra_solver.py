@@ -245,14 +245,14 @@ def _one_compartment_jac(x, theta):
 @pytest.mark.parametrize("method", METHODS)
 def test_no_root_raises_solver_error(method):
     f = lambda x, t: x ** 2 + t                                          # noqa: E731
-    with pytest.raises(sl.SolverError, match=rf"algebra_solver \({method}\).*steps.*"
-                                             r"\|\|f\(x\)\|\| = .*f_tol"):
+    with pytest.raises(sl.SolverError, match=rf"algebra_solver \({method}\), after \d+ "
+                                             r"steps: .*\|\|f\(x\)\|\| = .*f_tol"):
         sl.algebra_solver(f, np.array([1.0]), np.array([1.0]), method=method)
 
 
 def test_max_steps_reached_names_the_limit():
     f = lambda x, t: sl.atan(x) - t                                      # noqa: E731
-    with pytest.raises(sl.SolverError, match=r"max_steps reached.*after 2 steps"):
+    with pytest.raises(sl.SolverError, match=r"\(powell\), after 2 steps: no convergence \(max_steps reached\)"):
         sl.algebra_solver(f, np.array([30.0]), np.array([0.2]), max_steps=2)
 
 
