@@ -1,0 +1,648 @@
+"""Riemannian-manifold HMC with Betancourt's SoftAbs metric and the implicit
+(generalised) leapfrog of Girolami & Calderhead.
+
+What lives here: the SoftAbs metric as an object with the two methods the trajectory
+code is written against (``start`` and ``step``, see :mod:`.hamiltonian`), so the
+NUTS tree of :mod:`.nuts` and the static trajectory of :mod:`.chain` run on it
+unchanged; the Hamiltonian and its gradients; the kernels ``sampler="rhmc"`` uses.
+
+The metric (Betancourt 2013, arXiv:1212.4693, sec. 4). With ``A(q)`` the Hessian of
+the potential ``U(q) = -log p(q)`` and its eigendecomposition ``A = Q diag(lam) Q^T``,
+
+    Sigma(q) = Q diag(f(lam)) Q^T,     f(lam) = lam coth(alpha lam)
+
+a smooth absolute value: ``f(lam) -> |lam|`` for ``alpha |lam| >> 1`` and
+``f(lam) -> 1/alpha`` as ``lam -> 0``, so ``Sigma`` is positive definite even where
+``A`` is not (a funnel's mouth, a banana's flanks, a saddle). The Hamiltonian is
+
+    H(q, p) = U(q) + 1/2 log det Sigma(q) + 1/2 p^T Sigma(q)^-1 p
+            = U(q) + phi(q) + tau(q, p).
+
+Its gradient in ``q`` needs ``dSigma/dq_i`` - third derivatives of log p. By the
+Daleckii-Krein formula (Betancourt's eq. for the "pseudo-Jacobian")
+
+    dSigma/dq_i = Q (J o (Q^T dA/dq_i Q)) Q^T,
+    J_kl = (f(lam_k) - f(lam_l)) / (lam_k - lam_l),   J_kk = f'(lam_k)
+
+(``o`` the elementwise product), so that with ``u = Sigma^-1 p`` in the eigenbasis,
+``u = diag(1/f) Q^T p``,
+
+    dphi/dq_i = 1/2 tr(Sigma^-1 dSigma_i)          = tr(M_phi dA/dq_i),
+                M_phi = 1/2 Q diag(J_kk / f_k) Q^T
+    dtau/dq_i = -1/2 p^T Sigma^-1 dSigma_i Sigma^-1 p = tr(M_tau dA/dq_i),
+                M_tau = -1/2 Q (J o u u^T) Q^T
+
+and the whole q-gradient is ``dH/dq = -grad log p + grad_q tr(M A(q))`` with
+``M = M_phi + M_tau`` held constant: one vector-Jacobian product of the map
+``q -> A(q)`` with cotangent ``M`` (the contraction ``sl.grad_trace_mat_hessian``
+computes), never the n^3 tensor. ``dH/dp = Sigma^-1 p`` is the velocity ("p sharp").
+
+The integrator (Girolami & Calderhead 2011, eqs. 16-18), with ``e = eps / 2``:
+
+    p_h = p_0 - e dH/dq(q_0, p_h)                            (implicit in p_h)
+    q_1 = q_0 + e [dH/dp(q_0, p_h) + dH/dp(q_1, p_h)]       (implicit in q_1)
+    p_1 = p_h - e dH/dq(q_1, p_h)                            (explicit)
+
+symmetric (``step(-eps)`` from ``(q_1, p_1)`` returns to ``(q_0, p_0)``) and
+volume-preserving when the two fixed points are solved exactly. They are solved by
+fixed-point iteration to ``fixed_point_tol`` in the metric's own norm (``|dp|`` in
+``Sigma^-1``, ``|dq|`` in ``Sigma``: standard deviations, so one tolerance fits every
+scale of a funnel), at most ``max_fixed_point`` iterations; an iteration that does
+not converge, stops contracting, or meets a failing density is a *divergence*
+(``h = inf``): the step size was too large for the local curvature, and the tree
+stops there as it does for an energy blow-up.
+
+Cost and caching. Per step: the momentum fixed point at ``q_0`` records the map
+``q -> A(q)`` once (forward-over-reverse Hessian on a tape, :func:`sl.hessian`) and
+sweeps it backwards once per iteration (reverse over forward-over-reverse: each
+sweep is one ``grad tr(M A)`` for a new ``M``); the position fixed point needs the
+Hessian and its eigendecomposition at each new iterate (inherent); the final
+momentum half-step records once more at ``q_1`` and sweeps once, and that recording
+also gives the Hessian whose eigendecomposition the returned point caches in
+``Point.aux`` (the :class:`Geometry`), so the next step and the next transition start
+without recomputing it. :data:`PROFILE` accumulates the time split (Hessians,
+eigendecompositions, third-order sweeps, fixed-point iterations).
+
+The NUTS criterion generalises unchanged (Betancourt 2013, arXiv:1304.1920): ``rho``
+is the sum of the momenta and the ends' velocities are ``p_sharp = Sigma(q)^-1 p`` -
+exactly ``Point.v`` here.
+
+``alpha`` defaults to 1.0, Stan's default (``softabs_point.hpp`` and CmdStan's
+``alpha`` argument); larger ``alpha`` follows the Hessian's absolute value more
+closely (eigenvalues below ``1/alpha`` are lifted to about ``1/alpha``).
+"""
+
+import math
+import time
+
+import numpy as np
+
+from .hamiltonian import Point, RejectedPoint
+
+__all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative",
+           "softabs_divided_differences", "make_kernel", "static_transition",
+           "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
+
+#: ``sampler_options`` of ``model.sample(sampler="rhmc")`` and their defaults
+OPTION_DEFAULTS = {
+    "alpha": 1.0,             # SoftAbs sharpness (Stan's default)
+    "num_steps": None,        # None: NUTS trajectories; an int L: static, L steps
+    "fixed_point_tol": 1e-8,  # in the metric's norm (standard deviations)
+    "max_fixed_point": 50,    # iterations per implicit half-step before a divergence
+}
+
+#: process-wide counters and seconds (``reset_profile()`` zeroes them); benchmarks
+#: read them to split the time between the pieces of the integrator
+PROFILE = {}
+
+
+def reset_profile():
+    """Zero :data:`PROFILE`: counts (``hessians``, ``recordings``, ``sweeps``,
+    ``eighs``, ``steps``, ``p_iterations``, ``q_iterations``, ``fp_failures``) and
+    seconds (``t_hessian``, ``t_eigh``, ``t_sweep``, ``t_fixed_point``, ``t_step``)."""
+    PROFILE.clear()
+    PROFILE.update({k: 0 for k in ("hessians", "recordings", "sweeps", "eighs", "steps",
+                                   "p_iterations", "q_iterations", "fp_failures")})
+    PROFILE.update({k: 0.0 for k in ("t_hessian", "t_eigh", "t_sweep", "t_fixed_point",
+                                     "t_step")})
+
+
+reset_profile()
+_clock = time.perf_counter
+
+# |alpha lam| below which f and its divided differences use their Taylor series, and
+# above which coth(alpha lam) = 1 to double precision (2 e^-36 < 1e-15)
+_SMALL = 0.02
+_LARGE = 18.0
+
+
+# ----------------------------------------------------------------------------------------
+# the SoftAbs map of the eigenvalues and its derivatives
+# ----------------------------------------------------------------------------------------
+def softabs(lam, alpha):
+    """``f(lam) = lam coth(alpha lam)``, elementwise, without cancellation or overflow.
+
+    Series ``(1 + x^2/3 - x^4/45 + 2 x^6/945) / alpha`` (``x = alpha lam``) for
+    ``|x| < 0.02``; ``|lam|`` for ``|x| > 18`` (exact in double precision).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from stanlite.samplers.rhmc import softabs
+    >>> softabs(np.array([-3.0, 0.0, 1e-9, 30.0]), alpha=1.0).round(6)
+    array([ 3.014909,  1.      ,  1.      , 30.      ])
+    """
+    lam = np.asarray(lam, dtype=float)
+    x = alpha * lam
+    ax = np.abs(x)
+    x2 = x * x
+    series = (1.0 + x2 * (1.0 / 3.0 + x2 * (-1.0 / 45.0 + x2 * (2.0 / 945.0)))) / alpha
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mid = lam / np.tanh(x)
+    return np.where(ax < _SMALL, series, np.where(ax > _LARGE, np.abs(lam), mid))
+
+
+def softabs_derivative(lam, alpha):
+    """``f'(lam) = coth(x) - x / sinh(x)^2`` with ``x = alpha lam`` (in (-1, 1)).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from stanlite.samplers.rhmc import softabs_derivative
+    >>> softabs_derivative(np.array([-30.0, 0.0, 0.5]), alpha=1.0).round(6)
+    array([-1.      ,  0.      ,  0.322606])
+    """
+    lam = np.asarray(lam, dtype=float)
+    x = alpha * lam
+    ax = np.abs(x)
+    x2 = x * x
+    # d/dlam of the series above: alpha * (2x/3 - 4x^3/45 + 12 x^5/945)
+    series = x * (2.0 / 3.0 + x2 * (-4.0 / 45.0 + x2 * (12.0 / 945.0)))
+    xs = np.where(ax < _SMALL, 1.0, np.minimum(ax, 2 * _LARGE) * np.sign(x))
+    mid = 1.0 / np.tanh(xs) - xs / np.sinh(xs) ** 2
+    return np.where(ax < _SMALL, series, np.where(ax > _LARGE, np.sign(lam), mid))
+
+
+def softabs_divided_differences(lam, alpha):
+    """The pseudo-Jacobian ``J_kl = (f(lam_k) - f(lam_l)) / (lam_k - lam_l)``,
+    ``J_kk = f'(lam_k)`` (Betancourt 2013, the matrix in ``dSigma = Q (J o Q^T dA Q)
+    Q^T``), accurate to rounding for every pair, close or not.
+
+    Well-separated pairs use the quotient as written. For close pairs,
+    ``f(a) - f(b) = (a - b) coth(alpha a) + b (coth(alpha a) - coth(alpha b))`` and
+    ``coth(s) - coth(t) = sinh(t - s) / (sinh s sinh t)`` give the cancellation-free
+
+        J_ab = coth(alpha a) - alpha b sinhc(alpha (a - b)) / (sinh(alpha a) sinh(alpha b))
+
+    (``sinhc(x) = sinh(x)/x``), which is ``f'(a)`` at ``a = b``; near zero the
+    divided differences of the Taylor series, and far out ``sign(a)``.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from stanlite.samplers.rhmc import softabs_divided_differences
+    >>> softabs_divided_differences(np.array([-30.0, 0.5, 0.5 + 1e-12]), 1.0).round(6)
+    array([[-1.      , -0.948132, -0.948132],
+           [-0.948132,  0.322606,  0.322606],
+           [-0.948132,  0.322606,  0.322606]])
+    """
+    lam = np.asarray(lam, dtype=float)
+    a = lam[:, None]
+    b = lam[None, :]
+    f = softabs(lam, alpha)
+    d = a - b
+    scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0 / alpha)
+    far = np.abs(d) > 1e-3 * scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (f[:, None] - f[None, :]) / np.where(far, d, 1.0)
+    close = ~far
+    if np.any(close):
+        xa = alpha * a + 0.0 * b              # broadcast to (n, n)
+        xb = alpha * b + 0.0 * a
+        small = close & (np.abs(xa) < _SMALL) & (np.abs(xb) < _SMALL)
+        large = close & (np.abs(xa) > _LARGE) & (np.abs(xb) > _LARGE)
+        mid = close & ~small & ~large
+        if np.any(small):
+            # (s(xa) - s(xb)) / (a - b) for s(x) = 1 + x^2/3 - x^4/45 + 2x^6/945,
+            # times 1/alpha: each (xa^2k - xb^2k)/(xa - xb) as an exact sum
+            s1 = xa + xb
+            s2 = xa * xa + xb * xb
+            p2 = s1                                       # (xa^2 - xb^2)/(xa - xb)
+            p4 = s1 * s2                                  # (xa^4 - xb^4)/(xa - xb)
+            p6 = s1 * (xa ** 4 + xa * xa * xb * xb + xb ** 4)
+            ser = p2 / 3.0 - p4 / 45.0 + 2.0 * p6 / 945.0
+            out = np.where(small, ser, out)
+        if np.any(large):
+            out = np.where(large, np.sign(a + 0.0 * b), out)
+        if np.any(mid):
+            ya = np.where(mid, xa, 1.0)
+            yb = np.where(mid, xb, 1.0)
+            dx = ya - yb
+            sinhc = np.where(np.abs(dx) < 1e-8, 1.0 + dx * dx / 6.0,
+                             np.sinh(dx) / np.where(dx == 0, 1.0, dx))
+            val = 1.0 / np.tanh(ya) - yb * sinhc / (np.sinh(ya) * np.sinh(yb))
+            out = np.where(mid, val, out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# the geometry at one position (cached in Point.aux)
+# ----------------------------------------------------------------------------------------
+class Geometry:
+    """The SoftAbs metric at one position ``q``: the eigendecomposition of the
+    potential's Hessian ``A = -d^2 log p = Q diag(lam) Q^T``, ``f = f(lam)``,
+    ``1/f``, ``log det Sigma`` and (on demand) the pseudo-Jacobian ``J``."""
+
+    __slots__ = ("q", "lam", "Q", "f", "finv", "logdet", "alpha", "_J")
+
+    def __init__(self, q, A, alpha):
+        t0 = _clock()
+        A = 0.5 * (A + A.T)          # forward-over-reverse is symmetric up to rounding
+        lam, Q = np.linalg.eigh(A)
+        self.q = q
+        self.lam = lam
+        self.Q = Q
+        self.alpha = alpha
+        self.f = softabs(lam, alpha)
+        self.finv = 1.0 / self.f
+        self.logdet = float(np.sum(np.log(self.f)))
+        self._J = None
+        PROFILE["eighs"] += 1
+        PROFILE["t_eigh"] += _clock() - t0
+
+    @property
+    def J(self):
+        if self._J is None:
+            t0 = _clock()
+            self._J = softabs_divided_differences(self.lam, self.alpha)
+            PROFILE["t_eigh"] += _clock() - t0
+        return self._J
+
+    @property
+    def metric(self):
+        """``Sigma = Q diag(f) Q^T`` (for inspection and tests)."""
+        return (self.Q * self.f) @ self.Q.T
+
+    def velocity(self, p):
+        """``Sigma^-1 p`` (``dH/dp``)."""
+        Q = self.Q
+        return Q @ (self.finv * (Q.T @ p))
+
+    def sample_momentum(self, rng):
+        """``p ~ N(0, Sigma)``: ``Q diag(sqrt f) z``."""
+        return self.Q @ (np.sqrt(self.f) * rng.standard_normal(self.f.shape[0]))
+
+    def norm_p(self, dp):
+        """``sqrt(dp^T Sigma^-1 dp)``."""
+        w = self.Q.T @ dp
+        return math.sqrt(float(w @ (self.finv * w)))
+
+    def norm_q(self, dq):
+        """``sqrt(dq^T Sigma dq)``."""
+        w = self.Q.T @ dq
+        return math.sqrt(float(w @ (self.f * w)))
+
+    def trace_matrix(self, p):
+        """``M = M_phi + M_tau(p)`` with ``dH/dq = -grad log p + grad tr(M A(q))``."""
+        u = self.finv * (self.Q.T @ p)
+        J = self.J
+        inner = -0.5 * (J * np.outer(u, u))
+        inner[np.diag_indices_from(inner)] += 0.5 * np.diag(J) * self.finv
+        return self.Q @ inner @ self.Q.T
+
+
+# ----------------------------------------------------------------------------------------
+# the model's log density as a function of traced values (for the third-order sweeps)
+# ----------------------------------------------------------------------------------------
+def _traced_log_density(model):
+    """``x -> log p(x)`` written in stanlite operations, so that it nests: an
+    ``sl.Model``'s own log density (the function ``log_density_hessian``
+    differentiates); for another protocol object its ``log_density`` must accept
+    traced values (checked on first use)."""
+    ld = getattr(model, "_log_density", None)
+    if callable(ld):
+        return ld
+    return model.log_density
+
+
+class _HessianTape:
+    """A recording of ``q -> A(q)`` (the potential's Hessian) at one point; each
+    :meth:`grad_trace` is one reverse sweep over it: ``d/dq tr(M A(q))`` for a new
+    constant ``M``. A context manager (the recording lives in a nested scope)."""
+
+    __slots__ = ("_scope", "_gc", "_x", "_H", "tape", "A")
+
+    def __init__(self, f, q):
+        from stanlite.autodiff.functional import hessian
+        from stanlite.autodiff.tape import gc_paused, nested
+        from stanlite.autodiff.var import Box, Var
+        self._scope = nested()
+        self._gc = gc_paused()
+        t0 = _clock()
+        self.tape = self._scope.__enter__()
+        self._gc.__enter__()
+        try:
+            self._x = Var(q)
+            H = hessian(f)(self._x)
+        except BaseException:
+            self.close()
+            raise
+        if isinstance(H, Box) and H.tape is self.tape:
+            self._H = H
+            value = H.value
+        else:                       # a constant Hessian (a Gaussian): no third order
+            self._H = None
+            value = getattr(H, "value", H)
+        n = q.shape[0]
+        self.A = -np.asarray(value, dtype=float).reshape(n, n)
+        PROFILE["recordings"] += 1
+        PROFILE["t_hessian"] += _clock() - t0
+
+    def grad_trace(self, M):
+        """``d/dq tr(M A(q))`` (``M`` symmetric): the VJP of ``q -> A(q)`` with
+        cotangent ``M``, i.e. minus that of the log density's Hessian."""
+        if self._H is None:
+            return np.zeros(self._x.value.shape)
+        t0 = _clock()
+        self.tape.zero_adjoints()
+        self._x.adj = None
+        self._H.backward(seed=M.reshape(self._H.shape), retain=True)
+        g = self._x.adj
+        PROFILE["sweeps"] += 1
+        PROFILE["t_sweep"] += _clock() - t0
+        if g is None:
+            return np.zeros(self._x.value.shape)
+        return -np.asarray(g, dtype=float)
+
+    def close(self):
+        if self._scope is not None:
+            self._gc.__exit__(None, None, None)
+            self._scope.__exit__(None, None, None)
+            self._scope = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _finite(*xs):
+    for x in xs:
+        if not np.all(np.isfinite(x)):
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------
+# the metric: start / step for the trajectory code
+# ----------------------------------------------------------------------------------------
+class SoftAbsMetric:
+    """The SoftAbs Riemannian metric with the implicit leapfrog: ``start`` and
+    ``step`` for :func:`stanlite.samplers.nuts.transition` (and the static
+    trajectory), plus the Hamiltonian and its gradients for inspection.
+
+    Parameters
+    ----------
+    dim : the number of unconstrained parameters.
+    alpha : SoftAbs sharpness (> 0; default 1.0, Stan's).
+    fixed_point_tol : convergence of the implicit half-steps, in the metric's norm
+        (standard deviations; default 1e-8).
+    max_fixed_point : iterations per implicit half-step before the step is declared
+        divergent (default 50).
+
+    The model must implement ``log_density_gradient`` and ``log_density_hessian``;
+    the third-order terms differentiate the log density itself, so it must be
+    written in stanlite operations (every ``sl.Model`` is).
+
+    Example
+    -------
+    >>> import numpy as np, stanlite as sl
+    >>> from stanlite.samplers.rhmc import SoftAbsMetric
+    >>> class Gauss(sl.Model):
+    ...     x = sl.param.vector(2)
+    ...     def log_prob(self, x):
+    ...         return sl.normal_lpdf(x, 0, np.array([1.0, 0.1]))
+    >>> m = SoftAbsMetric(2, alpha=1e3)
+    >>> m.geometry(Gauss(), np.zeros(2)).metric.round(6)   # the inverse covariance
+    array([[  1.,   0.],
+           [  0., 100.]])
+    """
+
+    name = "softabs"
+
+    def __init__(self, dim, alpha=1.0, fixed_point_tol=1e-8, max_fixed_point=50):
+        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+            raise ValueError(f"alpha (the SoftAbs sharpness) must be a positive finite "
+                             f"number, got {alpha!r}")
+        if not (isinstance(fixed_point_tol, (int, float)) and fixed_point_tol > 0):
+            raise ValueError(f"fixed_point_tol must be a positive number, got "
+                             f"{fixed_point_tol!r}")
+        if not (isinstance(max_fixed_point, int) and max_fixed_point >= 1):
+            raise ValueError(f"max_fixed_point must be an int >= 1, got "
+                             f"{max_fixed_point!r}")
+        self.dim = dim
+        self.alpha = float(alpha)
+        self.tol = float(fixed_point_tol)
+        self.max_iter = max_fixed_point
+        self._f = None
+        self._model = None
+
+    @property
+    def inv(self):
+        """No constant inverse metric (it depends on the position): NaNs, so that a
+        fit's ``inv_metric`` cannot be mistaken for an adapted one."""
+        return np.full(self.dim, np.nan)
+
+    # ---- the pieces ----------------------------------------------------------------
+    def _fun(self, model):
+        if model is not self._model:
+            self._model = model
+            self._f = _traced_log_density(model)
+        return self._f
+
+    def geometry(self, model, q):
+        """The :class:`Geometry` at ``q`` (raises for a failing density; non-finite
+        Hessians raise ``FloatingPointError``)."""
+        t0 = _clock()
+        with np.errstate(all="ignore"):
+            _, _, Hl = model.log_density_hessian(q)
+        PROFILE["hessians"] += 1
+        PROFILE["t_hessian"] += _clock() - t0
+        Hl = np.asarray(Hl, dtype=float)
+        if not _finite(Hl):
+            raise FloatingPointError("the Hessian of the log density is not finite")
+        return Geometry(q, -Hl, self.alpha)
+
+    def hamiltonian(self, model, q, p):
+        """``H(q, p) = -log p(q) + 1/2 log det Sigma(q) + 1/2 p^T Sigma(q)^-1 p``."""
+        q = np.asarray(q, dtype=float)
+        p = np.asarray(p, dtype=float)
+        lp = model.log_density_gradient(q)[0]
+        g = self.geometry(model, q)
+        return -lp + 0.5 * g.logdet + 0.5 * float(p @ g.velocity(p))
+
+    def dH_dq(self, model, q, p):
+        """``dH/dq`` through the pseudo-Jacobian and one ``grad tr(M A)`` sweep."""
+        q = np.asarray(q, dtype=float)
+        p = np.asarray(p, dtype=float)
+        _, grad = model.log_density_gradient(q)
+        with _HessianTape(self._fun(model), q) as rec:
+            geo = Geometry(q, rec.A, self.alpha)
+            return -grad + rec.grad_trace(geo.trace_matrix(p))
+
+    def dH_dp(self, model, q, p):
+        """``dH/dp = Sigma(q)^-1 p``."""
+        return self.geometry(model, np.asarray(q, float)).velocity(np.asarray(p, float))
+
+    # ---- the interface of the trajectory code ----------------------------------------
+    def _geometry_of(self, model, z):
+        geo = z.aux
+        if isinstance(geo, Geometry) and geo.q is z.q and geo.alpha == self.alpha:
+            return geo
+        try:
+            geo = self.geometry(model, z.q)
+        except RejectedPoint as e:
+            from stanlite.errors import ModelError
+            raise ModelError(f"RHMC: the Hessian of the log density cannot be evaluated at "
+                             f"the chain's current point ({type(e).__name__}: {e}); the "
+                             "SoftAbs metric needs finite second derivatives") from e
+        return geo
+
+    def start(self, model, z, rng):
+        """``z`` with a fresh ``p ~ N(0, Sigma(q))``, its velocity and Hamiltonian
+        (the geometry is reused from ``z.aux`` when it belongs to ``z.q``)."""
+        geo = self._geometry_of(model, z)
+        p = geo.sample_momentum(rng)
+        v = geo.velocity(p)
+        h = -z.lp + 0.5 * geo.logdet + 0.5 * float(p @ v)
+        if not -math.inf < h < math.inf:
+            h = math.inf
+        return Point(z.q, p, z.lp, z.grad, v, h, geo)
+
+    def step(self, model, z, eps):
+        """One implicit (generalised) leapfrog step of size ``eps`` (negative:
+        backwards) from ``z``, which carries its geometry in ``z.aux``. A failing
+        density, a non-finite Hessian or a fixed point that does not converge gives
+        ``h = inf`` (a divergence; ``lp = -inf`` only when the density failed)."""
+        t_start = _clock()
+        PROFILE["steps"] += 1
+        try:
+            return self._step(model, z, eps)
+        except RejectedPoint:
+            return Point(z.q, z.p, -math.inf, None, z.v, math.inf)
+        finally:
+            PROFILE["t_step"] += _clock() - t_start
+
+    def _fail(self, z):
+        PROFILE["fp_failures"] += 1
+        return Point(z.q, z.p, z.lp, z.grad, z.v, math.inf, z.aux)
+
+    def _step(self, model, z, eps):
+        f = self._fun(model)
+        half = 0.5 * eps
+        geo0 = self._geometry_of(model, z)
+        q0, p0 = z.q, z.p
+        tol = self.tol
+        # 1. p_h = p0 - e dH/dq(q0, p_h): dH/dq = -grad + grad tr(M(p) A); each
+        #    iteration is one sweep over the recording of q -> A(q) at q0
+        t0 = _clock()
+        with _HessianTape(f, q0) as rec:
+            base = p0 + half * z.grad
+            p = p0
+            prev = math.inf
+            worse = 0
+            for k in range(self.max_iter):
+                p_new = base - half * rec.grad_trace(geo0.trace_matrix(p))
+                PROFILE["p_iterations"] += 1
+                if not _finite(p_new):
+                    PROFILE["t_fixed_point"] += _clock() - t0
+                    return self._fail(z)
+                r = geo0.norm_p(p_new - p)
+                p = p_new
+                if r <= tol:
+                    break
+                worse = worse + 1 if r >= prev else 0
+                if worse >= 2:           # not contracting: eps too large here
+                    k = self.max_iter
+                    break
+                prev = r
+            else:
+                k = self.max_iter
+        if k >= self.max_iter:
+            PROFILE["t_fixed_point"] += _clock() - t0
+            return self._fail(z)
+        p_h = p
+        # 2. q1 = q0 + e [Sigma(q0)^-1 p_h + Sigma(q1)^-1 p_h]: a Hessian and its
+        #    eigendecomposition at every iterate
+        v0 = geo0.velocity(p_h)
+        q = q0 + eps * v0                  # the first iterate (from q1 = q0)
+        prev = math.inf
+        worse = 0
+        converged = False
+        for k in range(self.max_iter):
+            geo = self.geometry(model, q)
+            q_new = q0 + half * (v0 + geo.velocity(p_h))
+            PROFILE["q_iterations"] += 1
+            if not _finite(q_new):
+                break
+            r = geo.norm_q(q_new - q)
+            q = q_new
+            if r <= tol:
+                converged = True
+                break
+            worse = worse + 1 if r >= prev else 0
+            if worse >= 2:
+                break
+            prev = r
+        PROFILE["t_fixed_point"] += _clock() - t0
+        if not converged:
+            return self._fail(z)
+        # 3. p1 = p_h - e dH/dq(q1, p_h), explicit; the recording at q1 also gives
+        #    the Hessian whose eigendecomposition the new point carries
+        lp, grad = model.log_density_gradient(q)
+        if not (math.isfinite(lp) and _finite(grad)):
+            return Point(q, p_h, -math.inf, None, p_h, math.inf)
+        with _HessianTape(f, q) as rec:
+            if not _finite(rec.A):
+                return Point(q, p_h, -math.inf, None, p_h, math.inf)
+            geo1 = Geometry(q, rec.A, self.alpha)
+            p1 = p_h + half * (grad - rec.grad_trace(geo1.trace_matrix(p_h)))
+        v1 = geo1.velocity(p1)
+        h = -lp + 0.5 * geo1.logdet + 0.5 * float(p1 @ v1)
+        if not -math.inf < h < math.inf:
+            return Point(q, p1, lp, grad, v1, math.inf, geo1)
+        return Point(q, p1, lp, grad, v1, h, geo1)
+
+
+# ----------------------------------------------------------------------------------------
+# kernels for chain.run
+# ----------------------------------------------------------------------------------------
+def static_transition(model, metric, z, eps, rng, max_depth=10, num_steps=10):
+    """Static RHMC: ``num_steps`` implicit leapfrog steps and a Metropolis
+    accept/reject on ``H``; the same kernel as the Euclidean static HMC with the
+    integration time ``num_steps * eps`` (so ``num_steps`` stays fixed while the
+    step size adapts)."""
+    from .chain import _static_hmc
+    return _static_hmc(model, metric, z, eps, rng, max_depth=max_depth,
+                       int_time=num_steps * eps)
+
+
+def check_options(options):
+    """``sampler_options`` completed with :data:`OPTION_DEFAULTS`, checked."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise ValueError(f"sampler_options must be a dict, got {type(options).__name__}")
+    unknown = set(options) - set(OPTION_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown sampler_options {sorted(unknown)} for sampler='rhmc'; "
+                         f"known: {sorted(OPTION_DEFAULTS)}")
+    out = dict(OPTION_DEFAULTS)
+    out.update(options)
+    L = out["num_steps"]
+    if L is not None and not (isinstance(L, (int, np.integer)) and not isinstance(L, bool)
+                              and L >= 1):
+        raise ValueError(f"sampler_options['num_steps'] must be None (NUTS) or an int "
+                         f">= 1 (static trajectories), got {L!r}")
+    if L is not None:
+        out["num_steps"] = int(L)
+    # the metric's constructor checks the rest
+    SoftAbsMetric(1, out["alpha"], out["fixed_point_tol"], out["max_fixed_point"])
+    return out
+
+
+def make_kernel(dim, options=None):
+    """``(metric, kernel)`` for ``chain.run``: the SoftAbs metric and NUTS
+    (``num_steps`` None) or the static kernel with ``num_steps`` steps."""
+    from . import nuts
+    o = check_options(options)
+    metric = SoftAbsMetric(dim, o["alpha"], o["fixed_point_tol"], o["max_fixed_point"])
+    if o["num_steps"] is None:
+        return metric, nuts.transition
+    L = o["num_steps"]
+
+    def kernel(model, metric, z, eps, rng, max_depth=10):
+        return static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
+    return metric, kernel
