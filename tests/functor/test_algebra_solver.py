@@ -178,6 +178,25 @@ def test_reverse_over_reverse(rng):
     np.testing.assert_allclose(outer, sl.hessian(h)(theta).sum(axis=0), rtol=1e-10)
 
 
+def test_grad_trace_mat_hessian_for_riemannian_hmc(rng):
+    # d/dtheta tr(W H(theta)): reverse over forward-over-reverse through the solver,
+    # against Richardson-refined central differences of the Hessian
+    M = random_M(rng, 3)
+    theta = rng.standard_normal(3)
+    W = rng.standard_normal((3, 3))
+    W = W + W.T
+
+    def h(t):
+        return sl.sum(sl.sin(sl.algebra_solver(monotone, np.zeros(3), t, M)))
+    H = sl.hessian(h)
+
+    def d(e, s):
+        return (np.sum(W * H(theta + s * e)) - np.sum(W * H(theta - s * e))) / (2 * s)
+    fd = np.array([(4 * d(e, 5e-5) - d(e, 1e-4)) / 3 for e in np.eye(3)])
+    np.testing.assert_allclose(sl.grad_trace_mat_hessian(h)(theta, W), fd, rtol=1e-6,
+                               atol=1e-8)
+
+
 def test_hvp_and_third_derivative(rng):
     theta = np.array([8.0])
 
@@ -315,3 +334,50 @@ def test_raises_exactly_when_the_float_version_raises():
             sl.grad(call)(np.array([1.0]))
         with pytest.raises(sl.SolverError):
             sl.hessian(call)(np.array([1.0]))
+
+
+# --------------------------------------------------------------------------------------
+# inside a model
+# --------------------------------------------------------------------------------------
+def _square_root(x, t):
+    """x^2 = t: a root (x* = sqrt(t) from a positive guess) only for t > 0."""
+    return x ** 2 - t
+
+
+class _SqrtModel(sl.Model):
+    theta = sl.param.real()
+
+    def log_prob(self, theta):
+        x = sl.algebra_solver(_square_root, np.array([1.0]), sl.reshape(theta, (1,)))[0]
+        return sl.normal_lpdf(theta, 0.3, 0.5) + sl.normal_lpdf(0.5, x, 0.3)
+
+
+def _sqrt_model_lp(theta):
+    x = np.sqrt(theta)
+    return (-0.5 * ((theta - 0.3) / 0.5) ** 2 - np.log(0.5) - 0.5 * ((0.5 - x) / 0.3) ** 2
+            - np.log(0.3) - np.log(2 * np.pi))
+
+
+def test_log_density_gradient_and_hessian_through_the_solver():
+    m = _SqrtModel()
+    for th in (0.2, 0.9):
+        lp, g, H = m.log_density_hessian(np.array([th]))
+        np.testing.assert_allclose(lp, _sqrt_model_lp(th), rtol=1e-12)
+        h = 1e-5
+        fd = (_sqrt_model_lp(th + h) - _sqrt_model_lp(th - h)) / (2 * h)
+        np.testing.assert_allclose(g, [fd], rtol=1e-7)
+        fd2 = (_sqrt_model_lp(th + h) - 2 * lp + _sqrt_model_lp(th - h)) / h ** 2
+        np.testing.assert_allclose(H, [[fd2]], rtol=1e-4)
+    # no real root for theta < 0: the solver's error reaches the sampler (a rejection)
+    with pytest.raises(sl.SolverError):
+        m.log_density_gradient(np.array([-0.4]))
+
+
+@pytest.mark.slow
+def test_nuts_rejects_proposals_where_the_solver_fails():
+    # the posterior lives on theta > 0; proposals with theta < 0 make the solver raise,
+    # which NUTS treats as a rejection (counted as divergent, as Stan does), so the
+    # chain never leaves the region where the root exists
+    fit = _SqrtModel().sample(chains=1, draws=300, warmup=300, seed=3, parallel=False,
+                              progress=False)
+    assert np.all(fit["theta"] > 0)

@@ -154,6 +154,24 @@ def test_reverse_over_reverse(rng):
     np.testing.assert_allclose(outer, sl.hessian(h)(A.ravel()).sum(axis=0), rtol=1e-10)
 
 
+def test_grad_trace_mat_hessian(rng):
+    # third derivatives: reverse over the forward-over-reverse Hessian (Frechet
+    # derivatives of Frechet derivatives) against differences of the Hessian
+    a = rng.standard_normal(4)
+    W = rng.standard_normal((4, 4))
+    W = W + W.T
+
+    def h(x):
+        return sl.sum(sl.sin(sl.matrix_exp(sl.reshape(x, (2, 2)))))
+    H = sl.hessian(h)
+
+    def d(e, s):
+        return (np.sum(W * H(a + s * e)) - np.sum(W * H(a - s * e))) / (2 * s)
+    fd = np.array([(4 * d(e, 5e-5) - d(e, 1e-4)) / 3 for e in np.eye(4)])
+    np.testing.assert_allclose(sl.grad_trace_mat_hessian(h)(a, W), fd, rtol=1e-6,
+                               atol=1e-7)
+
+
 def test_linear_ode_identity(rng):
     # y(t) = expm(A t) y0 solves y' = A y: d/dt expm(At) y0 = A expm(At) y0, in both modes
     A = rng.standard_normal((4, 4))
