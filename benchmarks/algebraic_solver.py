@@ -29,10 +29,10 @@ Columns (time to solve and compute all sensitivities, best of several repeats):
   std scalar       the same, with each Gauss-Newton solve done by Gaussian
                    elimination on scalar nodes (O(n^3) nodes per solve): what a
                    solver templated on a scalar AD type (Stan's var) records
-  super node       ``sl.algebra_solver`` (AD Jacobians: df/dx by forward mode in the
+  super (AD J)     ``sl.algebra_solver`` (AD Jacobians: df/dx by forward mode in the
                    iterations, one nested VJP of f per adjoint), reverse mode: 2n
                    sweeps (the review's "built-in", Stan's solver)
-  + analytic J     the super node with the analytic df/dx (``jac_x``)
+  super (an. J)    the super node with the analytic df/dx (``jac_x``)
   super fwd        the super node (analytic J) in forward mode: one JVP of f for all
                    2n + 2 directions and one LU solve with 2n + 2 right-hand sides
   super 1 grad     the gradient of one scalar (the sum of the troughs) through the
@@ -42,6 +42,11 @@ Columns (time to solve and compute all sensitivities, best of several repeats):
                    (the floor)
   scipy hybrj      scipy.optimize.root(method="hybr") with the analytic df/dx:
                    MINPACK's compiled dogleg, no derivatives (a peer floor)
+
+Ratios (like with like: every one of these uses the analytic df/dx): std/super and
+sc/super = standard and std scalar over super (an. J); super/plain = super (an. J)
+over the plain solve; AD-J/anJ = super (AD J) over super (an. J) (the review's
+Figure 5).
 
 Checks before timing: at the population values the gut trough equals
 D e^{-k1 tau} / (1 - e^{-k1 tau}) and the central trough its closed form; every
@@ -170,8 +175,9 @@ def methods(n_patients):
         "std scalar": sl.jacobian_reverse(
             lambda t: algebra_solver_taped(f, x0, t, jac_x=jac, linear_solve=scalar_solve,
                                            **SOLVER)),
-        "super node": sl.jacobian_reverse(lambda t: sl.algebra_solver(f, x0, t, **SOLVER)),
-        "+ analytic J": sl.jacobian_reverse(
+        "super (AD J)": sl.jacobian_reverse(
+            lambda t: sl.algebra_solver(f, x0, t, **SOLVER)),
+        "super (an. J)": sl.jacobian_reverse(
             lambda t: sl.algebra_solver(f, x0, t, jac_x=jac, **SOLVER)),
         "super fwd": sl.jacobian_forward(
             lambda t: sl.algebra_solver(f, x0, t, jac_x=jac, **SOLVER)),
@@ -294,12 +300,12 @@ def main(states=tuple(range(2, 29, 2)), budget=0.5, figure=True):
           "method's sensitivities match the closed form to 1e-7\n")
     _, ms = methods(1)
     cols = list(ms)
-    head = "".join(f"{c:>13}" for c in cols)
+    head = "".join(f"{c:>14}" for c in cols)
     print("run time (ms) to solve and compute all 2n x (2n+2) sensitivities, best of "
           "5 repeats")
     print(f"{'states':>6}{'nodes':>7}{'nodes sc':>9}{head}{'std/super':>10}"
           f"{'sc/super':>9}{'super/plain':>12}{'AD-J/anJ':>9}")
-    print("-" * (22 + 13 * len(cols) + 40))
+    print("-" * (22 + 14 * len(cols) + 40))
     rows = []
     for s in states:
         theta, ms = methods(s // 2)
@@ -307,11 +313,11 @@ def main(states=tuple(range(2, 29, 2)), budget=0.5, figure=True):
         t = dict(zip(cols, ts))
         n_std, n_sc, _ = tape_sizes(s // 2)
         rows.append((s, (n_std, n_sc), ts))
-        print(f"{s:>6}{n_std:>7}{n_sc:>9}" + "".join(f"{_fmt(x):>13}" for x in ts)
-              + f"{t['standard'] / t['super node']:>10.1f}"
-              + f"{t['std scalar'] / t['super node']:>9.0f}"
-              + f"{t['super node'] / t['plain solve']:>12.1f}"
-              + f"{t['super node'] / t['+ analytic J']:>9.2f}", flush=True)
+        print(f"{s:>6}{n_std:>7}{n_sc:>9}" + "".join(f"{_fmt(x):>14}" for x in ts)
+              + f"{t['standard'] / t['super (an. J)']:>10.1f}"
+              + f"{t['std scalar'] / t['super (an. J)']:>9.0f}"
+              + f"{t['super (an. J)'] / t['plain solve']:>12.1f}"
+              + f"{t['super (AD J)'] / t['super (an. J)']:>9.2f}", flush=True)
     print("\nnodes / nodes sc: recorded by one standard / standard-scalar solve (the super "
           "node records one)")
     if figure:
