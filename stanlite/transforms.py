@@ -77,6 +77,7 @@ from math import prod as _prod
 import numpy as np
 
 from .autodiff import Box, value_of, broadcast_to
+from .autodiff.var import guarded, shape_of, value_type
 from .errors import DomainError
 from .math import (concatenate, cumulative_sum, exp, log, log_inv_logit,
                    log1m_inv_logit, inv_logit, multiply_lower_tri_self_transpose,
@@ -141,7 +142,7 @@ def _as_free(x, n, who):
     """The unconstrained input as a 1-D array (or Var) of length ``n``."""
     if not isinstance(x, Box):
         x = np.asarray(x, dtype=float)
-    shp = np.shape(value_of(x))
+    shp = shape_of(x)
     if shp != (n,):
         if len(shp) <= 1 and _size(shp) == n:
             return reshape(x, (n,))
@@ -173,7 +174,7 @@ def _bsum(term, n):
     """Sum of ``term`` broadcast to ``n`` elements (each entry is repeated equally)."""
     if n == 0:
         return 0.0
-    k = _size(np.shape(value_of(term)))
+    k = _size(shape_of(term))
     s = _sum(term)
     return s if k == n else s * float(n // k)
 
@@ -295,11 +296,11 @@ def _bounded_piece(case, x, lb, ub, n):
     if case == 2:
         return ub - exp(x), _sum(x)
     diff = ub - lb
-    xv = value_of(x)
-    if type(xv) is float:
-        all_pos = any_pos = xv > 0
+    # the sign picks the stable formula: a decision on values (a guard of sl.compile)
+    pos = guarded(_positive, x)
+    if type(pos) is bool:
+        all_pos = any_pos = pos
     else:
-        pos = np.asarray(xv) > 0
         all_pos = pos.all()
         any_pos = all_pos or pos.any()
     if all_pos:
@@ -324,17 +325,11 @@ def _bounded_constrain(x, shape, lb, ub, who):
     if shape == () and _scalar_bound(lb) and _scalar_bound(ub):
         # a scalar whose bound is a function of another parameter (traced): the same
         # checks and formula as below, without numpy's per-element machinery
-        lv = -_INF if lb is None else float(value_of(lb))
-        uv = _INF if ub is None else float(value_of(ub))
-        if not lv < uv:                     # NaN included
-            raise DomainError(f"{who}: lower bound {_num(lv)} must be less than upper "
-                              f"bound {_num(uv)}")
-        c = int(lv != -_INF) + 2 * int(uv != _INF)
+        c = guarded(_scalar_bound_case, lb, ub, who)
         xs = x[0] if isinstance(x, Box) else float(x[0])
         y, lj = _bounded_piece(c, xs, lb if c & 1 else None, ub if c & 2 else None, 1)
         return _scalar_out(y), _scalar_out(lj)
-    lv, uv = _bound_values(shape, lb, ub, who)
-    case = np.isfinite(lv).astype(np.int8) + 2 * np.isfinite(uv).astype(np.int8)
+    case = guarded(_bound_cases, shape, lb, ub, who)
     cases = np.unique(case) if case.ndim else (int(case),)
     if len(cases) == 1 or n == 0:            # one formula for every element (usual)
         c = int(cases[0]) if n else 0
@@ -365,7 +360,28 @@ def _scalar_bound(b):
     """Absent, a number, or traced with a scalar value."""
     t = type(b)
     return b is None or t is float or t is int or isinstance(b, Box) and \
-        type(value_of(b)) is float
+        value_type(b) is float
+
+
+# decisions on bound and parameter values, taken through ``guarded`` (plain values in)
+def _positive(v):
+    return v > 0 if type(v) is float else np.asarray(v) > 0
+
+
+def _scalar_bound_case(lb, ub, who):
+    """Which bounds of a scalar are finite (1 lower, 2 upper, 3 both); checks lb < ub."""
+    lv = -_INF if lb is None else float(lb)
+    uv = _INF if ub is None else float(ub)
+    if not lv < uv:                     # NaN included
+        raise DomainError(f"{who}: lower bound {_num(lv)} must be less than upper "
+                          f"bound {_num(uv)}")
+    return int(lv != -_INF) + 2 * int(uv != _INF)
+
+
+def _bound_cases(shape, lb, ub, who):
+    """Per element, which bounds are finite (as :func:`_scalar_bound_case`); checked."""
+    lv, uv = _bound_values(shape, lb, ub, who)
+    return np.isfinite(lv).astype(np.int8) + 2 * np.isfinite(uv).astype(np.int8)
 
 
 def _scalar_bounds_constrain(x, shape, lb, ub, who):
@@ -564,6 +580,26 @@ class LowerUpper(_Elementwise):
 # --------------------------------------------------------------------------------------
 # offset / multiplier
 # --------------------------------------------------------------------------------------
+def _check_om(who, name, v, shape):
+    """An offset must be finite, a multiplier positive and finite, both broadcastable."""
+    a = np.asarray(v, dtype=float)
+    try:
+        fits = np.broadcast_shapes(a.shape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{who}: the {name} has shape {a.shape}, which does "
+                         f"not broadcast to the value's shape {shape}")
+    if name == "offset":
+        ok, need = np.isfinite(a), "finite"
+    else:
+        ok, need = np.isfinite(a) & (a > 0), "positive and finite"
+    i = _first(~ok)
+    if i is not None:
+        raise DomainError(f"{who}: the {name} must be {need}, but "
+                          f"{_loc(i)}is {_num(a[i])}")
+
+
 class OffsetMultiplier(_Elementwise):
     """``y = offset + multiplier * x``, ``log_jac = sum(log(multiplier))`` over the
     shape (a scalar multiplier counts once per element). ``offset`` must be finite and
@@ -594,23 +630,10 @@ class OffsetMultiplier(_Elementwise):
     def _om(self, bounds, shape):
         b = self._resolve(bounds)
         off, mul = _plain_bound(b.get("offset")), _plain_bound(b.get("multiplier"))
-        for name, v, ok, need in (
-                ("offset", off, np.isfinite, "finite"),
-                ("multiplier", mul, lambda a: np.isfinite(a) & (a > 0), "positive and finite")):
-            if v is None:
-                continue
-            a = np.asarray(value_of(v), dtype=float)
-            try:
-                fits = np.broadcast_shapes(a.shape, shape) == shape
-            except ValueError:
-                fits = False
-            if not fits:
-                raise ValueError(f"{self.name}: the {name} has shape {a.shape}, which does "
-                                 f"not broadcast to the value's shape {shape}")
-            i = _first(~ok(a))
-            if i is not None:
-                raise DomainError(f"{self.name}: the {name} must be {need}, but "
-                                  f"{_loc(i)}is {_num(a[i])}")
+        for name, v in (("offset", off), ("multiplier", mul)):
+            if v is not None:
+                # a check on values (a guard of sl.compile when v is traced)
+                guarded(_check_om, self.name, name, v, shape)
         return off, mul
 
     def constrain(self, x, shape, *bounds):
@@ -835,6 +858,12 @@ class PositiveOrdered(Ordered):
     _positive = True
 
 
+def _check_direction(r2):
+    if _first(np.asarray(r2) == 0) is not None:
+        raise DomainError("unit_vector: the unconstrained vector is all zeros, so it "
+                          "has no direction")
+
+
 class UnitVector(_Structured):
     """``y = x / ||x||`` with the log "Jacobian" ``-||x||^2 / 2``, as Stan.
 
@@ -863,10 +892,7 @@ class UnitVector(_Structured):
     def _constrain(self, x, batch, dims):
         sq = x * x
         r2 = _sum(sq, axis=-1, keepdims=True)
-        i = _first(np.asarray(value_of(r2)) == 0)
-        if i is not None:
-            raise DomainError("unit_vector: the unconstrained vector is all zeros, so it "
-                              "has no direction")
+        guarded(_check_direction, r2)
         return x / _sqrt(r2), -0.5 * _sum(r2)
 
     def _violation(self, v, dims):

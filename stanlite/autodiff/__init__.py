@@ -6,7 +6,8 @@
 * :mod:`.dual`       - forward mode: ``Dual`` values on a ``ForwardTrace`` (vector mode);
 * :mod:`.functional` - ``grad``, ``value_and_grad``, ``vjp``, ``jacobian``, ``jvp``,
   ``hvp``, ``hessian``, ``grad_hessian``, ``grad_trace_mat_hessian``;
-* :mod:`.check`      - ``check_grad``, the finite-difference gradient checker.
+* :mod:`.check`      - ``check_grad``, the finite-difference gradient checker;
+* :mod:`.compile`    - ``compile``: retaping, a recorded tape replayed as generated code.
 
 No math lives here; :mod:`stanlite.math` defines the primitives with :mod:`.extend`.
 """
@@ -21,6 +22,7 @@ from .functional import (grad, value_and_grad, vjp, jacobian, jvp, hvp,  # noqa:
 from .dual import Dual, ForwardTrace, forward_scope  # noqa: F401
 from .check import (check_grad, assert_grad, check_jvp, assert_jvp,  # noqa: F401
                     check_hessian, assert_hessian, GradCheck)
+from .compile import compile, Compiled, CompileWarning  # noqa: F401,A004
 
 __all__ = ["Tape", "nested", "current_tape", "gc_paused", "recover_memory", "Box", "Var",
            "value_of", "primitive", "defvjp", "defvjp_all", "defjvp", "accumulate",
@@ -28,4 +30,4 @@ __all__ = ["Tape", "nested", "current_tape", "gc_paused", "recover_memory", "Box
            "jvp", "hvp", "hessian", "jacobian_forward", "jacobian_reverse", "grad_hessian",
            "grad_trace_mat_hessian", "Dual", "ForwardTrace", "forward_scope", "defjvp_all",
            "check_grad", "assert_grad", "check_jvp", "assert_jvp", "check_hessian",
-           "assert_hessian", "GradCheck"]
+           "assert_hessian", "GradCheck", "compile", "Compiled", "CompileWarning"]

@@ -48,9 +48,18 @@ class Primitive:
     """The derivative rules of one primitive (kept on the wrapped function as ``_spec``)."""
 
     __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped",
-                 "broadcasting", "nondiff")
+                 "broadcasting", "nondiff", "scalar", "scalar_vjp", "op", "kernel",
+                 "check")
 
     def __init__(self, name, fun, broadcasting=False):
+        # the implementations the fast paths use, for tools that replay a tape
+        # (compile.py): the float function and VJP of an elementwise primitive, its
+        # operator, and a fused density's kernel and argument check (fused.py)
+        self.scalar = None
+        self.scalar_vjp = None
+        self.op = None
+        self.kernel = None
+        self.check = None
         # broadcasting: elementwise in its arguments (numpy broadcasting rules), so
         # forward mode may expand input tangents to the output's rank (dual.py)
         self.broadcasting = broadcasting
@@ -414,6 +423,8 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
     """
     spec = Primitive(name, raw, broadcasting=True)
     spec.vjps = (vjp,)
+    spec.scalar = scalar
+    spec.scalar_vjp = scalar_vjp
     svjp = scalar_vjp
     fast = scalar is not None
 
@@ -487,6 +498,8 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
     svjp = scalar_vjp
     new = _new
 
+    spec.scalar_vjp = scalar_vjp
+    spec.op = op          # None: the values go through ``raw``
     if op is None:
         def op(a, b):
             if isinstance(a, Box) or isinstance(b, Box):
@@ -566,7 +579,10 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
                 t = x.tape
                 if y.tape is t:
                     n = new(Var)
-                    n.value = op(x.value, y.value)
+                    v = op(x.value, y.value)
+                    # a numpy scalar (x / y on floats goes through np.true_divide) is
+                    # stored as a float, as every scalar value is (var.py)
+                    n.value = float(v) if type(v) is _f64 else v
                     n.adj = None
                     n.tape = t
                     n.bp = bp_xy

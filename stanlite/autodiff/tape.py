@@ -111,6 +111,9 @@ class _State(threading.local):
         self.stack = []
         self.gc_depth = 0
         self.gc_was = True
+        # recordings of sl.compile open in this thread (innermost last): the hooks of
+        # var.py report value-dependent control flow to them (see compile.py)
+        self.watchers = []
 
 
 _state = _State()

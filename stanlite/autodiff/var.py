@@ -25,10 +25,10 @@ raises ``TypeError`` naming the function instead of silently dropping the gradie
 
 import numpy as np
 
-from .tape import Tape, current_tape
+from .tape import Tape, _state, current_tape
 
-__all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "ones_like_value",
-           "UFUNCS", "FUNCTIONS"]
+__all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "value_type", "guarded",
+           "ones_like_value", "UFUNCS", "FUNCTIONS"]
 
 
 class Box:
@@ -52,10 +52,15 @@ class Box:
             yield self[i]
 
     def __float__(self):
-        return float(value_of(self.value))
+        # the value leaves the tape as a plain number: while sl.compile records, the
+        # recording is told (the graph may depend on that number from here on)
+        if _WATCHING:
+            _escape(self, "float()")
+        return float(_strip(self.value))
 
     def __bool__(self):
-        return bool(value_of(self.value))
+        # ``if v:`` on a traced value: a branch on it, a guard while sl.compile records
+        return guarded(bool, self)
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
@@ -110,10 +115,88 @@ def is_box(x):
 
 
 def value_of(x):
-    """Strip every level of tracing: the plain float or ndarray underneath."""
+    """Strip every level of tracing: the plain float or ndarray underneath.
+
+    While :func:`stanlite.compile` records, reading a recorded variable's value this way
+    is reported to the recording: what the caller does with the number is invisible to
+    the tape, so the recording is not replayed (the eager tape is used instead). Code
+    that only needs a shape uses :func:`shape_of` (or :func:`value_type` for the type);
+    code that branches or checks on values uses :func:`guarded`.
+    """
+    if isinstance(x, Box):
+        if _WATCHING:
+            _escape(x, "value_of()")
+        x = x.value
+        while isinstance(x, Box):
+            x = x.value
+    return x
+
+
+def _strip(x):
+    """``value_of`` without telling a recording (for the hooks themselves)."""
     while isinstance(x, Box):
         x = x.value
     return x
+
+
+def value_type(x):
+    """The type of the plain value under any tracing (``float``, ``numpy.ndarray``,
+    ``numpy.float64``...): a structural query, which no recording needs to know about."""
+    return type(_strip(x))
+
+
+# --------------------------------------------------------------------------------------
+# retaping hooks: value-dependent control flow, reported to sl.compile's recordings
+# --------------------------------------------------------------------------------------
+# A recording (autodiff/compile.py) replays the graph it saw; Python code that looks
+# at values (``if x > 0``, ``float(x)``, ``np.argsort(x.value)``) can make another
+# point take another graph. While a recording is open in some thread, ``_WATCHING``
+# is non-zero and the hooks below report such looks to the recordings of the calling
+# thread (``tape._state.watchers``); otherwise they cost one global lookup.
+_WATCHING = 0
+
+
+def watch(recorder):
+    """Open ``recorder`` (an object with ``guard(fn, args, result)`` and
+    ``escape(x, how)`` methods) on this thread; :func:`unwatch` closes it."""
+    global _WATCHING
+    _state.watchers.append(recorder)
+    _WATCHING += 1
+
+
+def unwatch(recorder):
+    global _WATCHING
+    ws = _state.watchers
+    if recorder in ws:
+        ws.remove(recorder)
+        _WATCHING -= 1
+
+
+def guarded(fn, *args):
+    """``fn`` of the plain values of ``args``: a decision taken on values, made visible.
+
+    A Python ``if`` on values makes the recorded graph depend on them. Library code
+    that branches or checks on values of traced arguments computes the decision with
+    ``guarded``: while :func:`stanlite.compile` records, the call and its result are
+    kept as a *guard*, re-evaluated at every replay (a replay where ``fn`` gives another
+    result re-records; a check that raises there raises). Outside a recording it is
+    ``fn`` on the plain values. ``fn`` must be a pure function of those values.
+    Comparisons and ``bool()`` of traced values go through here.
+
+    >>> from stanlite.autodiff.var import guarded
+    >>> guarded(lambda v, c: v > c, 2.0, 1.0)
+    True
+    """
+    r = fn(*[_strip(a) for a in args])
+    if _WATCHING:
+        for w in _state.watchers:
+            w.guard(fn, args, r)
+    return r
+
+
+def _escape(x, how):
+    for w in _state.watchers:
+        w.escape(x, how)
 
 
 from .tape import ones_like_value  # noqa: E402,F401  (re-exported)

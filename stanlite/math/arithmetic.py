@@ -17,7 +17,7 @@ import operator
 import numpy as np
 
 from ..autodiff.extend import accumulate, defjvp, elementwise_binary, elementwise_unary
-from ..autodiff.var import UFUNCS, Var, value_of
+from ..autodiff.var import UFUNCS, Var, guarded, value_of
 from .structure import where
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "negative", "fabs",
@@ -255,8 +255,9 @@ Var.__rmatmul__ = _rmatmul
 
 
 def _cmp(op):
+    # a comparison is a decision on values: ``guarded`` makes it a guard of sl.compile
     def compare(self, other):
-        return op(value_of(self), value_of(other))
+        return guarded(op, self, other)
     return compare
 
 
@@ -272,10 +273,10 @@ UFUNCS.update({
     np.true_divide: divide, np.power: power, np.negative: negative,
     np.absolute: fabs, np.fabs: fabs,
     np.positive: lambda x: x,
-    np.less: lambda a, b: operator.lt(value_of(a), value_of(b)),
-    np.less_equal: lambda a, b: operator.le(value_of(a), value_of(b)),
-    np.greater: lambda a, b: operator.gt(value_of(a), value_of(b)),
-    np.greater_equal: lambda a, b: operator.ge(value_of(a), value_of(b)),
-    np.equal: lambda a, b: operator.eq(value_of(a), value_of(b)),
-    np.not_equal: lambda a, b: operator.ne(value_of(a), value_of(b)),
+    np.less: lambda a, b: guarded(operator.lt, a, b),
+    np.less_equal: lambda a, b: guarded(operator.le, a, b),
+    np.greater: lambda a, b: guarded(operator.gt, a, b),
+    np.greater_equal: lambda a, b: guarded(operator.ge, a, b),
+    np.equal: lambda a, b: guarded(operator.eq, a, b),
+    np.not_equal: lambda a, b: guarded(operator.ne, a, b),
 })

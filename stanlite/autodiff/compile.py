@@ -1,0 +1,1517 @@
+"""Retaping: a recorded tape compiled to straight-line Python (``sl.compile``).
+
+Why. A Python tape pays interpretive overhead on every operation - a node object, a
+dispatch, a closure call in the sweep - and for small and scalar-heavy log densities
+that overhead, not the arithmetic, is the cost of a gradient. Retaping (the AD
+review, Margossian 2019, "Retaping"; ADOL-C, CppAD) records the tape once and reuses
+its *expression graph* at later points; the SSA paper (Innes 2018, "Don't unroll
+adjoint") explains why the adjoint must then be compiled rather than interpreted.
+Here the recorded graph is turned into Python source - the forward pass, then the
+adjoint sweep unrolled in reverse tape order - with plain floats for 0-d values,
+numpy calls on arrays, constants hoisted into the function's defaults, dead nodes
+removed, and adjoints accumulated without any broadcasting machinery (every shape is
+known when the code is generated). Python's own ``compile`` turns it into bytecode.
+
+What is generated mirrors the eager sweep exactly: every node's forward value is
+computed by the same function on the same types (``math.exp`` on floats, ``np.exp``
+on arrays), every adjoint contribution by the same rule and added in the same order,
+so a replay gives the eager tape's value and gradient *to the last bit*. Each kind of
+node has a rule: the hot elementwise primitives, indexing, sums and products are
+written inline; a fused density (distributions/fused.py) stays ONE call to its
+kernel, which gives value and partials together; any other primitive - super nodes
+(algebraic solver, ODE, matrix exponential) included - is one call to its forward
+function and one to its registered VJP, on plain values.
+
+Guards. Python code that looks at values can make another point take another graph.
+While recording, the hooks of :mod:`.var` report every such look:
+
+* a *decision* (``bool(v)``, ``v > 0`` and the other comparisons, library code going
+  through :func:`~stanlite.autodiff.var.guarded`: the sign of a bounded parameter, a
+  bound check, an argsort) becomes a guard - the function and its observed result -
+  re-evaluated at its place in the replay; a replay whose guard gives another result
+  stops and the point is recorded again (each distinct path is kept, up to
+  ``max_recordings``), after which the function runs on the eager tape, with one
+  :class:`CompileWarning` saying why;
+* an *escape* (``float(v)``, ``value_of(v)``: a plain number the tape cannot follow)
+  makes the recording unreplayable: the eager tape is used, with one warning.
+
+A changed input shape records again. Two more safety nets: the code is checked
+against the eager results at the recording point, and the first replay at a new point
+is checked against the eager tape (an unguarded dependence on values - a ``.value``
+read, random numbers - shows up there as a difference, and the eager tape takes
+over). Replays that hit a Python float exception (``1.0 / 0.0``, ``math.log(-1)``)
+are computed by the eager tape, which gives numpy's inf/NaN, as it always does.
+A function to compile must be a pure function of its argument (no randomness, no
+state changed between calls), as for ``jax.jit``.
+
+>>> import numpy as np, stanlite as sl
+>>> f = lambda x: sl.sum(sl.exp(x) * x) - x[0] * x[1]
+>>> vg = sl.compile(f, np.array([0.1, 0.2, 0.3]))
+>>> v, g = vg(np.array([1.0, 2.0, 3.0]))
+>>> v0, g0 = sl.value_and_grad(f)(np.array([1.0, 2.0, 3.0]))
+>>> v == v0 and np.array_equal(g, g0)        # bit for bit
+True
+"""
+
+import builtins
+import math
+import operator
+import os
+import sys
+import warnings
+
+import numpy as np
+
+from ..errors import DifferentiationError, StanliteError
+from .extend import (_args_unary, _args_xy, _args_yx, _bp_generic, _normalize,
+                     _sum_to_shape_raw, node_record)
+from .tape import gc_paused_nested, sweep
+from .var import Box, Var, _as_float_value, _strip, unwatch, watch
+
+__all__ = ["compile", "Compiled", "CompileWarning"]
+
+
+class CompileWarning(UserWarning):
+    """``sl.compile`` (or a model's retaped gradient) fell back to the eager tape."""
+
+
+# ======================================================================================
+# recording: the tape, the guards and the escapes seen while f runs once
+# ======================================================================================
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_HOOK_FILES = {os.path.join(_HERE, "var.py"), os.path.join(_HERE, "compile.py"),
+               os.path.join(os.path.dirname(_HERE), "math", "arithmetic.py")}
+
+
+def _where():
+    """``file:line (function)`` of the code that looked at a value (the hooks skipped)."""
+    f = sys._getframe(2)
+    while f is not None and os.path.abspath(f.f_code.co_filename) in _HOOK_FILES:
+        f = f.f_back
+    if f is None:
+        return "?"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"
+
+
+def _on_tape(x, tape):
+    """The variable of ``tape`` that ``x`` is or carries (nested tracing), or None."""
+    while isinstance(x, Box):
+        if x.tape is tape:
+            return x
+        x = x.value
+    return None
+
+
+class _Guard:
+    __slots__ = ("pos", "fn", "args", "result", "where")
+
+    def __init__(self, pos, fn, args, result, where):
+        self.pos = pos              # nodes recorded before it: its place in the replay
+        self.fn = fn
+        self.args = args            # Vars of the tape, or plain constants
+        self.result = result
+        self.where = where
+
+    def describe(self):
+        name = getattr(self.fn, "__name__", repr(self.fn))
+        return f"{name}(...) -> {_short(self.result)} at {self.where}"
+
+
+def _short(r):
+    if isinstance(r, np.ndarray):
+        return f"array{r.shape}"
+    s = repr(r)
+    return s if len(s) < 40 else s[:37] + "..."
+
+
+class _Recorder:
+    """The watcher of one recording (see var.watch): collects guards and escapes."""
+
+    def __init__(self, tape):
+        self.tape = tape
+        self.guards = []
+        self.escapes = []
+
+    def guard(self, fn, args, result):
+        tape = self.tape
+        found = False
+        out = []
+        for a in args:
+            v = _on_tape(a, tape)
+            if v is not None:
+                found = True
+                out.append(v)
+            else:
+                out.append(_strip(a))
+        if found:
+            if isinstance(result, np.ndarray):
+                result = result.copy()
+            self.guards.append(_Guard(len(tape.nodes), fn, tuple(out), result, _where()))
+
+    def escape(self, x, how):
+        if _on_tape(x, self.tape) is not None:
+            self.escapes.append(f"{how} at {_where()}")
+
+
+class Recording:
+    """One run of f on the tape: nodes, inputs (leaves), output, guards, escapes, and
+    the eager value and gradient at that point."""
+
+    __slots__ = ("tape", "nodes", "inputs", "output", "guards", "escapes", "result",
+                 "x")
+
+    def __init__(self, tape, nodes, inputs, output, guards, escapes, result, x):
+        self.tape = tape
+        self.nodes = nodes
+        self.inputs = inputs
+        self.output = output
+        self.guards = guards
+        self.escapes = escapes
+        self.result = result
+        self.x = x
+
+
+class recording:
+    """Context for code that records a gradient itself (``Model``): ``with
+    recording(tape) as rec: ...`` collects guards and escapes on ``tape``."""
+
+    __slots__ = ("rec",)
+
+    def __init__(self, tape):
+        self.rec = _Recorder(tape)
+
+    def __enter__(self):
+        watch(self.rec)
+        return self.rec
+
+    def __exit__(self, *exc):
+        unwatch(self.rec)
+        return False
+
+
+def _record_function(f, x):
+    """Run ``f`` at ``x`` on a fresh tape, watched; sweep eagerly. -> Recording"""
+    with gc_paused_nested() as tape:
+        leaf = _new(Var)
+        leaf.value = x
+        leaf.adj = None
+        leaf.tape = tape
+        leaf.bp = None
+        leaf.x = None
+        leaf.y = None
+        rec = _Recorder(tape)
+        watch(rec)
+        try:
+            y = f(leaf)
+        finally:
+            unwatch(rec)
+        nodes = tape.nodes
+        if isinstance(y, Box) and y.tape is tape:
+            if type(y.value) is not float and y.shape != ():
+                raise DifferentiationError(
+                    f"grad requires a scalar output, got shape {y.shape}; "
+                    "use sl.jacobian for vector outputs")
+            y.adj = 1.0
+            sweep(nodes)
+            val = y.value
+            a = leaf.adj
+            grad = (0.0 if type(x) is float else np.zeros(x.shape)) if a is None else a
+        else:
+            if np.shape(y) != ():
+                raise DifferentiationError(
+                    f"grad requires a scalar output, got shape {np.shape(y)}")
+            val = _strip(y)
+            grad = 0.0 if type(x) is float else np.zeros(x.shape)
+    if type(val) is not float:
+        val = float(val)
+    return Recording(tape, nodes, [leaf], y, rec.guards, rec.escapes, (val, grad), x)
+
+
+_new = object.__new__
+
+
+# ======================================================================================
+# kinds: what a value is at runtime, which decides the code (as it decides the
+# eager tape's branches)
+# ======================================================================================
+# "F": a Python float, "N": a numpy float64 scalar, a tuple: an ndarray of that shape,
+# "O": anything else (handled by runtime helpers)
+_F, _N, _O = "F", "N", "O"
+_f64 = np.float64
+
+
+def kind_of(v):
+    t = type(v)
+    if t is float:
+        return _F
+    if t is np.ndarray:
+        return v.shape
+    if t is _f64:
+        return _N
+    return _O
+
+
+def _arith_kind(*ks):
+    """Kind of ``a op b`` (+ - * /, numpy broadcasting) from the operands' kinds."""
+    shapes = [k for k in ks if type(k) is tuple]
+    if shapes:
+        s = np.broadcast_shapes(*shapes)
+        return s if s else _N
+    if _O in ks:
+        return _O
+    return _N if _N in ks else _F
+
+
+_IDENT = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789")
+
+
+def _atomic(e):
+    """Is expression ``e`` a name or a literal (safe to repeat, no parentheses)?"""
+    return all(c in _IDENT or c == "." for c in e) and not e[0].isdigit() or _is_num(e)
+
+
+def _is_num(e):
+    try:
+        float(e)
+        return not e.startswith("-")
+    except ValueError:
+        return False
+
+
+def _p(e):
+    return e if _atomic(e) else f"({e})"
+
+
+# ======================================================================================
+# runtime helpers used by the generated code (each mirrors an eager-tape step)
+# ======================================================================================
+def _norm(ans):
+    """extend._record's normalisation of a primitive's result."""
+    t = type(ans)
+    if t is float or t is np.ndarray and ans.ndim and ans.dtype == _f64:
+        return ans
+    return _normalize(ans)
+
+
+def _same(a, b):
+    """Did a guard give the same result as when it was recorded?"""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _dot_all(g, v):
+    return float(np.dot(g.ravel(), v.ravel()))
+
+
+def _copy_in(a, shape):
+    """_bp_getitem: an adjoint buffer the sweep owns, from a borrowed/lazy one."""
+    if type(a) is float:
+        return np.full(shape, a)
+    return np.array(a, dtype=float)
+
+
+_RUNTIME = {
+    "_np": np, "_math": math, "_float": float, "_norm": _norm, "_same": _same,
+    "_zeros": np.zeros, "_full": np.full, "_array": np.array, "_matmul": np.matmul,
+    "_dot": np.dot, "_dot_all": _dot_all, "_add_at": np.add.at, "_copy_in": _copy_in,
+    "_sts": _sum_to_shape_raw, "_array_equal": np.array_equal,
+    "_inf": math.inf, "_nan": math.nan, "_f64": _f64,
+    "_exp": math.exp, "_log": math.log, "_sin": math.sin, "_cos": math.cos,
+    "_sqrt": math.sqrt, "_sinh": math.sinh, "_cosh": math.cosh, "_log1p": math.log1p,
+}
+
+
+# ======================================================================================
+# code generation
+# ======================================================================================
+class _NotCompilable(Exception):
+    """A node or guard that has no replay rule (the eager tape is used)."""
+
+
+class _Adj:
+    """The adjoint of one variable during generation: an expression (a name, or - for
+    scalars - a deferred sum), its kind, and whether the buffer is this sweep's own."""
+
+    __slots__ = ("expr", "kind", "owned", "terms")
+
+    def __init__(self, expr, kind, owned, terms=1):
+        self.expr = expr
+        self.kind = kind
+        self.owned = owned
+        self.terms = terms          # contributions summed in a deferred expression
+
+
+class _Gen:
+    """Generate the replay function of one recording.
+
+    ``inputs`` is a list of ``(leaf, expression)``: how each input leaf's value is cut
+    from the function's argument ``x``; ``output(gen, adjoint_exprs)`` returns the
+    lines that build and return ``(value, gradient)``.
+    """
+
+    def __init__(self, rec, inputs, output, exact=False):
+        self.rec = rec
+        self.inputs = inputs
+        self.output = output
+        self.exact = exact
+        self.fused = {}             # id(sum node) -> x: sum(x * x) as one dot product
+        self.skip = set()           # ids of nodes folded into another (not computed)
+        self.lines = []
+        self.consts = {}            # parameter name -> object
+        self.const_ids = {}         # id(object) -> parameter name
+        self.keep = []              # objects whose ids key const_ids
+        self.vname = {}             # id(Var) -> name of its value
+        self.vkind = {}             # id(Var) -> kind of its value
+        self.adj = {}               # id(Var) -> _Adj
+        self.need = set()           # ids of Vars whose adjoint matters
+        self.ntmp = 0
+        self.tape = rec.tape
+
+    # -- names and constants -----------------------------------------------------------
+    def const(self, obj, hint="k"):
+        t = type(obj)
+        if t is float:
+            if math.isfinite(obj):
+                r = repr(obj)
+                return f"({r})" if r.startswith("-") else r
+            return "_inf" if obj > 0 else ("(-_inf)" if obj < 0 else "_nan")
+        if t is int or t is bool or obj is None:
+            r = repr(obj)
+            return f"({r})" if r.startswith("-") else r
+        if t is str:
+            return repr(obj)
+        name = self.const_ids.get(id(obj))
+        if name is None:
+            name = f"{hint}{len(self.consts)}"
+            self.consts[name] = obj
+            self.const_ids[id(obj)] = name
+            self.keep.append(obj)
+        return name
+
+    def fn(self, f, hint="f"):
+        return self.const(f, hint)
+
+    def aname(self, vid):
+        """The name of a variable's adjoint buffer."""
+        return "a" + self.vname[vid]
+
+    def tmp(self, prefix="t"):
+        self.ntmp += 1
+        return f"{prefix}{self.ntmp}"
+
+    def emit(self, line):
+        self.lines.append(line)
+
+    def val(self, a):
+        """Expression of an argument: a traced value's name, or the constant (a
+        variable created inside f from a plain value is a constant too)."""
+        if type(a) is Var:
+            n = self.vname.get(id(a))
+            if n is None:
+                if a.bp is None and a.tape is self.tape and not isinstance(a.value, Box):
+                    return self.const(a.value)
+                raise _NotCompilable("a value from outside the recording")
+            return n
+        return self.const(a)
+
+    def kind(self, a):
+        if type(a) is Var:
+            k = self.vkind.get(id(a))
+            return kind_of(a.value) if k is None else k
+        return kind_of(a)
+
+    # -- adjoints ---------------------------------------------------------------------
+    def take(self, v, uses=1):
+        """This node's (final) adjoint as an expression usable ``uses`` times."""
+        st = self.adj[id(v)]
+        if uses > 1 and not _atomic(st.expr):
+            name = self.aname(id(v))
+            self.emit(f"{name} = {st.expr}")
+            st.expr = name
+        return _p(st.expr), st.kind
+
+    def acc(self, p, c, ck, fresh=False):
+        """Add contribution ``c`` (kind ``ck``) into ``p``'s adjoint: extend.accumulate,
+        decided here on kinds instead of at runtime on types."""
+        pid = id(p)
+        if pid not in self.need:
+            return
+        if c.startswith("1.0 * ") and _atomic(c[6:]):
+            c, fresh = c[6:], False         # 1.0 * v is v, bit for bit
+        pk = self.vkind[pid]
+        if pk == _F:
+            if ck == _F:
+                pass
+            elif type(ck) is tuple or ck == _N:
+                c, ck, fresh = f"_float({_p(c)}.sum())", _F, False
+            else:
+                c, ck, fresh = f"_float(_np.sum({c}))", _F, False
+        else:
+            ps = pk if type(pk) is tuple else ()
+            cs = ck if type(ck) is tuple else ()
+            if cs != ps:
+                if ck == _F:
+                    if not getattr(p.bp, "_bcast", False):
+                        c, ck, fresh = f"_full({ps!r}, {c})", ps, True
+                elif ck == _O:
+                    raise _NotCompilable("an adjoint contribution of unknown type")
+                else:
+                    c = f"_sts({c}, {ps!r})"
+                    ck, fresh = (ps, True) if ps else (_F, False)
+        st = self.adj.get(pid)
+        if st is None:
+            owned = fresh and type(ck) is tuple and ck == pk
+            if type(ck) is tuple and not _atomic(c):
+                name = self.aname(pid)
+                self.emit(f"{name} = {c}")
+                c = name
+            self.adj[pid] = _Adj(c, ck, owned)
+            return
+        ak = st.kind
+        if type(ak) is tuple and (type(ck) is tuple or ck == _F):
+            if st.owned:
+                self.emit(f"{st.expr} += {c}")
+            else:
+                name = self.aname(pid)
+                self.emit(f"{name} = {st.expr} + {_p(c)}")
+                st.expr, st.owned = name, True
+            return
+        k = _arith_kind(ak, ck)
+        if st.terms >= 8:
+            # a long deferred sum is written out (Python's parser limits nesting)
+            name = self.aname(pid)
+            self.emit(f"{name} = {st.expr}")
+            st.expr, st.terms = name, 1
+        e = f"{_p(st.expr)} + {_p(c)}"
+        if type(k) is tuple:
+            name = self.aname(pid)
+            self.emit(f"{name} = {e}")
+            self.adj[pid] = _Adj(name, k, True)
+        else:
+            self.adj[pid] = _Adj(e, k, False, st.terms + 1)
+
+    # -- the function --------------------------------------------------------------------
+    def generate(self):
+        rec = self.rec
+        nodes = rec.nodes
+        out = rec.output
+        index = {id(n): i for i, n in enumerate(nodes)}
+        records = []
+        for n in nodes:
+            if n.bp is None:
+                records.append(None)            # a Var created inside f: a constant
+                continue
+            try:
+                records.append(node_record(n))
+            except DifferentiationError as e:
+                raise _NotCompilable(str(e)) from None
+
+        # inputs
+        for j, (leaf, expr) in enumerate(self.inputs):
+            self.vname[id(leaf)] = f"x{j}"
+            self.vkind[id(leaf)] = kind_of(leaf.value)
+
+        # liveness: what the output and the guards need (backwards), what depends on
+        # an input (forwards); adjoints matter where both hold
+        parents = []
+        for n, r in zip(nodes, records):
+            parents.append([] if r is None else [a for a in r[1] if type(a) is Var])
+        live = set()
+        stack = []
+        if type(out) is Var and out.tape is rec.tape:
+            stack.append(out)
+        for gd in rec.guards:
+            stack.extend(a for a in gd.args if type(a) is Var)
+        while stack:
+            v = stack.pop()
+            if id(v) in live:
+                continue
+            live.add(id(v))
+            i = index.get(id(v))
+            if i is not None:
+                stack.extend(parents[i])
+        dep = {id(leaf) for leaf, _ in self.inputs}
+        for n, ps in zip(nodes, parents):
+            if any(id(p) in dep for p in ps):
+                dep.add(id(n))
+        self.need = dep & (live | {id(leaf) for leaf, _ in self.inputs})
+
+        if not self.exact:
+            self.fuse(nodes, records, index, live)
+
+        # forward pass, guards in their places
+        body = self.lines
+        for j, (leaf, expr) in enumerate(self.inputs):
+            if id(leaf) in live or id(leaf) in self.need:
+                self.emit(f"x{j} = {expr}")
+        guards = sorted(enumerate(rec.guards), key=lambda t: t[1].pos)
+        gi = 0
+        for i, n in enumerate(nodes):
+            while gi < len(guards) and guards[gi][1].pos <= i:
+                self.guard(*guards[gi])
+                gi += 1
+            if id(n) not in live:
+                continue
+            self.vname[id(n)] = f"v{i}"
+            self.vkind[id(n)] = kind_of(n.value)
+            if id(n) in self.skip:
+                continue
+            if records[i] is None:
+                self.emit(f"v{i} = {self.const(n.value)}")
+                continue
+            self.forward(n, records[i])
+        while gi < len(guards):
+            self.guard(*guards[gi])
+            gi += 1
+
+        # adjoint sweep, newest node first
+        outv = None
+        if type(out) is Var and id(out) in live:
+            outv = self.vname[id(out)]
+            if id(out) in self.need:
+                self.adj[id(out)] = _Adj("1.0", _F, False)
+        for i in range(len(nodes) - 1, -1, -1):
+            n = nodes[i]
+            st = self.adj.get(id(n))
+            if st is None or records[i] is None:
+                continue
+            # self-check: the kind decided here is the kind the eager sweep had
+            if kind_of(n.adj) != st.kind:
+                raise _NotCompilable(f"internal: adjoint kind of node {i} "
+                                     f"({records[i][0].name}) is {st.kind}, the tape "
+                                     f"had {kind_of(n.adj)}")
+            self.backward(n, records[i])
+
+        for leaf, _ in self.inputs:
+            st = self.adj.get(id(leaf))
+            if st is not None and kind_of(leaf.adj) != st.kind:
+                raise _NotCompilable("internal: an input's adjoint kind differs from the "
+                                     "tape's")
+        adjs = []
+        for leaf, _ in self.inputs:
+            st = self.adj.get(id(leaf))
+            adjs.append(None if st is None else st)
+        value = outv if outv is not None else self.const(float(_strip(out)))
+        self.lines.extend(self.output(self, value, adjs))
+        return body
+
+    def fuse(self, nodes, records, index, live):
+        """Algebraic fusions (not bit-exact, within a few ulps): a sum of squares
+        ``sum(x * x)`` whose product feeds nothing else is one dot product - one pass
+        and no temporary (its backward, 2 g x, never needed the product)."""
+        uses = {}
+        for n, r in zip(nodes, records):
+            if r is not None and id(n) in live:
+                for a in r[1]:
+                    if type(a) is Var:
+                        uses[id(a)] = uses.get(id(a), 0) + 1
+        for gd in self.rec.guards:
+            for a in gd.args:
+                if type(a) is Var:
+                    uses[id(a)] = uses.get(id(a), 2) + 1
+        out = self.rec.output
+        if type(out) is Var:
+            uses[id(out)] = uses.get(id(out), 0) + 1
+        for n, r in zip(nodes, records):
+            if r is None or id(n) not in live or _family(n, r[0]) != "sum_all":
+                continue
+            m = r[1][0]
+            j = index.get(id(m))
+            if j is None or uses.get(id(m)) != 1 or records[j] is None:
+                continue
+            mr = records[j]
+            if _family(m, mr[0]) != "mul":
+                continue
+            a, b = mr[1]
+            if a is b and type(a) is Var and type(kind_of(a.value)) is tuple:
+                self.fused[id(n)] = a
+                self.skip.add(id(m))
+
+    # -- guards ---------------------------------------------------------------------------
+    def guard(self, k, gd):
+        args = [self.val(a) for a in gd.args]
+        fn = gd.fn
+        r = gd.result
+        fail = f"return {k}"
+        op = _CMP.get(fn)
+        if fn is bool and len(args) == 1 and type(r) is bool:
+            self.emit(f"if {'not ' if r else ''}{_p(args[0])}: {fail}")
+            return
+        if op is not None and len(args) == 2:
+            e = f"{_p(args[0])} {op} {_p(args[1])}"
+            if type(r) is bool or type(r) is np.bool_:
+                self.emit(f"if {'not ' if r else ''}({e}): {fail}")
+                return
+            if isinstance(r, np.ndarray) and r.dtype == bool:
+                if r.all():
+                    self.emit(f"if not ({e}).all(): {fail}")
+                elif not r.any():
+                    self.emit(f"if ({e}).any(): {fail}")
+                else:
+                    self.emit(f"if not _array_equal({e}, {self.const(r, 'r')}): {fail}")
+                return
+        call = f"{self.fn(fn, 'c')}({', '.join(args)})"
+        if r is None:
+            self.emit(f"if {call} is not None: {fail}")
+        else:
+            self.emit(f"if not _same({call}, {self.const(r, 'r')}): {fail}")
+
+    # -- forward rules ----------------------------------------------------------------------
+    def forward(self, n, record):
+        spec, args, kw = record
+        name = self.vname[id(n)]
+        bp = n.bp
+        fam = _family(n, spec)
+        if fam == "unary":
+            x = self.val(args[0])
+            xk = self.kind(args[0])
+            if xk == _F:
+                t = _F_FWD.get(_TNAME.get(spec))
+                if t is not None:
+                    e = t.format(x=x)
+                elif spec.scalar is not None:
+                    e = f"{self.fn(spec.scalar)}({x})"
+                else:
+                    e = f"_float({self.fn(spec.fun)}({x}))"
+            elif type(xk) is tuple:
+                e = f"{self.fn(spec.fun)}({x})"
+            else:
+                raise _NotCompilable(f"'{spec.name}' of a {xk} value")
+            self.emit(f"{name} = {e}")
+            return
+        if fam in ("linear", "mul", "binary"):
+            a, b = self.val(args[0]), self.val(args[1])
+            ka, kb = self.kind(args[0]), self.kind(args[1])
+            if spec.op is not None:
+                e = f"{_p(a)} {_OPS[spec.op]} {_p(b)}"
+            elif _TNAME.get(spec) == "divide" and (ka == _F or type(ka) is tuple or kb == _F
+                                            or type(kb) is tuple):
+                e = f"{_p(a)} / {_p(b)}"      # np.true_divide: IEEE division, as /
+            else:
+                e = f"{self.fn(spec.fun)}({a}, {b})"
+            rk = kind_of(n.value)
+            if rk == _F:
+                # a float result the tape normalised from a numpy scalar
+                probe = _probe(spec, n, args)
+                if type(probe) is not float:
+                    e = f"_float({e})"
+            self.emit(f"{name} = {e}")
+            return
+        if fam == "sum_all":
+            sq = self.fused.get(id(n))
+            if sq is not None:
+                x = self.val(sq)
+                d = f"_dot({x}, {x})" if len(self.kind(sq)) == 1 else f"_dot_all({x}, {x})"
+                self.emit(f"{name} = _float({d})")
+                return
+            self.emit(f"{name} = _float({_p(self.val(args[0]))}.sum())")
+            return
+        if fam == "getitem":
+            self.emit(f"{name} = {self.getitem_expr(args[0], args[1], n)}")
+            return
+        if fam == "fused":
+            self.fused_forward(n, spec, args)
+            return
+        # a generic primitive: its forward function on plain values
+        vals = [self.val(a) for a in args]
+        kws = [f"{k}={self.const(v)}" for k, v in kw.items()]
+        if _TNAME.get(spec) == "matmul" and not kw:
+            e = f"_matmul({vals[0]}, {vals[1]})"
+            self.emit(f"{name} = {'_float(' + e + ')' if kind_of(n.value) == _F else e}")
+            return
+        e = f"{self.fn(spec.fun)}({', '.join(vals + kws)})"
+        self.emit(f"{name} = _norm({e})")
+        del bp
+
+    def getitem_expr(self, x, idx, n):
+        xv = self.val(x)
+        xk = self.kind(x)
+        sub = _subscript(idx)
+        if sub is None:
+            sub = self.const(idx, "i")
+        if type(xk) is not tuple:
+            return f"{self.fn(n.bp._spec.fun)}({xv}, {self.const(idx, 'i')})"
+        if kind_of(n.value) == _F:
+            if type(idx) is int and len(xk) == 1:
+                return f"{xv}.item({idx})"
+            return f"_float({xv}[{sub}])"
+        return f"{xv}[{sub}]"
+
+    def fused_forward(self, n, spec, args):
+        name = self.vname[id(n)]
+        pairs, parts = n.y
+        need = tuple(type(a) is Var for a in args)
+        vals = [self.val(a) for a in args]
+        if spec.check is not None:
+            self.emit(f"{self.fn(spec.check, 'chk')}({', '.join(vals)})")
+        pn = f"P{name[1:]}"
+        self.emit("_tk = _ignore_fp()")
+        self.emit("try:")
+        self.emit(f"    {name}, {pn} = {self.fn(spec.kernel, 'kern')}({need!r}, "
+                  f"{', '.join(vals)})")
+        self.emit("finally:")
+        self.emit("    _restore_fp(_tk)")
+        self.emit(f"{name} = _float({name})")
+
+    # -- backward rules -----------------------------------------------------------------------
+    def backward(self, n, record):
+        spec, args, kw = record
+        fam = _family(n, spec)
+        getattr(self, "bw_" + fam)(n, spec, args, kw)
+
+    def _needs(self, *vs):
+        return [type(v) is Var and id(v) in self.need for v in vs]
+
+    def bw_unary(self, n, spec, args, kw):
+        (x,) = args
+        if id(x) not in self.need:
+            return
+        ans, xv = self.vname[id(n)], self.val(x)
+        xk = self.kind(x)
+        g, gk = self.take(n)
+        svjp = spec.scalar_vjp
+        if svjp is not None and gk == _F and xk == _F:
+            t = _F_VJP.get(_TNAME.get(spec))
+            if t is not None:
+                c = t.format(g=g, ans=ans, x=xv)
+            else:
+                c = f"{self.fn(svjp)}({g}, {ans}, {xv})"
+            self.acc(x, c, _F)
+            return
+        vjp = spec.vjps[0]
+        t = _A_VJP.get(_TNAME.get(spec))
+        if t is not None and (type(gk) is tuple or type(xk) is tuple):
+            c = t.format(g=g, ans=ans, x=xv)
+            ck = _arith_kind(gk, xk)
+            self.acc(x, c, ck, fresh=type(ck) is tuple)
+            return
+        c = f"{self.fn(vjp)}({g}, {ans}, {xv})"
+        self.acc(x, c, kind_of(_probe_vjp(vjp, n, (x.value,))))
+
+    def bw_linear(self, n, spec, args, kw):
+        neg = spec.name == "subtract"
+        x, y = args
+        nx, ny = self._needs(x, y)
+        g, gk = self.take(n, uses=int(nx) + int(ny))
+        if nx:
+            self.acc(x, g, gk)
+        if ny:
+            if neg:
+                self.acc(y, f"-{g}", gk, fresh=type(gk) is tuple)
+            else:
+                self.acc(y, g, gk)
+
+    def bw_mul(self, n, spec, args, kw):
+        x, y = args
+        nx, ny = self._needs(x, y)
+        xv, yv = self.val(x), self.val(y)
+        xk, yk = self.kind(x), self.kind(y)
+        tx, ty = type(x) is Var, type(y) is Var
+        g, gk = self.take(n, uses=int(nx) + int(ny) + (1 if x is y else 0))
+        if tx and ty:
+            if gk == _F and xk == _F and yk == _F:
+                if nx:
+                    self.acc(x, f"{g} * {_p(yv)}", _F)
+                if ny:
+                    self.acc(y, f"{g} * {_p(xv)}", _F)
+                return
+            if x is y:
+                k = _arith_kind(gk, xk)
+                self.acc(x, f"({g} + {g}) * {_p(xv)}", k, fresh=type(k) is tuple)
+                return
+            if type(gk) is tuple:
+                if xk == _F and yk == gk:
+                    if nx:
+                        self.acc(x, f"_dot_all({g}, {yv})", _F)
+                    if ny:
+                        self.acc(y, f"{g} * {_p(xv)}", gk, fresh=True)
+                    return
+                if yk == _F and xk == gk:
+                    if nx:
+                        self.acc(x, f"{g} * {_p(yv)}", gk, fresh=True)
+                    if ny:
+                        self.acc(y, f"_dot_all({g}, {xv})", _F)
+                    return
+            if nx:
+                k = _arith_kind(gk, yk)
+                self.acc(x, f"{g} * {_p(yv)}", k, fresh=type(k) is tuple)
+            if ny:
+                k = _arith_kind(gk, xk)
+                self.acc(y, f"{g} * {_p(xv)}", k, fresh=type(k) is tuple)
+            return
+        # one traced operand v, one constant c (bp_x / bp_y: the same rule)
+        v, c, vk, ck_ = (x, yv, xk, yk) if tx else (y, xv, yk, xk)
+        if id(v) not in self.need:
+            return
+        cobj = y if tx else x
+        if vk == _F and type(gk) is tuple and type(cobj) is np.ndarray and ck_ == gk:
+            self.acc(v, f"_dot_all({g}, {c})", _F)
+            return
+        k = _arith_kind(gk, ck_)
+        self.acc(v, f"{g} * {_p(c)}", k, fresh=type(k) is tuple)
+
+    def bw_binary(self, n, spec, args, kw):
+        x, y = args
+        nx, ny = self._needs(x, y)
+        if not (nx or ny):
+            return
+        tx, ty = type(x) is Var, type(y) is Var
+        xv, yv = self.val(x), self.val(y)
+        xk, yk = self.kind(x), self.kind(y)
+        ans = self.vname[id(n)]
+        svjp = spec.scalar_vjp
+        name = _TNAME.get(spec)
+        allf = svjp is not None and xk == _F and yk == _F
+        if tx and ty:
+            g, gk = self.take(n, uses=2)
+            if allf and gk == _F:
+                if name == "divide":
+                    if nx:
+                        self.acc(x, f"{g} / {_p(yv)}", _F)
+                    if ny:
+                        self.acc(y, f"-{g} * {ans} / {_p(yv)}", _F)
+                    return
+                t = self.tmp()
+                self.emit(f"{t} = {self.fn(svjp)}({g}, {ans}, {xv}, {yv})")
+                if nx:
+                    self.acc(x, f"{t}[0]", _F)
+                if ny:
+                    self.acc(y, f"{t}[1]", _F)
+                return
+            if nx:
+                self._bin_vjp(n, spec, 0, x, g, gk, ans, xv, yv)
+            if ny:
+                self._bin_vjp(n, spec, 1, y, g, gk, ans, xv, yv)
+            return
+        i = 0 if tx else 1
+        v = x if tx else y
+        g, gk = self.take(n, uses=2)
+        if allf and gk == _F:
+            if name == "divide":
+                c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
+            else:
+                c = f"{self.fn(svjp)}({g}, {ans}, {xv}, {yv})[{i}]"
+            self.acc(v, c, _F)
+            return
+        self._bin_vjp(n, spec, i, v, g, gk, ans, xv, yv)
+
+    def _bin_vjp(self, n, spec, i, v, g, gk, ans, xv, yv):
+        vjp = spec.vjps[i]
+        args = n.bp._args(n)
+        vals = [a.value if type(a) is Var else a for a in args]
+        tname = _TNAME.get(spec)
+        if tname == "divide":
+            c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
+            k = _arith_kind(gk, self.kind(args[0]), self.kind(args[1]))
+            self.acc(v, c, k, fresh=type(k) is tuple)
+            return
+        if tname == "power" and i == 0 and type(args[1]) is not Var:
+            ye = args[1]
+            if type(ye) in (int, float) and ye in (1, 2):
+                c = g if ye == 1 else f"{g} * 2.0 * {_p(xv)}"
+                k = gk if ye == 1 else _arith_kind(gk, self.kind(args[0]))
+                self.acc(v, c, k, fresh=ye == 2 and type(k) is tuple)
+                return
+        c = f"{self.fn(vjp)}({g}, {ans}, {xv}, {yv})"
+        self.acc(v, c, kind_of(_probe_vjp(vjp, n, vals)))
+
+    def bw_sum_all(self, n, spec, args, kw):
+        (x,) = args
+        if id(x) not in self.need:
+            return
+        g, gk = self.take(n)
+        xk = self.kind(x)
+        if gk == _F and type(xk) is tuple:
+            self.acc(x, g, _F)
+            return
+        from ..math.reductions import _expand_back
+        c = f"{self.fn(_expand_back)}({g}, {self.val(x)}, None, False)"
+        probe = _expand_back(n.adj, x.value, None, False)
+        self.acc(x, c, kind_of(probe))
+
+    def bw_getitem(self, n, spec, args, kw):
+        p, idx = args
+        if id(p) not in self.need:
+            return
+        from ..math.structure import _is_basic, _scatter_add_raw
+        g, gk = self.take(n)
+        pk = self.kind(p)
+        if type(pk) is not tuple:
+            raise _NotCompilable("getitem of a scalar")
+        if gk == _F or type(gk) is tuple:
+            basic = type(idx) in (int, slice) or _is_basic(idx)
+            sub = _subscript(idx) or self.const(idx, "i")
+            st = self.adj.get(id(p))
+            name = self.aname(id(p))
+            if st is None:
+                self.emit(f"{name} = _zeros({pk!r})")
+                if basic:
+                    self.emit(f"{name}[{sub}] = {g}")
+                else:
+                    self.emit(f"_add_at({name}, {sub}, {g})")
+                self.adj[id(p)] = _Adj(name, pk, True)
+                return
+            if not st.owned:
+                self.emit(f"{name} = _copy_in({st.expr}, {pk!r})")
+                st.expr, st.kind, st.owned = name, pk, True
+            if basic:
+                self.emit(f"{st.expr}[{sub}] += {g}")
+            else:
+                self.emit(f"_add_at({st.expr}, {sub}, {g})")
+            return
+        c = f"{self.fn(_scatter_add_raw)}({g}, {self.const(idx, 'i')}, {pk!r})"
+        self.acc(p, c, pk)
+
+    def bw_fused(self, n, spec, args, kw):
+        pairs, parts = n.y
+        pn = f"P{self.vname[id(n)][1:]}"
+        todo = [(i, p) for i, p in pairs if id(p) in self.need]
+        if not todo:
+            return
+        g, gk = self.take(n, uses=len(todo))
+        for i, p in todo:
+            part = parts[i]
+            pk_ = kind_of(part)
+            if g == "1.0":
+                self.acc(p, f"{pn}[{i}]", pk_)
+            else:
+                k = _arith_kind(gk, pk_)
+                self.acc(p, f"{g} * {pn}[{i}]", k, fresh=type(part) is np.ndarray)
+
+    def bw_matmul(self, args, todo, g, gk):
+        a, b = args
+        sa, sb = np.shape(a.value if type(a) is Var else a), \
+            np.shape(b.value if type(b) is Var else b)
+        gs = gk if type(gk) is tuple else ()
+        if not (len(sa) in (1, 2) and len(sb) in (1, 2)) or (gs == ()) != (
+                len(sa) == 1 and len(sb) == 1):
+            return False
+        av, bv = self.val(a), self.val(b)
+        for i, p in todo:
+            c = _matmul_vjp_exprs(i, len(sa), len(sb), g, gs, av, bv, sa)
+            k = (sa if i == 0 else sb)
+            self.acc(p, c, k, fresh=True)
+        return True
+
+    def bw_generic(self, n, spec, args, kw):
+        todo = [(i, a) for i, a in enumerate(args) if type(a) is Var and id(a) in self.need]
+        if not todo:
+            return
+        g, gk = self.take(n, uses=1 if spec.vjp_all is not None else len(todo))
+        if _TNAME.get(spec) == "matmul" and not kw and self.bw_matmul(args, todo, g, gk):
+            return
+        ans = self.vname[id(n)]
+        vals = [self.val(a) for a in args]
+        kws = [f"{k}={self.const(v)}" for k, v in kw.items()]
+        argl = ", ".join([g, ans] + vals + kws)
+        plain = [a.value if type(a) is Var else a for a in args]
+        if spec.vjp_all is not None:
+            t = self.tmp("c")
+            self.emit(f"{t} = {self.fn(spec.vjp_all, 'vjp')}({argl})")
+            probes = _probe_call(spec.vjp_all, n, plain, kw)
+            for i, p in todo:
+                if probes[i] is None:
+                    raise _NotCompilable(f"argument {i} of '{spec.name}' has no VJP")
+                self.acc(p, f"{t}[{i}]", kind_of(probes[i]))
+            return
+        for i, p in todo:
+            vjp = spec.vjps[i]
+            c = f"{self.fn(vjp, 'vjp')}({argl})"
+            self.acc(p, c, kind_of(_probe_call(vjp, n, plain, kw)))
+
+
+def _matmul_vjp_exprs(i, na, nb, g, gs, av, bv, sa):
+    """linalg._matmul_vjp_a/_b (Giles) for vectors and matrices, as expressions."""
+    if i == 0:
+        if na == 1 and nb == 1:
+            return f"{g} * {_p(bv)}"
+        if na == 2 and nb == 1:
+            return f"_np.reshape({g}, {gs + (1,)!r}) * {_p(bv)}"
+        if na == 1 and nb == 2:
+            return f"_matmul({bv}, {g})"
+        if na == 2 and nb == 2:
+            return f"_matmul({g}, {_p(bv)}.T)"
+        return None
+    if na == 1 and nb == 1:
+        return f"{g} * {_p(av)}"
+    if na == 1 and nb == 2:
+        return f"_np.reshape({av}, ({sa[0]}, 1)) * _np.reshape({g}, (1, {gs[-1]}))"
+    if na == 2 and nb == 1:
+        return f"_matmul({g}, {av})"
+    if na == 2 and nb == 2:
+        return f"_matmul({_p(av)}.T, {g})"
+    return None
+
+
+def _family(n, spec):
+    bp = n.bp
+    if bp is _bp_generic:
+        return "generic"
+    if spec.kernel is not None:
+        return "fused"
+    a = getattr(bp, "_args", None)
+    if a is _args_unary:
+        return "unary"
+    if a is _args_xy or a is _args_yx:
+        q = bp.__qualname__
+        if "_linear_bps" in q:
+            return "linear"
+        if "_mul_bps" in q:
+            return "mul"
+        if q.startswith("elementwise_binary."):
+            return "binary"
+        raise _NotCompilable(f"unknown backward rule {q} of '{spec.name}'")
+    name = getattr(bp, "__name__", "")
+    if name == "_bp_getitem":
+        return "getitem"
+    if name == "_bp_sum_all":
+        return "sum_all"
+    raise _NotCompilable(f"no replay rule for nodes of '{spec.name}' ({name})")
+
+
+def _quiet(fn, *args, **kw):
+    """Evaluate ``fn`` once for the kind of its result (warnings and fp errors off)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return fn(*args, **kw)
+        except (ArithmeticError, ValueError):
+            return None
+
+
+def _probe(spec, n, args):
+    vals = [a.value if type(a) is Var else a for a in args]
+    if spec.op is not None:
+        return _quiet(spec.op, *vals)
+    return _quiet(spec.fun, *vals)
+
+
+def _probe_vjp(vjp, n, vals):
+    return _quiet(vjp, n.adj, n.value, *vals)
+
+
+def _probe_call(fn, n, vals, kw):
+    return _quiet(fn, n.adj, n.value, *vals, **kw)
+
+
+def _subscript(idx):
+    """``idx`` as subscript source (``3``, ``2:``, ``1, ::2``), or None if it is not
+    made of ints, slices, None and Ellipsis."""
+    items = idx if type(idx) is tuple else (idx,)
+    out = []
+    for it in items:
+        t = type(it)
+        if t is int:
+            out.append(repr(it))
+        elif t is slice:
+            parts = [("" if v is None else repr(v)) for v in (it.start, it.stop, it.step)]
+            if not all(v is None or type(v) is int for v in (it.start, it.stop, it.step)):
+                return None
+            out.append(":".join(parts[:2]) + (f":{parts[2]}" if it.step is not None else ""))
+        elif it is None:
+            out.append("None")
+        elif it is Ellipsis:
+            out.append("...")
+        else:
+            return None
+    if type(idx) is tuple:
+        return ", ".join(out) + ("," if len(out) == 1 else "") if out else "()"
+    return out[0]
+
+
+_OPS = {operator.add: "+", operator.sub: "-", operator.mul: "*"}
+_CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+        operator.eq: "==", operator.ne: "!="}
+
+# inline templates of the hottest rules. Each is used only while the primitive's own
+# function is the one it was written from (looked up below, once stanlite.math is
+# loaded), so a changed rule in the library falls back to calling that rule.
+_F_FWD = {"negative": "-{x}", "square": "{x} * {x}"}
+_F_VJP = {
+    "exp": "{g} * {ans}", "log": "{g} / {x}", "log1p": "{g} / (1.0 + {x})",
+    "expm1": "{g} * ({ans} + 1.0)", "sqrt": "0.5 * {g} / {ans}",
+    "sin": "{g} * _cos({x})", "cos": "-{g} * _sin({x})",
+    "sinh": "{g} * _cosh({x})", "cosh": "{g} * _sinh({x})",
+    "tanh": "{g} * (1.0 - {ans}) * (1.0 + {ans})", "negative": "-{g}",
+    "square": "{g} * 2.0 * {x}",
+    "inv_logit": "{g} * {ans} * _ils(-{x})", "log_inv_logit": "{g} * _ils(-{x})",
+    "log1m_inv_logit": "-{g} * _ils({x})", "log1p_exp": "{g} * _ils({x})",
+}
+_A_VJP = {
+    "exp": "{g} * {ans}", "log": "{g} / {x}", "log1p": "{g} / (1.0 + {x})",
+    "expm1": "{g} * ({ans} + 1.0)", "sqrt": "0.5 * {g} / {ans}",
+    "tanh": "{g} * (1.0 - {ans}) * (1.0 + {ans})", "negative": "-{g}",
+    "square": "{g} * 2.0 * {x}",
+    "sin": "{g} * _np.cos({x})", "cos": "-{g} * _np.sin({x})",
+    "sinh": "{g} * _np.cosh({x})", "cosh": "{g} * _np.sinh({x})",
+    "inv_logit": "{g} * ({ans} * _il(-{x}))", "log_inv_logit": "{g} * _il(-{x})",
+    "log1m_inv_logit": "-{g} * _il({x})", "log1p_exp": "{g} * _il({x})",
+}
+_TNAME = {}         # primitive (spec) -> the name of its templates
+
+
+def _load_templates():
+    """Map stanlite's own primitives to their templates (by identity: a user primitive
+    of the same name never matches), and fetch runtime helpers from the library."""
+    if _TNAME:
+        return
+    from ..distributions.fused import _ignore_fp, _restore_fp
+    from ..math import arithmetic as ar
+    from ..math import elementwise as el
+    from ..math import linalg as la
+    for name in set(_F_VJP) | set(_A_VJP) | set(_F_FWD):
+        f = getattr(el, name, None) or getattr(ar, name, None)
+        spec = getattr(f, "_spec", None)
+        if spec is not None:
+            _TNAME[spec] = name
+    _TNAME[ar.divide._spec] = "divide"
+    _TNAME[ar.power._spec] = "power"
+    _TNAME[la.matmul._spec] = "matmul"
+    _RUNTIME["_ignore_fp"] = _ignore_fp
+    _RUNTIME["_restore_fp"] = _restore_fp
+    _RUNTIME["_il"] = el.inv_logit._spec.fun        # what sl.inv_logit(array) calls
+    _RUNTIME["_ils"] = el.inv_logit._spec.scalar    # ... and sl.inv_logit(float)
+
+
+class _Program:
+    """A generated replay function and what it was made from."""
+
+    __slots__ = ("fn", "source", "guards", "nodes", "inexact")
+
+    def __init__(self, fn, source, guards, nodes, inexact):
+        self.fn = fn
+        self.source = source
+        self.guards = guards
+        self.nodes = nodes
+        self.inexact = inexact      # fusions: equal to the tape within a few ulps
+
+
+def _build(rec, inputs, output, exact=False, name="retaped"):
+    """Generate, compile and return the replay function of ``rec`` (a _Program)."""
+    _load_templates()
+    gen = _Gen(rec, inputs, output, exact)
+    body = gen.generate()
+    params = ", ".join(f"{k}={k}" for k in gen.consts)
+    head = f"def {name}(x{', *, ' + params if params else ''}):"
+    src = "\n".join([head] + ["    " + line for line in body]) + "\n"
+    ns = dict(_RUNTIME)
+    ns.update(gen.consts)
+    code = builtins.compile(src, f"<sl.compile {name}>", "exec")
+    exec(code, ns)
+    return _Program(ns[name], src, rec.guards, len(rec.nodes), bool(gen.fused))
+
+# ======================================================================================
+# the replaying callables: variants, re-recording, fallback, verification
+# ======================================================================================
+class _Retaped:
+    """What a retaped gradient shares: programs per input shape (each a path through
+    the guards, most recently used first), re-recording when every program's guards
+    fail, the eager tape when that happens too often or cannot be compiled, and the
+    checks against the eager tape.
+
+    Subclasses give ``_record(x) -> Recording``, ``_eager(x) -> (value, gradient)`` and
+    ``_io(recording) -> (inputs, output)`` (see :class:`_Gen`)."""
+
+    def __init__(self, what, max_recordings, verify, exact=False):
+        if max_recordings < 1:
+            raise ValueError(f"max_recordings must be >= 1, got {max_recordings!r}")
+        self.what = what
+        self.exact = bool(exact)
+        self.max_recordings = int(max_recordings)
+        self.verify = bool(verify)
+        self.recordings = 0             # recordings made (the first one included)
+        self.fallback = None            # why the eager tape is used, or None
+        self._programs = {}             # input key -> [_Program], most recent first
+        self._check_at = None           # the recording point, until the first replay
+        self._last_guard = None
+
+    # -- the hot path --------------------------------------------------------------------
+    def _call(self, x, key):
+        if self.fallback is not None:
+            return self._eager(x)
+        progs = self._programs.get(key)
+        if progs:
+            for j, p in enumerate(progs):
+                try:
+                    r = p.fn(x)
+                except StanliteError:
+                    raise                   # a domain error or a failed solver, as eager
+                except (ArithmeticError, ValueError):
+                    # Python floats raise where numpy gives inf/NaN: the tape decides
+                    return self._eager(x)
+                if type(r) is tuple:
+                    if j:
+                        progs.insert(0, progs.pop(j))
+                    if self._check_at is not None:
+                        return self._first_replay(x, r)
+                    return r
+                self._last_guard = p.guards[r]
+        return self._rerecord(x, key)
+
+    # -- recording -----------------------------------------------------------------------
+    def _rerecord(self, x, key):
+        if self.recordings >= self.max_recordings:
+            g = self._last_guard
+            why = f"; the last guard that failed: {g.describe()}" if g is not None else ""
+            self._give_up(f"its graph changed at each of {self.recordings} recordings "
+                          f"(max_recordings){why}")
+            return self._eager(x)
+        rec = self._record(x)
+        self._add(rec, key)
+        return rec.result
+
+    def _add(self, rec, key):
+        self.recordings += 1
+        if rec.escapes:
+            self._give_up(f"a value left the tape ({rec.escapes[0]}), so the recorded "
+                          "graph may depend on it in ways it cannot check")
+            return
+        try:
+            prog = _build(rec, *self._io(rec), exact=self.exact)
+        except _NotCompilable as e:
+            self._give_up(f"it cannot be compiled: {e}")
+            return
+        # the generated code must give the tape's results at the recording point
+        try:
+            r = prog.fn(rec.x)
+        except (ArithmeticError, ValueError):
+            r = None                        # inf/NaN there: checked at the next point
+        else:
+            same = _close if prog.inexact else _identical
+            if type(r) is not tuple or not same(r, rec.result):
+                self._give_up("internal: the generated code disagrees with the tape at "
+                              "the recording point (please report this)")
+                return
+        self._programs.setdefault(key, []).insert(0, prog)
+        if self.verify:
+            self._check_at = _snapshot(rec.x)
+
+    def _first_replay(self, x, r):
+        """The first replay at a new point is checked against the eager tape."""
+        if _identical_input(x, self._check_at):
+            return r
+        self._check_at = None
+        e = self._eager(x)
+        if not _close(r, e):
+            self._give_up("its replay differs from the eager tape at a new point (the "
+                          "graph depends on values in a way no guard saw: a .value read, "
+                          "random numbers, state changed between calls?)")
+        return e
+
+    def _give_up(self, reason):
+        self.fallback = reason
+        self._programs = {}
+        warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
+                      stacklevel=4)
+
+    # -- introspection -------------------------------------------------------------------
+    @property
+    def source(self):
+        """The generated Python source of the most recently used program (or None)."""
+        for progs in self._programs.values():
+            if progs:
+                return progs[0].source
+        return None
+
+    @property
+    def programs(self):
+        """Number of compiled programs kept (one per input shape and guard path)."""
+        return sum(len(p) for p in self._programs.values())
+
+
+def _snapshot(x):
+    return x.copy() if type(x) is np.ndarray else x
+
+
+def _identical_input(x, y):
+    if type(x) is np.ndarray:
+        return type(y) is np.ndarray and np.array_equal(x, y)
+    return x == y
+
+
+def _identical(r, s):
+    """Bit-for-bit equal ``(value, gradient)`` pairs (NaN equal to NaN)."""
+    (a, ga), (b, gb) = r, s
+    same = a == b or (a != a and b != b)
+    if type(ga) is np.ndarray or type(gb) is np.ndarray:
+        return same and np.array_equal(np.asarray(ga), np.asarray(gb), equal_nan=True)
+    return same and (ga == gb or (ga != ga and gb != gb))
+
+
+def _close(r, s, rtol=1e-12):
+    """Equal within ``rtol`` relative (to each part's largest magnitude)."""
+    (a, ga), (b, gb) = r, s
+    ga, gb = np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)
+    if ga.shape != gb.shape:
+        return False
+    if not (np.array_equal(np.isnan(ga), np.isnan(gb)) and (a != a) == (b != b)):
+        return False
+    if a == a and abs(a - b) > rtol * max(abs(a), abs(b), 1e-300):
+        return a == b
+    fin = ~np.isnan(ga)
+    if not fin.any():
+        return True
+    da, db = ga[fin], gb[fin]
+    if not np.array_equal(np.isinf(da), np.isinf(db)):
+        return False
+    scale = max(np.max(np.abs(np.where(np.isinf(da), 0.0, da))), 1e-300)
+    return bool(np.all(np.where(np.isinf(da), da == db, np.abs(da - db) <= rtol * scale)))
+
+
+# ======================================================================================
+# sl.compile
+# ======================================================================================
+class Compiled(_Retaped):
+    """``x -> (f(x), df/dx)`` replayed from a recorded tape (made by :func:`compile`).
+
+    Attributes: ``recordings`` (how many times f was recorded), ``programs`` (compiled
+    variants kept), ``fallback`` (why the eager tape is used, or None), ``source``
+    (the generated code). ``hvp(x, v)`` gives Hessian-vector products by the eager
+    tape's forward-over-reverse (nested AD is not retaped).
+    """
+
+    def __init__(self, f, example_x, max_recordings=8, verify=True, exact=False):
+        if not callable(f):
+            raise TypeError(f"sl.compile: f must be callable, got {type(f).__name__}")
+        what = f"sl.compile({getattr(f, '__qualname__', repr(f))})"
+        super().__init__(what, max_recordings, verify, exact)
+        self.f = f
+        if isinstance(example_x, Box):
+            raise TypeError("sl.compile: example_x must be a plain float or array (it is "
+                            "traced); compile outside the differentiation")
+        x = _input(example_x)
+        rec = self._record(x)
+        self._add(rec, _key(x))
+
+    def __call__(self, x):
+        if isinstance(x, Box):
+            # inside another differentiation: the eager tape nests, the replay does not
+            from .functional import value_and_grad
+            return value_and_grad(self.f)(x)
+        x = _input(x)
+        return self._call(x, _key(x))
+
+    def hvp(self, x, v):
+        """``H(x) v`` by the eager tape (forward-over-reverse; not retaped)."""
+        from .functional import hvp
+        return hvp(self.f)(x, v)
+
+    def _record(self, x):
+        return _record_function(self.f, x)
+
+    def _eager(self, x):
+        from .functional import value_and_grad
+        return value_and_grad(self.f)(x)
+
+    def _io(self, rec):
+        leaf = rec.inputs[0]
+        shape = np.shape(leaf.value)
+
+        def output(gen, value, adjs):
+            st = adjs[0]
+            if st is None:
+                grad = f"_zeros({shape!r})" if shape else "0.0"
+            elif type(st.kind) is tuple:
+                grad = st.expr if st.owned else f"{st.expr}.copy()"
+            else:
+                grad = st.expr
+            return [f"return ({value}, {grad})"]
+        return [(leaf, "x")], output
+
+    def __repr__(self):
+        state = f"eager: {self.fallback}" if self.fallback else \
+            f"{self.programs} program(s), {self.recordings} recording(s)"
+        return f"<Compiled {self.what} ({state})>"
+
+
+def _input(x):
+    t = type(x)
+    if t is float:
+        return x
+    if t is np.ndarray and x.dtype == _f64 and x.ndim:
+        return x
+    return _as_float_value(x)
+
+
+def _key(x):
+    return () if type(x) is float else x.shape
+
+
+def compile(f, example_x, *, max_recordings=8, verify=True, exact=False):
+    """Record ``f`` at ``example_x`` and compile the tape: ``x -> (f(x), grad f(x))``.
+
+    ``f`` maps a float or float array to a scalar, written with stanlite operations
+    (what ``sl.value_and_grad`` takes). The tape recorded at ``example_x`` becomes
+    straight-line Python - the forward pass and the adjoint sweep, floats for 0-d
+    values, numpy on arrays, fused densities and super nodes as single calls - which
+    every later call replays; the results equal ``sl.value_and_grad(f)(x)`` bit for
+    bit. Control flow that depends on values is guarded: a comparison, ``bool()`` or
+    a library decision on values (see :func:`~stanlite.autodiff.var.guarded`) is
+    re-checked at each replay and a different outcome records again (each path is
+    kept; after ``max_recordings`` recordings, or a ``float()`` of a traced value, the
+    eager tape is used, with a :class:`CompileWarning`). Another input shape records
+    again. ``verify`` checks the first replay at a new point against the eager tape.
+
+    The returned :class:`Compiled` also has ``hvp(x, v)`` (by the eager tape).
+
+    >>> import numpy as np, stanlite as sl
+    >>> y = np.array([0.5, -1.0, 2.0])
+    >>> vg = sl.compile(lambda m: sl.normal_lpdf(y, m[0], sl.exp(m[1])), np.zeros(2))
+    >>> v, g = vg(np.array([0.3, 0.1]))
+    >>> round(v, 6), np.round(g, 6)
+    (-4.948084, array([0.491238, 0.782536]))
+    """
+    return Compiled(f, example_x, max_recordings=max_recordings, verify=verify,
+                    exact=exact)
+
+
+# ======================================================================================
+# a model's log-density gradient (Model.log_density_gradient)
+# ======================================================================================
+class ModelGradient(_Retaped):
+    """``Model.log_density_gradient`` retaped: ``x -> (lp, gradient)`` for one model and
+    one ``jacobian`` setting. The model records itself (``model._gradient(x, jacobian,
+    record=True)``, one leaf per parameter) and says how each parameter's piece is cut
+    from ``x`` (``model._retape_plan()``); the gradient vector is assembled in the
+    generated code."""
+
+    def __init__(self, model, jacobian, max_recordings=8, verify=True, exact=False):
+        super().__init__(f"{type(model).__name__}.log_density_gradient",
+                         max_recordings, verify, exact)
+        self.model = model
+        self.jacobian = jacobian
+
+    def __call__(self, x):
+        return self._call(x, None)
+
+    def _record(self, x):
+        return self.model._gradient(x, self.jacobian, record=True)
+
+    def _eager(self, x):
+        return self.model._gradient(x, self.jacobian)
+
+    def _io(self, rec):
+        plan = self.model._retape_plan()
+        dim = self.model.dim
+        inputs = [(leaf, expr) for leaf, (expr, _, _, _) in zip(rec.inputs, plan)]
+
+        def output(gen, value, adjs):
+            lines = [f"g = _zeros({dim})"]
+            for st, (_, start, stop, scalar) in zip(adjs, plan):
+                if st is None:
+                    continue
+                if scalar:
+                    lines.append(f"g[{start}] = {st.expr}")
+                elif type(st.kind) is tuple and len(st.kind) > 1:
+                    lines.append(f"g[{start}:{stop}] = {_p(st.expr)}.ravel()")
+                else:
+                    lines.append(f"g[{start}:{stop}] = {st.expr}")
+            lines.append(f"return (_float({value}), g)")
+            return lines
+        return inputs, output
