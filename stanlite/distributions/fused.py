@@ -25,6 +25,7 @@ offending value; samplers treat that as a rejection, as Stan does.
 """
 
 import math
+import weakref
 
 import numpy as np
 
@@ -318,6 +319,33 @@ def check_nonnegative(fn, arg, x):
     ok = np.asarray(x) >= 0
     if not np.all(ok):
         _fail(fn, arg, "non-negative", x, ~ok)
+
+
+# Checks and factorisations of constant matrices (a covariance or Cholesky factor
+# given as data) cost O(K^2)-O(K^3) per evaluation - more than the density itself
+# when it is evaluated at every leapfrog step. Model data is stored read-only
+# (declarations.DataDecl.validate), so a read-only array's result is computed once
+# and kept while the array lives (a weak reference drops it with the array).
+_CONSTANT_CACHE = {}
+
+
+def once_for_constant(key, x, compute):
+    """``compute(x)``, remembered per ``key`` for a read-only ndarray ``x``.
+
+    Writable arrays (which could change in place) and traced values are computed
+    every time. ``key`` names the computation (e.g. ``("chol", fn, arg)``).
+    """
+    if type(x) is not np.ndarray or x.flags.writeable:
+        return compute(x)
+    k = (key, id(x))
+    hit = _CONSTANT_CACHE.get(k)
+    if hit is not None and hit[0]() is x:
+        return hit[1]
+    out = compute(x)
+    if type(out) is np.ndarray:
+        out.setflags(write=False)      # shared from now on: never written through
+    _CONSTANT_CACHE[k] = (weakref.ref(x, lambda _, k=k: _CONSTANT_CACHE.pop(k, None)), out)
+    return out
 
 
 def check_finite(fn, arg, x):

@@ -56,7 +56,8 @@ from scipy.linalg import solve_triangular
 from .. import math as sm
 from ..autodiff.var import Box, shape_of, value_of
 from ..errors import DomainError
-from .fused import check_finite, check_integer, check_not_nan, check_positive, fused
+from .fused import (check_finite, check_integer, check_not_nan, check_positive, fused,
+                    once_for_constant)
 from .rng import as_generator
 
 __all__ = ["multi_normal_lpdf", "multi_normal_rng",
@@ -92,7 +93,12 @@ def _out(v):
 
 
 def _chol(fn, arg, S):
-    """The Cholesky factor of ``S``; not positive definite -> DomainError."""
+    """The Cholesky factor of ``S``; not positive definite -> DomainError.
+    Computed once for a constant (read-only data) ``S``."""
+    return once_for_constant(("chol", fn, arg), S, lambda S: _chol_now(fn, arg, S))
+
+
+def _chol_now(fn, arg, S):
     try:
         return sm.cholesky_decompose(S)
     except DomainError:
@@ -160,6 +166,10 @@ def _square(fn, arg, x, K=None):
 
 
 def _check_symmetric(fn, arg, x):
+    once_for_constant(("symmetric", fn, arg), x, lambda x: _check_symmetric_now(fn, arg, x))
+
+
+def _check_symmetric_now(fn, arg, x):
     x = np.asarray(x, dtype=float)
     check_finite(fn, arg, x)
     if x.size == 0:
@@ -173,7 +183,13 @@ def _check_symmetric(fn, arg, x):
 
 
 def _check_cholesky_factor(fn, arg, x):
-    """Lower triangular (exact zeros above the diagonal), positive diagonal."""
+    """Lower triangular (exact zeros above the diagonal), positive diagonal (checked
+    once for constant data)."""
+    once_for_constant(("cholesky_factor", fn, arg), x,
+                      lambda x: _check_cholesky_factor_now(fn, arg, x))
+
+
+def _check_cholesky_factor_now(fn, arg, x):
     x = np.asarray(x, dtype=float)
     check_finite(fn, arg, x)
     up = np.triu(x, 1)
@@ -189,6 +205,11 @@ def _check_cholesky_factor(fn, arg, x):
 
 
 def _check_unit_diagonal(fn, arg, x):
+    once_for_constant(("unit_diagonal", fn, arg), x,
+                      lambda x: _check_unit_diagonal_now(fn, arg, x))
+
+
+def _check_unit_diagonal_now(fn, arg, x):
     d = np.diagonal(np.asarray(x, dtype=float))
     bad = np.abs(d - 1.0) > SYM_TOL
     if np.any(bad):

@@ -554,8 +554,13 @@ def _trisolve(L, b, trans):
     def solve(l2, b2):
         # LAPACK dtrtrs, the routine behind scipy.linalg.solve_triangular, called
         # directly: solve_triangular's argument handling costs ~20x the solve itself
-        # on the small matrices of typical models
-        x, info = _dtrtrs(l2, b2, lower=1, trans=t)
+        # on the small matrices of typical models. LAPACK wants column-major: a
+        # row-major L is handed over as the column-major U = L^T (no copy) with the
+        # transposition flipped, since L^-1 b = U^-T b
+        if l2.flags.c_contiguous and not l2.flags.f_contiguous:
+            x, info = _dtrtrs(l2.T, b2, lower=0, trans=1 - t)
+        else:
+            x, info = _dtrtrs(l2, b2, lower=1, trans=t)
         if info > 0:
             raise ValueError("triangular solve: the matrix is singular (zero on the "
                              "diagonal)")

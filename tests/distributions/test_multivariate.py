@@ -538,3 +538,46 @@ def test_inv_wishart_rng(rng):
     one = sl.inv_wishart_rng(nu, S, rng=1)
     assert one.shape == (K, K)
     np.linalg.cholesky(one)
+
+
+def test_constant_matrices_are_checked_and_factorised_once(monkeypatch):
+    # model data is read-only: its checks/Cholesky run once; writable arrays every time
+    from stanlite.distributions import multivariate as mv
+    calls = []
+    real = mv._chol_now
+    monkeypatch.setattr(mv, "_chol_now", lambda *a: calls.append(1) or real(*a))
+    S = np.array([[2.0, 0.5], [0.5, 1.0]])
+    y = np.array([0.3, -0.2])
+    want = sl.multi_normal_lpdf(y, np.zeros(2), S)
+    for _ in range(3):
+        assert sl.multi_normal_lpdf(y, np.zeros(2), S) == want
+    assert len(calls) == 4                      # writable: every call
+    S.setflags(write=False)
+    calls.clear()
+    for _ in range(3):
+        assert sl.multi_normal_lpdf(y, np.zeros(2), S) == want
+    assert len(calls) == 1
+    # the cached factor is shared, so it is read-only
+    L = mv._chol("multi_normal_lpdf", "Sigma", S)
+    assert not L.flags.writeable
+    # a bad constant matrix still raises, every time (nothing cached on failure)
+    B = np.array([[1.0, 2.0], [0.0, 1.0]])
+    B.setflags(write=False)
+    for _ in range(2):
+        with pytest.raises(sl.DomainError, match="lower triangular"):
+            sl.multi_normal_cholesky_lpdf(y, np.zeros(2), B)
+
+
+def test_model_data_matrices_are_read_only():
+    class M(sl.Model):
+        K = sl.data.int(lower=1)
+        L = sl.data.matrix("K", "K")
+        x = sl.param.vector("K")
+
+        def log_prob(self, x):
+            return sl.multi_normal_cholesky_lpdf(x, np.zeros(self.K), self.L)
+    L = np.linalg.cholesky(np.array([[2.0, 0.5], [0.5, 1.0]]))
+    m = M(K=2, L=L)
+    assert not m.L.flags.writeable and L.flags.writeable     # a copy; the user's untouched
+    with pytest.raises(ValueError):
+        m.L[0, 0] = 3.0
