@@ -195,7 +195,7 @@ def main(repeats=10, n_matrices=1000, seed=1):
         base = base or mean
         rows.append((name, nodes, mean, sd))
         nd = "-" if nodes is None else str(nodes)
-        print(f"{name:<24}{nd:>7}{mean:>13.2f} +- {sd:<6.2f}{mean / base:>9.2f}")
+        print(f"{name:<24}{nd:>7}{mean:>13.2f} +- {sd:<6.2f}{mean / base:>9.3g}")
     print("\nnodes: recorded for one matrix (the review: standard 41, optimized 25; the "
           "super node records 1 node plus the two reshapes of this 4-vector interface)")
     return rows
