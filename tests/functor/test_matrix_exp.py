@@ -216,3 +216,15 @@ def test_bad_shapes_name_the_function():
         sl.scale_matrix_exp_multiply(np.ones(2), np.eye(2), np.ones((2, 1)))
     with pytest.raises(TypeError, match=r"expected an array of numbers"):
         sl.matrix_exp("A")
+
+
+def test_retaped_gradient_matches_eager(rng):
+    def h(a):
+        return sl.sum(sl.sin(sl.matrix_exp(sl.reshape(a, (3, 3)))))
+    c = sl.compile(h, np.zeros(9))
+    for _ in range(3):
+        a = rng.standard_normal(9)
+        v, g = c(a)
+        v0, g0 = sl.value_and_grad(h)(a)
+        np.testing.assert_allclose(v, v0, rtol=1e-14)
+        np.testing.assert_allclose(g, g0, rtol=1e-12)
