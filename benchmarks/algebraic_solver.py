@@ -62,7 +62,10 @@ import math
 import os
 import time
 
-import blas_threads  # noqa: F401  (before numpy)
+try:
+    import blas_threads  # noqa: F401  (before numpy, when run as a script)
+except ImportError:         # imported as a module (the problem definition) after numpy
+    pass
 import numpy as np
 
 import stanlite as sl
