@@ -11,8 +11,19 @@
 or a ``sl.Model`` subclass from a Python file (``path.py:ClassName``), prints the
 summary and the diagnostics, and with ``--output`` writes the fit as netCDF
 (``sl.load_fit`` reads it back; ``arviz.from_netcdf`` reads its ArviZ groups).
-``models`` lists the zoo. ``optimize`` and ``variational`` run ``model.optimize`` /
-``model.variational`` where those exist (exit code 2 otherwise).
+``models`` lists the zoo. The approximate methods take the same model arguments::
+
+    stanlite optimize eight_schools --method lbfgs --seed 1 -o mode.csv
+    stanlite laplace linear_regression --draws 1000 -o laplace.nc
+    stanlite pathfinder eight_schools --num-paths 4 --draws 1000 -o pathfinder.nc
+    stanlite variational eight_schools --method fullrank -o advi.nc
+
+``optimize`` prints the estimates and how the optimizer converged (``--output``
+writes them as CSV, one row as cmdstanpy's ``optimized_params_pd``, or JSON);
+``laplace``, ``pathfinder`` and ``variational`` print the summary of their draws and
+their diagnostics (Pareto k-hat), and ``--output`` writes the draws as netCDF
+(``arviz.from_netcdf`` reads them). Warnings (an optimizer that did not converge, a
+large k-hat) are one line each on stderr, prefixed ``stanlite: warning:``.
 
 Exit codes: 0 success, 1 an error (unknown model, bad data, a model that cannot be
 evaluated, ...: one line on stderr, no traceback unless ``--traceback``), 2 a usage
@@ -20,10 +31,13 @@ error or a command this version does not have.
 """
 
 import argparse
+import contextlib
 import difflib
 import importlib.util
+import json
 import os
 import sys
+import warnings
 
 __all__ = ["main", "load_model_class", "build_model", "format_summary"]
 
@@ -150,28 +164,127 @@ def _one_line(doc):
     return " ".join(para)
 
 
-def _cmd_approx(method):
-    def run(args, out):
-        cls = load_model_class(args.model)
-        if not callable(getattr(cls, method, None)):
-            raise CLIError(f"'{PROG} {method}' is not available yet in this version "
-                           f"(models have no {method}() method); use '{PROG} sample'",
-                           code=2)
-        model = build_model(args.model, args.data)
-        kw = {"seed": args.seed}
-        if method == "variational" and args.method:
-            kw["method"] = args.method
-        result = getattr(model, method)(**kw)
-        if callable(getattr(result, "summary", None)):
-            print(format_summary(result.summary()), file=out)
+@contextlib.contextmanager
+def _warnings_to_stderr():
+    """Warnings raised by a method, each as one line on stderr (after the run)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            seen = set()
+            for w in caught:
+                if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning,
+                                           FutureWarning)):
+                    continue
+                msg = " ".join(str(w.message).split())
+                if msg not in seen:
+                    seen.add(msg)
+                    print(f"{PROG}: warning: {msg}", file=sys.stderr)
+
+
+def _read_init(path):
+    """Initial values from a JSON file of parameter values (Stan's JSON)."""
+    if path is None:
+        return None
+    from .model import _stan_json_value
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        raise CLIError(f"init file {path!r} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise CLIError(f"init file {path!r} is not valid JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise CLIError(f"init file {path!r} must hold a JSON object of parameter values")
+    return {k: _stan_json_value(v) for k, v in d.items()}
+
+
+def _tolerances(args):
+    return {k: getattr(args, k) for k in ("tol_obj", "tol_rel_obj", "tol_grad",
+                                          "tol_rel_grad", "tol_param")
+            if getattr(args, k) is not None}
+
+
+def _model_name(args):
+    return ALIASES.get(args.model, args.model)
+
+
+def _cmd_optimize(args, out):
+    model = build_model(args.model, args.data)
+    with _warnings_to_stderr():
+        opt = model.optimize(method=args.method, jacobian=args.jacobian, seed=args.seed,
+                             init=_read_init(args.init), iter=args.iter,
+                             history_size=args.history_size, **_tolerances(args))
+    state = "converged" if opt.converged else "NOT converged"
+    print(f"{_model_name(args)}: optimize ({opt.method}, jacobian={opt.jacobian}"
+          f"{'' if args.seed is None else f', seed {args.seed}'}): {state} after "
+          f"{opt.iterations} iterations ({opt.n_evals} evaluations)", file=out)
+    print(f"{opt.message}\n", file=out)
+    print(opt.summary().to_string(float_format=lambda v: f"{v:.6g}"), file=out)
+    if args.output:
+        path = os.fspath(args.output)
+        if path.endswith(".csv"):
+            opt.to_frame().to_csv(path, index=False, float_format="%.17g")
+        elif path.endswith(".json"):
+            d = {"lp__": opt.lp, "converged": opt.converged, "message": opt.message,
+                 "method": opt.method, "jacobian": opt.jacobian,
+                 **{k: (v.tolist() if hasattr(v, "tolist") else v)
+                    for k, v in opt.to_dict().items()}}
+            with open(path, "w") as f:
+                json.dump(d, f, indent=1)
         else:
-            print(result, file=out)
-        if args.output:
-            if not callable(getattr(result, "save", None)):
-                raise CLIError(f"the {method} result cannot be saved (no save())")
-            print(f"\nwrote {result.save(args.output)}", file=out)
-        return 0
-    return run
+            raise CLIError(f"--output for optimize must end in .csv or .json, got {path!r}")
+        print(f"\nwrote {path}", file=out)
+    return 0
+
+
+def _print_approx(fit, header, args, out):
+    print(header + "\n", file=out)
+    _print_fit(fit, out)
+    if args.output:
+        print(f"\nwrote {fit.save(args.output)}", file=out)
+    return 0
+
+
+def _seed_text(args):
+    return "" if args.seed is None else f", seed {args.seed}"
+
+
+def _cmd_laplace(args, out):
+    model = build_model(args.model, args.data)
+    with _warnings_to_stderr():
+        fit = model.laplace(draws=args.draws, jacobian=args.jacobian, seed=args.seed,
+                            init=_read_init(args.init))
+    return _print_approx(fit, f"{_model_name(args)}: laplace ({fit.num_draws} draws, "
+                         f"jacobian={args.jacobian}{_seed_text(args)})", args, out)
+
+
+def _cmd_pathfinder(args, out):
+    model = build_model(args.model, args.data)
+    with _warnings_to_stderr():
+        fit = model.pathfinder(seed=args.seed, num_paths=args.num_paths,
+                               num_draws=args.draws, num_single_draws=args.single_draws,
+                               num_elbo_draws=args.elbo_draws,
+                               max_lbfgs_iters=args.max_lbfgs_iters,
+                               psis_resample=not args.no_psis_resample,
+                               init=_read_init(args.init),
+                               progress=not args.no_progress, **_tolerances(args))
+    return _print_approx(fit, f"{_model_name(args)}: pathfinder ({fit.num_draws} draws, "
+                         f"{args.num_paths} paths{_seed_text(args)})", args, out)
+
+
+def _cmd_variational(args, out):
+    model = build_model(args.model, args.data)
+    kw = dict(method=args.method, seed=args.seed, iter=args.iter,
+              output_samples=args.draws, tol_rel_obj=args.tol_rel_obj,
+              init=_read_init(args.init), progress=not args.no_progress)
+    if args.eta is not None:
+        kw["eta"] = args.eta
+    with _warnings_to_stderr():
+        fit = model.variational(**kw)
+    return _print_approx(fit, f"{_model_name(args)}: variational ({args.method}, "
+                         f"{fit.num_draws} draws{_seed_text(args)})", args, out)
 
 
 # ---- argument parsing ------------------------------------------------------------------------
@@ -187,6 +300,20 @@ def _nonneg(v):
     if n < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
     return n
+
+
+def _nonneg_float(v):
+    x = float(v)
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return x
+
+
+def _positive_float(v):
+    x = float(v)
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    return x
 
 
 def _unit_open(v):
@@ -205,14 +332,14 @@ def make_parser():
     sub = p.add_subparsers(dest="command", metavar="command")
     sub.required = True
 
-    def model_args(sp):
+    def model_args(sp, output_help="write the fit to this netCDF file",
+                   output_metavar="fit.nc"):
         sp.add_argument("model", help="a zoo model name (see 'stanlite models') or "
                         "path/to/file.py:ClassName")
         sp.add_argument("--data", metavar="data.json",
                         help="data as Stan JSON (default for a zoo model: its own data)")
         sp.add_argument("--seed", type=int, default=None, help="random seed")
-        sp.add_argument("--output", "-o", metavar="fit.nc",
-                        help="write the fit to this netCDF file")
+        sp.add_argument("--output", "-o", metavar=output_metavar, help=output_help)
 
     s = sub.add_parser("sample", help="sample the posterior with NUTS",
                        description="Sample the posterior with NUTS (Stan's warmup); print "
@@ -236,14 +363,75 @@ def make_parser():
     m = sub.add_parser("models", help="list the model zoo")
     m.set_defaults(run=_cmd_models)
 
-    o = sub.add_parser("optimize", help="posterior mode / MLE (when available)")
-    model_args(o)
-    o.set_defaults(run=_cmd_approx("optimize"))
+    def init_arg(sp):
+        sp.add_argument("--init", metavar="init.json",
+                        help="initial parameter values as Stan JSON (missing ones random)")
 
-    v = sub.add_parser("variational", help="ADVI (when available)")
+    def tol_args(sp):
+        for name, default in (("tol-obj", "1e-12"), ("tol-rel-obj", "1e4"),
+                              ("tol-grad", "1e-8"), ("tol-rel-grad", "1e7"),
+                              ("tol-param", "1e-8")):
+            sp.add_argument(f"--{name}", type=_nonneg_float, default=None,
+                            help=f"Stan's L-BFGS convergence test (default {default})")
+
+    o = sub.add_parser("optimize", help="posterior mode / penalised MLE (L-BFGS, BFGS, "
+                       "Newton)", description="The posterior mode (MAP; with --jacobian "
+                       "the mode on the unconstrained space) or penalised MLE, with "
+                       "Stan's convergence tests.")
+    model_args(o, "write the estimates (.csv: one row, as cmdstanpy; or .json)",
+               "mode.csv")
+    o.add_argument("--method", choices=["lbfgs", "bfgs", "newton"], default="lbfgs")
+    o.add_argument("--jacobian", action="store_true",
+                   help="include the log-Jacobian of the transforms (default: not, MAP)")
+    o.add_argument("--iter", type=_positive, default=2000, help="maximum iterations")
+    o.add_argument("--history-size", type=_positive, default=5,
+                   help="L-BFGS correction pairs (default 5)")
+    init_arg(o)
+    tol_args(o)
+    o.set_defaults(run=_cmd_optimize)
+
+    la = sub.add_parser("laplace", help="normal approximation at the mode",
+                        description="Draws from the normal approximation at the mode "
+                        "(nested-AD Hessian) on the unconstrained space.")
+    model_args(la)
+    la.add_argument("--draws", type=_positive, default=1000)
+    la.add_argument("--no-jacobian", dest="jacobian", action="store_false",
+                    help="the mode and density without the log-Jacobian")
+    init_arg(la)
+    la.set_defaults(run=_cmd_laplace)
+
+    pf = sub.add_parser("pathfinder", help="Pathfinder variational inference",
+                        description="Multi-path Pathfinder (Zhang et al. 2022) with PSIS "
+                        "resampling, Stan's defaults.")
+    model_args(pf)
+    pf.add_argument("--num-paths", type=_positive, default=4)
+    pf.add_argument("--draws", type=_positive, default=1000,
+                    help="draws returned (default 1000)")
+    pf.add_argument("--single-draws", type=_positive, default=None,
+                    help="draws per path (default: --draws)")
+    pf.add_argument("--elbo-draws", type=_positive, default=25)
+    pf.add_argument("--max-lbfgs-iters", type=_positive, default=1000)
+    pf.add_argument("--no-psis-resample", action="store_true",
+                    help="return the pooled draws of all paths, not a PSIS resample")
+    pf.add_argument("--no-progress", action="store_true", help="no progress bar")
+    init_arg(pf)
+    tol_args(pf)
+    pf.set_defaults(run=_cmd_pathfinder)
+
+    v = sub.add_parser("variational", help="ADVI (mean-field or full-rank)",
+                       description="Stan's ADVI: a Gaussian on the unconstrained space "
+                       "fitted by stochastic gradient ascent on the ELBO.")
     model_args(v)
-    v.add_argument("--method", choices=["meanfield", "fullrank"], default=None)
-    v.set_defaults(run=_cmd_approx("variational"))
+    v.add_argument("--method", choices=["meanfield", "fullrank"], default="meanfield")
+    v.add_argument("--iter", type=_positive, default=10000, help="maximum iterations")
+    v.add_argument("--draws", type=_positive, default=1000,
+                   help="draws from the approximation (default 1000)")
+    v.add_argument("--tol-rel-obj", type=_positive_float, default=0.01)
+    v.add_argument("--eta", type=_positive_float, default=None,
+                   help="step-size scale (default: adapted)")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    init_arg(v)
+    v.set_defaults(run=_cmd_variational)
     return p
 
 

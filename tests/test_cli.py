@@ -202,3 +202,115 @@ def test_main_job_small():
     assert "2 chains x (30 warmup + 30 draws), seed 1" in first
     assert "theta[1]" in text and "Diagnostics:" in text and "divergen" in text
     assert fit["theta"].shape == (2, 30, 8)
+
+
+# ---- optimize, laplace, pathfinder, variational --------------------------------------------
+def test_optimize_prints_estimates_and_convergence_and_writes_csv_json(tmp_path, capsys):
+    csv, js = tmp_path / "mode.csv", tmp_path / "mode.json"
+    code, text = run(["optimize", "linear_regression", "--seed", "2", "-o", str(csv)])
+    assert code == 0
+    first, second = text.splitlines()[:2]
+    assert first.startswith("linear_regression: optimize (lbfgs, jacobian=False, seed 2): "
+                            "converged after")
+    assert second.startswith("converged: ")
+    direct = get("linear_regression").optimize(seed=2)
+    row = next(line for line in text.splitlines() if line.startswith("sigma "))
+    assert float(row.split()[1]) == pytest.approx(direct["sigma"], rel=1e-5)
+    import pandas as pd
+    df = pd.read_csv(csv)
+    assert df.shape[0] == 1 and list(df.columns[:4]) == ["lp__", "beta[1]", "beta[2]",
+                                                         "sigma"]
+    np.testing.assert_allclose(df[["beta[1]", "beta[2]"]].values[0], direct["beta"],
+                               rtol=1e-12)
+    code, _ = run(["optimize", "linear_regression", "--seed", "2", "--method", "newton",
+                   "--jacobian", "-o", str(js)])
+    d = json.loads(js.read_text())
+    assert code == 0 and d["method"] == "newton" and d["jacobian"] is True
+    assert d["converged"] is True and len(d["beta"]) == 2
+    assert capsys.readouterr().err == ""
+
+
+def test_optimize_init_file_tolerances_and_not_converged_warning(model_file, tmp_path,
+                                                                  capsys):
+    path, data = model_file
+    init = tmp_path / "init.json"
+    init.write_text(json.dumps({"mu": 0.5, "sigma": 2.0}))
+    code, text = run(["optimize", f"{path}:Normal", "--data", str(data), "--init",
+                      str(init), "--iter", "2"])
+    err = capsys.readouterr().err
+    assert code == 0 and "NOT converged after 2 iterations" in text
+    assert err.startswith("stanlite: warning: optimize (lbfgs) did not converge")
+    assert len(err.strip().splitlines()) == 1
+    code, text = run(["optimize", f"{path}:Normal", "--data", str(data), "--tol-rel-grad",
+                      "0", "--tol-rel-obj", "0", "--tol-obj", "0", "--tol-param", "0"])
+    assert code == 0 and "gradient norm" in text.splitlines()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["optimize", "linear_regression", "-o", "mode.txt"], "must end in .csv or .json"),
+    (["optimize", "linear_regression", "--init", "nope.json"], "init file 'nope.json' "
+     "does not exist"),
+    (["optimize", "linear_regression", "--init", "{bad_init}"],
+     "init gives 'alpha', which is not a parameter"),
+    (["laplace", "{file}:Normal", "--data", "{data}", "--init", "{list_init}"],
+     "must hold a JSON object"),
+])
+def test_approximation_errors_are_one_line(args, message, model_file, tmp_path, capsys,
+                                           monkeypatch):
+    path, data = model_file
+    bad_init = tmp_path / "bad_init.json"
+    bad_init.write_text(json.dumps({"alpha": 1.0}))
+    list_init = tmp_path / "list_init.json"
+    list_init.write_text("[1, 2]")
+    monkeypatch.chdir(tmp_path)
+    args = [a.format(file=path, data=data, bad_init=bad_init, list_init=list_init)
+            for a in args]
+    code, _ = run(args)
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    import re
+    assert re.search(message, err), err
+
+
+def test_laplace_and_pathfinder_print_summary_and_diagnostics_and_save(model_file,
+                                                                      tmp_path, capsys):
+    import arviz as az
+    path, data = model_file
+    for cmd, extra in (("laplace", ["--draws", "200"]),
+                       ("pathfinder", ["--draws", "200", "--num-paths", "2",
+                                       "--no-progress"])):
+        out = tmp_path / f"{cmd}.nc"
+        code, text = run([cmd, f"{path}:Normal", "--data", str(data), "--seed", "3",
+                          *extra, "-o", str(out)])
+        assert code == 0, capsys.readouterr().err
+        assert text.startswith(f"{path}:Normal: {cmd} (200 draws")
+        assert "mu " in text and "sigma " in text and "Pareto k-hat" in text
+        idata = az.from_netcdf(out)
+        assert idata.posterior["mu"].shape == (1, 200)
+        assert idata.posterior.attrs["inference_method"] == cmd
+    capsys.readouterr()
+
+
+def test_variational_runs_advi(model_file, tmp_path, capsys):
+    path, data = model_file
+    out = tmp_path / "advi.nc"
+    code, text = run(["variational", f"{path}:Normal", "--data", str(data), "--seed", "1",
+                      "--method", "fullrank", "--draws", "100", "--iter", "2000",
+                      "--no-progress", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert text.startswith(f"{path}:Normal: variational (fullrank, 100 draws, seed 1)")
+    assert "mu " in text and "Pareto k-hat" in text and f"wrote {out}" in text
+    assert all(line.startswith("stanlite: warning: ") for line in err.splitlines())
+
+
+def test_approximation_usage_errors_exit_2(capsys):
+    for argv in (["optimize", "eight_schools", "--method", "sgd"],
+                 ["optimize", "eight_schools", "--tol-grad", "-1"],
+                 ["pathfinder", "eight_schools", "--num-paths", "0"],
+                 ["variational", "eight_schools", "--eta", "0"],
+                 ["laplace", "eight_schools", "--draws", "0"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 2
+    capsys.readouterr()
