@@ -81,6 +81,8 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
     ``nondiff`` lists positions that must never be traced (integer outcomes, sizes).
     """
     spec = Primitive(name, None)
+    spec.kernel = kernel        # value and partials in one call (read by compile.py)
+    spec.check = check
     nondiff = frozenset(nondiff)
 
     def value_only(*args):
