@@ -62,6 +62,7 @@ taken; bad inputs raise ``ValueError``/``DomainError`` naming the argument.
 """
 
 import numpy as np
+import scipy.sparse as _sparse
 
 from ..autodiff.dual import Dual
 from ..autodiff.extend import accumulate
@@ -70,7 +71,7 @@ from ..errors import DifferentiationError, DomainError
 from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack, transpose
 from .ode_integrate import Control, integrate, integrate_backward
-from .ode_rhs import OdeRHS
+from .ode_rhs import _SPARSE_FROM, OdeRHS
 
 __all__ = ["ode_rk45", "ode_bdf", "ode_adjoint"]
 
@@ -237,7 +238,7 @@ def _steps(name, v):
         m = float(v)
     except (TypeError, ValueError):
         m = np.nan
-    if not (m >= 1 and m == int(m) if np.isfinite(m) else False):
+    if not (np.isfinite(m) and m >= 1 and m == int(m)):
         raise ValueError(f"{name}: max_num_steps must be a positive integer, got {v!r}")
     return int(m)
 
@@ -603,11 +604,19 @@ def _adjoint_vjp(pb, vals, positions, g, sol, Y):
         # lambda (-J_p^T) is left out: it would need J_p, and mu does not feed back,
         # so the Newton iterations converge without it
         t = float(t)
+        Jt = -rhs.jac(t, sol(t), args).T
+        if n > _SPARSE_FROM:
+            return _sparse.block_diag([Jt, _sparse.csc_matrix((P, P))], format="csc")
         M = np.zeros((n, n))
-        M[:N, :N] = -rhs.jac(t, sol(t), args).T
+        M[:N, :N] = Jt
         return M
     atol_b = bwd.atol_for(N)
     atol = np.concatenate([np.broadcast_to(atol_b, (N,)), np.full(P, quad_atol)])
+    out = {}
+    if 2 in positions:
+        out[2] = np.einsum("tn,tn->t", _f_at_outputs_plain(rhs, vals, Y), g)
+    if not [p for p in positions if p != 2]:
+        return out                  # only output times: no backward solve needed
     z = np.zeros(n)
     z[:N] = g[-1]
 
@@ -622,13 +631,10 @@ def _adjoint_vjp(pb, vals, positions, g, sol, Y):
     z = integrate_backward(fun, z, ts, t0, jumps, bwd, atol,
                            jac if bwd.method == "bdf" else None)
     lam = z[:N]
-    out = {}
     if 0 in positions:
         out[0] = lam.copy()
     if 1 in positions:
         out[1] = -float(lam @ rhs.value(t0, y0, args))
-    if 2 in positions:
-        out[2] = np.einsum("tn,tn->t", _f_at_outputs_plain(rhs, vals, Y), g)
     off = N
     for j, s, size in zip(mask, shapes, sizes):
         piece = z[off:off + size]

@@ -77,10 +77,11 @@ class Control:
                 f"atol={self.atol}, max_num_steps={self.max_num_steps})")
 
 
-def _make_solver(fun, jac, t0, y0, t_bound, ctl, atol):
+def _make_solver(fun, jac, t0, y0, t_bound, ctl, atol, first_step=None):
     if ctl.method == "bdf":
-        return BDF(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, jac=jac)
-    return RK45(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol)
+        return BDF(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, jac=jac,
+                   first_step=first_step)
+    return RK45(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, first_step=first_step)
 
 
 def _fail(ctl, what, t, steps):
@@ -235,21 +236,30 @@ def integrate_backward(fun, z, ts, t0, jumps, ctl, atol, jac=None):
     T = len(ts)
     t_cur = float(ts[-1])
     max_steps = ctl.max_num_steps
+    h = None           # the step size reached in the previous piece
     with np.errstate(all="ignore"):
         for i in range(T - 1, -1, -1):
             target = float(ts[i - 1]) if i > 0 else float(t0)
             if target < t_cur and z.any():
-                solver = _make_solver(fun, jac, t_cur, z, target, ctl, atol)
+                # a restart after a jump keeps the step size the previous piece had
+                # reached (instead of scipy's initial-step guess, which costs one more
+                # evaluation and usually starts too small)
+                first = None if h is None else min(h, t_cur - target)
+                solver = _make_solver(fun, jac, t_cur, z, target, ctl, atol, first)
                 steps = 0
                 while solver.status == "running":
                     msg = solver.step()
                     steps += 1
                     _check_step(solver, msg, ctl, steps)
-                    if solver.status == "running" and steps >= max_steps:
-                        raise SolverError(
-                            f"{ctl.name}: max_num_steps = {max_steps} exceeded between "
-                            f"t = {t_cur:.6g} and t = {target:.6g} (integrating "
-                            f"backwards); reached t = {solver.t:.6g}")
+                    if solver.status == "running":
+                        # (the last step of a piece is cut short to land on its end:
+                        # its size says nothing about the solution)
+                        h = solver.h_abs
+                        if steps >= max_steps:
+                            raise SolverError(
+                                f"{ctl.name}: max_num_steps = {max_steps} exceeded "
+                                f"between t = {t_cur:.6g} and t = {target:.6g} "
+                                f"(integrating backwards); reached t = {solver.t:.6g}")
                 z = solver.y
             t_cur = target
             if i > 0:

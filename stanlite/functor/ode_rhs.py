@@ -122,17 +122,15 @@ class OdeRHS:
         and one reverse sweep per state; ``J_pj`` has shape ``(n, size of args[j])``."""
         n = self.n
         with gc_paused_nested() as tape:
-            yl = Var(y, tape)
+            yl = _leaf(y, tape)
             a = list(args)
             leaves = []
             for j in mask:
-                leaf = Var(args[j], tape)
-                a[j] = leaf
+                leaf = a[j] = _leaf(args[j], tape)
                 leaves.append(leaf)
             out = self.state(self.F(t, yl, *a))
             Jy = np.zeros((n, n))
-            Jp = [np.zeros((n, int(np.prod(leaf.shape, dtype=np.int64))))
-                  for leaf in leaves]
+            Jp = [np.zeros((n, _size(leaf.value))) for leaf in leaves]
             if not (type(out) is Var and out.tape is tape):
                 if isinstance(out, Box):
                     raise _closure_error(self.name)
@@ -145,6 +143,7 @@ class OdeRHS:
                 self._choose(nodes)
             for i in range(n):
                 if i:
+                    # another sweep over the same recording: clear what the last left
                     for node in nodes:
                         node.adj = None
                     yl.adj = None
@@ -161,32 +160,32 @@ class OdeRHS:
                 for leaf, J in zip(leaves, Jp):
                     g = leaf.adj
                     if g is not None:
-                        J[i] = np.ravel(np.broadcast_to(g, leaf.shape))
+                        J[i] = g.ravel() if type(g) is np.ndarray else g
         return fval, Jy, Jp
 
     def vjp(self, t, y, args, mask, lam):
         """``(F, lam^T J_y, [lam^T J_pj (flat) for j in mask])`` in one reverse sweep."""
         with gc_paused_nested() as tape:
-            yl = Var(y, tape)
+            yl = _leaf(y, tape)
             a = list(args)
             leaves = []
             for j in mask:
-                leaf = Var(args[j], tape)
-                a[j] = leaf
+                leaf = a[j] = _leaf(args[j], tape)
                 leaves.append(leaf)
             out = self.state(self.F(t, yl, *a))
             if not (type(out) is Var and out.tape is tape):
                 if isinstance(out, Box):
                     raise _closure_error(self.name)
-                return out, np.zeros(self.n), [np.zeros(leaf.size) for leaf in leaves]
+                return out, np.zeros(self.n), [np.zeros(_size(leaf.value))
+                                               for leaf in leaves]
             if isinstance(out.value, Box):
                 raise _closure_error(self.name)
             out.adj = np.array(lam, dtype=float)
             sweep(tape.nodes)
             gy = yl.adj
             gy = np.zeros(self.n) if gy is None else np.array(gy, dtype=float)
-            gp = [np.zeros(leaf.size) if leaf.adj is None
-                  else np.ravel(np.broadcast_to(leaf.adj, leaf.shape)) for leaf in leaves]
+            gp = [np.zeros(_size(leaf.value)) if leaf.adj is None
+                  else np.ravel(leaf.adj) for leaf in leaves]
             return out.value, gy, gp
 
     def _choose(self, nodes):
@@ -296,6 +295,28 @@ class TangentRHS(OdeRHS):
             return _sparse.kron(_sparse.identity(1 + self.k, format="csc"),
                                 _sparse.csc_matrix(Jy), format="csc")
         return np.kron(np.eye(1 + self.k), Jy)
+
+
+def _leaf(value, tape):
+    """An independent variable on a fresh tape (values here are already floats or
+    float arrays: the integrator's state or a traced input's value)."""
+    if type(value) is not float and type(value) is not np.ndarray:
+        return Var(value, tape)
+    v = _new(Var)
+    v.value = value
+    v.adj = None
+    v.tape = tape
+    v.bp = None
+    v.x = None
+    v.y = None
+    return v
+
+
+def _size(v):
+    return v.size if type(v) is np.ndarray else 1
+
+
+_new = object.__new__
 
 
 def _describe(out):

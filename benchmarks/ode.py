@@ -1,0 +1,317 @@
+"""ODE gradients: forward sensitivities vs the adjoint method vs finite differences.
+
+The cost of one gradient of a loss of an ODE solution with respect to P parameters
+(few output times), stanlite's ``ode_rk45`` (forward sensitivities: the state and
+its N x K sensitivities integrated together), ``ode_adjoint`` (forward solve, then a
+backward solve of the adjoint system whose right-hand side is one vector-Jacobian
+product of f, whatever P) and forward finite differences (P + 1 plain solves), side
+by side with JAX's ``jax.experimental.ode.odeint`` (Dormand-Prince, gradients by its
+own adjoint method; jit-compiled, compilation excluded) and diffrax when installed.
+All at rel_tol = abs_tol = 1e-6; the "err" columns are the largest relative
+difference from the forward-sensitivity gradient. Times are CPU seconds of the
+process (best of a few loops), so that other work on a shared machine does not
+count.
+
+Families:
+  chain   N states, P = 2N parameters: a cascade with saturable transfer,
+          y_1' = a_1 e^{-t} - b_1 y_1,  y_i' = a_i y_{i-1} / (1 + y_{i-1}) - b_i y_i,
+          written on vectors (one slice and a few elementwise operations); the
+          sensitivity system has N (1 + 3N) states.
+  forced  N = 2 states, P parameters: two compartments driven by a forcing with
+          P - 2 Fourier coefficients; the sensitivity system has only 2 (1 + P)
+          states, whose right-hand side costs 2 reverse sweeps whatever P.
+
+A second table measures one gradient of the posteriordb model one_comp_mm_elim_abs
+(one state, three parameters, 20 output times, Michaelis-Menten elimination): the
+case NUTS pays for at every leapfrog step.
+
+Run:  python benchmarks/ode.py [--quick]
+"""
+
+import argparse
+import math
+import sys
+import time
+
+import blas_threads  # noqa: F401  (before numpy)
+import numpy as np
+
+import stanlite as sl
+
+TOL = 1e-6
+
+
+def best_time(fn, budget=1.0, repeats=3):
+    """Best per-call CPU seconds over ``repeats`` loops (after one warm-up call).
+
+    CPU time of the process (all its threads), not wall time: on a shared machine
+    the wall clock also counts the time other processes hold the cores."""
+    fn()
+    t0 = time.process_time()
+    fn()
+    one = max(time.process_time() - t0, 1e-6)
+    n = max(1, int(budget / repeats / one))
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.process_time() - t0) / n)
+    return best
+
+
+def _fmt(t):
+    if t is None:
+        return "       -"
+    if t < 1.0:
+        return f"{t * 1e3:8.1f}"
+    return f"{t * 1e3:8.0f}"
+
+
+def _err(g, ref):
+    if g is None:
+        return "     -"
+    return f"{np.max(np.abs(g - ref)) / max(np.max(np.abs(ref)), 1e-300):6.0e}"
+
+
+# ------------------------------------------------------------------------------------
+# problems: stanlite f, jax f, initial state, output times, weights, parameters
+# ------------------------------------------------------------------------------------
+def chain_problem(N, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.5, 1.5, N)
+    b = rng.uniform(0.5, 1.5, N)
+    ts = np.array([1.0, 2.0, 4.0])
+    W = rng.standard_normal((len(ts), N))
+    y0 = np.full(N, 0.5)
+
+    def f(t, y, a, b):
+        first = a[:1] * sl.exp(-t)
+        if N == 1:
+            return first - b * y
+        rest = a[1:] * y[:-1] / (1.0 + y[:-1])
+        return sl.concatenate([first, rest]) - b * y
+
+    def unpack(p):
+        return p[:N], p[N:]
+
+    def f_jax(jnp):
+        def g(y, t, a, b):
+            first = a[:1] * jnp.exp(-t)
+            rest = a[1:] * y[:-1] / (1.0 + y[:-1])
+            return jnp.concatenate([first, rest]) - b * y
+        return g
+    return dict(f=f, f_jax=f_jax, y0=y0, ts=ts, W=W, p=np.concatenate([a, b]),
+                unpack=unpack, N=N)
+
+
+def forced_problem(P, seed=0):
+    rng = np.random.default_rng(seed)
+    M = P - 2
+    w = np.linspace(0.5, 3.0, M)         # bounded frequencies: the step count stays put
+    c = rng.standard_normal(M) * 0.3 / np.sqrt(max(M, 1))
+    k = np.array([1.2, 0.5])
+    ts = np.array([1.0, 2.0, 4.0])
+    W = rng.standard_normal((len(ts), 2))
+    y0 = np.array([1.0, 0.0])
+
+    def f(t, y, k, c):
+        drive = sl.sum(c * sl.sin(w * t)) if M else 0.0
+        return sl.stack([-k[0] * y[0] + drive, k[0] * y[0] - k[1] * y[1]])
+
+    def unpack(p):
+        return p[:2], p[2:]
+
+    def f_jax(jnp):
+        def g(y, t, k, c):
+            drive = jnp.sum(c * jnp.sin(w * t))
+            return jnp.stack([-k[0] * y[0] + drive, k[0] * y[0] - k[1] * y[1]])
+        return g
+    return dict(f=f, f_jax=f_jax, y0=y0, ts=ts, W=W, p=np.concatenate([k, c]),
+                unpack=unpack, N=2)
+
+
+# ------------------------------------------------------------------------------------
+# gradient methods
+# ------------------------------------------------------------------------------------
+def loss_of(pb, solve):
+    f, y0, ts, W, unpack = pb["f"], pb["y0"], pb["ts"], pb["W"], pb["unpack"]
+
+    def L(p):
+        return sl.sum(solve(f, y0, 0.0, ts, *unpack(p)) * W)
+    return L
+
+
+def rk45(*a):
+    return sl.ode_rk45(*a, rel_tol=TOL, abs_tol=TOL)
+
+
+def adjoint(*a):
+    return sl.ode_adjoint(*a, rel_tol_forward=TOL, abs_tol_forward=TOL,
+                          rel_tol_backward=TOL, abs_tol_backward=TOL,
+                          rel_tol_quadrature=TOL, abs_tol_quadrature=TOL)
+
+
+def fd_gradient(L, p, h=1e-6):
+    """Forward differences: P + 1 plain solves (relative step for the parameters)."""
+    base = L(p)
+    g = np.empty(p.size)
+    for i in range(p.size):
+        q = p.copy()
+        d = h * max(1.0, abs(p[i]))
+        q[i] += d
+        g[i] = (L(q) - base) / d
+    return g
+
+
+def jax_gradient(pb):
+    """A jitted gradient with jax.experimental.ode.odeint, or None if unavailable."""
+    try:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+        from jax.experimental.ode import odeint
+    except ImportError:
+        return None
+    g = pb["f_jax"](jnp)
+    ts = jnp.concatenate([jnp.zeros(1), jnp.asarray(pb["ts"])])
+    W, y0, unpack = jnp.asarray(pb["W"]), jnp.asarray(pb["y0"]), pb["unpack"]
+
+    def L(p):
+        Y = odeint(g, y0, ts, *unpack(p), rtol=TOL, atol=TOL)
+        return jnp.sum(Y[1:] * W)
+    grad = jax.jit(jax.grad(L))
+    return lambda p: np.asarray(grad(jnp.asarray(p)).block_until_ready())
+
+
+def diffrax_gradient(pb):
+    """A jitted gradient with diffrax (Dopri5, its default adjoint), if installed."""
+    try:
+        import diffrax
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    g = pb["f_jax"](jnp)
+    ts = jnp.asarray(pb["ts"])
+    W, y0, unpack = jnp.asarray(pb["W"]), jnp.asarray(pb["y0"]), pb["unpack"]
+
+    def L(p):
+        term = diffrax.ODETerm(lambda t, y, args: g(y, t, *args))
+        sol = diffrax.diffeqsolve(term, diffrax.Dopri5(), 0.0, float(ts[-1]), None, y0,
+                                  args=unpack(p), saveat=diffrax.SaveAt(ts=ts),
+                                  stepsize_controller=diffrax.PIDController(rtol=TOL,
+                                                                           atol=TOL),
+                                  max_steps=100000)
+        return jnp.sum(sol.ys * W)
+    grad = jax.jit(jax.grad(L))
+    return lambda p: np.asarray(grad(jnp.asarray(p)).block_until_ready())
+
+
+def sweep_table(title, cases, budget):
+    print(f"\n{title}")
+    cols = "    N     P |  fwd sens   adjoint   fin.diff |  adj err   fd err | " \
+           "     jax  jax err | diffrax  dfx err"
+    print("CPU time per gradient, ms")
+    print(cols)
+    print("-" * len(cols))
+    rows = []
+    for pb in cases:
+        p = pb["p"]
+        L_fwd, L_adj = loss_of(pb, rk45), loss_of(pb, adjoint)
+        L_plain = loss_of(pb, rk45)
+        g_fwd = sl.grad(L_fwd)(p)
+        g_adj = sl.grad(L_adj)(p)
+        g_fd = fd_gradient(L_plain, p)
+        t_fwd = best_time(lambda: sl.grad(L_fwd)(p), budget)
+        t_adj = best_time(lambda: sl.grad(L_adj)(p), budget)
+        t_fd = best_time(lambda: fd_gradient(L_plain, p), budget, repeats=2)
+        jg = jax_gradient(pb)
+        g_jax = t_jax = None
+        if jg is not None:
+            g_jax = jg(p)
+            t_jax = best_time(lambda: jg(p), budget)
+        dg = diffrax_gradient(pb)
+        g_dfx = t_dfx = None
+        if dg is not None:
+            g_dfx = dg(p)
+            t_dfx = best_time(lambda: dg(p), budget)
+        row = (f"{pb['N']:5d} {p.size:5d} | {_fmt(t_fwd)}  {_fmt(t_adj)}   {_fmt(t_fd)} | "
+               f"{_err(g_adj, g_fwd)}   {_err(g_fd, g_fwd)} | {_fmt(t_jax)}   "
+               f"{_err(g_jax, g_fwd)} | {_fmt(t_dfx)}   {_err(g_dfx, g_fwd)}")
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------------------------
+# the PK model NUTS evaluates: one_comp_mm_elim_abs (posteriordb)
+# ------------------------------------------------------------------------------------
+PK_TIMES = np.arange(0.5, 10.01, 0.5)
+PK_C = np.array([5.708, 7.101, 8.385, 9.790, 13.439, 11.448, 11.212, 11.427, 12.243,
+                 13.820, 13.841, 11.422, 10.503, 11.912, 14.085, 10.551, 10.191, 12.223,
+                 11.729, 12.272])
+
+
+def one_comp_mm_elim_abs(t, y, theta, x_r):
+    k_a, K_m, V_m = theta[0], theta[1], theta[2]
+    D, V = x_r
+    dose = 0.0
+    if t > 0:
+        dose = sl.exp(-k_a * t) * D * k_a / V
+    elim = (V_m / V) * y[0] / (K_m + y[0])
+    return sl.stack([dose - elim])
+
+
+def pk_table(budget):
+    x_r = (30.0, 2.0)
+    theta = np.array([1.0, 2.0, 3.0])
+
+    def lp(solve):
+        def f(th):
+            C = solve(one_comp_mm_elim_abs, np.array([0.0]), 0.0, PK_TIMES, th, x_r)
+            return sl.lognormal_lpdf(PK_C, sl.log(C[:, 0]), 0.5)
+        return f
+    variants = [
+        ("ode_bdf, Stan defaults (1e-10, 1e-10)", lambda *a: sl.ode_bdf(*a)),
+        ("ode_bdf, 1e-6 (integrate_ode_bdf's defaults)",
+         lambda *a: sl.ode_bdf(*a, rel_tol=1e-6, abs_tol=1e-6)),
+        ("ode_rk45, 1e-6", lambda *a: sl.ode_rk45(*a, rel_tol=1e-6, abs_tol=1e-6)),
+        ("ode_adjoint, rk45, 1e-6", adjoint),
+        ("ode_adjoint, bdf, 1e-6",
+         lambda *a: sl.ode_adjoint(*a, solver_forward="bdf")),
+    ]
+    print("\none_comp_mm_elim_abs: one log density and one gradient (20 output times, "
+          "1 state, 3 parameters)")
+    head = f"{'method':48s} {'value ms':>9s} {'gradient ms':>12s} {'ratio':>6s}"
+    print(head)
+    print("-" * len(head))
+    rows = []
+    for name, solve in variants:
+        f = lp(solve)
+        vg = sl.value_and_grad(f)
+        tv = best_time(lambda: f(theta), budget)
+        tg = best_time(lambda: vg(theta), budget)
+        row = f"{name:48s} {tv * 1e3:9.2f} {tg * 1e3:12.2f} {tg / tv:6.1f}"
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(quick=False):
+    budget = 0.3 if quick else 1.0
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}")
+    pk_table(budget)
+    chains = [1, 2, 5, 10] if quick else [1, 2, 5, 10, 25, 50, 100]
+    sweep_table("chain: N states, P = 2N parameters",
+                [chain_problem(N) for N in chains], budget)
+    forced = [2, 10, 50] if quick else [2, 5, 10, 20, 50, 100, 200]
+    sweep_table("forced: 2 states, P parameters", [forced_problem(P) for P in forced],
+                budget)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, shorter loops")
+    main(ap.parse_args().quick)
