@@ -79,11 +79,26 @@ class Welford:
             self.m2 = self.m2 + (x - self.mean) * d
 
     def regularized(self):
-        """Stan's shrunk estimate ``(n/(n+5)) var + 1e-3 (5/(n+5))`` (times I)."""
+        """Stan's shrunk estimate ``(n/(n+5)) var + 1e-3 (5/(n+5))`` (times I).
+
+        One deliberate difference from Stan, for a dense metric estimated from no
+        more draws than dimensions (``n <= dim``: early windows of a high-dimensional
+        warmup). There the sample covariance ``S`` is singular, and Stan's estimate
+        gives the directions outside its span a variance of ~1e-4 whatever their
+        real scale: the next window's trajectories crawl along them at tree depth
+        9-10 (a 100-d Gaussian spends 12x more gradients in warmup than in
+        sampling). We first shrink ``S`` towards its own diagonal (Ledoit & Wolf's
+        target, weight ``lambda = n / (n + dim)`` on ``S``), which keeps the
+        measured scales in every direction, then apply Stan's regularisation. With
+        more draws than dimensions the estimate is Stan's exactly.
+        """
         n = self.n
         var = self.m2 / (n - 1.0)
         shrink = 1e-3 * 5.0 / (n + 5.0)
         if self.dense:
+            if n <= self.dim:
+                lam = n / (n + self.dim)
+                var = lam * var + (1.0 - lam) * np.diag(np.diag(var))
             return (n / (n + 5.0)) * var + shrink * np.eye(self.dim)
         return (n / (n + 5.0)) * var + shrink
 

@@ -72,6 +72,27 @@ def test_welford_regularisation():
                                + 1e-3 * 5 / (n + 5) * np.eye(3))
 
 
+
+def test_dense_estimate_from_fewer_draws_than_dimensions_keeps_every_scale():
+    # n <= dim: S is singular; shrunk towards its diagonal (weight n/(n+dim) on S)
+    # before Stan's regularisation, so no direction gets Stan's ~1e-4 variance
+    rng = np.random.default_rng(1)
+    d, n = 40, 25
+    scales = np.geomspace(0.3, 3.0, d)
+    x = rng.normal(size=(n, d)) * scales
+    w = adaptation.Welford(d, dense=True)
+    for r in x:
+        w.add(r)
+    S = np.cov(x.T)
+    lam = n / (n + d)
+    want = n / (n + 5) * (lam * S + (1 - lam) * np.diag(np.diag(S))) \
+        + 1e-3 * 5 / (n + 5) * np.eye(d)
+    est = w.regularized()
+    np.testing.assert_allclose(est, want, rtol=1e-12)
+    assert np.linalg.matrix_rank(S) < d
+    # its smallest eigenvalue is of the order of the smallest scale, not 1e-3 * 5/30
+    assert np.linalg.eigvalsh(est)[0] > 0.1 * (1 - lam) * n / (n + 5) * scales[0] ** 2
+
 # ---- integrator --------------------------------------------------------------------------
 class _Gauss:
     """A log-density-protocol object (not a Model): N(0, diag(s^2))."""
