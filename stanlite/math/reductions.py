@@ -45,7 +45,7 @@ import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
                                defjvp_all, defvjp, defvjp_all, primitive)
-from ..autodiff.var import FUNCTIONS, Var, make_node, shape_of, value_of
+from ..autodiff.var import FUNCTIONS, Var, guarded, make_node, shape_of, value_of
 from .elementwise import exp, sqrt
 from .structure import _where, concatenate, getitem, reshape
 
@@ -576,11 +576,16 @@ def min(x, axis=None, keepdims=False):
 # --------------------------------------------------------------------------------------
 # sorting
 # --------------------------------------------------------------------------------------
-def _sort_perm(x, axis, descending):
-    v = np.asarray(value_of(x), dtype=float)
+def _perm(v, axis, descending):
+    v = np.asarray(v, dtype=float)
     if descending:
         return np.argsort(-v, axis=axis, kind="stable")
     return np.argsort(v, axis=axis, kind="stable")
+
+
+def _sort_perm(x, axis, descending):
+    # an index computed from values: through ``guarded``, a guard of sl.compile
+    return guarded(_perm, x, axis, descending)
 
 
 def _sort(x, axis, descending):
@@ -701,7 +706,7 @@ def _np_argsort(a, axis=-1, kind=None, order=None, **k):
 def _np_arg(fn):
     def arg(a, axis=None, out=None, **k):
         _no_out(fn.__name__, out)
-        return fn(np.asarray(value_of(a), dtype=float), axis=axis, **k)
+        return guarded(lambda v: fn(np.asarray(v, dtype=float), axis=axis, **k), a)
     return arg
 
 
@@ -731,6 +736,8 @@ Var.std = lambda self, axis=None, ddof=0, keepdims=False: sd(self, axis, ddof, k
 Var.cumsum = lambda self, axis=None: cumulative_sum(self, axis)
 Var.cumprod = lambda self, axis=None: cumprod(self, axis)
 Var.dot = _dot_method
-Var.argmax = lambda self, axis=None: np.argmax(np.asarray(value_of(self)), axis=axis)
-Var.argmin = lambda self, axis=None: np.argmin(np.asarray(value_of(self)), axis=axis)
+Var.argmax = lambda self, axis=None: guarded(lambda v: np.argmax(np.asarray(v), axis=axis),
+                                             self)
+Var.argmin = lambda self, axis=None: guarded(lambda v: np.argmin(np.asarray(v), axis=axis),
+                                             self)
 Var.argsort = lambda self, axis=-1: sort_indices_asc(self, axis)
