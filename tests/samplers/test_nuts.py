@@ -309,6 +309,7 @@ class Interrupting(sl.Model):
     mu = sl.param.real()
     calls = [0]
     limit = [None]
+    compile = False     # log_prob has a side effect (it counts calls): no retaping
 
     def log_prob(self, mu):
         Interrupting.calls[0] += 1
