@@ -114,7 +114,7 @@ class DiagMetric(UnitMetric):
         self.set(np.ones(dim) if inv is None else inv)
 
     def set(self, inv):
-        inv = np.asarray(inv, dtype=float)
+        inv = np.array(inv, dtype=float)        # our own copy: states share it
         if inv.shape != (self.dim,) or not np.all(inv > 0) or not np.all(np.isfinite(inv)):
             raise ValueError(f"diag_e inverse metric must be {self.dim} positive finite "
                              "numbers")
