@@ -61,12 +61,14 @@ sampler rejects the proposal) naming the solver, the time reached and the steps
 taken; bad inputs raise ``ValueError``/``DomainError`` naming the argument.
 """
 
+import weakref
+
 import numpy as np
 import scipy.sparse as _sparse
 
 from ..autodiff.dual import Dual
-from ..autodiff.extend import accumulate
-from ..autodiff.var import Box, Var, make_node, shape_of, value_of
+from ..autodiff.extend import Primitive, _bp_generic
+from ..autodiff.var import Box, Var, make_node, shape_of
 from ..errors import DifferentiationError, DomainError
 from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack, transpose
@@ -270,9 +272,6 @@ def _validate(name, f, y0, t0, ts, args):
         raise ValueError(f"{name}: y0 must be a non-empty vector (the initial state), "
                          f"got shape {s}")
     n = s[0]
-    yv = np.asarray(value_of(y0))
-    if not np.isfinite(yv).all():
-        raise DomainError(f"{name}: y0 must be finite, got {yv}")
     if not isinstance(t0, Box):
         try:
             t0 = float(t0)
@@ -280,41 +279,51 @@ def _validate(name, f, y0, t0, ts, args):
             raise ValueError(f"{name}: t0 must be a scalar, got {t0!r}") from None
     elif t0.shape != ():
         raise ValueError(f"{name}: t0 must be a scalar, got shape {t0.shape}")
-    t0v = float(value_of(t0))
-    if not np.isfinite(t0v):
-        raise DomainError(f"{name}: t0 must be finite, got {t0v}")
     ts = _as_vector(name, "ts", ts)
     s = shape_of(ts)
     if len(s) != 1 or s[0] == 0:
         raise ValueError(f"{name}: ts must be a non-empty vector of output times, got "
                          f"shape {s}")
-    tv = np.asarray(value_of(ts))
-    if not np.isfinite(tv).all():
-        raise DomainError(f"{name}: ts must be finite, got {tv}")
-    if not tv[0] > t0v:
-        raise DomainError(f"{name}: the output times must come after t0; got ts[0] = "
-                          f"{tv[0]:g} <= t0 = {t0v:g}")
-    if tv.shape[0] > 1:
-        d = np.diff(tv)
-        if (d < 0).any():
-            i = int(np.flatnonzero(d < 0)[0])
-            raise DomainError(f"{name}: ts must be sorted in increasing order; got "
-                              f"ts[{i + 1}] = {tv[i + 1]:g} < ts[{i}] = {tv[i]:g}")
     args = list(args)
     for j, a in enumerate(args):
         if isinstance(a, (list, tuple)) and _has_box(a):
             try:
-                a = args[j] = stack(list(a))
+                args[j] = stack(list(a))
             except (TypeError, ValueError):
                 raise DifferentiationError(
                     f"{name}: args[{j}] is a {type(a).__name__} holding traced values "
                     "that do not stack into one array; pass them as separate "
                     "arguments") from None
-        v = value_of(a)
+    return f, (y0, t0, ts) + tuple(args), n
+
+
+def _check_values(name, y0, t0, ts, args, n):
+    """Stan's checks on the plain values (run where the integration runs, so that a
+    replayed recording - sl.compile - checks every new point): finite inputs, output
+    times non-decreasing and after t0. ``y0[:n]`` is the user's initial state, the
+    rest (derived systems) its initial tangents."""
+    if not np.isfinite(y0).all():
+        if not np.isfinite(y0[:n]).all():
+            raise DomainError(f"{name}: y0 must be finite, got {y0[:n]}")
+        raise DomainError(f"{name}: the initial sensitivities (y0's directions and "
+                          f"-f(t0, y0)) are not finite: {y0[n:]}")
+    if not np.isfinite(t0):
+        raise DomainError(f"{name}: t0 must be finite, got {t0}")
+    if not np.isfinite(ts).all():
+        raise DomainError(f"{name}: ts must be finite, got {ts}")
+    if not ts[0] > t0:
+        raise DomainError(f"{name}: the output times must come after t0; got ts[0] = "
+                          f"{ts[0]:g} <= t0 = {t0:g}")
+    if ts.shape[0] > 1:
+        d = np.diff(ts)
+        if (d < 0).any():
+            i = int(np.flatnonzero(d < 0)[0])
+            raise DomainError(f"{name}: ts must be sorted in increasing order; got "
+                              f"ts[{i + 1}] = {ts[i + 1]:g} < ts[{i}] = {ts[i]:g}")
+    for j, v in enumerate(args):
         if type(v) is float or (type(v) is np.ndarray and v.dtype.kind == "f"):
             if not np.isfinite(v).all():
                 raise DomainError(f"{name}: args[{j}] must be finite, got {v}")
-    return f, (y0, t0, ts) + tuple(args), n
 
 
 def _has_box(a):
@@ -343,6 +352,9 @@ class _Problem:
         return _Problem(self.rhs.tangent_system(k, mask, nargs), self.ctl.renamed(what),
                         None)
 
+    def __repr__(self):
+        return f"<ODE problem {self.ctl.name}, {self.rhs.n} states>"
+
 
 # inputs are the tuple xs = (y0, t0, ts, *args); positions 0, 1, 2, 3 + j
 def _ode(pb, xs):
@@ -361,9 +373,10 @@ def _ode(pb, xs):
 
 def _solve(pb, xs, dense=False):
     """Integrate on plain values: ``(Y, dense solution or None)``."""
-    y0, t0, ts = xs[0], float(xs[1]), np.asarray(xs[2], dtype=float)
-    args = xs[3:]
+    y0 = np.asarray(xs[0], dtype=float)
+    t0, ts, args = float(xs[1]), np.asarray(xs[2], dtype=float), xs[3:]
     rhs = pb.rhs
+    _check_values(rhs.name, y0, t0, ts, args, rhs.root.n)
 
     def fun(t, y):
         return rhs.value(float(t), y, args)
@@ -371,13 +384,13 @@ def _solve(pb, xs, dense=False):
     def jac(t, y):
         return rhs.jac(float(t), y, args)
 
-    Y, sol, _ = integrate(fun, np.asarray(y0, dtype=float), t0, ts, pb.ctl,
-                          jac if pb.ctl.method == "bdf" else None, dense)
+    Y, sol, _ = integrate(fun, y0, t0, ts, pb.ctl, jac if pb.ctl.method == "bdf" else None,
+                          dense)
     return Y, sol
 
 
 def _record(pb, xs, tape):
-    """Reverse mode: one node on ``tape``."""
+    """Reverse mode: one node on ``tape`` (an ordinary primitive record, see below)."""
     vals = list(xs)
     pairs = []
     lower = False
@@ -391,20 +404,128 @@ def _record(pb, xs, tape):
                     lower = True
             else:
                 lower = True
-    vals = tuple(vals)
     if lower:
-        # the values are traced at a lower level: compute them by calling the node
-        # again (which records those levels) and differentiate with rules written
-        # in stanlite operations
-        Y = _ode(pb, vals)
-        return make_node(Y, tape, _bp_nested, (pb, vals, pairs), None)
-    positions = [i for i, _ in pairs]
-    if pb.adjoint is not None:
-        Y, sol = _solve(pb, vals, dense=True)
-        return make_node(Y, tape, _bp_adjoint, (pb, vals, pairs), sol)
-    Y, S, layout = _sensitivities_plain(pb, vals, positions)
-    F_ts = _f_at_outputs_plain(pb.rhs, vals, Y) if 2 in positions else None
-    return make_node(Y, tape, _bp_sensitivity, (pb, vals, pairs), (S, layout, F_ts))
+        # the values are traced at a lower level: the value comes from calling the node
+        # again (which records those levels) and the reverse rule is written in
+        # stanlite operations
+        spec = _NESTED
+    else:
+        spec = _ADJ if pb.adjoint is not None else _SENS
+    kw = {"problem": pb, "traced": tuple(i for i, _ in pairs)}
+    Y = spec.fun(*vals, **kw)
+    return make_node(Y, tape, _bp_generic, (spec, vals, kw, pairs), None)
+
+
+# --------------------------------------------------------------------------------------
+# the nodes' rules
+# --------------------------------------------------------------------------------------
+# A node recorded here is a plain primitive node (extend's _bp_generic over (spec,
+# values, kwargs, parents)), so a tape holding a solve stays a replayable record
+# (sl.compile, models' retaped gradients): a replay calls the spec's forward function
+# on new plain values and then its VJP. The forward function of a first-order node
+# computes the value *and* what the reverse rule needs in one go (the sensitivities,
+# or the forward trajectory for the adjoint method); the VJP finds them again by the
+# identity of the value it returned (_Stash) and recomputes them if it cannot.
+class _Stash:
+    """Data kept beside an array value for as long as that array lives."""
+
+    def __init__(self):
+        self._d = {}
+
+    def put(self, Y, data):
+        d = self._d
+        k = id(Y)
+
+        def drop(ref, k=k):
+            e = d.get(k)
+            if e is not None and e[0] is ref:
+                del d[k]
+        d[k] = (weakref.ref(Y, drop), data)
+
+    def get(self, Y):
+        e = self._d.get(id(Y))
+        if e is not None and e[0]() is Y:
+            return e[1]
+        return None
+
+
+_STASH = _Stash()
+
+
+def _as_tuple(out, n):
+    return tuple(_scalar(out[i]) if i in out else None for i in range(n))
+
+
+def _sens_fun(*xs, problem, traced):
+    """Value of a first-order node: the coupled solve, sensitivities stashed."""
+    Y, S, layout = _sensitivities_plain(problem, xs, traced)
+    F_ts = _f_at_outputs_plain(problem.rhs, xs, Y) if 2 in traced else None
+    _STASH.put(Y, (S, layout, F_ts))
+    return Y
+
+
+def _sens_vjp(g, ans, *xs, problem, traced):
+    """Contract the stored sensitivities with the output adjoint ``g``:
+    ``theta_bar = sum_i g_i . S_i``, ``t_i_bar = g_i . f(t_i, Y_i)``."""
+    st = _STASH.get(ans)
+    if st is None:
+        return _as_tuple(_vjp_general(problem, xs, traced, g, ans), len(xs))
+    S, layout, F_ts = st
+    if type(g) is float:
+        g = np.full(ans.shape, g)
+    out = {}
+    if type(g) is np.ndarray:
+        if S is not None:
+            out = _split(np.einsum("tkn,tn->k", S, g), layout, traced)
+        if F_ts is not None:
+            out[2] = np.einsum("tn,tn->t", F_ts, g)
+    else:
+        # a traced adjoint (reverse-over-reverse): the same contraction, recorded
+        T, N = ans.shape
+        if S is not None:
+            out = _split(_sum(S * reshape(g, (T, 1, N)), axis=(0, 2)), layout, traced)
+        if F_ts is not None:
+            out[2] = _sum(F_ts * g, axis=1)
+    return _as_tuple(out, len(xs))
+
+
+def _adj_fun(*xs, problem, traced):
+    """Value of a first-order ``ode_adjoint`` node: the forward solve, its dense
+    trajectory stashed for the backward pass."""
+    Y, sol = _solve(problem, xs, dense=True)
+    _STASH.put(Y, sol)
+    return Y
+
+
+def _adj_vjp(g, ans, *xs, problem, traced):
+    if type(g) is float:
+        g = np.full(ans.shape, g)
+    if type(g) is not np.ndarray:
+        # a traced adjoint: forward sensitivities contracted in stanlite operations
+        return _as_tuple(_vjp_general(problem, xs, traced, g, ans), len(xs))
+    sol = _STASH.get(ans)
+    if sol is None:
+        sol = _solve(problem, xs, dense=True)[1]
+    return _as_tuple(_adjoint_vjp(problem, xs, traced, g, sol, ans), len(xs))
+
+
+def _nested_fun(*xs, problem, traced):
+    return _ode(problem, xs)
+
+
+def _nested_vjp(g, ans, *xs, problem, traced):
+    return _as_tuple(_vjp_general(problem, xs, traced, g, ans), len(xs))
+
+
+def _spec(name, fun, vjp_all):
+    spec = Primitive(name, fun)
+    spec.vjp_all = vjp_all
+    return spec
+
+
+_SENS = _spec("ode (forward sensitivities)", _sens_fun, _sens_vjp)
+_ADJ = _spec("ode (adjoint method)", _adj_fun, _adj_vjp)
+_NESTED = _spec("ode (nested)", _nested_fun, _nested_vjp)
 
 
 # --------------------------------------------------------------------------------------
@@ -507,41 +628,8 @@ def _split(c, layout, positions):
 # --------------------------------------------------------------------------------------
 # reverse rules
 # --------------------------------------------------------------------------------------
-def _bp_sensitivity(node, g):
-    """First-order sweep: contract the stored sensitivities with the adjoint ``g``."""
-    pb, vals, pairs = node.x
-    S, layout, F_ts = node.y
-    positions = [i for i, _ in pairs]
-    if type(g) is float:
-        g = np.full(shape_of(node.value), g)
-    if type(g) is np.ndarray:
-        c = np.einsum("tkn,tn->k", S, g) if S is not None else None
-        out = _split(c, layout, positions) if c is not None else {}
-        if F_ts is not None:
-            out[2] = np.einsum("tn,tn->t", F_ts, g)
-    else:
-        # a traced adjoint (reverse-over-reverse): the same contraction, recorded
-        T, N = shape_of(node.value)
-        out = {}
-        if S is not None:
-            c = _sum(S * reshape(g, (T, 1, N)), axis=(0, 2))
-            out = _split(c, layout, positions)
-        if F_ts is not None:
-            out[2] = _sum(F_ts * g, axis=1)
-    for i, p in pairs:
-        accumulate(p, _scalar(out[i]))
-
-
 def _scalar(c):
     return float(c) if type(c) is np.float64 else c
-
-
-def _bp_nested(node, g):
-    """Sweep of a node whose inputs are traced at a lower level (nested AD)."""
-    pb, vals, pairs = node.x
-    out = _vjp_general(pb, vals, [i for i, _ in pairs], g, node.value)
-    for i, p in pairs:
-        accumulate(p, _scalar(out[i]))
 
 
 def _vjp_general(pb, vals, positions, g, Y):
@@ -563,20 +651,6 @@ def _vjp_general(pb, vals, positions, g, Y):
     if 2 in positions:
         out[2] = _sum(_f_at_outputs(pb.rhs, vals, Y) * g, axis=1)
     return out
-
-
-def _bp_adjoint(node, g):
-    """First-order sweep of ``ode_adjoint``: the backward adjoint solve."""
-    pb, vals, pairs = node.x
-    positions = [i for i, _ in pairs]
-    if type(g) is float:
-        g = np.full(shape_of(node.value), g)
-    if type(g) is np.ndarray:
-        out = _adjoint_vjp(pb, vals, positions, g, node.y, node.value)
-    else:
-        out = _vjp_general(pb, vals, positions, g, node.value)
-    for i, p in pairs:
-        accumulate(p, _scalar(out[i]))
 
 
 def _adjoint_vjp(pb, vals, positions, g, sol, Y):

@@ -66,12 +66,13 @@ def _closure_error(name):
 class OdeRHS:
     """``F(t, y, *args)`` (stanlite operations) with plain-value evaluators."""
 
-    __slots__ = ("F", "n", "name", "_tangents", "_forward")
+    __slots__ = ("F", "n", "name", "root", "_tangents", "_forward")
 
-    def __init__(self, F, n, name):
+    def __init__(self, F, n, name, root=None):
         self.F = F
         self.n = n
         self.name = name
+        self.root = self if root is None else root     # the user's system
         self._tangents = {}
         # use the forward pass for tangents and Jacobians? None: not decided yet
         # (decided by the first recording, deterministically: see _choose)
@@ -270,7 +271,7 @@ class TangentRHS(OdeRHS):
                                        allargs[nargs:], k)
             return concatenate([val, reshape(tan, (k * N,))])
 
-        super().__init__(F, N * (1 + k), parent.name)
+        super().__init__(F, N * (1 + k), parent.name, parent.root)
 
     def value(self, t, z, allargs):
         N = self.parent.n

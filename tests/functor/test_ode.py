@@ -601,3 +601,69 @@ def test_solver_errors_reject_proposals_and_surface_from_gradients():
     with pytest.raises(sl.SolverError, match="ode_adjoint"):
         sl.grad(lambda k: sl.sum(sl.ode_adjoint(lambda t, y, k: k * y * y, [1.0], 0.0,
                                                 [2.0], k)))(1.0)
+
+
+# --------------------------------------------------------------------------------------
+# inside models: retaped gradients, Hessians, third order
+# --------------------------------------------------------------------------------------
+def test_compiled_gradient_replays_the_solve_bit_for_bit():
+    # the node is an ordinary primitive record: sl.compile replays it (no fallback
+    # warning; warnings are errors here) and gives the eager tape's numbers exactly
+    ts = np.array([0.5, 1.0, 2.0, 4.0])
+
+    def L(x):
+        Y = sl.ode_rk45(one_cpt, sl.stack([x[2], 0.0]), 0.0, ts, x[0], x[1])
+        return sl.sum(sl.log(Y[:, 1]))
+    vg = sl.compile(L, np.array([1.2, 0.3, 100.0]))
+    for x in (np.array([1.0, 0.2, 90.0]), np.array([0.7, 0.5, 50.0])):
+        v, g = vg(x)
+        v0, g0 = sl.value_and_grad(L)(x)
+        assert v == v0 and np.array_equal(g, g0)
+    with pytest.raises(sl.DomainError, match=r"ode_rk45: y0 must be finite"):
+        vg(np.array([1.0, 0.2, np.nan]))
+
+
+class OneCompartment(sl.Model):
+    T = sl.data.int(lower=1)
+    ts = sl.data.vector("T")
+    conc = sl.data.vector("T")
+    ka = sl.param.real(lower=0)
+    ke = sl.param.real(lower=0)
+    sigma = sl.param.real(lower=0)
+
+    def log_prob(self, ka, ke, sigma):
+        Y = sl.ode_bdf(one_cpt, np.array([100.0, 0.0]), 0.0, self.ts, ka, ke,
+                       rel_tol=1e-9, abs_tol=1e-9)
+        lp = sl.lognormal_lpdf(ka, 0.0, 1.0) + sl.lognormal_lpdf(ke, -1.0, 1.0)
+        lp = lp + sl.normal_lpdf(sigma, 0.0, 1.0)
+        return lp + sl.lognormal_lpdf(self.conc, sl.log(Y[:, 1]), sigma)
+
+
+def test_model_with_an_ode_gradient_and_hessian():
+    m = OneCompartment(T=5, ts=[0.5, 1.0, 2.0, 4.0, 8.0], conc=[40.0, 55.0, 55.0, 38.0, 15.0])
+    x = m.unconstrain(dict(ka=1.2, ke=0.3, sigma=0.2))
+    lp, g = m.log_density_gradient(x)
+    assert lp == pytest.approx(m.log_density(x), rel=1e-8)
+    np.testing.assert_allclose(g, fd_grad(m.log_density, x, h=1e-5), rtol=1e-5, atol=1e-6)
+    _, _, H = m.log_density_hessian(x)
+    Hfd = fd_jac(lambda z: m.log_density_gradient(z)[1], x, h=1e-4)
+    np.testing.assert_allclose(H, (Hfd + Hfd.T) / 2, rtol=1e-4, atol=1e-5)
+
+
+def test_third_order_through_the_solution():
+    # Riemannian HMC differentiates the Hessian once more: y(1) = b exp(-k)
+    decay = lambda t, y, k: -k * y  # noqa: E731
+
+    def L(x):
+        return sl.ode_rk45(decay, sl.stack([x[1]]), 0.0, [1.0], x[0], **MEDIUM)[0, 0]
+    x = np.array([0.5, 2.0])
+    e = np.exp(-0.5)
+    T = sl.grad_hessian(L)(x)
+    assert T[0, 0, 0] == pytest.approx(-2.0 * e, rel=1e-7)
+    assert T[0, 0, 1] == pytest.approx(e, rel=1e-7)
+    assert T[1, 1, 1] == 0.0
+    M = np.array([[1.0, 0.2], [0.2, 0.5]])
+    # tr(M H) with H = [[b e, -e], [-e, 0]]: d/dk = -M00 b e + 2 M01 e, d/db = M00 e
+    np.testing.assert_allclose(sl.grad_trace_mat_hessian(L)(x, M),
+                               [-M[0, 0] * 2.0 * e + 2 * M[0, 1] * e, M[0, 0] * e],
+                               rtol=1e-7)
