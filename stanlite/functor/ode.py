@@ -55,10 +55,23 @@ backward adjoint solve is a computation on plain floats, not a differentiable on
 second derivatives through ``ode_adjoint`` are correct, computed like those of
 ``ode_rk45``/``ode_bdf``. Likewise a first-order sweep whose output adjoint is
 itself traced (reverse-over-reverse with a traced seed) contracts sensitivities.
+Forward mode evaluates ``f`` on dual numbers: a primitive of ``f`` without a JVP
+rule makes JVPs and Hessians through the solution raise ``DifferentiationError``
+naming it (first-order gradients only need VJPs).
+
+Values. Under differentiation the returned ``Y`` is the state part of the coupled
+solve; the sensitivities take part in the error control (as in Stan), so it agrees
+with the plain solve to the tolerances, not to the last bit.
+
+Recording. Each node is an ordinary primitive record (a forward function and a VJP
+over plain values), so tapes holding a solve are replayed by ``sl.compile`` and the
+models' retaped gradients; Stan's checks on values (finite inputs, sorted output
+times after ``t0``) run where the integration runs, at every replayed point too.
 
 Failures raise :class:`~stanlite.errors.SolverError` (an ``ArithmeticError``: a
 sampler rejects the proposal) naming the solver, the time reached and the steps
-taken; bad inputs raise ``ValueError``/``DomainError`` naming the argument.
+taken; bad inputs raise ``ValueError``/``DomainError`` naming the argument, and an
+``f`` returning the wrong shape a ``ModelError``.
 """
 
 import weakref

@@ -667,3 +667,24 @@ def test_third_order_through_the_solution():
     np.testing.assert_allclose(sl.grad_trace_mat_hessian(L)(x, M),
                                [-M[0, 0] * 2.0 * e + 2 * M[0, 1] * e, M[0, 0] * e],
                                rtol=1e-7)
+
+
+def test_a_primitive_without_forward_rule_in_f():
+    # first order needs only VJPs (the forward pass falls back to reverse sweeps);
+    # forward mode through the solution needs f's JVPs and says so
+    @sl.primitive
+    def cube(x):
+        return x ** 3
+    sl.defvjp(cube, lambda g, ans, x: 3.0 * g * x ** 2)
+
+    def f(t, y, k):
+        return -k * cube(y)                        # vectorised: 3 states
+    y0 = np.array([1.0, 0.5, 2.0])
+
+    def L(k):
+        return sl.sum(sl.ode_rk45(f, y0, 0.0, [1.0], k, **TIGHT))
+    # y' = -k y^3: y(t) = y0 / sqrt(1 + 2 k y0^2 t); dy/dk = -y0^3 t / (1 + 2 k y0^2 t)^1.5
+    want = float(np.sum(-y0 ** 3 / (1 + 2 * 0.7 * y0 ** 2) ** 1.5))
+    assert sl.grad(L)(0.7) == pytest.approx(want, rel=1e-8)
+    with pytest.raises(sl.DifferentiationError, match="cube.*JVP"):
+        sl.hessian(lambda k: L(k[0]))(np.array([0.7]))
