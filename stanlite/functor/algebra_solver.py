@@ -153,8 +153,10 @@ class _Problem:
             raise ValueError(f"{name}: x_guess must be finite, got {x0}")
         self.f = f
         self.jac_x = jac_x
-        self.args = list(args)
         self.pos = tuple(i for i, a in enumerate(args) if isinstance(a, Box))
+        # the traced arguments are filled in per call (all_args): holding them here
+        # would keep their recording alive as long as the node (e.g. in a retaped plan)
+        self.args = [None if isinstance(a, Box) else a for a in args]
         self.method = method
         self.rel_tol = float(rel_tol)
         self.f_tol = float(f_tol)
