@@ -1,27 +1,43 @@
-"""Value+gradient time of stanlite's eager tape, side by side with the floor and peers.
+"""Value+gradient time of stanlite's eager tape and its retaped (compiled) replay, side by
+side with the floor and peers.
 
 Columns (one process, same inputs): the hand-written numpy gradient (the floor),
-stanlite, HIPS autograd, JAX ``value_and_grad`` without and with ``jax.jit`` (float64),
-when installed. Every time is the best of several repeats of a timed loop (the
-machines are shared and noisy; the minimum is the least disturbed measurement), and
-every gradient is checked against the hand-written one before timing.
+stanlite's eager tape (``sl.value_and_grad``), the same tape retaped (``sl.compile``: the
+recording replayed as generated code), HIPS autograd, JAX ``value_and_grad`` without and
+with ``jax.jit`` (float64), when installed. Timing: process time (one BLAS thread unless
+the environment says otherwise), each column a timed loop sized from one call, the
+**median** of several repeats, the repeats of a case's columns interleaved so that a
+noisy period hits them alike. Every gradient is checked against the hand-written one
+before timing. Compilation times (sl.compile's recording and code generation, jax.jit's
+first call) are reported below the table, not in it.
 
 Cases:
   logistic regression     lp = sum(y * eta - log1p_exp(eta)) - |beta|^2 / 2, eta = X beta
   hierarchical normal     non-centred: theta = mu + exp(log_tau) theta_tilde
   scalar loop             200 iterations of s += a*b; a = sin(a)*0.5 + b  (1000 nodes)
+  matrix exp 2x2          the closed-form exponential of a 2x2 matrix written entry by
+                          entry in scalar operations (the AD review's Table 7 example),
+                          a weighted sum of its entries
 
 Run:  python benchmarks/ad_overhead.py [--quick]
 """
 
 import argparse
 import math
+import statistics
 import sys
 import time
 
-import numpy as np
+import blas_threads  # noqa: F401  (one BLAS thread; before numpy)
 
-import stanlite as sl
+import numpy as np  # noqa: E402
+
+try:
+    import stanlite as sl
+except ImportError:                 # run from a checkout without installing
+    import pathlib
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    import stanlite as sl
 
 
 # ------------------------------------------------------------------------------------
@@ -41,6 +57,28 @@ def best_time(fn, arg, budget=0.4, repeats=5):
             fn(arg)
         best = min(best, (time.perf_counter() - t0) / n)
     return best
+
+
+def median_times(fns, args, budget=0.5, repeats=7):
+    """Median per-call process time of each ``fns[k](args[k])``, repeats interleaved."""
+    sizes = {}
+    for k, f in fns.items():
+        a = args[k]
+        f(a)
+        t0 = time.process_time()
+        for _ in range(5):
+            f(a)
+        one = max((time.process_time() - t0) / 5, 1e-7)
+        sizes[k] = max(1, int(budget / repeats / one))
+    samples = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            a, n = args[k], sizes[k]
+            t0 = time.process_time()
+            for _ in range(n):
+                f(a)
+            samples[k].append((time.process_time() - t0) / n)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 # ------------------------------------------------------------------------------------
@@ -183,12 +221,75 @@ def scalar_loop_case():
     return x0, f_sl, vg_np, f_ag, f_jax
 
 
+def matrix_exp_case(seed=0):
+    # exp(A), A = [[a, b], [c, d]] with real eigenvalues (4bc > -(a-d)^2), in closed form:
+    # e^{(a+d)/2} / D [[D ch + (a-d) sh, 2b sh], [2c sh, D ch - (a-d) sh]],
+    # D = sqrt((a-d)^2 + 4bc), ch = cosh(D/2), sh = sinh(D/2)
+    rng = np.random.default_rng(seed)
+    x0 = np.array([0.3, 0.8, 0.5, -0.4]) + 0.1 * rng.standard_normal(4)
+    w = rng.uniform(0.5, 1.5, 4)
+    w0, w1, w2, w3 = (float(v) for v in w)
+
+    def f_sl(x):
+        a, b, c, d = x[0], x[1], x[2], x[3]
+        amd = a - d
+        delta = sl.sqrt(amd * amd + 4.0 * b * c)
+        ch, sh = sl.cosh(0.5 * delta), sl.sinh(0.5 * delta)
+        s = sl.exp(0.5 * (a + d)) / delta
+        e11 = s * (delta * ch + amd * sh)
+        e12 = s * 2.0 * b * sh
+        e21 = s * 2.0 * c * sh
+        e22 = s * (delta * ch - amd * sh)
+        return w0 * e11 + w1 * e12 + w2 * e21 + w3 * e22
+
+    def vg_np(x):
+        # forward and the hand-written adjoint, on Python floats
+        a, b, c, d = (float(v) for v in x)
+        amd = a - d
+        q = amd * amd + 4.0 * b * c
+        delta = math.sqrt(q)
+        ch, sh = math.cosh(0.5 * delta), math.sinh(0.5 * delta)
+        m = math.exp(0.5 * (a + d))
+        s = m / delta
+        t1, t2 = delta * ch + amd * sh, delta * ch - amd * sh
+        lp = s * (w0 * t1 + 2.0 * sh * (w1 * b + w2 * c) + w3 * t2)
+        gs = w0 * t1 + 2.0 * sh * (w1 * b + w2 * c) + w3 * t2
+        gt1, gt2 = w0 * s, w3 * s
+        gb = 2.0 * s * sh * w1
+        gc = 2.0 * s * sh * w2
+        gsh = 2.0 * s * (w1 * b + w2 * c) + (gt1 - gt2) * amd
+        gch = (gt1 + gt2) * delta
+        gdelta = (gt1 + gt2) * ch - gs * s / delta + 0.5 * (gch * sh + gsh * ch)
+        gamd = (gt1 - gt2) * sh
+        gm = gs / delta
+        gsum = 0.5 * gm * m
+        gq = gdelta / (2.0 * delta)
+        gamd += 2.0 * amd * gq
+        gb += 4.0 * c * gq
+        gc += 4.0 * b * gq
+        return lp, np.array([gsum + gamd, gb, gc, gsum - gamd])
+
+    def f_ag(anp):
+        def f(x):
+            a, b, c, d = x[0], x[1], x[2], x[3]
+            amd = a - d
+            delta = anp.sqrt(amd * amd + 4.0 * b * c)
+            ch, sh = anp.cosh(0.5 * delta), anp.sinh(0.5 * delta)
+            s = anp.exp(0.5 * (a + d)) / delta
+            return (w0 * s * (delta * ch + amd * sh) + w1 * s * 2.0 * b * sh
+                    + w2 * s * 2.0 * c * sh + w3 * s * (delta * ch - amd * sh))
+        return f
+
+    return x0, f_sl, vg_np, f_ag, f_ag
+
+
 CASES = [
     ("logistic N=100 D=5", lambda: logistic_case(100, 5)),
     ("logistic N=100000 D=50", lambda: logistic_case(100000, 50)),
     ("hierarchical J=8", lambda: hierarchical_case(8)),
     ("hierarchical J=10000", lambda: hierarchical_case(10000)),
     ("scalar loop 1000 ops", scalar_loop_case),
+    ("matrix exp 2x2", matrix_exp_case),
 ]
 
 
@@ -212,17 +313,28 @@ def peers():
 
 def run(quick=False):
     budget = 0.15 if quick else 0.5
+    repeats = 5 if quick else 7
     ps = peers()
-    cols = ["numpy (floor)", "stanlite"]
+    cols = ["numpy (floor)", "stanlite", "compiled"]
     if "autograd" in ps:
         cols.append("autograd")
     if "jax" in ps:
         cols += ["jax", "jax.jit"]
     rows = []
+    compile_times = []
     for name, make in CASES:
         x0, f_sl, vg_np, f_ag, f_jax = make()
         ref_v, ref_g = vg_np(x0)
-        fns = {"numpy (floor)": vg_np, "stanlite": sl.value_and_grad(f_sl)}
+        t0 = time.process_time()
+        compiled = sl.compile(f_sl, x0)
+        t_compile = time.process_time() - t0
+        # a replay at another point first: the retaped code's one-time check against
+        # the eager tape is not part of the timed calls
+        compiled(x0 * 1.01)
+        fns = {"numpy (floor)": vg_np, "stanlite": sl.value_and_grad(f_sl),
+               "compiled": compiled}
+        args = {c: x0 for c in cols}
+        t_jit = None
         if "autograd" in ps:
             ag, anp = ps["autograd"]
             fns["autograd"] = ag.value_and_grad(f_ag(anp))
@@ -239,26 +351,29 @@ def run(quick=False):
                 return call
             fns["jax"] = block(vg)
             fns["jax.jit"] = block(vgj)
-        times = {}
+            args["jax"] = args["jax.jit"] = jnp.asarray(x0)
+            t0 = time.process_time()
+            fns["jax.jit"](args["jax.jit"])
+            t_jit = time.process_time() - t0
         for col in cols:
-            fn = fns[col]
-            arg = x0
-            if col.startswith("jax"):
-                arg = ps["jax"][1].asarray(x0)
-            v, g = fn(arg)
+            v, g = fns[col](args[col])
             if not np.allclose(np.asarray(g), ref_g, rtol=1e-8, atol=1e-10) or \
                     not np.isclose(float(v), ref_v, rtol=1e-10):
                 print(f"  !! {col} disagrees with the hand-written gradient on {name}",
                       file=sys.stderr)
-            b = budget
-            if col == "jax" and name.startswith("scalar"):
-                b = budget / 4   # un-jitted JAX on a scalar loop is very slow
-            times[col] = best_time(fn, arg, budget=b)
+        timed = dict(fns)
+        if "jax" in timed and (name.startswith("scalar") or name.startswith("matrix")):
+            del timed["jax"]   # un-jitted JAX on scalar code: seconds per call
+        times = median_times(timed, args, budget=budget, repeats=repeats)
+        if "jax" in fns and "jax" not in times:
+            times["jax"] = best_time(fns["jax"], args["jax"], budget=budget / 4, repeats=2)
         rows.append((name, times))
+        compile_times.append((name, t_compile, compiled.source.count("\n"), t_jit))
     # table
     w = 24
     head = f"{'case':<{w}}" + "".join(f"{c:>22}" for c in cols)
-    print("value + gradient, best time per call; (ratio to the hand-written numpy gradient)")
+    print("value + gradient, median process time per call; (ratio to the hand-written "
+          "numpy gradient)")
     print(head)
     print("-" * len(head))
     for name, times in rows:
@@ -268,8 +383,14 @@ def run(quick=False):
             t = times[c]
             cells.append(f"{_fmt(t)} ({t / floor:5.2f}x)")
         print(f"{name:<{w}}" + "".join(f"{c:>22}" for c in cells))
-    loop = dict(rows)["scalar loop 1000 ops"]["stanlite"]
-    print(f"\nstanlite per node (record + sweep), scalar loop: {loop / (5 * LOOP) * 1e6:.3f} us")
+    loop = dict(rows)["scalar loop 1000 ops"]
+    print(f"\nper node (record + sweep), scalar loop: eager "
+          f"{loop['stanlite'] / (5 * LOOP) * 1e6:.3f} us, compiled "
+          f"{loop['compiled'] / (5 * LOOP) * 1e6:.3f} us")
+    print("compilation (process time): " + "; ".join(
+        f"{n}: sl.compile {tc * 1e3:.1f} ms ({lines} lines)"
+        + (f", jax.jit {tj:.2f} s" if tj is not None else "")
+        for n, tc, lines, tj in compile_times))
     return rows
 
 

@@ -238,6 +238,8 @@ _new = object.__new__
 # "O": anything else (handled by runtime helpers)
 _F, _N, _O = "F", "N", "O"
 _f64 = np.float64
+_ndarray = np.ndarray
+_F64_DTYPE = np.dtype(np.float64)
 
 
 def kind_of(v):
@@ -362,6 +364,10 @@ class _Gen:
         self.exact = exact
         self.fused = {}             # id(sum node) -> x: sum(x * x) as one dot product
         self.skip = set()           # ids of nodes folded into another (not computed)
+        self.cse = {}               # (primitive, arguments) -> name of its value
+        self.uid = {}               # id(Var) -> its own name, where vname is shared
+        self.listed = {}            # id(input vector) -> name of its .tolist()
+        self.elements = {}          # id(input vector) -> its gradient, element by element
         self.lines = []
         self.consts = {}            # parameter name -> object
         self.const_ids = {}         # id(object) -> parameter name
@@ -398,8 +404,9 @@ class _Gen:
         return self.const(f, hint)
 
     def aname(self, vid):
-        """The name of a variable's adjoint buffer."""
-        return "a" + self.vname[vid]
+        """The name of a variable's adjoint buffer (its own, also when its value is
+        another node's)."""
+        return "a" + self.uid.get(vid, None) if vid in self.uid else "a" + self.vname[vid]
 
     def tmp(self, prefix="t"):
         self.ntmp += 1
@@ -550,6 +557,7 @@ class _Gen:
         for j, (leaf, expr) in enumerate(self.inputs):
             if id(leaf) in live or id(leaf) in self.need:
                 self.emit(f"x{j} = {expr}")
+                self.scalars_of(leaf, f"x{j}", nodes, records, live)
         guards = sorted(enumerate(rec.guards), key=lambda t: t[1].pos)
         gi = 0
         for i, n in enumerate(nodes):
@@ -595,11 +603,39 @@ class _Gen:
                                      "tape's")
         adjs = []
         for leaf, _ in self.inputs:
+            el = self.elements.get(id(leaf))
+            if el is not None and el[1]:
+                # an input read only element by element: its gradient in one array
+                n = self.vkind[id(leaf)][0]
+                name = self.aname(id(leaf))
+                self.emit(f"{name} = _array([{', '.join(el[1].get(i, '0.0') for i in range(n))}])")
+                self.adj[id(leaf)] = _Adj(name, (n,), True)
             st = self.adj.get(id(leaf))
             adjs.append(None if st is None else st)
         value = outv if outv is not None else self.const(float(_strip(out)))
         self.lines.extend(self.output(self, value, adjs))
         return body
+
+    def scalars_of(self, leaf, name, nodes, records, live):
+        """An input vector read element by element (``x[0]``, ``x[1]``...): read all of
+        it as Python floats at once, and - if that is all it is used for - build its
+        gradient from the elements' adjoints (no zeros and scatter)."""
+        if type(self.vkind[id(leaf)]) is not tuple or len(self.vkind[id(leaf)]) != 1:
+            return
+        reads, other = 0, False
+        for n, r in zip(nodes, records):
+            if r is None or id(n) not in live or not any(a is leaf for a in r[1]):
+                continue
+            if _family(n, r[0]) == "getitem" and r[1][0] is leaf and \
+                    type(r[1][1]) is int and type(n.value) is float:
+                reads += 1
+            else:
+                other = True
+        if reads >= 2:
+            self.emit(f"{name}l = {name}.tolist()")
+            self.listed[id(leaf)] = f"{name}l"
+        if reads and not other:
+            self.elements[id(leaf)] = [True, {}]    # [no contribution yet, index -> sum]
 
     def fuse(self, nodes, records, index, live):
         """Algebraic fusions (not bit-exact, within a few ulps): a sum of squares
@@ -668,6 +704,16 @@ class _Gen:
         name = self.vname[id(n)]
         bp = n.bp
         fam = _family(n, spec)
+        # the same primitive on the same arguments twice (x[0] read twice, 0.5 * d
+        # written twice): the value is computed once (each node keeps its own adjoint,
+        # so the sweep - and every bit of the result - is unchanged)
+        key = _cse_key(spec, args, kw, self.vname)
+        prev = self.cse.get(key)
+        if prev is not None:
+            self.vname[id(n)] = prev        # one value under one name (its partials too)
+            self.uid[id(n)] = name
+            return
+        self.cse[key] = name
         if fam == "unary":
             x = self.val(args[0])
             xk = self.kind(args[0])
@@ -696,7 +742,8 @@ class _Gen:
             else:
                 e = f"{self.fn(spec.fun)}({a}, {b})"
             rk = kind_of(n.value)
-            if rk == _F:
+            python = spec.op is not None or e.startswith(f"{_p(a)} / ")
+            if rk == _F and not (python and ka in (_F, _N) and kb in (_F, _N)):
                 # a float result the tape normalised from a numpy scalar
                 probe = _probe(spec, n, args)
                 if type(probe) is not float:
@@ -738,6 +785,9 @@ class _Gen:
         if type(xk) is not tuple:
             return f"{self.fn(n.bp._spec.fun)}({xv}, {self.const(idx, 'i')})"
         if kind_of(n.value) == _F:
+            lst = self.listed.get(id(x)) if type(x) is Var else None
+            if lst is not None and type(idx) is int:
+                return f"{lst}[{idx}]"
             if type(idx) is int and len(xk) == 1:
                 return f"{xv}.item({idx})"
             return f"_float({xv}[{sub}])"
@@ -944,6 +994,22 @@ class _Gen:
         pk = self.kind(p)
         if type(pk) is not tuple:
             raise _NotCompilable("getitem of a scalar")
+        el = self.elements.get(id(p))
+        if el is not None:
+            # eager: zeros, the first contribution assigned, later ones added (0.0 + g
+            # where an element is hit first by a later one: -0.0 becomes 0.0 there too)
+            i = idx % pk[0]
+            prev = el[1].get(i)
+            if prev is None:
+                el[1][i] = g if el[0] else f"0.0 + {g}"
+            else:
+                el[1][i] = f"{_p(prev)} + {g}"
+            el[0] = False
+            if len(el[1][i]) > 400:
+                t = self.tmp("e")
+                self.emit(f"{t} = {el[1][i]}")
+                el[1][i] = t
+            return
         if gk == _F or type(gk) is tuple:
             basic = type(idx) in (int, slice) or _is_basic(idx)
             sub = _subscript(idx) or self.const(idx, "i")
@@ -1024,6 +1090,28 @@ class _Gen:
             vjp = spec.vjps[i]
             c = f"{self.fn(vjp, 'vjp')}({argl})"
             self.acc(p, c, kind_of(_probe_call(vjp, n, plain, kw)))
+
+
+def _cse_key(spec, args, kw, names):
+    """A hashable key of a primitive call: traced arguments by the name of their value,
+    numbers and index tuples by value (``repr``: 0.0 and -0.0 differ), other objects
+    by identity."""
+    parts = [spec]
+    for a in list(args) + list(kw.items()):
+        t = type(a)
+        if t is Var:
+            parts.append(("v", names.get(id(a), id(a))))
+        elif t in (float, int, bool, str) or a is None:
+            parts.append(("c", t, repr(a)))
+        elif t is tuple or t is slice:
+            r = repr(a)
+            if "array" in r or "<" in r:
+                parts.append(("o", id(a)))
+            else:
+                parts.append(("c", t, r))
+        else:
+            parts.append(("o", id(a)))
+    return tuple(parts)
 
 
 def _matmul_vjp_exprs(i, na, nb, g, gs, av, bv, sa):
@@ -1230,6 +1318,21 @@ class _Retaped:
         self._programs = {}             # input key -> [_Program], most recent first
         self._check_at = None           # the recording point, until the first replay
         self._last_guard = None
+        self._fast = None               # (key, fn) of the program that replayed last
+
+    def _fast_call(self, x, key):
+        """Replay the program that replayed last (no bookkeeping), else the full path."""
+        fast = self._fast
+        if fast is not None and key == fast[0]:
+            try:
+                r = fast[1](x)
+            except StanliteError:
+                raise
+            except (ArithmeticError, ValueError):
+                return self._eager(x)
+            if type(r) is tuple:
+                return r
+        return self._call(x, key)
 
     # -- the hot path --------------------------------------------------------------------
     def _call(self, x, key):
@@ -1250,6 +1353,7 @@ class _Retaped:
                         progs.insert(0, progs.pop(j))
                     if self._check_at is not None:
                         return self._first_replay(x, r)
+                    self._fast = (key, p.fn)
                     return r
                 self._last_guard = p.guards[r]
         return self._rerecord(x, key)
@@ -1268,6 +1372,7 @@ class _Retaped:
 
     def _add(self, rec, key):
         self.recordings += 1
+        self._fast = None
         if rec.escapes:
             self._give_up(f"a value left the tape ({rec.escapes[0]}), so the recorded "
                           "graph may depend on it in ways it cannot check")
@@ -1307,6 +1412,7 @@ class _Retaped:
     def _give_up(self, reason):
         self.fallback = reason
         self._programs = {}
+        self._fast = None
         warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
                       stacklevel=4)
 
@@ -1394,8 +1500,10 @@ class Compiled(_Retaped):
             # inside another differentiation: the eager tape nests, the replay does not
             from .functional import value_and_grad
             return value_and_grad(self.f)(x)
+        if type(x) is _ndarray and x.dtype is _F64_DTYPE and x.ndim:
+            return self._fast_call(x, x.shape)
         x = _input(x)
-        return self._call(x, _key(x))
+        return self._fast_call(x, _key(x))
 
     def hvp(self, x, v):
         """``H(x) v`` by the eager tape (forward-over-reverse; not retaped)."""
@@ -1488,7 +1596,7 @@ class ModelGradient(_Retaped):
         self.jacobian = jacobian
 
     def __call__(self, x):
-        return self._call(x, None)
+        return self._fast_call(x, None)
 
     def _record(self, x):
         return self.model._gradient(x, self.jacobian, record=True)
