@@ -30,6 +30,8 @@ import bisect
 
 import numpy as np
 from scipy.integrate import BDF, RK45
+from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
+from scipy.sparse import issparse
 
 from ..errors import SolverError
 
@@ -79,9 +81,30 @@ class Control:
 
 def _make_solver(fun, jac, t0, y0, t_bound, ctl, atol, first_step=None):
     if ctl.method == "bdf":
-        return BDF(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, jac=jac,
-                   first_step=first_step)
+        solver = BDF(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, jac=jac,
+                     first_step=first_step)
+        if not issparse(solver.J):
+            _fast_lu(solver)
+        return solver
     return RK45(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, first_step=first_step)
+
+
+def _fast_lu(solver):
+    """BDF's dense LU factorisation and solve (one of each per Newton iteration) by
+    LAPACK's getrf/getrs directly: scipy.linalg's wrappers check their inputs for
+    finiteness and batching at ~10x the cost of the factorisation of a small system.
+    A singular or non-finite matrix gives inf/NaN corrections, which fail the Newton
+    iteration, so the step is retried smaller - as with scipy's own functions."""
+    def lu(A):
+        solver.nlu += 1
+        a, piv, _ = _getrf(A, overwrite_a=True)
+        return a, piv
+
+    def solve_lu(LU, b):
+        return _getrs(LU[0], LU[1], b, overwrite_b=True)[0]
+
+    solver.lu = lu
+    solver.solve_lu = solve_lu
 
 
 def _fail(ctl, what, t, steps):
