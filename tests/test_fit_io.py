@@ -135,6 +135,7 @@ class Interrupting(sl.Model):
     s = sl.param.real(lower=0)
     calls = [0]
     limit = [None]
+    compile = False     # log_prob has a side effect (it counts calls): no retaping
 
     def log_prob(self, mu, s):
         Interrupting.calls[0] += 1
