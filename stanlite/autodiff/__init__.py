@@ -7,7 +7,8 @@
 * :mod:`.functional` - ``grad``, ``value_and_grad``, ``vjp``, ``jacobian``, ``jvp``,
   ``hvp``, ``hessian``, ``grad_hessian``, ``grad_trace_mat_hessian``;
 * :mod:`.check`      - ``check_grad``, the finite-difference gradient checker;
-* :mod:`.compile`    - ``compile``: retaping, a recorded tape replayed as generated code.
+* :mod:`.compile`    - ``compile``: retaping, a recorded tape replayed as generated code
+  (:mod:`.codegen` writes the code).
 
 No math lives here; :mod:`stanlite.math` defines the primitives with :mod:`.extend`.
 """

@@ -456,3 +456,22 @@ def test_a_model_that_cannot_be_retaped_falls_back_once():
         warnings.simplefilter("error")
         assert same(m.log_density_gradient(np.array([2.0])),
                     m._gradient(np.array([2.0]), True))
+
+
+def test_threads_share_a_compiled_function(rng):
+    import threading
+    f = lambda x: sl.sum(sl.where(x > 0, x * x, sl.exp(x)))
+    vg = sl.compile(f, np.ones(3), max_recordings=16)
+    pts = [rng.standard_normal(3) for _ in range(200)]
+    bad = []
+
+    def work(k):
+        for x in pts[k::4]:
+            if not same(vg(x), sl.value_and_grad(f)(x)):
+                bad.append(x)
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad and vg.fallback is None and vg.programs == 8

@@ -1,0 +1,1094 @@
+"""Code generation for retaping (:mod:`.compile`): a recording becomes Python source.
+
+One rule per kind of node turns it into its forward statement and its adjoint
+contributions, mirroring what the eager tape does for that node on the same types -
+the same function (``math.exp`` on floats, ``np.exp`` on arrays), the same VJP, the
+contributions added in the same order with the same summing back to shapes
+(``extend.accumulate``, decided here once on kinds instead of at every sweep on
+types) - so that the generated code gives the tape's value and gradient bit for bit.
+Kinds of nodes: the elementwise primitives (unary; ``+ -``, ``*``, and the generated
+binary rules), indexing, full sums, fused densities (one kernel call: value and
+partials together), and every other primitive - super nodes included - as one call
+of its forward function and one of its VJP on plain values. The hottest rules are
+inline templates; liveness removes dead nodes, a forward common-subexpression pass
+computes repeated calls once, and (unless ``exact``) a sum of squares becomes one dot
+product.
+"""
+
+import builtins
+import math
+import operator
+import warnings
+
+import numpy as np
+
+from ..errors import DifferentiationError
+from .extend import (_args_unary, _args_xy, _args_yx, _bp_generic, _normalize,
+                     _sum_to_shape_raw, node_record)
+from .var import Box, Var, _strip
+
+__all__ = ["build", "NotCompilable", "kind_of"]
+
+# ======================================================================================
+# kinds: what a value is at runtime, which decides the code (as it decides the
+# eager tape's branches)
+# ======================================================================================
+# "F": a Python float, "N": a numpy float64 scalar, a tuple: an ndarray of that shape,
+# "O": anything else (handled by runtime helpers)
+_F, _N, _O = "F", "N", "O"
+_f64 = np.float64
+_ndarray = np.ndarray
+_F64_DTYPE = np.dtype(np.float64)
+
+
+def kind_of(v):
+    t = type(v)
+    if t is float:
+        return _F
+    if t is np.ndarray:
+        return v.shape
+    if t is _f64:
+        return _N
+    return _O
+
+
+def _arith_kind(*ks):
+    """Kind of ``a op b`` (+ - * /, numpy broadcasting) from the operands' kinds."""
+    shapes = [k for k in ks if type(k) is tuple]
+    if shapes:
+        s = np.broadcast_shapes(*shapes)
+        return s if s else _N
+    if _O in ks:
+        return _O
+    return _N if _N in ks else _F
+
+
+_IDENT = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789")
+
+
+def _atomic(e):
+    """Is expression ``e`` a name or a literal (safe to repeat, no parentheses)?"""
+    return all(c in _IDENT or c == "." for c in e) and not e[0].isdigit() or _is_num(e)
+
+
+def _is_num(e):
+    try:
+        float(e)
+        return not e.startswith("-")
+    except ValueError:
+        return False
+
+
+def _p(e):
+    return e if _atomic(e) else f"({e})"
+
+
+# ======================================================================================
+# runtime helpers used by the generated code (each mirrors an eager-tape step)
+# ======================================================================================
+def _norm(ans):
+    """extend._record's normalisation of a primitive's result."""
+    t = type(ans)
+    if t is float or t is np.ndarray and ans.ndim and ans.dtype == _f64:
+        return ans
+    return _normalize(ans)
+
+
+def _same(a, b):
+    """Did a guard give the same result as when it was recorded?"""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _dot_all(g, v):
+    return float(np.dot(g.ravel(), v.ravel()))
+
+
+def _copy_in(a, shape):
+    """_bp_getitem: an adjoint buffer the sweep owns, from a borrowed/lazy one."""
+    if type(a) is float:
+        return np.full(shape, a)
+    return np.array(a, dtype=float)
+
+
+_RUNTIME = {
+    "_np": np, "_math": math, "_float": float, "_norm": _norm, "_same": _same,
+    "_zeros": np.zeros, "_full": np.full, "_array": np.array, "_matmul": np.matmul,
+    "_dot": np.dot, "_dot_all": _dot_all, "_add_at": np.add.at, "_copy_in": _copy_in,
+    "_sts": _sum_to_shape_raw, "_array_equal": np.array_equal,
+    "_inf": math.inf, "_nan": math.nan, "_f64": _f64,
+    "_exp": math.exp, "_log": math.log, "_sin": math.sin, "_cos": math.cos,
+    "_sqrt": math.sqrt, "_sinh": math.sinh, "_cosh": math.cosh, "_log1p": math.log1p,
+}
+
+
+# ======================================================================================
+# code generation
+# ======================================================================================
+class NotCompilable(Exception):
+    """A node or guard that has no replay rule (the eager tape is used)."""
+
+
+class _Adj:
+    """The adjoint of one variable during generation: an expression (a name, or - for
+    scalars - a deferred sum), its kind, and whether the buffer is this sweep's own."""
+
+    __slots__ = ("expr", "kind", "owned", "terms")
+
+    def __init__(self, expr, kind, owned, terms=1):
+        self.expr = expr
+        self.kind = kind
+        self.owned = owned
+        self.terms = terms          # contributions summed in a deferred expression
+
+
+class _Gen:
+    """Generate the replay function of one recording.
+
+    ``inputs`` is a list of ``(leaf, expression)``: how each input leaf's value is cut
+    from the function's argument ``x``; ``output(gen, adjoint_exprs)`` returns the
+    lines that build and return ``(value, gradient)``.
+    """
+
+    def __init__(self, rec, inputs, output, exact=False):
+        self.rec = rec
+        self.inputs = inputs
+        self.output = output
+        self.exact = exact
+        self.fused = {}             # id(sum node) -> x: sum(x * x) as one dot product
+        self.skip = set()           # ids of nodes folded into another (not computed)
+        self.cse = {}               # (primitive, arguments) -> name of its value
+        self.uid = {}               # id(Var) -> its own name, where vname is shared
+        self.listed = {}            # id(input vector) -> name of its .tolist()
+        self.elements = {}          # id(input vector) -> its gradient, element by element
+        self.lines = []
+        self.consts = {}            # parameter name -> object
+        self.const_ids = {}         # id(object) -> parameter name
+        self.keep = []              # objects whose ids key const_ids
+        self.vname = {}             # id(Var) -> name of its value
+        self.vkind = {}             # id(Var) -> kind of its value
+        self.adj = {}               # id(Var) -> _Adj
+        self.need = set()           # ids of Vars whose adjoint matters
+        self.ntmp = 0
+        self.tape = rec.tape
+
+    # -- names and constants -----------------------------------------------------------
+    def const(self, obj, hint="k"):
+        t = type(obj)
+        if t is float:
+            if math.isfinite(obj):
+                r = repr(obj)
+                return f"({r})" if r.startswith("-") else r
+            return "_inf" if obj > 0 else ("(-_inf)" if obj < 0 else "_nan")
+        if t is int or t is bool or obj is None:
+            r = repr(obj)
+            return f"({r})" if r.startswith("-") else r
+        if t is str:
+            return repr(obj)
+        name = self.const_ids.get(id(obj))
+        if name is None:
+            name = f"{hint}{len(self.consts)}"
+            self.consts[name] = obj
+            self.const_ids[id(obj)] = name
+            self.keep.append(obj)
+        return name
+
+    def fn(self, f, hint="f"):
+        return self.const(f, hint)
+
+    def aname(self, vid):
+        """The name of a variable's adjoint buffer (its own, also when its value is
+        another node's)."""
+        return "a" + self.uid.get(vid, None) if vid in self.uid else "a" + self.vname[vid]
+
+    def tmp(self, prefix="t"):
+        self.ntmp += 1
+        return f"{prefix}{self.ntmp}"
+
+    def emit(self, line):
+        self.lines.append(line)
+
+    def val(self, a):
+        """Expression of an argument: a traced value's name, or the constant (a
+        variable created inside f from a plain value is a constant too)."""
+        if type(a) is Var:
+            n = self.vname.get(id(a))
+            if n is None:
+                if a.bp is None and a.tape is self.tape and not isinstance(a.value, Box):
+                    return self.const(a.value)
+                raise NotCompilable("a value from outside the recording")
+            return n
+        return self.const(a)
+
+    def kind(self, a):
+        if type(a) is Var:
+            k = self.vkind.get(id(a))
+            return kind_of(a.value) if k is None else k
+        return kind_of(a)
+
+    # -- adjoints ---------------------------------------------------------------------
+    def take(self, v, uses=1):
+        """This node's (final) adjoint as an expression usable ``uses`` times."""
+        st = self.adj[id(v)]
+        if uses > 1 and not _atomic(st.expr):
+            name = self.aname(id(v))
+            self.emit(f"{name} = {st.expr}")
+            st.expr = name
+        return _p(st.expr), st.kind
+
+    def acc(self, p, c, ck, fresh=False):
+        """Add contribution ``c`` (kind ``ck``) into ``p``'s adjoint: extend.accumulate,
+        decided here on kinds instead of at runtime on types."""
+        pid = id(p)
+        if pid not in self.need:
+            return
+        if c.startswith("1.0 * ") and _atomic(c[6:]):
+            c, fresh = c[6:], False         # 1.0 * v is v, bit for bit
+        pk = self.vkind[pid]
+        if pk == _F:
+            if ck == _F:
+                pass
+            elif type(ck) is tuple or ck == _N:
+                c, ck, fresh = f"_float({_p(c)}.sum())", _F, False
+            else:
+                c, ck, fresh = f"_float(_np.sum({c}))", _F, False
+        else:
+            ps = pk if type(pk) is tuple else ()
+            cs = ck if type(ck) is tuple else ()
+            if cs != ps:
+                if ck == _F:
+                    if not getattr(p.bp, "_bcast", False):
+                        c, ck, fresh = f"_full({ps!r}, {c})", ps, True
+                elif ck == _O:
+                    raise NotCompilable("an adjoint contribution of unknown type")
+                else:
+                    c = f"_sts({c}, {ps!r})"
+                    ck, fresh = (ps, True) if ps else (_F, False)
+        st = self.adj.get(pid)
+        if st is None:
+            owned = fresh and type(ck) is tuple and ck == pk
+            if type(ck) is tuple and not _atomic(c):
+                name = self.aname(pid)
+                self.emit(f"{name} = {c}")
+                c = name
+            self.adj[pid] = _Adj(c, ck, owned)
+            return
+        ak = st.kind
+        if type(ak) is tuple and (type(ck) is tuple or ck == _F):
+            if st.owned:
+                self.emit(f"{st.expr} += {c}")
+            else:
+                name = self.aname(pid)
+                self.emit(f"{name} = {st.expr} + {_p(c)}")
+                st.expr, st.owned = name, True
+            return
+        k = _arith_kind(ak, ck)
+        if st.terms >= 8:
+            # a long deferred sum is written out (Python's parser limits nesting)
+            name = self.aname(pid)
+            self.emit(f"{name} = {st.expr}")
+            st.expr, st.terms = name, 1
+        e = f"{_p(st.expr)} + {_p(c)}"
+        if type(k) is tuple:
+            name = self.aname(pid)
+            self.emit(f"{name} = {e}")
+            self.adj[pid] = _Adj(name, k, True)
+        else:
+            self.adj[pid] = _Adj(e, k, False, st.terms + 1)
+
+    # -- the function --------------------------------------------------------------------
+    def generate(self):
+        rec = self.rec
+        nodes = rec.nodes
+        out = rec.output
+        index = {id(n): i for i, n in enumerate(nodes)}
+        records = []
+        for n in nodes:
+            if n.bp is None:
+                records.append(None)            # a Var created inside f: a constant
+                continue
+            try:
+                records.append(node_record(n))
+            except DifferentiationError as e:
+                raise NotCompilable(str(e)) from None
+
+        # inputs
+        for j, (leaf, expr) in enumerate(self.inputs):
+            self.vname[id(leaf)] = f"x{j}"
+            self.vkind[id(leaf)] = kind_of(leaf.value)
+
+        # liveness: what the output and the guards need (backwards), what depends on
+        # an input (forwards); adjoints matter where both hold
+        parents = []
+        for n, r in zip(nodes, records):
+            parents.append([] if r is None else [a for a in r[1] if type(a) is Var])
+        live = set()
+        stack = []
+        if type(out) is Var and out.tape is rec.tape:
+            stack.append(out)
+        for gd in rec.guards:
+            stack.extend(a for a in gd.args if type(a) is Var)
+        while stack:
+            v = stack.pop()
+            if id(v) in live:
+                continue
+            live.add(id(v))
+            i = index.get(id(v))
+            if i is not None:
+                stack.extend(parents[i])
+        dep = {id(leaf) for leaf, _ in self.inputs}
+        for n, ps in zip(nodes, parents):
+            if any(id(p) in dep for p in ps):
+                dep.add(id(n))
+        self.need = dep & (live | {id(leaf) for leaf, _ in self.inputs})
+
+        if not self.exact:
+            self.fuse(nodes, records, index, live)
+
+        # forward pass, guards in their places
+        body = self.lines
+        for j, (leaf, expr) in enumerate(self.inputs):
+            if id(leaf) in live or id(leaf) in self.need:
+                self.emit(f"x{j} = {expr}")
+                self.scalars_of(leaf, f"x{j}", nodes, records, live)
+        guards = sorted(enumerate(rec.guards), key=lambda t: t[1].pos)
+        gi = 0
+        for i, n in enumerate(nodes):
+            while gi < len(guards) and guards[gi][1].pos <= i:
+                self.guard(*guards[gi])
+                gi += 1
+            if id(n) not in live:
+                continue
+            self.vname[id(n)] = f"v{i}"
+            self.vkind[id(n)] = kind_of(n.value)
+            if id(n) in self.skip:
+                continue
+            if records[i] is None:
+                self.emit(f"v{i} = {self.const(n.value)}")
+                continue
+            self.forward(n, records[i])
+        while gi < len(guards):
+            self.guard(*guards[gi])
+            gi += 1
+
+        # adjoint sweep, newest node first
+        outv = None
+        if type(out) is Var and id(out) in live:
+            outv = self.vname[id(out)]
+            if id(out) in self.need:
+                self.adj[id(out)] = _Adj("1.0", _F, False)
+        for i in range(len(nodes) - 1, -1, -1):
+            n = nodes[i]
+            st = self.adj.get(id(n))
+            if st is None or records[i] is None:
+                continue
+            # self-check: the kind decided here is the kind the eager sweep had
+            if kind_of(n.adj) != st.kind:
+                raise NotCompilable(f"internal: adjoint kind of node {i} "
+                                     f"({records[i][0].name}) is {st.kind}, the tape "
+                                     f"had {kind_of(n.adj)}")
+            self.backward(n, records[i])
+
+        for leaf, _ in self.inputs:
+            st = self.adj.get(id(leaf))
+            if st is not None and kind_of(leaf.adj) != st.kind:
+                raise NotCompilable("internal: an input's adjoint kind differs from the "
+                                     "tape's")
+        adjs = []
+        for leaf, _ in self.inputs:
+            el = self.elements.get(id(leaf))
+            if el is not None and el[1]:
+                # an input read only element by element: its gradient in one array
+                n = self.vkind[id(leaf)][0]
+                name = self.aname(id(leaf))
+                self.emit(f"{name} = _array([{', '.join(el[1].get(i, '0.0') for i in range(n))}])")
+                self.adj[id(leaf)] = _Adj(name, (n,), True)
+            st = self.adj.get(id(leaf))
+            adjs.append(None if st is None else st)
+        value = outv if outv is not None else self.const(float(_strip(out)))
+        self.lines.extend(self.output(self, value, adjs))
+        return body
+
+    def scalars_of(self, leaf, name, nodes, records, live):
+        """An input vector read element by element (``x[0]``, ``x[1]``...): read all of
+        it as Python floats at once, and - if that is all it is used for - build its
+        gradient from the elements' adjoints (no zeros and scatter)."""
+        if type(self.vkind[id(leaf)]) is not tuple or len(self.vkind[id(leaf)]) != 1:
+            return
+        reads, other = 0, False
+        for n, r in zip(nodes, records):
+            if r is None or id(n) not in live or not any(a is leaf for a in r[1]):
+                continue
+            if _family(n, r[0]) == "getitem" and r[1][0] is leaf and \
+                    type(r[1][1]) is int and type(n.value) is float:
+                reads += 1
+            else:
+                other = True
+        if reads >= 2:
+            self.emit(f"{name}l = {name}.tolist()")
+            self.listed[id(leaf)] = f"{name}l"
+        if reads and not other:
+            self.elements[id(leaf)] = [True, {}]    # [no contribution yet, index -> sum]
+
+    def fuse(self, nodes, records, index, live):
+        """Algebraic fusions (not bit-exact, within a few ulps): a sum of squares
+        ``sum(x * x)`` whose product feeds nothing else is one dot product - one pass
+        and no temporary (its backward, 2 g x, never needed the product)."""
+        uses = {}
+        for n, r in zip(nodes, records):
+            if r is not None and id(n) in live:
+                for a in r[1]:
+                    if type(a) is Var:
+                        uses[id(a)] = uses.get(id(a), 0) + 1
+        for gd in self.rec.guards:
+            for a in gd.args:
+                if type(a) is Var:
+                    uses[id(a)] = uses.get(id(a), 2) + 1
+        out = self.rec.output
+        if type(out) is Var:
+            uses[id(out)] = uses.get(id(out), 0) + 1
+        for n, r in zip(nodes, records):
+            if r is None or id(n) not in live or _family(n, r[0]) != "sum_all":
+                continue
+            m = r[1][0]
+            j = index.get(id(m))
+            if j is None or uses.get(id(m)) != 1 or records[j] is None:
+                continue
+            mr = records[j]
+            if _family(m, mr[0]) != "mul":
+                continue
+            a, b = mr[1]
+            if a is b and type(a) is Var and type(kind_of(a.value)) is tuple:
+                self.fused[id(n)] = a
+                self.skip.add(id(m))
+
+    # -- guards ---------------------------------------------------------------------------
+    def guard(self, k, gd):
+        args = [self.val(a) for a in gd.args]
+        fn = gd.fn
+        r = gd.result
+        fail = f"return {k}"
+        op = _CMP.get(fn)
+        if fn is bool and len(args) == 1 and type(r) is bool:
+            self.emit(f"if {'not ' if r else ''}{_p(args[0])}: {fail}")
+            return
+        if op is not None and len(args) == 2:
+            e = f"{_p(args[0])} {op} {_p(args[1])}"
+            if type(r) is bool or type(r) is np.bool_:
+                self.emit(f"if {'not ' if r else ''}({e}): {fail}")
+                return
+            if isinstance(r, np.ndarray) and r.dtype == bool:
+                if r.all():
+                    self.emit(f"if not ({e}).all(): {fail}")
+                elif not r.any():
+                    self.emit(f"if ({e}).any(): {fail}")
+                else:
+                    self.emit(f"if not _array_equal({e}, {self.const(r, 'r')}): {fail}")
+                return
+        call = f"{self.fn(fn, 'c')}({', '.join(args)})"
+        if r is None:
+            self.emit(f"if {call} is not None: {fail}")
+        else:
+            self.emit(f"if not _same({call}, {self.const(r, 'r')}): {fail}")
+
+    # -- forward rules ----------------------------------------------------------------------
+    def forward(self, n, record):
+        spec, args, kw = record
+        name = self.vname[id(n)]
+        bp = n.bp
+        fam = _family(n, spec)
+        # the same primitive on the same arguments twice (x[0] read twice, 0.5 * d
+        # written twice): the value is computed once (each node keeps its own adjoint,
+        # so the sweep - and every bit of the result - is unchanged)
+        key = _cse_key(spec, args, kw, self.vname)
+        prev = self.cse.get(key)
+        if prev is not None:
+            self.vname[id(n)] = prev        # one value under one name (its partials too)
+            self.uid[id(n)] = name
+            return
+        self.cse[key] = name
+        if fam == "unary":
+            x = self.val(args[0])
+            xk = self.kind(args[0])
+            if xk == _F:
+                t = _F_FWD.get(_TNAME.get(spec))
+                if t is not None:
+                    e = t.format(x=x)
+                elif spec.scalar is not None:
+                    e = f"{self.fn(spec.scalar)}({x})"
+                else:
+                    e = f"_float({self.fn(spec.fun)}({x}))"
+            elif type(xk) is tuple:
+                e = f"{self.fn(spec.fun)}({x})"
+            else:
+                raise NotCompilable(f"'{spec.name}' of a {xk} value")
+            self.emit(f"{name} = {e}")
+            return
+        if fam in ("linear", "mul", "binary"):
+            a, b = self.val(args[0]), self.val(args[1])
+            ka, kb = self.kind(args[0]), self.kind(args[1])
+            if spec.op is not None:
+                e = f"{_p(a)} {_OPS[spec.op]} {_p(b)}"
+            elif _TNAME.get(spec) == "divide" and (ka == _F or type(ka) is tuple or kb == _F
+                                            or type(kb) is tuple):
+                e = f"{_p(a)} / {_p(b)}"      # np.true_divide: IEEE division, as /
+            else:
+                e = f"{self.fn(spec.fun)}({a}, {b})"
+            rk = kind_of(n.value)
+            python = spec.op is not None or e.startswith(f"{_p(a)} / ")
+            if rk == _F and not (python and ka in (_F, _N) and kb in (_F, _N)):
+                # a float result the tape normalised from a numpy scalar
+                probe = _probe(spec, n, args)
+                if type(probe) is not float:
+                    e = f"_float({e})"
+            self.emit(f"{name} = {e}")
+            return
+        if fam == "sum_all":
+            sq = self.fused.get(id(n))
+            if sq is not None:
+                x = self.val(sq)
+                d = f"_dot({x}, {x})" if len(self.kind(sq)) == 1 else f"_dot_all({x}, {x})"
+                self.emit(f"{name} = _float({d})")
+                return
+            self.emit(f"{name} = _float({_p(self.val(args[0]))}.sum())")
+            return
+        if fam == "getitem":
+            self.emit(f"{name} = {self.getitem_expr(args[0], args[1], n)}")
+            return
+        if fam == "fused":
+            self.fused_forward(n, spec, args)
+            return
+        # a generic primitive: its forward function on plain values
+        vals = [self.val(a) for a in args]
+        kws = [f"{k}={self.const(v)}" for k, v in kw.items()]
+        if _TNAME.get(spec) == "matmul" and not kw:
+            e = f"_matmul({vals[0]}, {vals[1]})"
+            self.emit(f"{name} = {'_float(' + e + ')' if kind_of(n.value) == _F else e}")
+            return
+        e = f"{self.fn(spec.fun)}({', '.join(vals + kws)})"
+        self.emit(f"{name} = _norm({e})")
+        del bp
+
+    def getitem_expr(self, x, idx, n):
+        xv = self.val(x)
+        xk = self.kind(x)
+        sub = _subscript(idx)
+        if sub is None:
+            sub = self.const(idx, "i")
+        if type(xk) is not tuple:
+            return f"{self.fn(n.bp._spec.fun)}({xv}, {self.const(idx, 'i')})"
+        if kind_of(n.value) == _F:
+            lst = self.listed.get(id(x)) if type(x) is Var else None
+            if lst is not None and type(idx) is int:
+                return f"{lst}[{idx}]"
+            if type(idx) is int and len(xk) == 1:
+                return f"{xv}.item({idx})"
+            return f"_float({xv}[{sub}])"
+        return f"{xv}[{sub}]"
+
+    def fused_forward(self, n, spec, args):
+        name = self.vname[id(n)]
+        pairs, parts = n.y
+        need = tuple(type(a) is Var for a in args)
+        vals = [self.val(a) for a in args]
+        if spec.check is not None:
+            self.emit(f"{self.fn(spec.check, 'chk')}({', '.join(vals)})")
+        pn = f"P{name[1:]}"
+        self.emit("_tk = _ignore_fp()")
+        self.emit("try:")
+        self.emit(f"    {name}, {pn} = {self.fn(spec.kernel, 'kern')}({need!r}, "
+                  f"{', '.join(vals)})")
+        self.emit("finally:")
+        self.emit("    _restore_fp(_tk)")
+        self.emit(f"{name} = _float({name})")
+
+    # -- backward rules -----------------------------------------------------------------------
+    def backward(self, n, record):
+        spec, args, kw = record
+        fam = _family(n, spec)
+        getattr(self, "bw_" + fam)(n, spec, args, kw)
+
+    def _needs(self, *vs):
+        return [type(v) is Var and id(v) in self.need for v in vs]
+
+    def bw_unary(self, n, spec, args, kw):
+        (x,) = args
+        if id(x) not in self.need:
+            return
+        ans, xv = self.vname[id(n)], self.val(x)
+        xk = self.kind(x)
+        g, gk = self.take(n)
+        svjp = spec.scalar_vjp
+        if svjp is not None and gk == _F and xk == _F:
+            t = _F_VJP.get(_TNAME.get(spec))
+            if t is not None:
+                c = t.format(g=g, ans=ans, x=xv)
+            else:
+                c = f"{self.fn(svjp)}({g}, {ans}, {xv})"
+            self.acc(x, c, _F)
+            return
+        vjp = spec.vjps[0]
+        t = _A_VJP.get(_TNAME.get(spec))
+        if t is not None and (type(gk) is tuple or type(xk) is tuple):
+            c = t.format(g=g, ans=ans, x=xv)
+            ck = _arith_kind(gk, xk)
+            self.acc(x, c, ck, fresh=type(ck) is tuple)
+            return
+        c = f"{self.fn(vjp)}({g}, {ans}, {xv})"
+        self.acc(x, c, kind_of(_probe_vjp(vjp, n, (x.value,))))
+
+    def bw_linear(self, n, spec, args, kw):
+        neg = spec.name == "subtract"
+        x, y = args
+        nx, ny = self._needs(x, y)
+        g, gk = self.take(n, uses=int(nx) + int(ny))
+        if nx:
+            self.acc(x, g, gk)
+        if ny:
+            if neg:
+                self.acc(y, f"-{g}", gk, fresh=type(gk) is tuple)
+            else:
+                self.acc(y, g, gk)
+
+    def bw_mul(self, n, spec, args, kw):
+        x, y = args
+        nx, ny = self._needs(x, y)
+        xv, yv = self.val(x), self.val(y)
+        xk, yk = self.kind(x), self.kind(y)
+        tx, ty = type(x) is Var, type(y) is Var
+        g, gk = self.take(n, uses=int(nx) + int(ny) + (1 if x is y else 0))
+        if tx and ty:
+            if gk == _F and xk == _F and yk == _F:
+                if nx:
+                    self.acc(x, f"{g} * {_p(yv)}", _F)
+                if ny:
+                    self.acc(y, f"{g} * {_p(xv)}", _F)
+                return
+            if x is y:
+                k = _arith_kind(gk, xk)
+                self.acc(x, f"({g} + {g}) * {_p(xv)}", k, fresh=type(k) is tuple)
+                return
+            if type(gk) is tuple:
+                if xk == _F and yk == gk:
+                    if nx:
+                        self.acc(x, f"_dot_all({g}, {yv})", _F)
+                    if ny:
+                        self.acc(y, f"{g} * {_p(xv)}", gk, fresh=True)
+                    return
+                if yk == _F and xk == gk:
+                    if nx:
+                        self.acc(x, f"{g} * {_p(yv)}", gk, fresh=True)
+                    if ny:
+                        self.acc(y, f"_dot_all({g}, {xv})", _F)
+                    return
+            if nx:
+                k = _arith_kind(gk, yk)
+                self.acc(x, f"{g} * {_p(yv)}", k, fresh=type(k) is tuple)
+            if ny:
+                k = _arith_kind(gk, xk)
+                self.acc(y, f"{g} * {_p(xv)}", k, fresh=type(k) is tuple)
+            return
+        # one traced operand v, one constant c (bp_x / bp_y: the same rule)
+        v, c, vk, ck_ = (x, yv, xk, yk) if tx else (y, xv, yk, xk)
+        if id(v) not in self.need:
+            return
+        cobj = y if tx else x
+        if vk == _F and type(gk) is tuple and type(cobj) is np.ndarray and ck_ == gk:
+            self.acc(v, f"_dot_all({g}, {c})", _F)
+            return
+        k = _arith_kind(gk, ck_)
+        self.acc(v, f"{g} * {_p(c)}", k, fresh=type(k) is tuple)
+
+    def bw_binary(self, n, spec, args, kw):
+        x, y = args
+        nx, ny = self._needs(x, y)
+        if not (nx or ny):
+            return
+        tx, ty = type(x) is Var, type(y) is Var
+        xv, yv = self.val(x), self.val(y)
+        xk, yk = self.kind(x), self.kind(y)
+        ans = self.vname[id(n)]
+        svjp = spec.scalar_vjp
+        name = _TNAME.get(spec)
+        allf = svjp is not None and xk == _F and yk == _F
+        if tx and ty:
+            g, gk = self.take(n, uses=2)
+            if allf and gk == _F:
+                if name == "divide":
+                    if nx:
+                        self.acc(x, f"{g} / {_p(yv)}", _F)
+                    if ny:
+                        self.acc(y, f"-{g} * {ans} / {_p(yv)}", _F)
+                    return
+                t = self.tmp()
+                self.emit(f"{t} = {self.fn(svjp)}({g}, {ans}, {xv}, {yv})")
+                if nx:
+                    self.acc(x, f"{t}[0]", _F)
+                if ny:
+                    self.acc(y, f"{t}[1]", _F)
+                return
+            if nx:
+                self._bin_vjp(n, spec, 0, x, g, gk, ans, xv, yv)
+            if ny:
+                self._bin_vjp(n, spec, 1, y, g, gk, ans, xv, yv)
+            return
+        i = 0 if tx else 1
+        v = x if tx else y
+        g, gk = self.take(n, uses=2)
+        if allf and gk == _F:
+            if name == "divide":
+                c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
+            else:
+                c = f"{self.fn(svjp)}({g}, {ans}, {xv}, {yv})[{i}]"
+            self.acc(v, c, _F)
+            return
+        self._bin_vjp(n, spec, i, v, g, gk, ans, xv, yv)
+
+    def _bin_vjp(self, n, spec, i, v, g, gk, ans, xv, yv):
+        vjp = spec.vjps[i]
+        args = n.bp._args(n)
+        vals = [a.value if type(a) is Var else a for a in args]
+        tname = _TNAME.get(spec)
+        if tname == "divide":
+            c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
+            k = _arith_kind(gk, self.kind(args[0]), self.kind(args[1]))
+            self.acc(v, c, k, fresh=type(k) is tuple)
+            return
+        if tname == "power" and i == 0 and type(args[1]) is not Var:
+            ye = args[1]
+            if type(ye) in (int, float) and ye in (1, 2):
+                c = g if ye == 1 else f"{g} * 2.0 * {_p(xv)}"
+                k = gk if ye == 1 else _arith_kind(gk, self.kind(args[0]))
+                self.acc(v, c, k, fresh=ye == 2 and type(k) is tuple)
+                return
+        c = f"{self.fn(vjp)}({g}, {ans}, {xv}, {yv})"
+        self.acc(v, c, kind_of(_probe_vjp(vjp, n, vals)))
+
+    def bw_sum_all(self, n, spec, args, kw):
+        (x,) = args
+        if id(x) not in self.need:
+            return
+        g, gk = self.take(n)
+        xk = self.kind(x)
+        if gk == _F and type(xk) is tuple:
+            self.acc(x, g, _F)
+            return
+        from ..math.reductions import _expand_back
+        c = f"{self.fn(_expand_back)}({g}, {self.val(x)}, None, False)"
+        probe = _expand_back(n.adj, x.value, None, False)
+        self.acc(x, c, kind_of(probe))
+
+    def bw_getitem(self, n, spec, args, kw):
+        p, idx = args
+        if id(p) not in self.need:
+            return
+        from ..math.structure import _is_basic, _scatter_add_raw
+        g, gk = self.take(n)
+        pk = self.kind(p)
+        if type(pk) is not tuple:
+            raise NotCompilable("getitem of a scalar")
+        el = self.elements.get(id(p))
+        if el is not None:
+            # eager: zeros, the first contribution assigned, later ones added (0.0 + g
+            # where an element is hit first by a later one: -0.0 becomes 0.0 there too)
+            i = idx % pk[0]
+            prev = el[1].get(i)
+            if prev is None:
+                el[1][i] = g if el[0] else f"0.0 + {g}"
+            else:
+                el[1][i] = f"{_p(prev)} + {g}"
+            el[0] = False
+            if len(el[1][i]) > 400:
+                t = self.tmp("e")
+                self.emit(f"{t} = {el[1][i]}")
+                el[1][i] = t
+            return
+        if gk == _F or type(gk) is tuple:
+            basic = type(idx) in (int, slice) or _is_basic(idx)
+            sub = _subscript(idx) or self.const(idx, "i")
+            st = self.adj.get(id(p))
+            name = self.aname(id(p))
+            if st is None:
+                self.emit(f"{name} = _zeros({pk!r})")
+                if basic:
+                    self.emit(f"{name}[{sub}] = {g}")
+                else:
+                    self.emit(f"_add_at({name}, {sub}, {g})")
+                self.adj[id(p)] = _Adj(name, pk, True)
+                return
+            if not st.owned:
+                self.emit(f"{name} = _copy_in({st.expr}, {pk!r})")
+                st.expr, st.kind, st.owned = name, pk, True
+            if basic:
+                self.emit(f"{st.expr}[{sub}] += {g}")
+            else:
+                self.emit(f"_add_at({st.expr}, {sub}, {g})")
+            return
+        c = f"{self.fn(_scatter_add_raw)}({g}, {self.const(idx, 'i')}, {pk!r})"
+        self.acc(p, c, pk)
+
+    def bw_fused(self, n, spec, args, kw):
+        pairs, parts = n.y
+        pn = f"P{self.vname[id(n)][1:]}"
+        todo = [(i, p) for i, p in pairs if id(p) in self.need]
+        if not todo:
+            return
+        g, gk = self.take(n, uses=len(todo))
+        for i, p in todo:
+            part = parts[i]
+            pk_ = kind_of(part)
+            if g == "1.0":
+                self.acc(p, f"{pn}[{i}]", pk_)
+            else:
+                k = _arith_kind(gk, pk_)
+                self.acc(p, f"{g} * {pn}[{i}]", k, fresh=type(part) is np.ndarray)
+
+    def bw_matmul(self, args, todo, g, gk):
+        a, b = args
+        sa, sb = np.shape(a.value if type(a) is Var else a), \
+            np.shape(b.value if type(b) is Var else b)
+        gs = gk if type(gk) is tuple else ()
+        if not (len(sa) in (1, 2) and len(sb) in (1, 2)) or (gs == ()) != (
+                len(sa) == 1 and len(sb) == 1):
+            return False
+        av, bv = self.val(a), self.val(b)
+        for i, p in todo:
+            c = _matmul_vjp_exprs(i, len(sa), len(sb), g, gs, av, bv, sa)
+            k = (sa if i == 0 else sb)
+            self.acc(p, c, k, fresh=True)
+        return True
+
+    def bw_generic(self, n, spec, args, kw):
+        todo = [(i, a) for i, a in enumerate(args) if type(a) is Var and id(a) in self.need]
+        if not todo:
+            return
+        g, gk = self.take(n, uses=1 if spec.vjp_all is not None else len(todo))
+        if _TNAME.get(spec) == "matmul" and not kw and self.bw_matmul(args, todo, g, gk):
+            return
+        ans = self.vname[id(n)]
+        vals = [self.val(a) for a in args]
+        kws = [f"{k}={self.const(v)}" for k, v in kw.items()]
+        argl = ", ".join([g, ans] + vals + kws)
+        plain = [a.value if type(a) is Var else a for a in args]
+        if spec.vjp_all is not None:
+            t = self.tmp("c")
+            self.emit(f"{t} = {self.fn(spec.vjp_all, 'vjp')}({argl})")
+            probes = _probe_call(spec.vjp_all, n, plain, kw)
+            for i, p in todo:
+                if probes[i] is None:
+                    raise NotCompilable(f"argument {i} of '{spec.name}' has no VJP")
+                self.acc(p, f"{t}[{i}]", kind_of(probes[i]))
+            return
+        for i, p in todo:
+            vjp = spec.vjps[i]
+            c = f"{self.fn(vjp, 'vjp')}({argl})"
+            self.acc(p, c, kind_of(_probe_call(vjp, n, plain, kw)))
+
+
+def _cse_key(spec, args, kw, names):
+    """A hashable key of a primitive call: traced arguments by the name of their value,
+    numbers and index tuples by value (``repr``: 0.0 and -0.0 differ), other objects
+    by identity."""
+    parts = [spec]
+    for a in list(args) + list(kw.items()):
+        t = type(a)
+        if t is Var:
+            parts.append(("v", names.get(id(a), id(a))))
+        elif t in (float, int, bool, str) or a is None:
+            parts.append(("c", t, repr(a)))
+        elif t is tuple or t is slice:
+            r = repr(a)
+            if "array" in r or "<" in r:
+                parts.append(("o", id(a)))
+            else:
+                parts.append(("c", t, r))
+        else:
+            parts.append(("o", id(a)))
+    return tuple(parts)
+
+
+def _matmul_vjp_exprs(i, na, nb, g, gs, av, bv, sa):
+    """linalg._matmul_vjp_a/_b (Giles) for vectors and matrices, as expressions."""
+    if i == 0:
+        if na == 1 and nb == 1:
+            return f"{g} * {_p(bv)}"
+        if na == 2 and nb == 1:
+            return f"_np.reshape({g}, {gs + (1,)!r}) * {_p(bv)}"
+        if na == 1 and nb == 2:
+            return f"_matmul({bv}, {g})"
+        if na == 2 and nb == 2:
+            return f"_matmul({g}, {_p(bv)}.T)"
+        return None
+    if na == 1 and nb == 1:
+        return f"{g} * {_p(av)}"
+    if na == 1 and nb == 2:
+        return f"_np.reshape({av}, ({sa[0]}, 1)) * _np.reshape({g}, (1, {gs[-1]}))"
+    if na == 2 and nb == 1:
+        return f"_matmul({g}, {av})"
+    if na == 2 and nb == 2:
+        return f"_matmul({_p(av)}.T, {g})"
+    return None
+
+
+def _family(n, spec):
+    bp = n.bp
+    if bp is _bp_generic:
+        return "generic"
+    if spec.kernel is not None:
+        return "fused"
+    a = getattr(bp, "_args", None)
+    if a is _args_unary:
+        return "unary"
+    if a is _args_xy or a is _args_yx:
+        q = bp.__qualname__
+        if "_linear_bps" in q:
+            return "linear"
+        if "_mul_bps" in q:
+            return "mul"
+        if q.startswith("elementwise_binary."):
+            return "binary"
+        raise NotCompilable(f"unknown backward rule {q} of '{spec.name}'")
+    name = getattr(bp, "__name__", "")
+    if name == "_bp_getitem":
+        return "getitem"
+    if name == "_bp_sum_all":
+        return "sum_all"
+    raise NotCompilable(f"no replay rule for nodes of '{spec.name}' ({name})")
+
+
+def _quiet(fn, *args, **kw):
+    """Evaluate ``fn`` once for the kind of its result (warnings and fp errors off)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return fn(*args, **kw)
+        except (ArithmeticError, ValueError):
+            return None
+
+
+def _probe(spec, n, args):
+    vals = [a.value if type(a) is Var else a for a in args]
+    if spec.op is not None:
+        return _quiet(spec.op, *vals)
+    return _quiet(spec.fun, *vals)
+
+
+def _probe_vjp(vjp, n, vals):
+    return _quiet(vjp, n.adj, n.value, *vals)
+
+
+def _probe_call(fn, n, vals, kw):
+    return _quiet(fn, n.adj, n.value, *vals, **kw)
+
+
+def _subscript(idx):
+    """``idx`` as subscript source (``3``, ``2:``, ``1, ::2``), or None if it is not
+    made of ints, slices, None and Ellipsis."""
+    items = idx if type(idx) is tuple else (idx,)
+    out = []
+    for it in items:
+        t = type(it)
+        if t is int:
+            out.append(repr(it))
+        elif t is slice:
+            parts = [("" if v is None else repr(v)) for v in (it.start, it.stop, it.step)]
+            if not all(v is None or type(v) is int for v in (it.start, it.stop, it.step)):
+                return None
+            out.append(":".join(parts[:2]) + (f":{parts[2]}" if it.step is not None else ""))
+        elif it is None:
+            out.append("None")
+        elif it is Ellipsis:
+            out.append("...")
+        else:
+            return None
+    if type(idx) is tuple:
+        return ", ".join(out) + ("," if len(out) == 1 else "") if out else "()"
+    return out[0]
+
+
+_OPS = {operator.add: "+", operator.sub: "-", operator.mul: "*"}
+_CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+        operator.eq: "==", operator.ne: "!="}
+
+# inline templates of the hottest rules. Each is used only while the primitive's own
+# function is the one it was written from (looked up below, once stanlite.math is
+# loaded), so a changed rule in the library falls back to calling that rule.
+_F_FWD = {"negative": "-{x}", "square": "{x} * {x}"}
+_F_VJP = {
+    "exp": "{g} * {ans}", "log": "{g} / {x}", "log1p": "{g} / (1.0 + {x})",
+    "expm1": "{g} * ({ans} + 1.0)", "sqrt": "0.5 * {g} / {ans}",
+    "sin": "{g} * _cos({x})", "cos": "-{g} * _sin({x})",
+    "sinh": "{g} * _cosh({x})", "cosh": "{g} * _sinh({x})",
+    "tanh": "{g} * (1.0 - {ans}) * (1.0 + {ans})", "negative": "-{g}",
+    "square": "{g} * 2.0 * {x}",
+    "inv_logit": "{g} * {ans} * _ils(-{x})", "log_inv_logit": "{g} * _ils(-{x})",
+    "log1m_inv_logit": "-{g} * _ils({x})", "log1p_exp": "{g} * _ils({x})",
+}
+_A_VJP = {
+    "exp": "{g} * {ans}", "log": "{g} / {x}", "log1p": "{g} / (1.0 + {x})",
+    "expm1": "{g} * ({ans} + 1.0)", "sqrt": "0.5 * {g} / {ans}",
+    "tanh": "{g} * (1.0 - {ans}) * (1.0 + {ans})", "negative": "-{g}",
+    "square": "{g} * 2.0 * {x}",
+    "sin": "{g} * _np.cos({x})", "cos": "-{g} * _np.sin({x})",
+    "sinh": "{g} * _np.cosh({x})", "cosh": "{g} * _np.sinh({x})",
+    "inv_logit": "{g} * ({ans} * _il(-{x}))", "log_inv_logit": "{g} * _il(-{x})",
+    "log1m_inv_logit": "-{g} * _il({x})", "log1p_exp": "{g} * _il({x})",
+}
+_TNAME = {}         # primitive (spec) -> the name of its templates
+
+
+def _load_templates():
+    """Map stanlite's own primitives to their templates (by identity: a user primitive
+    of the same name never matches), and fetch runtime helpers from the library."""
+    if _TNAME:
+        return
+    from ..distributions.fused import _ignore_fp, _restore_fp
+    from ..math import arithmetic as ar
+    from ..math import elementwise as el
+    from ..math import linalg as la
+    for name in set(_F_VJP) | set(_A_VJP) | set(_F_FWD):
+        f = getattr(el, name, None) or getattr(ar, name, None)
+        spec = getattr(f, "_spec", None)
+        if spec is not None:
+            _TNAME[spec] = name
+    _TNAME[ar.divide._spec] = "divide"
+    _TNAME[ar.power._spec] = "power"
+    _TNAME[la.matmul._spec] = "matmul"
+    _RUNTIME["_ignore_fp"] = _ignore_fp
+    _RUNTIME["_restore_fp"] = _restore_fp
+    _RUNTIME["_il"] = el.inv_logit._spec.fun        # what sl.inv_logit(array) calls
+    _RUNTIME["_ils"] = el.inv_logit._spec.scalar    # ... and sl.inv_logit(float)
+
+
+class _Program:
+    """A generated replay function and what it was made from."""
+
+    __slots__ = ("fn", "source", "guards", "nodes", "inexact")
+
+    def __init__(self, fn, source, guards, nodes, inexact):
+        self.fn = fn
+        self.source = source
+        self.guards = guards
+        self.nodes = nodes
+        self.inexact = inexact      # fusions: equal to the tape within a few ulps
+
+
+def build(rec, inputs, output, exact=False, name="retaped"):
+    """Generate, compile and return the replay function of ``rec`` (a _Program)."""
+    _load_templates()
+    gen = _Gen(rec, inputs, output, exact)
+    body = gen.generate()
+    params = ", ".join(f"{k}={k}" for k in gen.consts)
+    head = f"def {name}(x{', *, ' + params if params else ''}):"
+    src = "\n".join([head] + ["    " + line for line in body]) + "\n"
+    ns = dict(_RUNTIME)
+    ns.update(gen.consts)
+    code = builtins.compile(src, f"<sl.compile {name}>", "exec")
+    exec(code, ns)
+    return _Program(ns[name], src, rec.guards, len(rec.nodes), bool(gen.fused))
