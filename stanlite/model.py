@@ -133,8 +133,11 @@ class Model:
     _param_decls = {}
     #: retape the log-density gradient (sl.compile, autodiff/compile.py): recorded
     #: once, replayed as generated code; ``False`` (on the class or an instance) keeps
-    #: the eager tape. Models whose graph depends on values fall back by themselves.
-    compile = True
+    #: the eager tape, as does the environment variable ``STANLITE_COMPILE=0`` for the
+    #: whole process. Models whose graph depends on values fall back by themselves.
+    #: A replay uses the data as recorded: build a new model for new data.
+    compile = os.environ.get("STANLITE_COMPILE", "1").strip().lower() not in (
+        "0", "false", "no", "off")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
