@@ -527,6 +527,8 @@ def _nested_fun(*xs, problem, traced):
 
 
 def _nested_vjp(g, ans, *xs, problem, traced):
+    if type(g) is float:
+        g = np.full(shape_of(ans), g)
     return _as_tuple(_vjp_general(problem, xs, traced, g, ans), len(xs))
 
 
