@@ -430,10 +430,11 @@ class _Gen:
                 reads += 1
             else:
                 other = True
-        if reads >= 2:
+        size = self.vkind[id(leaf)][0]
+        if reads >= 2 and size <= max(16, 4 * reads):       # (not 2 reads of 10^4)
             self.emit(f"{name}l = {name}.tolist()")
             self.listed[id(leaf)] = f"{name}l"
-        if reads and not other:
+        if reads and not other and size <= max(16, 2 * reads):
             self.elements[id(leaf)] = [True, {}]    # [no contribution yet, index -> sum]
 
     def fuse(self, nodes, records, index, live):

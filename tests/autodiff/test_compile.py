@@ -475,3 +475,13 @@ def test_threads_share_a_compiled_function(rng):
     for t in ts:
         t.join()
     assert not bad and vg.fallback is None and vg.programs == 8
+
+
+def test_element_reads_of_a_long_vector_stay_element_reads():
+    # two scalars read from a long vector: no tolist() of all of it (that would be O(n))
+    f = lambda x: x[0] * x[1] + sl.sum(x[2:] * 0.5)
+    vg = check(f, np.ones(10000), [np.linspace(0, 1, 10000)])
+    assert "tolist" not in vg.source and "_array([" not in vg.source
+    g = lambda x: x[0] * x[1] * x[2]             # a short one: read at once
+    vg = check(g, np.ones(3), [np.array([2.0, 3.0, 5.0])])
+    assert "tolist" in vg.source and "_array([" in vg.source
