@@ -157,15 +157,25 @@ class _Family:
         d = self.d
         out = np.empty(self.size)
         m = g.shape[0]
-        out[:d] = g.sum(0) / m
-        if self.fullrank:
-            gl = (g.T @ z) / m
-            gl *= self.lower
-            gl = gl.ravel()
-            gl[self.diag] += 1.0 / theta[d:][self.diag]
-            out[d:] = gl
+        if m == 1:
+            out[:d] = g[0]
         else:
-            out[d:] = np.sum(g * z, axis=0) / m * np.exp(theta[d:]) + 1.0
+            np.divide(g.sum(0), m, out=out[:d])
+        rest = out[d:]
+        if self.fullrank:
+            gl = rest.reshape(d, d)
+            np.matmul(g.T, z, out=gl)               # sum_m g_m z_m^T
+            if m > 1:
+                gl /= m
+            gl *= self.lower
+            rest[self.diag] += 1.0 / theta[d:][self.diag]
+        else:
+            if m == 1:
+                np.multiply(g[0], z[0], out=rest)
+            else:
+                np.divide((g * z).sum(0), m, out=rest)
+            rest *= np.exp(theta[d:])
+            rest += 1.0
         return out
 
     def describe(self, theta):
@@ -201,6 +211,7 @@ class _Estimator:
         self.elbo_samples = elbo_samples
         self.max_grad_drops = max(10, grad_samples)
         self.n_grad = 0            # gradient evaluations
+        self.last_failure = None   # why the last failed evaluation failed
         self.n_density = 0         # log-density evaluations (ELBO and output draws)
 
     def log_density(self, x):
@@ -214,32 +225,51 @@ class _Estimator:
 
     def gradient(self, theta):
         """The ELBO's gradient at ``theta`` (raises _Failure after too many drops)."""
-        fam, model, rng, m = self.family, self.model, self.rng, self.grad_samples
+        fam, rng, m = self.family, self.rng, self.grad_samples
         d = fam.d
+        if m == 1:                                  # the default: no (1, d) arrays
+            z = rng.standard_normal(d)
+            g = self._model_gradient(fam.transform(theta, z), 0)
+            drops = 0
+            while g is None:
+                drops += 1
+                if drops >= self.max_grad_drops:
+                    raise _Failure("gradient", drops, self.last_failure)
+                z = rng.standard_normal(d)          # drop the draw, redraw it
+                g = self._model_gradient(fam.transform(theta, z), drops)
+            return fam.elbo_grad(theta, z[None, :], g[None, :])
         z = rng.standard_normal((m, d))
         zeta = fam.transform(theta, z)
         g = np.empty((m, d))
-        drops, last = 0, None
+        drops = 0
         i = 0
         while i < m:
-            self.n_grad += 1
-            try:
-                lp, gi = model.log_density_gradient(zeta[i])
-                ok = math.isfinite(lp) and np.isfinite(gi).all()
-                if not ok:
-                    last = "the log density or its gradient is not finite"
-            except RejectedPoint as e:
-                ok, last = False, f"{type(e).__name__}: {e}"
-            if ok:
+            gi = self._model_gradient(zeta[i], drops)
+            if gi is not None:
                 g[i] = gi
                 i += 1
                 continue
             drops += 1
             if drops >= self.max_grad_drops:
-                raise _Failure("gradient", drops, last)
-            z[i] = rng.standard_normal(d)          # drop the draw, redraw it
+                raise _Failure("gradient", drops, self.last_failure)
+            z[i] = rng.standard_normal(d)
             zeta[i] = fam.transform(theta, z[i])
         return fam.elbo_grad(theta, z, g)
+
+    def _model_gradient(self, x, drops):
+        """The model's gradient at ``x``, or None (the reason in ``last_failure``)."""
+        self.n_grad += 1
+        try:
+            lp, g = self.model.log_density_gradient(x)
+        except RejectedPoint as e:
+            self.last_failure = f"{type(e).__name__}: {e}"
+            return None
+        # a finite sum means every element is finite (checked elementwise only if
+        # the sum is not: it may overflow)
+        if math.isfinite(lp) and (math.isfinite(g.sum()) or np.isfinite(g).all()):
+            return g
+        self.last_failure = "the log density or its gradient is not finite"
+        return None
 
     def elbo(self, theta):
         """The ELBO at ``theta``: mean log density over ``elbo_samples`` finite draws
@@ -312,7 +342,8 @@ def _sga(est, theta, eta, iterations, on_check=None, check_every=0, robust=False
     gradients)."""
     s = None
     k = 0
-    sqrt = np.sqrt
+    tmp = np.empty_like(theta)
+    sqrt, multiply, divide = np.sqrt, np.multiply, np.divide
     for k in range(1, iterations + 1):
         try:
             g = est.gradient(theta)
@@ -321,13 +352,20 @@ def _sga(est, theta, eta, iterations, on_check=None, check_every=0, robust=False
                 f.iteration = k
                 raise
             g = np.zeros_like(theta)
-        g2 = g * g
+        # s_k = alpha g^2 + (1 - alpha) s_(k-1), s_1 = g_1^2 (in place: no temporaries)
         if s is None:
-            s = g2
+            s = g * g
         else:
+            multiply(g, g, out=tmp)
+            tmp *= _ALPHA
             s *= 1.0 - _ALPHA
-            s += _ALPHA * g2
-        theta += (eta / math.sqrt(k)) * g / (_TAU + sqrt(s))
+            s += tmp
+        # theta += eta k^(-1/2) g / (tau + sqrt(s_k))
+        sqrt(s, out=tmp)
+        tmp += _TAU
+        divide(g, tmp, out=tmp)
+        tmp *= eta / math.sqrt(k)
+        theta += tmp
         if check_every and k % check_every == 0 and on_check(k):
             break
     return k, s
