@@ -336,8 +336,12 @@ class Model:
         return x
 
     def log_density(self, x, jacobian=True):
-        """log p(x) on the unconstrained space (plus log|J| of the transforms)."""
-        return float(value_of(self._log_density(self._point(x), jacobian)))
+        """log p(x) on the unconstrained space (plus log|J| of the transforms); retaped
+        as the gradient is (the forward pass alone) unless ``compile`` is False."""
+        x = self._point(x)
+        if not self.compile:
+            return float(value_of(self._log_density(x, jacobian)))
+        return self._retaped_for(("density", jacobian))(x)
 
     def log_density_gradient(self, x, jacobian=True):
         """``(log p(x), d log p / dx)`` by reverse-mode AD.
@@ -349,14 +353,20 @@ class Model:
         x = self._point(x)
         if not self.compile:
             return self._gradient(x, jacobian)
+        return self._retaped_for(jacobian)(x)
+
+    def _retaped_for(self, key):
+        """The retaped gradient (key: ``jacobian``) or density (``("density",
+        jacobian)``) of this model, made at first use (autodiff/compile.py)."""
         retaped = self.__dict__.get("_retaped")
         if retaped is None:
             retaped = self.__dict__["_retaped"] = {}
-        r = retaped.get(jacobian)
+        r = retaped.get(key)
         if r is None:
-            from .autodiff.compile import ModelGradient
-            r = retaped[jacobian] = ModelGradient(self, jacobian)
-        return r(x)
+            from .autodiff.compile import ModelDensity, ModelGradient
+            r = retaped[key] = (ModelDensity(self, key[1]) if type(key) is tuple
+                                else ModelGradient(self, key))
+        return r
 
     def _gradient(self, x, jacobian, record=False):
         """The eager tape's gradient at a checked point; ``record=True``: the recording
