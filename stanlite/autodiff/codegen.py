@@ -156,8 +156,9 @@ class _Gen:
     lines that build and return ``(value, gradient)``.
     """
 
-    def __init__(self, rec, inputs, output, exact=False):
+    def __init__(self, rec, inputs, output, exact=False, value_only=False):
         self.rec = rec
+        self.value_only = value_only    # the forward pass alone (a log density)
         self.inputs = inputs
         self.output = output
         self.exact = exact
@@ -347,6 +348,8 @@ class _Gen:
             if any(id(p) in dep for p in ps):
                 dep.add(id(n))
         self.need = dep & (live | {id(leaf) for leaf, _ in self.inputs})
+        if self.value_only:
+            self.need = set()
 
         if not self.exact:
             self.fuse(nodes, records, index, live)
@@ -596,14 +599,15 @@ class _Gen:
     def fused_forward(self, n, spec, args):
         name = self.vname[id(n)]
         pairs, parts = n.y
-        need = tuple(type(a) is Var for a in args)
+        need = tuple(type(a) is Var and not self.value_only for a in args)
         vals = [self.val(a) for a in args]
         if spec.check is not None:
             self.emit(f"{self.fn(spec.check, 'chk')}({', '.join(vals)})")
         pn = f"P{name[1:]}"
+        target = f"{name}, {pn}" if any(need) else f"{name}, _"
         self.emit("_tk = _ignore_fp()")
         self.emit("try:")
-        self.emit(f"    {name}, {pn} = {self.fn(spec.kernel, 'kern')}({need!r}, "
+        self.emit(f"    {target} = {self.fn(spec.kernel, 'kern')}({need!r}, "
                   f"{', '.join(vals)})")
         self.emit("finally:")
         self.emit("    _restore_fp(_tk)")
@@ -1080,10 +1084,10 @@ class _Program:
         self.inexact = inexact      # fusions: equal to the tape within a few ulps
 
 
-def build(rec, inputs, output, exact=False, name="retaped"):
+def build(rec, inputs, output, exact=False, value_only=False, name="retaped"):
     """Generate, compile and return the replay function of ``rec`` (a _Program)."""
     _load_templates()
-    gen = _Gen(rec, inputs, output, exact)
+    gen = _Gen(rec, inputs, output, exact, value_only)
     body = gen.generate()
     params = ", ".join(f"{k}={k}" for k in gen.consts)
     head = f"def {name}(x{', *, ' + params if params else ''}):"

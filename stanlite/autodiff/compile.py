@@ -242,7 +242,10 @@ class _Retaped:
     checks against the eager tape.
 
     Subclasses give ``_record(x) -> Recording``, ``_eager(x) -> (value, gradient)`` and
-    ``_io(recording) -> (inputs, output)`` (see :class:`_Gen`)."""
+    ``_io(recording) -> (inputs, output)`` (see :class:`.codegen._Gen`); with
+    ``value_only`` the programs compute the value alone (the gradient is None)."""
+
+    value_only = False
 
     def __init__(self, what, max_recordings, verify, exact=False):
         if max_recordings < 1:
@@ -321,7 +324,8 @@ class _Retaped:
                           "graph may depend on it in ways it cannot check")
             return
         try:
-            prog = build(rec, *self._io(rec), exact=self.exact)
+            prog = build(rec, *self._io(rec), exact=self.exact,
+                         value_only=self.value_only)
         except NotCompilable as e:
             self._give_up(f"it cannot be compiled: {e}")
             return
@@ -345,12 +349,16 @@ class _Retaped:
         if _identical_input(x, self._check_at):
             return r
         self._check_at = None
-        e = self._eager(x)
+        e = self._reference(x)
         if not _close(r, e):
             self._give_up("its replay differs from the eager tape at a new point (the "
                           "graph depends on values in a way no guard saw: a .value read, "
                           "random numbers, state changed between calls?)")
         return e
+
+    def _reference(self, x):
+        """What a replay is checked against: the eager tape."""
+        return self._eager(x)
 
     def _give_up(self, reason):
         self.fallback = reason
@@ -388,6 +396,8 @@ def _identical(r, s):
     """Bit-for-bit equal ``(value, gradient)`` pairs (NaN equal to NaN)."""
     (a, ga), (b, gb) = r, s
     same = a == b or (a != a and b != b)
+    if ga is None or gb is None:
+        return same and ga is gb
     if type(ga) is np.ndarray or type(gb) is np.ndarray:
         return same and np.array_equal(np.asarray(ga), np.asarray(gb), equal_nan=True)
     return same and (ga == gb or (ga != ga and gb != gb))
@@ -396,6 +406,10 @@ def _identical(r, s):
 def _close(r, s, rtol=1e-12):
     """Equal within ``rtol`` relative (to each part's largest magnitude)."""
     (a, ga), (b, gb) = r, s
+    if ga is None or gb is None:
+        if ga is not gb:
+            return False
+        ga = gb = np.zeros(0)
     ga, gb = np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)
     if ga.shape != gb.shape:
         return False
@@ -553,6 +567,8 @@ class ModelGradient(_Retaped):
         inputs = [(leaf, expr) for leaf, (expr, _, _, _) in zip(rec.inputs, plan)]
 
         def output(gen, value, adjs):
+            if self.value_only:
+                return [f"return (_float({value}), None)"]
             lines = [f"g = _zeros({dim})"]
             for st, (_, start, stop, scalar) in zip(adjs, plan):
                 if st is None:
@@ -566,3 +582,31 @@ class ModelGradient(_Retaped):
             lines.append(f"return (_float({value}), g)")
             return lines
         return inputs, output
+
+
+class ModelDensity(ModelGradient):
+    """``Model.log_density`` retaped: the forward pass alone (fused densities asked for
+    no partials), recorded on the tape like the gradient and checked against the
+    tape's value at the first replay: it equals ``log_density_gradient(x)[0]``."""
+
+    value_only = True
+
+    def __init__(self, model, jacobian, max_recordings=8, verify=True, exact=False):
+        super().__init__(model, jacobian, max_recordings, verify, exact)
+        self.what = f"{type(model).__name__}.log_density"
+
+    def __call__(self, x):
+        return self._fast_call(x, None)[0]
+
+    def _record(self, x):
+        rec = self.model._gradient(x, self.jacobian, record=True)
+        rec.result = (rec.result[0], None)
+        return rec
+
+    def _eager(self, x):
+        return float(_strip(self.model._log_density(x, self.jacobian))), None
+
+    def _reference(self, x):
+        # the value on the tape, which the program replays (a super node may compute
+        # its value on plain inputs another way: an ODE solver's steps differ)
+        return self.model._gradient(x, self.jacobian)[0], None

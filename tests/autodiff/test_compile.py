@@ -385,8 +385,13 @@ def test_zoo_models_gradients_replay_the_tape(name):
             r = m.log_density_gradient(x, jacobian=jac)
             e = m._gradient(m._point(x), jac)
             assert C._close(r, e), (name, x)
+        # the log density alone: the forward pass of the same recording
+        v = m._gradient(m._point(x), True)[0]
+        assert abs(m.log_density(x) - v) <= 1e-12 * abs(v)
     rg = m._retaped[True]
     assert rg.fallback is None and rg.programs >= 1
+    rd = m._retaped[("density", True)]
+    assert rd.fallback is None and "_zeros" not in rd.source and "None" in rd.source
 
 
 class Bounded(sl.Model):
