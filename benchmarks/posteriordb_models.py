@@ -9,6 +9,9 @@ the same names).
   mesquite-logmesquite   log-log linear regression of shrub weight on six predictors,
                          flat priors on the coefficients and on sigma > 0
   sblrc-blr              Bayesian linear regression, beta ~ N(0, 10), sigma ~ N+(0, 10)
+
+``one_comp_mm_elim_abs`` (a one-compartment model with Michaelis-Menten elimination,
+a nonlinear ODE solved by ``sl.ode_bdf``) is the zoo model of that name.
 """
 
 import numpy as np
@@ -91,13 +94,12 @@ POSTERIORS = {
     "kidiq-kidscore_momiq": ("zoo", "linear_regression"),
     "low_dim_gauss_mix-low_dim_gauss_mix": ("zoo", "normal_mixture"),
     "mesquite-logmesquite": ("local", LogMesquite),
+    "one_comp_mm_elim_abs-one_comp_mm_elim_abs": ("zoo", "one_comp_mm_elim_abs"),
     "sblrc-blr": ("local", Blr),
 }
 
 #: posteriors the library cannot express yet, with the reason
-SKIPPED = {
-    "one_comp_mm_elim_abs-one_comp_mm_elim_abs": "needs ode_bdf",
-}
+SKIPPED = {}
 
 
 def build(posterior, data):

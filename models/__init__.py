@@ -38,6 +38,8 @@ _REGISTRY = {
     "logistic_regression": ("logistic_regression", "LogisticRegression"),
     "neal_funnel": ("neal_funnel", "NealFunnel"),
     "normal_mixture": ("normal_mixture", "NormalMixture"),
+    "one_comp_mm_elim_abs": ("one_comp_mm_elim_abs", "OneCompMmElimAbs"),
+    "pk_steady_state": ("pk_steady_state", "PkSteadyState"),
     "radon": ("radon", "Radon"),
 }
 
