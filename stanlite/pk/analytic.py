@@ -232,10 +232,10 @@ def onecpt(events, CL, V, ka, F=None, tlag=None, infusion_rate=None,
     >>> A = sl.pk.onecpt(ev, CL=5.0, V=50.0, ka=1.2)
     >>> A.round(4)
     array([[100.    ,   0.    ],
-           [ 30.1194,  67.7766],
-           [  0.823 ,  79.3779]])
+           [ 30.1194,  65.852 ],
+           [  0.823 ,  72.228 ]])
     >>> k = 0.1; round(100 * 1.2 / (1.2 - k) * (np.exp(-k) - np.exp(-1.2)), 4)
-    67.7766
+    65.852
     """
     who = "onecpt"
     S = events.n_subjects
@@ -264,8 +264,8 @@ def twocpt(events, CL, Q, V2, V3, ka, F=None, tlag=None, infusion_rate=None,
     ...                   cmt=[2, 2, 2])
     >>> sl.pk.twocpt(ev, CL=10.0, Q=15.0, V2=35.0, V3=105.0, ka=2.0).round(3)
     array([[   0.   , 1000.   ,    0.   ],
-           [   0.   ,  444.457,  316.069],
-           [   0.   ,  191.197,  328.865]])
+           [   0.   ,  285.244,  399.394],
+           [   0.   ,   66.543,  308.853]])
     """
     who = "twocpt"
     S = events.n_subjects

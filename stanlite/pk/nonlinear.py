@@ -1,0 +1,267 @@
+"""General (nonlinear) ODE models ``x' = f(t, x, theta) + r(t)``: the event-driven solver.
+
+Torsten's ``pmx_solve_rk45`` / ``pmx_solve_bdf``. Without linearity there is no
+superposition: each subject's events are processed in time order, and between two
+events that change the system (a dose, the start or end of an infusion, a reset, a
+steady state) the ODE is integrated by one call of the ODE super node
+(:func:`stanlite.ode_rk45` or :func:`stanlite.ode_bdf`) with every record in between
+as an output time. The infusion rates ``r`` active on the segment (a vector over
+compartments) enter as an argument of the right-hand side, so a modelled rate is
+differentiable like any parameter.
+
+Order of events at equal times (the same rules as the linear solver, :mod:`.dosing`):
+for a record ``j`` its reset, then its steady state, then its own doses, then its
+output; an event derived from record ``j`` (additional, lagged dose, infusion end)
+at a later record's time comes before that record. A reset cancels the running
+infusions and pending doses of earlier records.
+
+Steady states (``ss > 0``) come from the algebraic-solver super node
+(:func:`.steady_state.ode_steady_state`): the trough ``x`` with ``x = F_ii(x + A e_c)``.
+Everything - ``theta``, doses, times, ``ii``, ``F``, ``tlag``, rates - is
+differentiable through the two super nodes, in reverse and forward mode.
+"""
+
+import numpy as np
+
+from ..autodiff.var import Box, guarded, shape_of
+from ..functor.ode import ode_bdf, ode_rk45
+from ..math.structure import stack
+from .dosing import BOLUS, CONSTANT, INFUSION, check_compartments, expand, plan
+from .steady_state import OdeSystem
+
+__all__ = ["ode"]
+
+_RESET, _SS, _DOSE, _OUT = 0, 1, 2, 3      # order of a record's parts at its time
+
+
+def _sel(x, idx):
+    if shape_of(x) == ():
+        return x
+    return x[idx]
+
+
+def _traced(*xs):
+    return any(isinstance(x, Box) for x in xs)
+
+
+def _unit(a, c, n):
+    """``a e_c`` as a vector of n (a plain or traced scalar)."""
+    if not isinstance(a, Box):
+        v = np.zeros(n)
+        v[c] = float(a)
+        return v
+    return stack([a if j == c else 0.0 for j in range(n)])
+
+
+class _Event:
+    __slots__ = ("time", "rec", "part", "kind", "cmt", "value", "key")
+
+    def __init__(self, time, rec, part, kind, cmt=None, value=None, key=None):
+        self.time = time
+        self.rec = rec
+        self.part = part
+        self.kind = kind
+        self.cmt = cmt
+        self.value = value
+        self.key = key
+
+
+def _order(times, recs, parts):
+    """The processing order: by time, then record, then part (guarded on times)."""
+    def fn(*ts):
+        tv = np.array([float(np.asarray(t)) for t in ts])
+        return tuple(np.lexsort((parts, recs, tv)).tolist()), tuple(tv.tolist())
+    if _traced(*times):
+        return guarded(fn, *times)
+    return fn(*times)
+
+
+def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
+        infusion_rate=None, infusion_duration=None, method="rk45", rel_tol=1e-8,
+        abs_tol=1e-8, max_num_steps=10**6, ss_rel_tol=1e-10, ss_f_tol=1e-6,
+        ss_max_steps=200, ss_guess=None):
+    """Amounts of a general ODE model ``x' = f(t, x, theta, *data)`` at every record.
+
+    Torsten's ``pmx_solve_rk45`` / ``pmx_solve_bdf``: ``f`` returns the rates of
+    change of the ``n_cmt`` compartment amounts, written with stanlite operations
+    (``sl.stack``, ``sl.exp``...), *without* the doses: boluses and infusions are
+    added by the solver (an infusion adds its rate to its compartment).
+
+    Parameters
+    ----------
+    f : callable ``f(t, x, theta, *data) -> dx/dt`` (a vector of ``n_cmt``).
+    n_cmt : the number of compartments (states).
+    events : :class:`~stanlite.pk.EventSchedule`.
+    theta : the parameters passed to ``f`` (any array, plain or traced); with several
+        subjects, ``theta[s]`` is subject ``s``'s (a leading axis of ``n_subjects``).
+    data : extra plain arguments passed to ``f`` after ``theta``.
+    F, tlag, infusion_rate, infusion_duration : per compartment, as in
+        :func:`~stanlite.pk.onecpt` (scalar, ``n_cmt`` or subjects x ``n_cmt``).
+    method : ``"rk45"`` (non-stiff) or ``"bdf"`` (stiff).
+    rel_tol, abs_tol, max_num_steps : the ODE solver's controls.
+    ss_rel_tol, ss_f_tol, ss_max_steps : the algebraic solver's controls for steady
+        states (Powell's dogleg); the integrations inside a steady-state solve use
+        ``min(rel_tol, abs_tol, ss_rel_tol)`` so that ``f_tol`` is reachable.
+    ss_guess : initial guess of the steady-state trough (a vector of ``n_cmt``);
+        default zeros.
+
+    Returns ``(n_records, n_cmt)`` amounts after each record's event. ``f`` should
+    not depend on ``t`` when steady states are used (a steady state is the periodic
+    solution of an autonomous system). Failures of the integrator or of the
+    steady-state solve raise :class:`~stanlite.SolverError`.
+
+    Example: Michaelis-Menten elimination after an oral dose (gut, central).
+
+    >>> import numpy as np, stanlite as sl
+    >>> def mm(t, x, theta):
+    ...     ka, vmax, km = theta[0], theta[1], theta[2]
+    ...     elim = vmax * x[1] / (km + x[1])
+    ...     return sl.stack([-ka * x[0], ka * x[0] - elim])
+    >>> ev = sl.pk.events(time=[0.0, 1.0, 6.0], evid=[1, 0, 0], amt=[100.0, 0, 0])
+    >>> sl.pk.ode(mm, 2, ev, np.array([1.0, 10.0, 20.0])).round(3)
+    array([[100.   ,   0.   ],
+           [ 36.788,  57.377],
+           [  0.248,  55.402]])
+    """
+    who = "pk.ode"
+    if not callable(f):
+        raise TypeError(f"{who}: f must be a function f(t, x, theta, *data), got "
+                        f"{type(f).__name__}")
+    if not (isinstance(n_cmt, (int, np.integer)) and n_cmt >= 1):
+        raise ValueError(f"{who}: n_cmt must be a positive integer, got {n_cmt!r}")
+    n_cmt = int(n_cmt)
+    if method not in ("rk45", "bdf"):
+        raise ValueError(f"{who}: method must be 'rk45' or 'bdf', got {method!r}")
+    S = events.n_subjects
+    if theta is None:
+        theta = np.zeros(0)
+    if not isinstance(theta, Box):
+        theta = np.asarray(theta, dtype=np.float64)
+    if S > 1 and (len(shape_of(theta)) == 0 or shape_of(theta)[0] != S):
+        raise ValueError(f"{who}: with {S} subjects theta must have a leading axis of "
+                         f"{S} (theta[s] for subject s), got shape {shape_of(theta)}")
+    data = tuple(data)
+    check_compartments(events, n_cmt, who)
+    p = plan(events)
+    d = expand(events, p, n_cmt, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
+               infusion_duration=infusion_duration)
+    solver = ode_rk45 if method == "rk45" else ode_bdf
+    sys_ = OdeSystem(f, n_cmt, solver, rel_tol, abs_tol, max_num_steps, data,
+                     ss_rel_tol, ss_f_tol, ss_max_steps, ss_guess, who)
+    rows = [None] * events.n_records
+    for s in range(S):
+        th = theta[s] if S > 1 else theta
+        _subject(events, p, d, s, th, sys_, rows)
+    return stack(rows, axis=0) if any(isinstance(r, Box) for r in rows) else \
+        np.array(rows, dtype=float)
+
+
+def _subject(ev, p, d, s, theta, sys_, rows):
+    """Process subject ``s``'s events in order; fill ``rows`` with its amounts."""
+    n = sys_.n
+    a, b = int(ev.start[s]), int(ev.stop[s])
+    t = ev.time
+    evs = []
+    for i in range(a, b):
+        ti = _sel(t, i)
+        evs.append(_Event(ti, i, _OUT, "out"))
+        if p.reset[i]:
+            evs.append(_Event(ti, i, _RESET, "reset"))
+    # steady states (and the infusions of their series still running after them)
+    ss_items = np.flatnonzero(p.ss_subj == s)
+    ss_of = {}
+    for q in ss_items:
+        q = int(q)
+        j = int(p.ss_rec[q])
+        ss_of[j] = q
+        evs.append(_Event(_sel(t, j), j, _SS, "ss", int(p.ss_cmt[q]), q))
+    ghosts = {}
+    for q in ss_items:
+        q = int(q)
+        if p.ss_kind[q] == INFUSION:
+            for gi, (R, dur) in enumerate(sys_.ghosts(ev, p, d, q)):
+                key = ("g", q, gi)
+                ghosts[q] = ghosts.get(q, []) + [(key, R)]
+                j = int(p.ss_rec[q])
+                evs.append(_Event(_sel(t, j) + dur, j, _DOSE, "stop", int(p.ss_cmt[q]),
+                                  None, key))
+    # doses
+    inf_pos = {int(q): k for k, q in enumerate(d.inf)}
+    for q in np.flatnonzero(p.subj == s):
+        q = int(q)
+        j, c = int(p.rec[q]), int(p.cmt[q])
+        tau = _sel(d.tau, q)
+        if p.kind[q] == BOLUS:
+            evs.append(_Event(tau, j, _DOSE, "bolus", c, _sel(d.amount, q)))
+        else:
+            k = inf_pos[q]
+            R, dur = _sel(d.inf_rate, k), _sel(d.inf_dur, k)
+            evs.append(_Event(tau, j, _DOSE, "start", c, R, ("i", q)))
+            evs.append(_Event(tau + dur, j, _DOSE, "stop", c, None, ("i", q)))
+    order, tv = _order([e.time for e in evs], np.array([e.rec for e in evs]),
+                       np.array([e.part for e in evs]))
+    # the state, the running infusions {key: (source record, cmt, rate)}, the epoch
+    x = np.zeros(n)
+    t_cur = _sel(t, a)
+    t_cur_v = tv[order[0]] if order else 0.0
+    running = {}
+    epoch = a
+    pending = []                      # (record, time) waiting for the next integration
+
+    def rates():
+        if not running:
+            return np.zeros(n)
+        per = [[] for _ in range(n)]
+        for src, c, R in running.values():
+            per[c].append(R)
+        if not any(_traced(*r) for r in per):
+            return np.array([float(sum(r)) for r in per])
+        return stack([sum(r[1:], r[0]) if r else 0.0 for r in per])
+
+    def flush(t_to, t_to_v):
+        nonlocal x, t_cur, t_cur_v
+        later = [(i, ti) for i, ti, tiv in pending if tiv > t_cur_v]
+        for i, ti, tiv in pending:
+            if not tiv > t_cur_v:
+                rows[i] = x
+        pending.clear()
+        if not t_to_v > t_cur_v:       # then no pending record is later either
+            return
+        ts = [ti for _, ti in later] + [t_to]
+        Y = sys_.evolve(x, t_cur, ts, theta, rates())
+        for k, (i, _) in enumerate(later):
+            rows[i] = Y[k]
+        x = Y[len(later)]
+        t_cur, t_cur_v = t_to, t_to_v
+
+    for k in order:
+        e = evs[k]
+        ev_v = tv[k]
+        if e.kind == "out":
+            pending.append((e.rec, e.time, ev_v))
+            continue
+        if e.kind in ("bolus", "start", "stop") and e.rec < epoch:
+            continue                  # cancelled by a reset
+        # outputs waiting at this very time come first (they precede in the order)
+        flush(e.time, ev_v)
+        if e.kind == "reset":
+            x = np.zeros(n)
+            running = {kk: v for kk, v in running.items() if v[0] >= e.rec}
+            epoch = e.rec
+        elif e.kind == "ss":
+            q = e.value
+            xs, const_rate = sys_.steady_state(ev, p, d, q, theta)
+            x = xs if p.ss_type[q] == 1 else x + xs
+            if p.ss_kind[q] == CONSTANT:
+                running[("c", q)] = (e.rec, e.cmt, const_rate)
+            for key, R in ghosts.get(q, []):
+                running[key] = (e.rec, e.cmt, R)
+        elif e.kind == "bolus":
+            x = x + _unit(e.value, e.cmt, n)
+        elif e.kind == "start":
+            running[e.key] = (e.rec, e.cmt, e.value)
+        elif e.kind == "stop":
+            running.pop(e.key, None)
+    if pending:
+        last = pending[-1]
+        flush(last[1], last[2])
