@@ -234,7 +234,7 @@ def onecpt(events, CL, V, ka, F=None, tlag=None, infusion_rate=None,
     array([[100.    ,   0.    ],
            [ 30.1194,  65.852 ],
            [  0.823 ,  72.228 ]])
-    >>> k = 0.1; round(100 * 1.2 / (1.2 - k) * (np.exp(-k) - np.exp(-1.2)), 4)
+    >>> k = 0.1; round(float(100 * 1.2 / (1.2 - k) * (np.exp(-k) - np.exp(-1.2))), 4)
     65.852
     """
     who = "onecpt"
