@@ -58,6 +58,12 @@ class Box:
             _escape(self, "float()")
         return float(_strip(self.value))
 
+    def __int__(self):
+        # as float(): a plain number leaves the tape (an escape while sl.compile records)
+        if _WATCHING:
+            _escape(self, "int()")
+        return int(_strip(self.value))
+
     def __bool__(self):
         # ``if v:`` on a traced value: a branch on it, a guard while sl.compile records
         return guarded(bool, self)

@@ -269,6 +269,14 @@ def test_float_of_a_traced_value_is_an_escape():
     assert same(vg(x), sl.value_and_grad(f)(x)) and vg(x)[0] == 35.0
 
 
+def test_int_of_a_traced_value_is_an_escape():
+    f = lambda x: sl.sum(x[:int(x[0])] ** 2)     # a length read from a value
+    with pytest.warns(sl.CompileWarning, match=r"int\(\) at test_compile.py"):
+        vg = sl.compile(f, np.array([2.0, 3.0, 4.0]))
+    for x in (np.array([3.0, 1.0, 2.0]), np.array([1.5, 2.0, 0.5])):
+        assert same(vg(x), sl.value_and_grad(f)(x))
+
+
 def test_value_of_a_traced_value_is_an_escape():
     f = lambda x: sl.sum(x * np.exp(sl.value_of(x)))      # numpy on the values
     with pytest.warns(sl.CompileWarning, match="value_of"):
