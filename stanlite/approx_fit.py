@@ -247,8 +247,10 @@ class ApproximateFit(Fit):
             lw, k = self.psis()
             thr = pareto_k_threshold(n)
             ess = 1.0 / np.sum(np.exp(2 * lw[np.isfinite(lw)])) if np.isfinite(k) else 0.0
+            # two decimals, three where two would print k equal to a threshold
+            digits = 3 if round(k, 2) in (round(thr, 2), K_GOOD) else 2
             head = (f"Pareto k-hat of the importance ratios log_p - log_q over {n} draws: "
-                    f"{k:.2f}")
+                    f"{k:.{digits}f}")
             if not np.isfinite(k):
                 msgs.append(head + ": could not be estimated (too few finite ratios).")
             elif k < K_GOOD:
