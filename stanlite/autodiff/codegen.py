@@ -206,7 +206,7 @@ class _Gen:
     def aname(self, vid):
         """The name of a variable's adjoint buffer (its own, also when its value is
         another node's)."""
-        return "a" + self.uid.get(vid, None) if vid in self.uid else "a" + self.vname[vid]
+        return "a" + self.uid.get(vid, self.vname.get(vid))
 
     def tmp(self, prefix="t"):
         self.ntmp += 1
@@ -505,7 +505,6 @@ class _Gen:
     def forward(self, n, record):
         spec, args, kw = record
         name = self.vname[id(n)]
-        bp = n.bp
         fam = _family(n, spec)
         # the same primitive on the same arguments twice (x[0] read twice, 0.5 * d
         # written twice): the value is computed once (each node keeps its own adjoint,
@@ -577,7 +576,6 @@ class _Gen:
             return
         e = f"{self.fn(spec.fun)}({', '.join(vals + kws)})"
         self.emit(f"{name} = _norm({e})")
-        del bp
 
     def getitem_expr(self, x, idx, n):
         xv = self.val(x)
@@ -621,6 +619,13 @@ class _Gen:
 
     def _needs(self, *vs):
         return [type(v) is Var and id(v) in self.need for v in vs]
+
+    def dot_all(self, g, v, shape):
+        """sum(g * v) as arithmetic._dot_all computes it; a vector's ravel is itself,
+        so (unless exact: the ravel copies a strided view) one np.dot."""
+        if len(shape) == 1 and not self.exact:
+            return f"_float(_dot({g}, {v}))"
+        return f"_dot_all({g}, {v})"
 
     def bw_unary(self, n, spec, args, kw):
         (x,) = args
@@ -682,7 +687,7 @@ class _Gen:
             if type(gk) is tuple:
                 if xk == _F and yk == gk:
                     if nx:
-                        self.acc(x, f"_dot_all({g}, {yv})", _F)
+                        self.acc(x, self.dot_all(g, yv, gk), _F)
                     if ny:
                         self.acc(y, f"{g} * {_p(xv)}", gk, fresh=True)
                     return
@@ -690,7 +695,7 @@ class _Gen:
                     if nx:
                         self.acc(x, f"{g} * {_p(yv)}", gk, fresh=True)
                     if ny:
-                        self.acc(y, f"_dot_all({g}, {xv})", _F)
+                        self.acc(y, self.dot_all(g, xv, gk), _F)
                     return
             if nx:
                 k = _arith_kind(gk, yk)
@@ -705,7 +710,7 @@ class _Gen:
             return
         cobj = y if tx else x
         if vk == _F and type(gk) is tuple and type(cobj) is np.ndarray and ck_ == gk:
-            self.acc(v, f"_dot_all({g}, {c})", _F)
+            self.acc(v, self.dot_all(g, c, gk), _F)
             return
         k = _arith_kind(gk, ck_)
         self.acc(v, f"{g} * {_p(c)}", k, fresh=type(k) is tuple)
