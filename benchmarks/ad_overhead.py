@@ -19,7 +19,10 @@ Cases:
                           entry in scalar operations (the AD review's Table 7 example),
                           a weighted sum of its entries
 
-Run:  python benchmarks/ad_overhead.py [--quick]
+A second table: every zoo model's log-density gradient and log density on the eager
+tape and retaped (what ``Model`` does by default), and the one-time recording cost.
+
+Run:  python benchmarks/ad_overhead.py [--quick] [--no-models]
 """
 
 import argparse
@@ -394,6 +397,38 @@ def run(quick=False):
     return rows
 
 
+def zoo_table(quick=False):
+    """The zoo models' log density and gradient: eager tape vs retaped (the default of
+    ``Model``), per call, at a fixed random point of the unconstrained space."""
+    import stanlite.models as zoo
+    budget = 0.15 if quick else 0.4
+    repeats = 5 if quick else 7
+    print("\nzoo models (stanlite.models): median process time per call, eager tape vs "
+          "retaped (Model's default)")
+    head = (f"{'model':<28}{'dim':>4}{'grad eager':>12}{'retaped':>10}{'speed-up':>10}"
+            f"{'density eager':>15}{'retaped':>10}{'speed-up':>10}{'record ms':>11}")
+    print(head)
+    print("-" * len(head))
+    out = []
+    for name in zoo.names():
+        m = zoo.get(name)
+        x = np.random.default_rng(7).uniform(-1.0, 1.0, m.dim)
+        t0 = time.process_time()
+        m.log_density_gradient(x)                   # records and compiles
+        t_rec = time.process_time() - t0
+        m.log_density_gradient(x * 0.9)             # the one-time check against the tape
+        m.log_density(x)
+        m.log_density(x * 0.9)
+        fns = {"ge": lambda z: m._gradient(z, True), "gc": m.log_density_gradient,
+               "de": lambda z: m._log_density(z, True), "dc": m.log_density}
+        t = median_times(fns, {k: x for k in fns}, budget=budget, repeats=repeats)
+        out.append((name, t))
+        print(f"{name:<28}{m.dim:>4}{_fmt(t['ge']):>12}{_fmt(t['gc']):>10}"
+              f"{t['ge'] / t['gc']:>9.1f}x{_fmt(t['de']):>15}{_fmt(t['dc']):>10}"
+              f"{t['de'] / t['dc']:>9.1f}x{t_rec * 1e3:>11.1f}")
+    return out
+
+
 def _fmt(t):
     if t < 1e-3:
         return f"{t * 1e6:8.1f} us"
@@ -403,4 +438,8 @@ def _fmt(t):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timing loops")
-    run(ap.parse_args().quick)
+    ap.add_argument("--no-models", action="store_true", help="skip the zoo-model table")
+    a = ap.parse_args()
+    run(a.quick)
+    if not a.no_models:
+        zoo_table(a.quick)

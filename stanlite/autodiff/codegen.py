@@ -132,7 +132,12 @@ _RUNTIME = {
 # code generation
 # ======================================================================================
 class NotCompilable(Exception):
-    """A node or guard that has no replay rule (the eager tape is used)."""
+    """A node or guard that has no replay rule (the eager tape is used). ``quiet``: not
+    a problem of the function, only a replay that would not be faster."""
+
+    def __init__(self, msg, quiet=False):
+        super().__init__(msg)
+        self.quiet = quiet
 
 
 class _Adj:
@@ -574,7 +579,16 @@ class _Gen:
             e = f"_matmul({vals[0]}, {vals[1]})"
             self.emit(f"{name} = {'_float(' + e + ')' if kind_of(n.value) == _F else e}")
             return
-        e = f"{self.fn(spec.fun)}({', '.join(vals + kws)})"
+        fun = spec.fun
+        if self.value_only:
+            # a node made by hand (a super node) may do its reverse pass's work in
+            # ``fun``; replaying the value alone is then no cheaper than the tape
+            if spec.plain is not None:
+                fun = spec.plain
+            elif spec.wrapped is None:
+                raise NotCompilable(f"'{spec.name}' computes more than its value",
+                                    quiet=True)
+        e = f"{self.fn(fun)}({', '.join(vals + kws)})"
         self.emit(f"{name} = _norm({e})")
 
     def getitem_expr(self, x, idx, n):

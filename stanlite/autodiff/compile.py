@@ -327,7 +327,7 @@ class _Retaped:
             prog = build(rec, *self._io(rec), exact=self.exact,
                          value_only=self.value_only)
         except NotCompilable as e:
-            self._give_up(f"it cannot be compiled: {e}")
+            self._give_up(f"it cannot be compiled: {e}", warn=not e.quiet)
             return
         # the generated code must give the tape's results at the recording point
         try:
@@ -360,12 +360,13 @@ class _Retaped:
         """What a replay is checked against: the eager tape."""
         return self._eager(x)
 
-    def _give_up(self, reason):
+    def _give_up(self, reason, warn=True):
         self.fallback = reason
         self._programs = {}
         self._fast = None
-        warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
-                      stacklevel=4)
+        if warn:
+            warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
+                          stacklevel=4)
 
     # -- introspection -------------------------------------------------------------------
     @property

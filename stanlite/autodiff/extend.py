@@ -49,12 +49,15 @@ class Primitive:
 
     __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped",
                  "broadcasting", "nondiff", "scalar", "scalar_vjp", "op", "kernel",
-                 "check")
+                 "check", "plain")
 
     def __init__(self, name, fun, broadcasting=False):
         # the implementations the fast paths use, for tools that replay a tape
         # (compile.py): the float function and VJP of an elementwise primitive, its
-        # operator, and a fused density's kernel and argument check (fused.py)
+        # operator, and a fused density's kernel and argument check (fused.py);
+        # ``plain``: the value alone, for a node whose ``fun`` also prepares its reverse
+        # pass (a super node's sensitivities) - what a value-only replay calls
+        self.plain = None
         self.scalar = None
         self.scalar_vjp = None
         self.op = None
