@@ -30,13 +30,19 @@ ODE like any other: the super node can differentiate through it again, which is 
 second derivatives (Hessians through a solve) come out (see :mod:`.ode`).
 """
 
+import threading
+import warnings
+from collections import OrderedDict
+
 import numpy as np
 import scipy.sparse as _sparse
 
+from ..autodiff.compile import CompileWarning, compile
 from ..autodiff.dual import Dual, forward_scope
 from ..autodiff.tape import gc_paused_nested, sweep
 from ..autodiff.var import Box, Var, shape_of
 from ..errors import DifferentiationError, ModelError
+from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack
 
 __all__ = ["OdeRHS", "TangentRHS", "forward_tangent"]
@@ -68,7 +74,7 @@ def _closure_error(name):
 class OdeRHS:
     """``F(t, y, *args)`` (stanlite operations) with plain-value evaluators."""
 
-    __slots__ = ("F", "n", "name", "root", "_tangents", "_forward")
+    __slots__ = ("F", "n", "name", "root", "_tangents", "_forward", "_retaped")
 
     def __init__(self, F, n, name, root=None):
         self.F = F
@@ -76,6 +82,7 @@ class OdeRHS:
         self.name = name
         self.root = self if root is None else root     # the user's system
         self._tangents = {}
+        self._retaped = {}
         # use the forward pass for tangents and Jacobians? None: not decided yet
         # (decided by the first recording, deterministically: see _choose)
         self._forward = None if n > REVERSE_MAX_N_VECTOR else False
@@ -123,6 +130,11 @@ class OdeRHS:
     def jacobians(self, t, y, args, mask):
         """``(F, J_y, [J_pj for j in mask])`` at plain ``(t, y, args)``: one recording
         and one reverse sweep per state; ``J_pj`` has shape ``(n, size of args[j])``."""
+        rt = self._retape(t, y, args, mask)
+        if rt is not None:
+            r = rt[0].jacobians(t, y, rt[1])
+            if r is not None:
+                return r
         n = self.n
         with gc_paused_nested() as tape:
             yl = _leaf(y, tape)
@@ -168,6 +180,11 @@ class OdeRHS:
 
     def vjp(self, t, y, args, mask, lam):
         """``(F, lam^T J_y, [lam^T J_pj (flat) for j in mask])`` in one reverse sweep."""
+        rt = self._retape(t, y, args, mask)
+        if rt is not None:
+            r = rt[0].vjp(t, y, rt[1], lam)
+            if r is not None:
+                return r
         with gc_paused_nested() as tape:
             yl = _leaf(y, tape)
             a = list(args)
@@ -190,6 +207,25 @@ class OdeRHS:
             gp = [np.zeros(_size(leaf.value)) if leaf.adj is None
                   else np.ravel(leaf.adj) for leaf in leaves]
             return out.value, gy, gp
+
+    def _retape(self, t, y, args, mask):
+        """``(evaluator, flattened parameters)`` of the retaped f for these arguments,
+        or None (evaluate eagerly; see ``_retaped_rows``)."""
+        if RETAPE_AFTER is None or self.root is not self:
+            return None
+        key = (tuple(mask),) + tuple(map(id, args))
+        e = self._retaped.get(key)
+        if e is None:
+            # the arguments are kept with their key, so that their ids stay unique
+            e = self._retaped[key] = [None, args, None]
+        rt = e[0]
+        if rt is None:
+            rt = _retaped_rows(self, t, y, args, mask)
+            if rt is None:
+                return None
+            e[0] = rt
+            e[2] = rt.params(args)
+        return (rt, e[2]) if rt.ok else None
 
     def _choose(self, nodes):
         """Decide between reverse sweeps and the forward pass from one recording of
@@ -298,6 +334,164 @@ class TangentRHS(OdeRHS):
             return _sparse.kron(_sparse.identity(1 + self.k, format="csc"),
                                 _sparse.csc_matrix(Jy), format="csc")
         return np.kron(np.eye(1 + self.k), Jy)
+
+
+# --------------------------------------------------------------------------------------
+# retaping the right-hand side
+# --------------------------------------------------------------------------------------
+# A solve evaluates f's Jacobians hundreds of times at points that differ only in
+# (t, y), and a sampler solves the same system at every step with new parameters.
+# Once f has been evaluated RETAPE_AFTER times with the same data, it is recorded once
+# more and compiled (sl.compile: the tape as straight-line Python, replayed with the
+# eager tape's numbers bit for bit, guards on value-dependent branches such as
+# ``if t > 0`` that re-record or fall back to the eager tape when they fail): a replay
+# costs a fraction of a recording plus a sweep. The compiled function is
+#     h(x) = sum(f(t, y, p) * w),     x = (t, y, p, w),
+# whose gradient gives the row w^T [J_y, J_p] and, in the w slot, f itself; p are the
+# traced arguments (inputs of the program). The other arguments - data - become
+# constants of the program, so the program is shared by the solves that pass the same
+# f and the same data: keyed by f's identity, the traced arguments' shapes, and the
+# data's values (numbers, tuples of numbers) or identities (arrays and other objects,
+# kept alive by the cache so that their ids are not reused). As for sl.compile and
+# the models' retaped gradients, f must be a pure function of its arguments, and data
+# arrays must not be modified in place between solves. None turns retaping off.
+RETAPE_AFTER = 64
+_CACHE_SIZE = 32
+_cache = OrderedDict()          # key -> [evaluations, _Retaped or None, kept objects]
+_cache_lock = threading.Lock()
+
+# a retaped right-hand side that falls back to the eager tape needs no warning: the
+# evaluator notices (``fallback``) and uses its own eager path
+warnings.filterwarnings("ignore", message=r"sl\.compile\(.*_ode_rhs_rows\)",
+                        category=CompileWarning)
+
+
+def _data_key(a):
+    """A hashable stand-in for a data argument: its value if it is an immutable
+    number or tuple of numbers, else its identity."""
+    t = type(a)
+    if t is float or t is int or t is bool or t is str or a is None:
+        return (t, a)
+    if t is tuple and all(type(e) in (float, int) for e in a):
+        return (t, a)
+    return ("id", id(a))
+
+
+def _retaped_rows(rhs, t, y, args, mask):
+    """The shared compiled evaluator for (f, data), once it has been asked for
+    RETAPE_AFTER times; None before (the caller evaluates eagerly)."""
+    key = (rhs.F, rhs.n, tuple(mask)) + tuple(
+        ("p", shape_of(a)) if j in mask else _data_key(a) for j, a in enumerate(args))
+    with _cache_lock:
+        e = _cache.get(key)
+        if e is None:
+            e = _cache[key] = [0, None, (rhs.F,) + tuple(args)]
+            if len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+        else:
+            _cache.move_to_end(key)
+        e[0] += 1
+        if e[1] is None and e[0] >= RETAPE_AFTER:
+            e[1] = _Retaped(rhs, t, y, args, mask)
+        return e[1]
+
+
+class _Retaped:
+    """Rows of [J_y, J_p] (and f) by a compiled recording, for fixed arguments."""
+
+    __slots__ = ("vg", "n", "P", "sizes", "mask", "ok")
+
+    def __init__(self, rhs, t, y, args, mask):
+        n = self.n = rhs.n
+        F, state = rhs.F, rhs.state
+        shapes = [shape_of(args[j]) for j in mask]
+        self.sizes = sizes = [_size(args[j]) for j in mask]
+        self.P = sum(sizes)
+        self.mask = mask
+        p = self.params(args)
+
+        def _ode_rhs_rows(x):
+            a = list(args)
+            off = 1 + n
+            for j, s, m in zip(mask, shapes, sizes):
+                a[j] = x[off] if s == () else reshape(x[off:off + m], s)
+                off += m
+            return _sum(state(F(x[0], x[1:1 + n], *a)) * x[off:])
+
+        self.ok = False
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CompileWarning)
+                x = self._x(t, y, p, np.ones(n))
+                vg = compile(_ode_rhs_rows, x)
+                # the first replay at a new point is checked against the eager tape:
+                # do it now, where a fallback is quiet
+                vg(self._x(t, y * (1.0 + 1e-9), p, np.ones(n)))
+        except CompileWarning:
+            return                                    # warnings as errors
+        self.vg = vg
+        self.ok = vg.fallback is None
+
+    def params(self, args):
+        """The traced arguments, flattened: the program's inputs after t and y."""
+        if not self.mask:
+            return _EMPTY
+        return np.concatenate([np.ravel(args[j]) for j in self.mask])
+
+    @staticmethod
+    def _x(t, y, p, w):
+        return np.concatenate(((float(t),), y, p, w))
+
+    def _call(self, x):
+        try:
+            r = self.vg(x)
+        except CompileWarning:                        # warnings as errors
+            r = None
+        if self.vg.fallback is not None:
+            self.ok = False
+            return None
+        return r
+
+    def jacobians(self, t, y, p):
+        n, P = self.n, self.P
+        Jy = np.empty((n, n))
+        Jpf = np.empty((n, P))
+        f = None
+        for i in range(n):
+            w = np.zeros(n)
+            w[i] = 1.0
+            r = self._call(self._x(t, y, p, w))
+            if r is None:
+                return None
+            g = r[1]
+            Jy[i] = g[1:1 + n]
+            Jpf[i] = g[1 + n:1 + n + P]
+            if f is None:
+                f = g[1 + n + P:]
+        return f, Jy, self._split(Jpf)
+
+    def vjp(self, t, y, p, lam):
+        n, P = self.n, self.P
+        r = self._call(self._x(t, y, p, np.asarray(lam, dtype=float)))
+        if r is None:
+            return None
+        g = r[1]
+        gp = g[1 + n:1 + n + P]
+        out, off = [], 0
+        for m in self.sizes:
+            out.append(gp[off:off + m])
+            off += m
+        return g[1 + n + P:], g[1:1 + n], out
+
+    def _split(self, Jpf):
+        out, off = [], 0
+        for m in self.sizes:
+            out.append(Jpf[:, off:off + m])
+            off += m
+        return out
+
+
+_EMPTY = np.zeros(0)
 
 
 def _leaf(value, tape):

@@ -688,3 +688,74 @@ def test_a_primitive_without_forward_rule_in_f():
     assert sl.grad(L)(0.7) == pytest.approx(want, rel=1e-8)
     with pytest.raises(sl.DifferentiationError, match="cube.*JVP"):
         sl.hessian(lambda k: L(k[0]))(np.array([0.7]))
+
+
+# --------------------------------------------------------------------------------------
+# the retaped right-hand side (sl.compile of f inside the solver)
+# --------------------------------------------------------------------------------------
+@pytest.fixture
+def retape_soon(monkeypatch):
+    """Retape f after 2 evaluations (instead of dozens), with an empty cache."""
+    from stanlite.functor import ode_rhs
+    monkeypatch.setattr(ode_rhs, "RETAPE_AFTER", 2)
+    monkeypatch.setattr(ode_rhs, "_cache", type(ode_rhs._cache)())
+    return ode_rhs
+
+
+def _eager_and_retaped(ode_rhs, fun, x):
+    saved = ode_rhs.RETAPE_AFTER
+    ode_rhs.RETAPE_AFTER = None
+    try:
+        eager = sl.value_and_grad(fun)(x)
+    finally:
+        ode_rhs.RETAPE_AFTER = saved
+    return eager, sl.value_and_grad(fun)(x), sl.value_and_grad(fun)(x)
+
+
+def branchy(t, y, theta, x_r):
+    """The posteriordb right-hand side: a branch on t, data in a tuple."""
+    ka, km, vm = theta[0], theta[1], theta[2]
+    dose = 0.0
+    if t > 0.5:                                   # the branch flips during the solve
+        dose = sl.exp(-ka * t) * x_r[0] * ka / x_r[1]
+    return sl.stack([dose - (vm / x_r[1]) * y[0] / (km + y[0])])
+
+
+@pytest.mark.parametrize("solve", [sl.ode_bdf, sl.ode_rk45, sl.ode_adjoint])
+def test_retaped_rhs_gives_the_eager_numbers_bit_for_bit(retape_soon, solve):
+    ts = np.array([0.25, 1.0, 3.0])
+
+    def lp(th):
+        return sl.sum(sl.log(solve(branchy, np.array([1.0]), 0.0, ts, th, (30.0, 2.0))))
+    th = np.array([1.0, 2.0, 3.0])
+    (v0, g0), (v1, g1), (v2, g2) = _eager_and_retaped(retape_soon, lp, th)
+    assert v0 == v1 == v2
+    assert np.array_equal(g0, g1) and np.array_equal(g0, g2)
+    assert any(e[1] is not None and e[1].ok for e in retape_soon._cache.values())
+
+
+def test_retaped_rhs_keys_on_the_data(retape_soon):
+    # the same f with other data (other arrays, other numbers) is another program
+    ts = np.array([1.0, 2.0])
+
+    def grad_with(dose):
+        return sl.grad(lambda k: sl.sum(sl.ode_rk45(mm_pk, np.array([1.0, 0.2]), 0.0, ts, k,
+                                                    dose, **TIGHT)))(np.array([1.2, 0.8, 0.5]))
+    first = grad_with(np.array([0.5]))
+    other = grad_with(np.array([1.5]))
+    retape_soon.RETAPE_AFTER = None
+    assert np.array_equal(first, grad_with(np.array([0.5])))
+    assert np.array_equal(other, grad_with(np.array([1.5])))
+    assert not np.allclose(first, other)
+
+
+def test_retaping_falls_back_quietly(retape_soon):
+    # f reads a value with float(): the recording cannot be replayed; the solver
+    # goes on with the eager tape, without a warning (warnings are errors here)
+    def f(t, y, k):
+        scale = 1.0 if float(y[0]) > -1.0 else 2.0
+        return -k * y * scale
+    g = sl.grad(lambda k: sl.ode_rk45(f, [1.0], 0.0, [1.0], k, **TIGHT)[0, 0])(0.5)
+    assert g == pytest.approx(-np.exp(-0.5), rel=1e-8)
+    tried = [e[1] for e in retape_soon._cache.values() if e[1] is not None]
+    assert tried and not any(rt.ok for rt in tried)
