@@ -48,7 +48,15 @@ class Plan:
 
 def _kinds(ev):
     """Per record: BOLUS / INFUSION / CONSTANT and the rate flag, from the rate and
-    amount values (a guarded decision when they are traced)."""
+    amount values (a guarded decision when they are traced; cached for plain fields,
+    by the identity of the arrays, which the cache keeps alive)."""
+    fields = (ev.rate, ev.amt, ev.ii)
+    plain = not any(isinstance(x, Box) for x in fields)
+    if plain:
+        hit = ev._cache.get("kinds")
+        if hit is not None and all(a is b for a, b in zip(hit[0], fields)):
+            return hit[1]
+
     def fn(rate, amt, ii):
         rate = np.asarray(rate, float)
         amt = np.asarray(amt, float)
@@ -57,7 +65,11 @@ def _kinds(ev):
         kind = np.where(flag != 0, INFUSION, BOLUS)
         kind = np.where((ev.ss > 0) & (rate > 0) & (amt == 0) & (ii == 0), CONSTANT, kind)
         return tuple(kind.tolist()), tuple(flag.tolist())
-    return guarded(fn, ev.rate, ev.amt, ev.ii)
+    if plain:
+        out = fn(*fields)
+        ev._cache["kinds"] = (fields, out)
+        return out
+    return guarded(fn, *fields)
 
 
 def plan(ev):
