@@ -28,6 +28,11 @@ Its traced form (``TangentRHS.F``) is one forward-mode evaluation of the parent'
 ``F`` on dual numbers, written in stanlite operations, so a tangent system is an
 ODE like any other: the super node can differentiate through it again, which is how
 second derivatives (Hessians through a solve) come out (see :mod:`.ode`).
+
+Retaping: once the user's ``f`` has been differentiated often enough with the same
+data, its Jacobian rows come from a compiled recording (``sl.compile``) shared by
+later solves - the same numbers, bit for bit, at a fraction of the cost of recording
+and sweeping at each right-hand side (see ``RETAPE_AFTER`` below).
 """
 
 import threading
@@ -372,6 +377,8 @@ def _data_key(a):
     t = type(a)
     if t is float or t is int or t is bool or t is str or a is None:
         return (t, a)
+    if isinstance(a, (np.floating, np.integer)):
+        return (t, a.item())
     if t is tuple and all(type(e) in (float, int) for e in a):
         return (t, a)
     return ("id", id(a))
