@@ -100,8 +100,9 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
     method : ``"rk45"`` (non-stiff) or ``"bdf"`` (stiff).
     rel_tol, abs_tol, max_num_steps : the ODE solver's controls.
     ss_rel_tol, ss_f_tol, ss_max_steps : the algebraic solver's controls for steady
-        states (Powell's dogleg); the integrations inside a steady-state solve use
-        ``min(rel_tol, abs_tol, ss_rel_tol)`` so that ``f_tol`` is reachable.
+        states (Powell's dogleg). The residual ``x - F_ii(x + A e_c)`` is divided by
+        the dose (rounded up to a power of two), so ``ss_f_tol`` is relative to the
+        amounts dosed; the integrations inside use ``min(rel_tol, abs_tol)``.
     ss_guess : initial guess of the steady-state trough (a vector of ``n_cmt``);
         default zeros.
 

@@ -229,8 +229,8 @@ class OdeSystem:
         self.ss_rel_tol = ss_rel_tol
         self.ss_f_tol = ss_f_tol
         self.ss_max_steps = ss_max_steps
-        # the integrations inside a steady-state residual must be well below f_tol
-        self.inner_tol = min(rel_tol, abs_tol, 1e-10)
+        # the integrations inside a steady-state residual: the tighter of the two
+        self.inner_tol = min(rel_tol, abs_tol)
         self.who = who
         if ss_guess is None:
             self.guess = np.zeros(n)
@@ -293,8 +293,10 @@ class OdeSystem:
             f = self.f
             data = self.data
 
+            sc = _scale(R)
+
             def resid(x, theta, R):
-                return f(0.0, x, theta, *data) + _unit_vec(R, c, n)
+                return (f(0.0, x, theta, *data) + _unit_vec(R, c, n)) / sc
             return self._solve(resid, theta, R), R
         ii = _sel(d.ss_ii, q)
         lagged = d.ss_lag is not None
@@ -304,9 +306,10 @@ class OdeSystem:
             psi = psi[0] if shape_of(psi) else psi
         if kind == BOLUS:
             A = _sel(d.ss_amount, q)
+            sc = _scale(A)
 
             def resid(x, theta, A, ii):
-                return x - self._period_bolus(x, theta, A, ii, c)
+                return (x - self._period_bolus(x, theta, A, ii, c)) / sc
             x = self._solve(resid, theta, A, ii)
             if lagged:
                 x = self._after(x + _unit_vec(A, c, n), psi, theta, np.zeros(n))
@@ -316,8 +319,10 @@ class OdeSystem:
 
         m, second = guarded(_overlap, dur, ii) if _traced(dur, ii) else _overlap(dur, ii)
 
+        sc = _scale(R * dur)
+
         def resid(x, theta, R, dur, ii):
-            return x - self._period_infusion(x, theta, R, dur, ii, c, m, second)
+            return (x - self._period_infusion(x, theta, R, dur, ii, c, m, second)) / sc
         x = self._solve(resid, theta, R, dur, ii)
         if lagged:
             seg1 = dur - m * ii
@@ -341,7 +346,8 @@ def ode_steady_state(f, n_cmt, theta, amt, ii, cmt=1, rate=0.0, *, data=(),
 
     The root of ``x - F_ii(x + amt e_c) = 0`` (``F_u`` the ODE's evolution over ``u``;
     for an infusion the evolution with the rate on while it runs) by the algebraic-
-    solver super node (Powell's dogleg, ``f_tol``, ``max_steps``): derivatives in
+    solver super node (Powell's dogleg, ``max_steps``; ``f_tol`` relative to the dose:
+    the residual is divided by it, rounded up to a power of two): derivatives in
     ``theta``, ``amt``, ``ii`` and ``rate`` by the implicit function theorem.
 
     Example: a linear one-compartment model at steady state, against the closed
@@ -371,15 +377,16 @@ def ode_steady_state(f, n_cmt, theta, amt, ii, cmt=1, rate=0.0, *, data=(),
         return True
     guarded(check, amt, ii, rate)
     is_inf = guarded(lambda r: bool(r > 0), rate)
+    sc = _scale(amt)
     if not is_inf:
         def resid(x, theta, A, ii):
-            return x - sys_._period_bolus(x, theta, A, ii, c)
+            return (x - sys_._period_bolus(x, theta, A, ii, c)) / sc
         return sys_._solve(resid, theta, amt, ii)
     dur = amt / rate
     m, second = guarded(_overlap, dur, ii)
 
     def resid(x, theta, R, dur, ii):
-        return x - sys_._period_infusion(x, theta, R, dur, ii, c, m, second)
+        return (x - sys_._period_infusion(x, theta, R, dur, ii, c, m, second)) / sc
     return sys_._solve(resid, theta, rate, dur, ii)
 
 
@@ -391,6 +398,17 @@ def _unit_vec(a, c, n):
         return v
     return stack([a if j == c else 0.0 for j in range(n)])
 
+
+
+def _scale(a):
+    """The size of a dose (or rate) as a power of two >= 1: steady-state residuals are
+    divided by it, so that the solver's ``f_tol`` is relative to the amounts dosed.
+    (A power of two: a retaped gradient with a traced dose re-records only when the
+    dose crosses one.)"""
+    def fn(a):
+        a = abs(float(np.asarray(a)))
+        return math.ldexp(1.0, math.ceil(math.log2(a))) if a > 1 else 1.0
+    return guarded(fn, a) if isinstance(a, Box) else fn(a)
 
 
 def _overlap(dur, ii):
