@@ -77,6 +77,8 @@ import time
 
 import numpy as np
 
+from stanlite.autodiff.functional import hessian as _hessian
+
 from .hamiltonian import Point, RejectedPoint
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative",
@@ -110,20 +112,27 @@ def reset_profile():
 reset_profile()
 _clock = time.perf_counter
 
-# |alpha lam| below which f and its divided differences use their Taylor series, and
-# above which coth(alpha lam) = 1 to double precision (2 e^-36 < 1e-15)
-_SMALL = 0.02
+# |alpha lam| below which f and its derivatives use the Taylor series of x coth(x)
+# (six terms: the first omitted one is below 1e-16 relative there), and above which
+# coth(alpha lam) = 1 to double precision (2 e^-36 < 1e-15)
+_SMALL = 0.1
 _LARGE = 18.0
+#: x coth(x) = sum_k c_k x^(2k), c_k = 2^(2k) B_2k / (2k)!
+_COTH_SERIES = (1.0, 1.0 / 3.0, -1.0 / 45.0, 2.0 / 945.0, -1.0 / 4725.0, 2.0 / 93555.0)
 
 
-# ----------------------------------------------------------------------------------------
-# the SoftAbs map of the eigenvalues and its derivatives
-# ----------------------------------------------------------------------------------------
+def _series(x2, coefs):
+    out = 0.0
+    for c in reversed(coefs):
+        out = out * x2 + c
+    return out
+
+
 def softabs(lam, alpha):
     """``f(lam) = lam coth(alpha lam)``, elementwise, without cancellation or overflow.
 
-    Series ``(1 + x^2/3 - x^4/45 + 2 x^6/945) / alpha`` (``x = alpha lam``) for
-    ``|x| < 0.02``; ``|lam|`` for ``|x| > 18`` (exact in double precision).
+    Series ``(1 + x^2/3 - x^4/45 + ...) / alpha`` (``x = alpha lam``) for
+    ``|x| < 0.1``; ``|lam|`` for ``|x| > 18`` (exact in double precision).
 
     Example
     -------
@@ -136,7 +145,7 @@ def softabs(lam, alpha):
     x = alpha * lam
     ax = np.abs(x)
     x2 = x * x
-    series = (1.0 + x2 * (1.0 / 3.0 + x2 * (-1.0 / 45.0 + x2 * (2.0 / 945.0)))) / alpha
+    series = _series(x2, _COTH_SERIES) / alpha
     with np.errstate(divide="ignore", invalid="ignore"):
         mid = lam / np.tanh(x)
     return np.where(ax < _SMALL, series, np.where(ax > _LARGE, np.abs(lam), mid))
@@ -156,8 +165,8 @@ def softabs_derivative(lam, alpha):
     x = alpha * lam
     ax = np.abs(x)
     x2 = x * x
-    # d/dlam of the series above: alpha * (2x/3 - 4x^3/45 + 12 x^5/945)
-    series = x * (2.0 / 3.0 + x2 * (-4.0 / 45.0 + x2 * (12.0 / 945.0)))
+    # d/dlam of the series (no cancellation near 0, where coth(x) - x/sinh(x)^2 has)
+    series = x * _series(x2, [2 * k * c for k, c in enumerate(_COTH_SERIES)][1:])
     xs = np.where(ax < _SMALL, 1.0, np.minimum(ax, 2 * _LARGE) * np.sign(x))
     mid = 1.0 / np.tanh(xs) - xs / np.sinh(xs) ** 2
     return np.where(ax < _SMALL, series, np.where(ax > _LARGE, np.sign(lam), mid))
@@ -203,14 +212,12 @@ def softabs_divided_differences(lam, alpha):
         large = close & (np.abs(xa) > _LARGE) & (np.abs(xb) > _LARGE)
         mid = close & ~small & ~large
         if np.any(small):
-            # (s(xa) - s(xb)) / (a - b) for s(x) = 1 + x^2/3 - x^4/45 + 2x^6/945,
-            # times 1/alpha: each (xa^2k - xb^2k)/(xa - xb) as an exact sum
-            s1 = xa + xb
-            s2 = xa * xa + xb * xb
-            p2 = s1                                       # (xa^2 - xb^2)/(xa - xb)
-            p4 = s1 * s2                                  # (xa^4 - xb^4)/(xa - xb)
-            p6 = s1 * (xa ** 4 + xa * xa * xb * xb + xb ** 4)
-            ser = p2 / 3.0 - p4 / 45.0 + 2.0 * p6 / 945.0
+            # (s(xa) - s(xb)) / (alpha (a - b)) for the series s(x) of x coth(x):
+            # each (xa^2k - xb^2k)/(xa - xb) = sum_j xa^j xb^(2k-1-j), exactly
+            ser = 0.0
+            for k in range(1, len(_COTH_SERIES)):
+                ser = ser + _COTH_SERIES[k] * sum(xa ** j * xb ** (2 * k - 1 - j)
+                                                  for j in range(2 * k))
             out = np.where(small, ser, out)
         if np.any(large):
             out = np.where(large, np.sign(a + 0.0 * b), out)
@@ -222,7 +229,7 @@ def softabs_divided_differences(lam, alpha):
                              np.sinh(dx) / np.where(dx == 0, 1.0, dx))
             val = 1.0 / np.tanh(ya) - yb * sinhc / (np.sinh(ya) * np.sinh(yb))
             out = np.where(mid, val, out)
-    return out
+    return 0.5 * (out + out.T)            # the close-pair formula is not symmetric in a, b
 
 
 # ----------------------------------------------------------------------------------------
@@ -295,14 +302,14 @@ class Geometry:
 # the model's log density as a function of traced values (for the third-order sweeps)
 # ----------------------------------------------------------------------------------------
 def _traced_log_density(model):
-    """``x -> log p(x)`` written in stanlite operations, so that it nests: an
-    ``sl.Model``'s own log density (the function ``log_density_hessian``
-    differentiates); for another protocol object its ``log_density`` must accept
-    traced values (checked on first use)."""
+    """``(f, is_model)``: ``f(x) = log p(x)`` written in stanlite operations, so that
+    it nests - an ``sl.Model``'s own log density (the function its
+    ``log_density_hessian`` differentiates); for another protocol object its
+    ``log_density``, which must then accept traced values."""
     ld = getattr(model, "_log_density", None)
     if callable(ld):
-        return ld
-    return model.log_density
+        return ld, True
+    return model.log_density, False
 
 
 class _HessianTape:
@@ -313,7 +320,6 @@ class _HessianTape:
     __slots__ = ("_scope", "_gc", "_x", "_H", "tape", "A")
 
     def __init__(self, f, q):
-        from stanlite.autodiff.functional import hessian
         from stanlite.autodiff.tape import gc_paused, nested
         from stanlite.autodiff.var import Box, Var
         self._scope = nested()
@@ -323,7 +329,7 @@ class _HessianTape:
         self._gc.__enter__()
         try:
             self._x = Var(q)
-            H = hessian(f)(self._x)
+            H = _hessian(f)(self._x)
         except BaseException:
             self.close()
             raise
@@ -427,6 +433,7 @@ class SoftAbsMetric:
         self.tol = float(fixed_point_tol)
         self.max_iter = max_fixed_point
         self._f = None
+        self._is_model = False
         self._model = None
 
     @property
@@ -438,16 +445,20 @@ class SoftAbsMetric:
     # ---- the pieces ----------------------------------------------------------------
     def _fun(self, model):
         if model is not self._model:
+            self._f, self._is_model = _traced_log_density(model)
             self._model = model
-            self._f = _traced_log_density(model)
         return self._f
 
     def geometry(self, model, q):
         """The :class:`Geometry` at ``q`` (raises for a failing density; non-finite
         Hessians raise ``FloatingPointError``)."""
         t0 = _clock()
+        f = self._fun(model)
         with np.errstate(all="ignore"):
-            _, _, Hl = model.log_density_hessian(q)
+            if self._is_model:                  # the Hessian alone (no gradient)
+                Hl = _hessian(f)(q)
+            else:                               # a protocol object's own Hessian
+                Hl = model.log_density_hessian(q)[2]
         PROFILE["hessians"] += 1
         PROFILE["t_hessian"] += _clock() - t0
         Hl = np.asarray(Hl, dtype=float)
@@ -524,60 +535,35 @@ class SoftAbsMetric:
         half = 0.5 * eps
         geo0 = self._geometry_of(model, z)
         q0, p0 = z.q, z.p
-        tol = self.tol
-        # 1. p_h = p0 - e dH/dq(q0, p_h): dH/dq = -grad + grad tr(M(p) A); each
-        #    iteration is one sweep over the recording of q -> A(q) at q0
+        # both fixed points are measured (and accelerated) in the metric at q0:
+        # |dp| in Sigma^-1, |dq| in Sigma, i.e. in standard deviations
+        wp = np.sqrt(geo0.finv)[:, None] * geo0.Q.T
+        wq = np.sqrt(geo0.f)[:, None] * geo0.Q.T
         t0 = _clock()
+        # 1. p_h = p0 - e dH/dq(q0, p_h), dH/dq = -grad + grad tr(M(p) A): each
+        #    evaluation is one sweep over the recording of q -> A(q) at q0
         with _HessianTape(f, q0) as rec:
             base = p0 + half * z.grad
-            p = p0
-            prev = math.inf
-            worse = 0
-            for k in range(self.max_iter):
-                p_new = base - half * rec.grad_trace(geo0.trace_matrix(p))
+
+            def G_p(p):
                 PROFILE["p_iterations"] += 1
-                if not _finite(p_new):
-                    PROFILE["t_fixed_point"] += _clock() - t0
-                    return self._fail(z)
-                r = geo0.norm_p(p_new - p)
-                p = p_new
-                if r <= tol:
-                    break
-                worse = worse + 1 if r >= prev else 0
-                if worse >= 2:           # not contracting: eps too large here
-                    k = self.max_iter
-                    break
-                prev = r
-            else:
-                k = self.max_iter
-        if k >= self.max_iter:
+                return base - half * rec.grad_trace(geo0.trace_matrix(p))
+            p_h = _fixed_point(G_p, p0, wp, self.tol, self.max_iter)
+        if p_h is None:
             PROFILE["t_fixed_point"] += _clock() - t0
             return self._fail(z)
-        p_h = p
-        # 2. q1 = q0 + e [Sigma(q0)^-1 p_h + Sigma(q1)^-1 p_h]: a Hessian and its
-        #    eigendecomposition at every iterate
+        # 2. q1 = q0 + e [Sigma(q0)^-1 p_h + Sigma(q1)^-1 p_h]: the Hessian and its
+        #    eigendecomposition at every iterate (the first, q1 = q0, is known)
         v0 = geo0.velocity(p_h)
-        q = q0 + eps * v0                  # the first iterate (from q1 = q0)
-        prev = math.inf
-        worse = 0
-        converged = False
-        for k in range(self.max_iter):
-            geo = self.geometry(model, q)
-            q_new = q0 + half * (v0 + geo.velocity(p_h))
+
+        def G_q(q):
+            if q is q0:
+                return q0 + eps * v0
             PROFILE["q_iterations"] += 1
-            if not _finite(q_new):
-                break
-            r = geo.norm_q(q_new - q)
-            q = q_new
-            if r <= tol:
-                converged = True
-                break
-            worse = worse + 1 if r >= prev else 0
-            if worse >= 2:
-                break
-            prev = r
+            return q0 + half * (v0 + self.geometry(model, q).velocity(p_h))
+        q = _fixed_point(G_q, q0, wq, self.tol, self.max_iter)
         PROFILE["t_fixed_point"] += _clock() - t0
-        if not converged:
+        if q is None:
             return self._fail(z)
         # 3. p1 = p_h - e dH/dq(q1, p_h), explicit; the recording at q1 also gives
         #    the Hessian whose eigendecomposition the new point carries
@@ -594,6 +580,54 @@ class SoftAbsMetric:
         if not -math.inf < h < math.inf:
             return Point(q, p1, lp, grad, v1, math.inf, geo1)
         return Point(q, p1, lp, grad, v1, h, geo1)
+
+
+def _fixed_point(G, x0, W, tol, max_iter, depth=4):
+    """Solve ``x = G(x)`` from ``x0``; ``None`` when it does not converge.
+
+    Anderson acceleration (type II, Walker & Ni 2011) of depth ``depth`` with the
+    least-squares problem in the whitened coordinates ``W x`` (the metric norm, so
+    the acceleration is as scale-free as the test). Convergence: ``|W (G(x) - x)| <=
+    tol``, and the answer is that last ``G(x)``. Failure: ``max_iter`` evaluations,
+    a non-finite value, a residual growing a thousandfold, or no new smallest
+    residual in 8 evaluations (no contraction: the step is too large for the local
+    curvature, and the implicit equations may have no solution at all). The
+    accelerated iterates only change the path, not the solution, so the
+    integrator's symmetry holds to ``tol``.
+    """
+    x = x0
+    gx = G(x)
+    dGs, dFs = [], []
+    r0 = g_prev = wf_prev = None
+    best, k_best = math.inf, 0
+    for k in range(max_iter):
+        if gx is None or not _finite(gx):
+            return None
+        fx = gx - x
+        wf = W @ fx
+        r = math.sqrt(float(wf @ wf))
+        if r <= tol:
+            return gx
+        if r < best:
+            best, k_best = r, k
+        if r0 is None:
+            r0 = r
+        elif not r < 1e3 * r0 or k - k_best >= 8 or k == max_iter - 1:
+            return None
+        if k == 0:
+            x_new = gx
+        else:
+            dGs.append(gx - g_prev)
+            dFs.append(wf - wf_prev)
+            if len(dGs) > depth:
+                del dGs[0], dFs[0]
+            F = np.column_stack(dFs)
+            gamma = np.linalg.lstsq(F, wf, rcond=None)[0]
+            x_new = gx - np.column_stack(dGs) @ gamma
+        g_prev, wf_prev = gx, wf
+        x = x_new
+        gx = G(x)
+    return None
 
 
 # ----------------------------------------------------------------------------------------

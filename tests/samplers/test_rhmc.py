@@ -1,0 +1,406 @@
+"""Riemannian HMC with the SoftAbs metric (samplers/rhmc.py): the SoftAbs map and its
+divided differences against 40-digit references, the metric of a Gaussian (the
+inverse covariance for large alpha), the Hamiltonian's gradients against central
+differences and against sl.grad_trace_mat_hessian, the implicit leapfrog
+(second order, reversible, volume-preserving on non-Gaussian targets), fixed-point
+failures as divergences, the shared NUTS tree, model.sample(sampler="rhmc") and
+moments within Monte Carlo standard errors (long validations marked slow)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite.samplers import nuts, rhmc
+from stanlite.samplers.hamiltonian import Point
+from stanlite.samplers.rhmc import (Geometry, SoftAbsMetric, softabs, softabs_derivative,
+                                    softabs_divided_differences)
+
+
+# ---- targets ----------------------------------------------------------------------------
+class Banana(sl.Model):
+    """x1 ~ N(0, 1), x2 | x1 ~ N(b (x1^2 - 1), s): E = (0, 0), Var = (1, s^2 + 2 b^2);
+    the potential's Hessian is indefinite away from the ridge."""
+    b = sl.data.real()
+    s = sl.data.real(lower=0)
+    x = sl.param.vector(2)
+
+    def log_prob(self, x):
+        return (sl.normal_lpdf(x[0], 0.0, 1.0)
+                + sl.normal_lpdf(x[1], self.b * (x[0] ** 2 - 1.0), self.s))
+
+
+class Funnel(sl.Model):
+    """Neal's funnel: v ~ N(0, 3), x_i ~ N(0, e^(v/2))."""
+    D = sl.data.int(lower=2)
+    v = sl.param.real()
+    x = sl.param.vector(lambda D: D - 1)
+
+    def log_prob(self, v, x):
+        return sl.normal_lpdf(v, 0.0, 3.0) + sl.normal_lpdf(x, 0.0, sl.exp(v / 2))
+
+
+class CorrGauss(sl.Model):
+    """N(mu, C) with a fixed correlated covariance (constant Hessian C^-1)."""
+    mu = sl.data.vector(3)
+    L = sl.data.matrix(3, 3)
+    x = sl.param.vector(3)
+
+    def log_prob(self, x):
+        return sl.multi_normal_cholesky_lpdf(x, self.mu, self.L)
+
+
+_C = np.array([[1.0, 0.6, -0.2], [0.6, 2.0, 0.3], [-0.2, 0.3, 0.5]])
+_MU = np.array([1.0, -2.0, 0.5])
+
+
+def _gauss():
+    return CorrGauss(mu=_MU, L=np.linalg.cholesky(_C))
+
+
+class ProtocolBanana:
+    """A log-density-protocol object (not a Model) whose log_density is written in
+    stanlite ops, so RHMC can differentiate it to third order."""
+    dim = 2
+
+    def __init__(self, b=1.0, s=0.5):
+        self.b, self.s = b, s
+
+    def log_density(self, x):
+        r = x[1] - self.b * (x[0] ** 2 - 1.0)
+        return -0.5 * x[0] ** 2 - 0.5 * (r / self.s) ** 2
+
+    def log_density_gradient(self, x):
+        return sl.value_and_grad(self.log_density)(np.asarray(x, float))
+
+    def log_density_hessian(self, x):
+        lp, g = self.log_density_gradient(x)
+        return lp, g, sl.hessian(self.log_density)(np.asarray(x, float))
+
+
+def _point(metric, model, q, p):
+    """A phase-space point with its geometry, velocity and Hamiltonian."""
+    q = np.asarray(q, float)
+    p = np.asarray(p, float)
+    lp, g = model.log_density_gradient(q)
+    geo = metric.geometry(model, q)
+    v = geo.velocity(p)
+    return Point(q, p, lp, g, v, -lp + 0.5 * geo.logdet + 0.5 * float(p @ v), geo)
+
+
+# ---- the SoftAbs map ----------------------------------------------------------------------
+_LAMS = np.array([-40.0, -18.5, -17.9, -3.0, -0.7, -0.03, -0.019, -1e-3, -1e-9, 0.0,
+                  1e-12, 2e-6, 0.0199, 0.0201, 0.4, 0.4 + 1e-9, 0.4 + 1e-4, 0.4004, 5.0,
+                  17.99, 18.01, 250.0])
+
+
+def _mp_f(lam, alpha):
+    import mpmath as mp
+    lam = mp.mpf(lam)
+    return 1 / mp.mpf(alpha) if lam == 0 else lam / mp.tanh(alpha * lam)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.05, 7.0, 1e6])
+def test_softabs_and_derivative_match_40_digit_references(alpha):
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    lam = _LAMS
+    f = softabs(lam, alpha)
+    ref = np.array([float(_mp_f(x, alpha)) for x in lam])
+    np.testing.assert_allclose(f, ref, rtol=2e-15)
+    d = softabs_derivative(lam, alpha)
+    dref = np.array([float(mp.diff(lambda t: _mp_f(t, alpha), mp.mpf(x))) for x in lam])
+    np.testing.assert_allclose(d, dref, rtol=1e-13, atol=1e-15)
+    # the limits: f -> |lam| (large alpha |lam|), f -> 1/alpha (lam -> 0), f >= 1/alpha
+    assert np.all(f >= 1.0 / alpha * (1 - 1e-15)) and np.all(np.abs(d) < 1.0 + 1e-15)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.05, 7.0])
+def test_divided_differences_match_40_digit_references(alpha):
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    lam = _LAMS
+    J = softabs_divided_differences(lam, alpha)
+    n = len(lam)
+    ref = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            a, b = mp.mpf(lam[i]), mp.mpf(lam[j])
+            if a == b:
+                ref[i, j] = float(mp.diff(lambda t: _mp_f(t, alpha), a))
+            else:
+                ref[i, j] = float((_mp_f(a, alpha) - _mp_f(b, alpha)) / (a - b))
+    # absolute: J is bounded by 1, and the well-separated quotients lose at most
+    # eps |f| / |a - b| <= 1e-13 by design
+    np.testing.assert_allclose(J, ref, rtol=0, atol=5e-13)
+    np.testing.assert_array_equal(J, J.T)
+
+
+def test_softabs_derivative_matches_differences():
+    lam = np.linspace(-5, 5, 41) + 0.013
+    h = 1e-6
+    fd = (softabs(lam + h, 2.0) - softabs(lam - h, 2.0)) / (2 * h)
+    np.testing.assert_allclose(softabs_derivative(lam, 2.0), fd, atol=1e-8)
+
+
+# ---- the metric ---------------------------------------------------------------------------
+def test_gaussian_metric_is_the_inverse_covariance_for_large_alpha(rng):
+    m = _gauss()
+    met = SoftAbsMetric(3, alpha=1e6)
+    for q in rng.normal(size=(3, 3)):
+        geo = met.geometry(m, q)
+        np.testing.assert_allclose(geo.metric, np.linalg.inv(_C), rtol=1e-12, atol=1e-12)
+        assert math.isclose(geo.logdet, -np.log(np.linalg.det(_C)), rel_tol=1e-12)
+    # with Stan's alpha = 1 the small eigenvalues are lifted: lam coth(lam) > lam
+    geo1 = SoftAbsMetric(3).geometry(m, np.zeros(3))
+    lam = np.linalg.eigvalsh(np.linalg.inv(_C))
+    np.testing.assert_allclose(np.sort(geo1.f), lam / np.tanh(lam), rtol=1e-12)
+
+
+def test_metric_is_positive_definite_where_the_hessian_is_not():
+    m = Banana(b=2.0, s=0.3)
+    q = np.array([0.2, 1.0])                   # above the ridge: a saddle
+    H = m.log_density_hessian(q)[2]
+    assert np.linalg.eigvalsh(-H)[0] < 0
+    geo = SoftAbsMetric(2).geometry(m, q)
+    assert np.all(np.linalg.eigvalsh(geo.metric) > 0)
+    # |lam| up to the SoftAbs smoothing: the eigenvalues' magnitudes
+    np.testing.assert_allclose(np.sort(geo.f), np.sort(softabs(np.linalg.eigvalsh(-H), 1.0)))
+
+
+def test_momentum_is_drawn_from_the_metric(rng):
+    m = Banana(b=1.0, s=0.5)
+    met = SoftAbsMetric(2)
+    z = met.start(m, _point(met, m, [0.3, 0.8], [0.0, 0.0]), rng)
+    geo = z.aux
+    n = 20000
+    p = np.array([geo.sample_momentum(rng) for _ in range(n)])
+    S = geo.metric
+    se = np.sqrt((S ** 2 + np.outer(np.diag(S), np.diag(S))) / n)
+    assert np.all(np.abs(np.cov(p.T) - S) < 4 * se)
+    # the point carries p sharp = Sigma^-1 p and H
+    np.testing.assert_allclose(z.v, np.linalg.solve(S, z.p), rtol=1e-10)
+    assert math.isclose(z.h, met.hamiltonian(m, z.q, z.p), rel_tol=1e-12)
+
+
+# ---- the Hamiltonian's gradients ----------------------------------------------------------
+@pytest.mark.parametrize("target,alpha", [("banana", 1.0), ("banana", 20.0),
+                                          ("funnel", 1.0), ("funnel", 0.3),
+                                          ("protocol", 1.0)])
+def test_hamiltonian_gradient_matches_central_differences(target, alpha, rng):
+    m = {"banana": Banana(b=1.5, s=0.4), "funnel": Funnel(D=4),
+         "protocol": ProtocolBanana()}[target]
+    met = SoftAbsMetric(m.dim, alpha=alpha)
+    for _ in range(3):
+        q = rng.normal(size=m.dim)
+        p = rng.normal(size=m.dim) * 2
+        g = met.dH_dq(m, q, p)
+        h = 1e-5
+        fd = np.array([(met.hamiltonian(m, q + h * e, p) - met.hamiltonian(m, q - h * e, p))
+                       / (2 * h) for e in np.eye(m.dim)])
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6 * (1 + np.abs(fd).max()))
+        fdp = np.array([(met.hamiltonian(m, q, p + h * e) - met.hamiltonian(m, q, p - h * e))
+                        / (2 * h) for e in np.eye(m.dim)])
+        np.testing.assert_allclose(met.dH_dp(m, q, p), fdp, rtol=1e-7, atol=1e-8)
+
+
+def test_one_sweep_equals_grad_trace_mat_hessian(rng):
+    """The recorded Hessian swept with cotangent M is sl.grad_trace_mat_hessian of the
+    potential; several sweeps over one recording give independent answers."""
+    m = Funnel(D=5)
+    q = rng.normal(size=5)
+    U = lambda x: -m._log_density(x)              # noqa: E731
+    with rhmc._HessianTape(m._log_density, q) as rec:
+        np.testing.assert_allclose(rec.A, -m.log_density_hessian(q)[2], rtol=1e-13)
+        for _ in range(3):
+            M = rng.normal(size=(5, 5))
+            M = M + M.T
+            np.testing.assert_allclose(rec.grad_trace(M),
+                                       sl.grad_trace_mat_hessian(U)(q, M), rtol=1e-11,
+                                       atol=1e-12)
+
+
+# ---- the implicit leapfrog ------------------------------------------------------------------
+def _tight(dim, alpha=1.0):
+    return SoftAbsMetric(dim, alpha=alpha, fixed_point_tol=1e-13, max_fixed_point=200)
+
+
+@pytest.mark.parametrize("target", ["banana", "funnel"])
+def test_integrator_is_reversible(target, rng):
+    m = Banana(b=1.5, s=0.4) if target == "banana" else Funnel(D=4)
+    met = _tight(m.dim)
+    q = rng.normal(size=m.dim) * 0.5
+    z0 = met.start(m, _point(met, m, q, np.zeros(m.dim)), rng)
+    z = z0
+    for _ in range(8):
+        z = met.step(m, z, 0.15)
+        assert z.h < math.inf
+    # flip the momentum, integrate forwards again: back to the start, flipped
+    back = _point(met, m, z.q, -z.p)
+    for _ in range(8):
+        back = met.step(m, back, 0.15)
+    np.testing.assert_allclose(back.q, z0.q, atol=1e-9)
+    np.testing.assert_allclose(-back.p, z0.p, atol=1e-9)
+    # and negative steps (how NUTS goes backwards) undo positive ones
+    again = z
+    for _ in range(8):
+        again = met.step(m, again, -0.15)
+    np.testing.assert_allclose(again.q, z0.q, atol=1e-9)
+    np.testing.assert_allclose(again.p, z0.p, atol=1e-9)
+
+
+@pytest.mark.parametrize("target", ["banana", "funnel"])
+def test_integrator_preserves_volume(target, rng):
+    m = Banana(b=1.5, s=0.4) if target == "banana" else Funnel(D=3)
+    met = _tight(m.dim)
+    n = m.dim
+    x0 = np.concatenate([rng.normal(size=n) * 0.5, rng.normal(size=n)])
+
+    def phi(x):
+        z = _point(met, m, x[:n], x[n:])
+        for _ in range(3):
+            z = met.step(m, z, 0.2)
+        assert z.h < math.inf
+        return np.concatenate([z.q, z.p])
+    h = 1e-5
+    Jm = np.column_stack([(phi(x0 + h * e) - phi(x0 - h * e)) / (2 * h)
+                          for e in np.eye(2 * n)])
+    # a symplectic map: det = 1 (and J^T Omega J = Omega)
+    assert abs(np.linalg.det(Jm) - 1.0) < 1e-6
+    Om = np.block([[np.zeros((n, n)), np.eye(n)], [-np.eye(n), np.zeros((n, n))]])
+    np.testing.assert_allclose(Jm.T @ Om @ Jm, Om, atol=1e-6)
+
+
+def test_integrator_is_second_order(rng):
+    m = Funnel(D=4)
+    met = _tight(m.dim)
+    z0 = met.start(m, _point(met, m, [-1.0, 0.3, -0.2, 0.5], np.zeros(4)), rng)
+    errs = []
+    for eps in (0.2, 0.1, 0.05):
+        z = z0
+        for _ in range(int(round(0.4 / eps))):
+            z = met.step(m, z, eps)
+        errs.append(abs(z.h - z0.h))
+    # energy error after a fixed time ~ eps^2: halving eps divides it by ~4
+    assert 2.5 < errs[0] / errs[1] < 6 and 2.5 < errs[1] / errs[2] < 6
+
+
+def test_fixed_point_failure_is_a_divergence(rng):
+    m = Funnel(D=5)
+    met = SoftAbsMetric(m.dim, max_fixed_point=5)
+    q = np.array([-3.0, 0.1, -0.1, 0.2, 0.05])
+    z = met.start(m, _point(met, m, q, np.zeros(5)), rng)
+    before = rhmc.PROFILE["fp_failures"]
+    bad = met.step(m, z, 3.0)                       # far too large for this curvature
+    assert bad.h == math.inf and math.isfinite(bad.lp)    # a divergence, not a rejection
+    assert rhmc.PROFILE["fp_failures"] == before + 1
+    _, info = nuts.transition(m, met, z, 3.0, rng)
+    assert info.divergent and info.n_failed == 0
+    # a failing density is a rejection (lp = -inf), also with h = inf
+    class Fails(sl.Model):
+        x = sl.param.real()
+
+        def log_prob(self, x):
+            return sl.normal_lpdf(x, 0.0, 1.0) + sl.log(1.0 - x)   # domain x < 1
+    f = Fails()
+    mf = SoftAbsMetric(1)
+    zf = _point(mf, f, [0.5], [50.0])
+    out = mf.step(f, zf, 1.0)
+    assert out.h == math.inf
+
+
+def test_nuts_tree_runs_on_softabs_with_a_protocol_object(rng):
+    m = ProtocolBanana()
+    met = SoftAbsMetric(2)
+    z = Point(np.zeros(2), None, *m.log_density_gradient(np.zeros(2)))
+    for _ in range(5):
+        z, info = nuts.transition(m, met, z, 0.3, rng)
+        assert info.n_leapfrog >= 1 and not info.divergent
+        assert isinstance(z.aux, Geometry) and z.aux.q is z.q   # the cache travels
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="alpha"):
+        SoftAbsMetric(2, alpha=0.0)
+    with pytest.raises(ValueError, match="unknown sampler_options"):
+        rhmc.check_options({"alpah": 2.0})
+    with pytest.raises(ValueError, match="num_steps"):
+        rhmc.check_options({"num_steps": 0})
+    with pytest.raises(ValueError, match="max_fixed_point"):
+        rhmc.check_options({"max_fixed_point": 0})
+    m = _gauss()
+    with pytest.raises(ValueError, match="sampler_options are for sampler='rhmc'"):
+        m.sample(chains=1, draws=5, warmup=5, sampler_options={"alpha": 2.0}, progress=False)
+    with pytest.raises(ValueError, match="fixed_point_tol"):
+        m.sample(chains=1, draws=5, warmup=5, sampler="rhmc", progress=False,
+                 sampler_options={"fixed_point_tol": -1})
+
+
+# ---- sampling ------------------------------------------------------------------------------
+def _ess(x):
+    import arviz as az
+    return float(az.ess(np.asarray(x), method="bulk"))
+
+
+def _assert_moments(draws, mean, sd, k=4.0):
+    """|mean - true| < k MCSE and |var - true| < k MCSE(var), MCSE from the bulk ESS."""
+    est = draws.mean()
+    assert abs(est - mean) < k * sd / np.sqrt(_ess(draws)), (est, mean)
+    dev2 = (draws - mean) ** 2
+    mcse_var = np.std(dev2) / np.sqrt(_ess(dev2))
+    assert abs(dev2.mean() - sd ** 2) < k * mcse_var, (dev2.mean(), sd ** 2)
+
+
+def test_sample_rhmc_gaussian_moments_and_fit():
+    m = _gauss()
+    fit = m.sample(chains=1, draws=300, warmup=100, seed=3, sampler="rhmc", progress=False)
+    x = fit["x"]
+    for j in range(3):
+        _assert_moments(x[..., j], _MU[j], np.sqrt(_C[j, j]))
+    st = fit.sampler_stats
+    assert int(np.sum(st["divergent__"])) == 0
+    assert fit.step_size[0] > 0.1              # the metric whitens: a unit-scale step
+    assert np.all(np.isnan(fit.inv_metric))    # no constant inverse metric
+    assert "divergent" in fit.diagnose() and fit.method == "rhmc"
+    # the same seed gives the same draws
+    a, b = (m.sample(chains=1, draws=10, warmup=10, seed=8, sampler="rhmc", progress=False)
+            for _ in range(2))
+    np.testing.assert_array_equal(a["x"], b["x"])
+
+
+def test_sample_rhmc_static_and_resume():
+    m = Banana(b=1.0, s=0.5)
+    opts = {"num_steps": 4, "alpha": 2.0}
+    fit = m.sample(chains=1, draws=30, warmup=40, seed=4, sampler="rhmc", progress=False,
+                   sampler_options=opts)
+    st = fit.sampler_stats
+    assert np.all(np.asarray(st["n_leapfrog__"]) == 4)
+    assert fit.chain_states[0].sampler_options["alpha"] == 2.0
+    longer = m.sample(resume_from=fit, draws=40, progress=False)
+    np.testing.assert_array_equal(longer["x"][:, :30], fit["x"])
+    assert longer["x"].shape == (1, 40, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [1.0, 1e6])
+def test_rhmc_banana_moments(alpha):
+    b, s = 1.0, 0.5
+    fit = Banana(b=b, s=s).sample(chains=2, draws=1000, warmup=300, seed=11,
+                                  sampler="rhmc", progress=False,
+                                  sampler_options={"alpha": alpha})
+    x = fit["x"]
+    _assert_moments(x[..., 0], 0.0, 1.0)
+    _assert_moments(x[..., 1], 0.0, math.sqrt(s ** 2 + 2 * b ** 2))
+
+
+@pytest.mark.slow
+def test_rhmc_funnel_v_is_exact_normal():
+    """The funnel's v is N(0, 3) exactly; RHMC reaches the neck without divergences."""
+    fit = Funnel(D=10).sample(chains=2, draws=800, warmup=300, seed=5, sampler="rhmc",
+                              progress=False)
+    v = fit["v"]
+    _assert_moments(v, 0.0, 3.0)
+    st = fit.sampler_stats
+    assert int(np.sum(st["divergent__"])) <= 0.01 * v.size
+    assert v.min() < -6.0                     # the neck (P(v < -6) = 2.3%) is visited
