@@ -90,7 +90,7 @@ def _initial_point(model, init, rng, tries=100):
 def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
                metric="diag_e", inv_metric=None, stepsize=1.0, adapt_delta=0.8,
                max_treedepth=10, sampler="nuts", init=None, save_warmup=False,
-               adapt=True):
+               adapt=True, sampler_options=None):
     """A fresh chain: its generator from ``seed_seq`` (one spawned SeedSequence per
     chain), its initial point, and empty adaptation state."""
     rng = np.random.Generator(np.random.PCG64(seed_seq))
@@ -98,6 +98,12 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
     dim = model.dim
     met = make_metric(metric, dim, inv_metric)
     ends, (init_buf, term_buf, _) = window_ends(num_warmup) if adapt else ([], (0, 0, 0))
+    if sampler == "rhmc":
+        # the SoftAbs metric follows the local Hessian (rhmc.py): only the step size
+        # adapts, no metric windows
+        from .rhmc import check_options, make_kernel
+        sampler_options = check_options(sampler_options)
+        met, metric, ends = make_kernel(dim, sampler_options)[0], "softabs", []
     state = ChainState(
         chain_id=chain_id, iteration=0, num_warmup=num_warmup, num_draws=num_draws,
         thin=thin, save_warmup=save_warmup, sampler=sampler, metric=metric,
@@ -107,7 +113,8 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
         term_buffer=term_buf, q=q, lp=lp, grad=g, rng_state=None,
         da=None, welford=None, stepsize_initialized=False,
         draws=[], warmup_draws=[], stats={k: [] for k in STAT_NAMES},
-        warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, gq_seed=None)
+        warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, gq_seed=None,
+        sampler_options=sampler_options)
     da = DualAveraging(delta=adapt_delta)
     state.da = _da_dict(da)
     w = Welford(dim, dense=metric == "dense_e")
@@ -149,7 +156,12 @@ def run(model, state, n_iterations=None, on_iteration=None):
     dim = model.dim
     rng = np.random.Generator(np.random.PCG64())
     rng.bit_generator.state = state.rng_state
-    metric = make_metric(state.metric, dim, state.inv_metric)
+    if state.sampler == "rhmc":
+        from .rhmc import make_kernel
+        metric, kernel = make_kernel(dim, getattr(state, "sampler_options", None))
+    else:
+        metric = make_metric(state.metric, dim, state.inv_metric)
+        kernel = nuts.transition if state.sampler == "nuts" else _static_hmc
     da = _da_from(state.da)
     welford = _welford_from(state.welford, dim)
     ends = set(state.window_ends)
@@ -157,7 +169,6 @@ def run(model, state, n_iterations=None, on_iteration=None):
     eps = state.stepsize
     total = state.num_warmup + state.num_draws
     stop = total if n_iterations is None else min(total, state.iteration + n_iterations)
-    kernel = nuts.transition if state.sampler == "nuts" else _static_hmc
     while state.iteration < stop:
         i = state.iteration
         warm = i < state.num_warmup

@@ -105,7 +105,8 @@ def _progress_wanted(progress):
 def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                   metric="diag_e", adapt_delta=0.8, max_treedepth=10, init=None, thin=1,
                   save_warmup=False, progress=True, parallel=True, executor=None,
-                  sampler="nuts", inv_metric=None, stepsize=1.0, resume_from=None):
+                  sampler="nuts", inv_metric=None, stepsize=1.0, resume_from=None,
+                  sampler_options=None):
     """Run the chains; returns ``(states, seeds, interrupted)``."""
     if chains < 1:
         raise ValueError(f"chains must be >= 1, got {chains}")
@@ -129,7 +130,8 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                             inv_metric=inv_metric, stepsize=stepsize,
                             adapt_delta=adapt_delta, max_treedepth=max_treedepth,
                             sampler=sampler, init=_chain_init(init, c),
-                            save_warmup=save_warmup) for c in range(chains)]
+                            save_warmup=save_warmup, sampler_options=sampler_options)
+                        for c in range(chains)]
     total = (states[0].num_warmup + states[0].num_draws) if states[0] is not None else \
         warmup + draws
     show = _progress_wanted(progress)

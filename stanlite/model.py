@@ -562,12 +562,20 @@ class Model:
     def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
-               resume_from=None, inv_metric=None, stepsize=1.0):
+               resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None):
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
         continues an interrupted run or extends a finished one (``draws`` larger).
-        Returns a :class:`~stanlite.fit.Fit`."""
+        Returns a :class:`~stanlite.fit.Fit`.
+
+        ``sampler="rhmc"``: Riemannian HMC with the SoftAbs metric (the local Hessian,
+        by nested AD) and NUTS trajectories; only the step size adapts (``metric``
+        and ``inv_metric`` are ignored). ``sampler_options`` (rhmc only): ``alpha``
+        (SoftAbs sharpness, 1.0), ``num_steps`` (None: NUTS; an int: static
+        trajectories of that many steps), ``fixed_point_tol`` (1e-8) and
+        ``max_fixed_point`` (50) of the implicit leapfrog. See
+        :mod:`stanlite.samplers.rhmc`."""
         from .fit import Fit
         from .samplers.runner import sample_chains
         if resume_from is not None:
@@ -578,14 +586,19 @@ class Model:
             draws = st0.num_draws if draws is None else draws
         elif draws is None:
             draws = 1000
-        if sampler not in ("nuts", "hmc"):
-            raise ValueError(f"sampler must be 'nuts' or 'hmc', got {sampler!r}")
+        if sampler not in ("nuts", "hmc", "rhmc"):
+            raise ValueError(f"sampler must be 'nuts', 'hmc' or 'rhmc', got {sampler!r}")
+        if sampler_options is not None and sampler != "rhmc":
+            raise ValueError(f"sampler_options are for sampler='rhmc', not {sampler!r}")
+        if sampler == "rhmc":
+            from .samplers.rhmc import check_options
+            check_options(sampler_options)          # a bad option fails here, not in a worker
         states, gq_seeds, interrupted = sample_chains(
             self, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
             adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
             save_warmup=save_warmup, progress=progress, parallel=parallel,
             executor=executor, sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
-            resume_from=resume_from)
+            resume_from=resume_from, sampler_options=sampler_options)
         return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
                    max_treedepth=max_treedepth)
 
