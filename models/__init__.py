@@ -35,12 +35,14 @@ _REGISTRY = {
     "garch": ("garch", "Garch"),
     "gp_pois_regr": ("gp_pois_regr", "GpPoisRegr"),
     "linear_regression": ("linear_regression", "LinearRegression"),
+    "mm_multidose_ss": ("mm_multidose_ss", "MmMultidoseSs"),
     "logistic_regression": ("logistic_regression", "LogisticRegression"),
     "neal_funnel": ("neal_funnel", "NealFunnel"),
     "normal_mixture": ("normal_mixture", "NormalMixture"),
     "one_comp_mm_elim_abs": ("one_comp_mm_elim_abs", "OneCompMmElimAbs"),
     "pk_steady_state": ("pk_steady_state", "PkSteadyState"),
     "radon": ("radon", "Radon"),
+    "theophylline": ("theophylline", "Theophylline"),
 }
 
 

@@ -188,9 +188,10 @@ ZOO = {
     "gp_pois_regr": (ref_gp_pois_regr, {"rho": 1, "alpha": 1, "f_tilde": 11}, 0.5),
     "pk_steady_state": (ref_pk_steady_state, {"k1": 1, "k2": 1, "sigma": 1}, 0.5),
 }
-# zoo models whose log density needs an ODE solve at a tolerance: tested against a
-# reference solution in their own files (tests/models/test_<name>.py)
-TESTED_ELSEWHERE = ["one_comp_mm_elim_abs"]
+# zoo models whose log density needs an ODE solve at a tolerance (or a reference of
+# their own): tested against a reference solution in their own files
+# (tests/models/test_<name>.py)
+TESTED_ELSEWHERE = ["one_comp_mm_elim_abs", "theophylline", "mm_multidose_ss"]
 
 NAMES = sorted(ZOO)
 N_POINTS = 3
