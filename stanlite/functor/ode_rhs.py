@@ -135,7 +135,9 @@ class OdeRHS:
     def jacobians(self, t, y, args, mask):
         """``(F, J_y, [J_pj for j in mask])`` at plain ``(t, y, args)``: one recording
         and one reverse sweep per state; ``J_pj`` has shape ``(n, size of args[j])``."""
-        rt = self._retape(t, y, args, mask)
+        # (retaped only once the first recording has chosen sweeps over the forward
+        # pass, see _choose: n replays cost n times one)
+        rt = self._retape(t, y, args, mask) if self._forward is False else None
         if rt is not None:
             r = rt[0].jacobians(t, y, rt[1])
             if r is not None:

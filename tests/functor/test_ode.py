@@ -759,3 +759,24 @@ def test_retaping_falls_back_quietly(retape_soon):
     assert g == pytest.approx(-np.exp(-0.5), rel=1e-8)
     tried = [e[1] for e in retape_soon._cache.values() if e[1] is not None]
     assert tried and not any(rt.ok for rt in tried)
+
+
+def test_retaping_does_not_change_the_choice_of_strategy(retape_soon):
+    # vectorised f with 5 states: one forward pass beats 5 replays; scalar f with 2
+    # states: sweeps (retaped)
+    from stanlite.functor.ode_rhs import OdeRHS
+
+    def vec(t, y, a):
+        return a * y - y ** 3
+    rhs = OdeRHS(vec, 5, "ode_rk45")
+    args = (np.linspace(0.5, 1.0, 5),)
+    for _ in range(5):
+        rhs.tangent(0.1, np.ones(5), args, (0,), np.zeros((10, 5)), (np.ones((10, 5)),))
+    assert rhs._forward is True
+    rhs2 = OdeRHS(one_cpt, 2, "ode_rk45")
+    for _ in range(5):
+        f, Jy, Jp = rhs2.jacobians(0.1, np.array([1.0, 0.5]), (1.2, 0.3), (0, 1))
+    np.testing.assert_array_equal(Jy, [[-1.2, 0.0], [1.2, -0.3]])
+    np.testing.assert_array_equal(np.hstack(Jp), [[-1.0, 0.0], [1.0, -0.5]])
+    assert rhs2._forward is False
+    assert any(e[0] is not None and e[0].ok for e in rhs2._retaped.values())
