@@ -275,6 +275,25 @@ def test_hessian_forward_over_reverse():
     sl.assert_hessian(f, X1, rtol=1e-5)
 
 
+def test_two_compartment_hessian_and_third_derivatives():
+    # a steady-state infusion: Hessian (forward over reverse) against differences of
+    # gradients, and the gradient of tr(H) (Riemannian HMC's third derivatives)
+    ev = sl.pk.events(time=[0.0, 1.0, 4.0, 12.0], evid=[1, 0, 0, 0],
+                      amt=[100.0, 0, 0, 0], ii=[12.0, 0, 0, 0], ss=[1, 0, 0, 0],
+                      rate=[50.0, 0, 0, 0])
+
+    def f(x):
+        return sl.sum(sl.pk.twocpt(ev, x[0], x[1], x[2], x[3], x[4])[:, 1]) / 100
+    x = np.array([10.0, 15.0, 35.0, 105.0, 2.0])
+    sl.assert_hessian(f, x, rtol=1e-5)
+    g = sl.grad_trace_mat_hessian(f)(x, np.eye(5))
+
+    def trH(x):
+        return np.trace(sl.hessian(f)(x))
+    fd = [(trH(x + h * e) - trH(x - h * e)) / (2 * h) for e, h in zip(np.eye(5), 1e-4 * x)]
+    np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
 def test_gradient_in_ii_at_steady_state_torsten_issue_15():
     # Torsten's fixture: ss = 1 at t = 0 with addl, a second dose at t = 5
     d = sched(4, time=[0.0, 2.0, 5.0, 8.0], evid=[1, 0, 1, 0], amt=[1200.0, 0, 800, 0],
