@@ -2,8 +2,9 @@
 AD through the iterations ("standard") against the implicit-function-theorem super
 node, on the pharmacometric steady-state problem of the review's appendix.
 
-The problem (reusable: ``steady_state_problem``): n patients, each a one-compartment
-model with first-order absorption from the gut,
+The problem (``stanlite.models.pk_steady_state``, where the zoo model of the same
+name is built on it; ``steady_state_problem(n)`` gives it for n patients): n
+patients, each a one-compartment model with first-order absorption from the gut,
 
     x1' = -k1 x1,    x2' = k1 x1 - k2 x2          (x1 gut, x2 central amount),
 
@@ -19,7 +20,9 @@ same at every size). States: 2n (all guts, then all centrals); parameters: the 2
 rates plus D and tau (2n + 2); initial guess 500; Powell's dogleg with rel_tol 1e-10,
 f_tol 1e-6. Output: the 2n x (2n + 2) sensitivities of the steady state.
 
-Columns (time to solve and compute all sensitivities, best of several repeats):
+Columns (CPU time of this process to solve and compute all sensitivities, best of
+several repeats; CPU rather than wall time, so that other jobs on a shared machine
+do not count):
 
   standard         the dogleg run on traced values (``algebra_solver_taped``) with
                    the analytic df/dx, reverse-mode Jacobian through every iteration
@@ -45,8 +48,8 @@ Columns (time to solve and compute all sensitivities, best of several repeats):
 
 Ratios (like with like: every one of these uses the analytic df/dx): std/super and
 sc/super = standard and std scalar over super (an. J); super/plain = super (an. J)
-over the plain solve; AD-J/anJ = super (AD J) over super (an. J) (the review's
-Figure 5).
+over the plain solve; fwd/plain = super fwd over the plain solve; AD-J/anJ = super (AD J)
+over super (an. J) (the review's Figure 5).
 
 Checks before timing: at the population values the gut trough equals
 D e^{-k1 tau} / (1 - e^{-k1 tau}) and the central trough its closed form; every
@@ -54,7 +57,10 @@ method's sensitivities match the closed-form steady state differentiated by AD.
 Saves the Figure 4-style plot (log time vs number of states) to
 benchmarks/figures/algebraic_solver.png when matplotlib is installed.
 
-Run:  python benchmarks/algebraic_solver.py [--quick] [--states 2 4 ...]
+``benchmarks/steady_state.py`` (issue 8's entry point) runs the same table on the
+review's columns; both use :func:`run` here.
+
+Run:  python benchmarks/algebraic_solver.py [--quick] [--states 2 4 ...] [--budget S]
 """
 
 import argparse
@@ -64,75 +70,22 @@ import time
 
 try:
     import blas_threads  # noqa: F401  (before numpy, when run as a script)
-except ImportError:         # imported as a module (the problem definition) after numpy
+except ImportError:         # imported as a module (benchmarks/steady_state.py) after numpy
     pass
 import numpy as np
 
 import stanlite as sl
 from stanlite.functor.algebra_solver import algebra_solver_taped
 
-K1, K2, DOSE, TAU = 0.5, 0.2, 1000.0, 1.0
-MAX_PATIENTS = 14
-SEED = 20180314
+# the problem lives in the zoo (the model pk_steady_state is built on it)
+from stanlite.models.pk_steady_state import (  # noqa: E402
+    DOSE, K1, K2, MAX_PATIENTS, SOLVER, TAU, population_theta, steady_state_exact,
+    steady_state_problem)
 
 
 # --------------------------------------------------------------------------------------
-# the steady-state problem (kept small and importable: the zoo will reuse it)
+# the linear solve of a scalar-AD solver
 # --------------------------------------------------------------------------------------
-def multipliers(n_patients, seed=SEED):
-    """(phi1, phi2) for patients 1..n: uniform(0.7, 1.3), the same patient i at every n."""
-    if not 1 <= n_patients <= MAX_PATIENTS:
-        raise ValueError(f"n_patients must be in 1..{MAX_PATIENTS}, got {n_patients}")
-    phi = np.random.default_rng(seed).uniform(0.7, 1.3, size=(2, MAX_PATIENTS))
-    return phi[0, :n_patients], phi[1, :n_patients]
-
-
-def population_theta(n_patients, k1=K1, k2=K2, dose=DOSE, tau=TAU, random=True):
-    """theta = (k1_1..k1_n, k2_1..k2_n, D, tau); ``random=False``: every patient at the
-    population values."""
-    if random:
-        p1, p2 = multipliers(n_patients)
-    else:
-        p1 = p2 = np.ones(n_patients)
-    return np.concatenate([k1 * p1, k2 * p2, [dose, tau]])
-
-
-def _unpack(theta):
-    n = (theta.shape[0] - 2) // 2
-    return n, theta[:n], theta[n:2 * n], theta[2 * n], theta[2 * n + 1]
-
-
-def steady_state_residual(x, theta):
-    """f(x, theta) = F_tau(x + D e_gut) - x for every patient (stanlite ops)."""
-    n, k1, k2, dose, tau = _unpack(theta)
-    gut, central = x[:n], x[n:]
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    g = gut + dose
-    return sl.concatenate([g * e1 - gut,
-                           central * e2 + g * k1 / (k1 - k2) * (e2 - e1) - central])
-
-
-def steady_state_jacobian(x, theta):
-    """The analytic df/dx: per patient [[e1 - 1, 0], [k1 / (k1 - k2) (e2 - e1), e2 - 1]]
-    (a block of four diagonal matrices; stanlite ops, so it is differentiable too)."""
-    n, k1, k2, dose, tau = _unpack(theta)
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    top = sl.concatenate([sl.diag_matrix(e1 - 1.0), np.zeros((n, n))], axis=1)
-    bottom = sl.concatenate([sl.diag_matrix(k1 / (k1 - k2) * (e2 - e1)),
-                             sl.diag_matrix(e2 - 1.0)], axis=1)
-    return sl.concatenate([top, bottom], axis=0)
-
-
-def steady_state_exact(theta):
-    """The closed-form trough: gut D e1 / (1 - e1), central
-    (gut + D) k1 / (k1 - k2) (e2 - e1) / (1 - e2)."""
-    n, k1, k2, dose, tau = _unpack(theta)
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    gut = dose * e1 / (1.0 - e1)
-    central = (gut + dose) * k1 / (k1 - k2) * (e2 - e1) / (1.0 - e2)
-    return sl.concatenate([gut, central])
-
-
 def scalar_solve(J, b):
     """``J^-1 b`` by Gaussian elimination with partial pivoting on scalar nodes: what a
     linear solve templated on a scalar AD type records (about 2 n^3 / 3 multiply-adds,
@@ -156,15 +109,6 @@ def scalar_solve(J, b):
             r = r - A[i][j] * x[j]
         x[i] = r / A[i][i]
     return sl.stack(x)
-
-
-def steady_state_problem(n_patients):
-    """``(residual, jac_x, x_guess, theta)`` of the review's problem for n patients."""
-    return (steady_state_residual, steady_state_jacobian, np.full(2 * n_patients, 500.0),
-            population_theta(n_patients))
-
-
-SOLVER = dict(rel_tol=1e-10, f_tol=1e-6, max_steps=200)
 
 
 # --------------------------------------------------------------------------------------
@@ -206,7 +150,7 @@ def methods(n_patients):
 
 def check(n_patients):
     """The review's check at the population values and every method's sensitivities
-    against the closed form differentiated by AD."""
+    against the closed form differentiated by AD. Returns the (gut, central) trough."""
     f, jac, x0, _ = steady_state_problem(n_patients)
     pop = population_theta(n_patients, random=False)
     x = sl.algebra_solver(f, x0, pop, **SOLVER)
@@ -229,27 +173,26 @@ def check(n_patients):
 
 
 def best_time(fn, arg, budget, repeats=5):
-    """Best per-call seconds over ``repeats`` loops of ~budget/repeats each (3 single
-    calls for a computation slower than the budget)."""
-    t0 = time.perf_counter()
-    fn(arg)
-    one = max(time.perf_counter() - t0, 1e-7)
+    """Best per-call CPU seconds of this process (``time.process_time``: other jobs on a
+    shared machine do not count) over ``repeats`` loops of ~budget/repeats each (3
+    single calls for a computation slower than the budget)."""
+    one = max(_once(fn, arg), 1e-7)
     if one > budget:
         return min([one] + [_once(fn, arg) for _ in range(2)])
     n = max(1, int(budget / repeats / one))
     best = math.inf
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for _ in range(n):
             fn(arg)
-        best = min(best, (time.perf_counter() - t0) / n)
+        best = min(best, (time.process_time() - t0) / n)
     return best
 
 
 def _once(fn, arg):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     fn(arg)
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def _fmt(t):
@@ -270,74 +213,102 @@ def tape_sizes(n_patients):
     return tuple(out)
 
 
-def plot(rows, cols, path):
+#: (name, numerator, denominator) of the ratio columns
+RATIOS = (("std/super", "standard", "super (an. J)"),
+          ("sc/super", "std scalar", "super (an. J)"),
+          ("super/plain", "super (an. J)", "plain solve"),
+          ("fwd/plain", "super fwd", "plain solve"),
+          ("AD-J/anJ", "super (AD J)", "super (an. J)"))
+
+_STYLE = {"standard": ("o", "-"), "std scalar": ("s", "-"), "super (AD J)": ("^", "-"),
+          "super (an. J)": ("v", "-"), "super fwd": ("D", "-"),
+          "plain solve": ("", "--"),
+          "scipy hybrj": ("", ":")}
+
+
+def plot(rows, cols, path, title="Solve + all sensitivities of the steady state"):
+    """The review's Figure 4: log run time against the number of states, one line per
+    method (``rows``: ``(states, nodes, times)`` as returned by :func:`run`)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("(matplotlib not installed: no figure)")
-        return
+        return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     states = [r[0] for r in rows]
     for j, c in enumerate(cols):
-        ax.plot(states, [r[2][j] * 1e3 for r in rows], marker="o", ms=3, label=c)
+        marker, line = _STYLE.get(c, ("o", "-"))
+        ax.plot(states, [r[2][j] * 1e3 for r in rows], marker=marker, ms=4, ls=line,
+                label=c)
     ax.set_yscale("log")
     ax.set_xlabel("number of states (2 per patient)")
-    ax.set_ylabel("run time (ms, log scale)")
-    ax.set_title("Solve + all sensitivities of the steady state")
+    ax.set_ylabel("CPU time (ms, log scale)")
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, dpi=120)
+    plt.close(fig)
     print(f"figure: {path}")
+    return path
 
 
-def main(states=tuple(range(2, 29, 2)), budget=0.5, figure=True):
+def run(states=tuple(range(2, 29, 2)), budget=0.5, columns=None, figure=None):
+    """Check, then time ``columns`` (default: every method) at each number of states
+    and print the table with the tape sizes and the ratios; save the Figure 4-style
+    plot to ``figure`` (a path) if given. Returns the rows ``(states, (nodes standard,
+    nodes std scalar), [seconds per column])``."""
     gut, central = check(1)
     for s in sorted({states[0], states[-1]}):
         check(s // 2)
     print(f"check at the population values: gut trough {gut:.6f} = D e^(-k1 tau) / "
           f"(1 - e^(-k1 tau)), central trough {central:.6f} (closed form); every "
           "method's sensitivities match the closed form to 1e-7\n")
-    _, ms = methods(1)
-    cols = list(ms)
+    cols = list(columns) if columns is not None else list(methods(1)[1])
+    ratios = [r for r in RATIOS if r[1] in cols and r[2] in cols]
     head = "".join(f"{c:>14}" for c in cols)
-    print("run time (ms) to solve and compute all 2n x (2n+2) sensitivities, best of "
+    print("CPU time (ms) to solve and compute all 2n x (2n+2) sensitivities, best of "
           "5 timed loops (of 3 single calls when one call exceeds the budget)")
-    print(f"{'states':>6}{'nodes':>7}{'nodes sc':>9}{head}{'std/super':>10}"
-          f"{'sc/super':>9}{'super/plain':>12}{'AD-J/anJ':>9}")
-    print("-" * (22 + 14 * len(cols) + 40))
+    print(f"{'states':>6}{'nodes':>7}{'nodes sc':>9}{head}"
+          + "".join(f"{r[0]:>12}" for r in ratios))
+    print("-" * (22 + 14 * len(cols) + 12 * len(ratios)))
     rows = []
     for s in states:
         theta, ms = methods(s // 2)
-        ts = [best_time(run, theta, budget) for run in ms.values()]
+        ts = [best_time(ms[c], theta, budget) for c in cols]
         t = dict(zip(cols, ts))
         n_std, n_sc, _ = tape_sizes(s // 2)
         rows.append((s, (n_std, n_sc), ts))
         print(f"{s:>6}{n_std:>7}{n_sc:>9}" + "".join(f"{_fmt(x):>14}" for x in ts)
-              + f"{t['standard'] / t['super (an. J)']:>10.1f}"
-              + f"{t['std scalar'] / t['super (an. J)']:>9.0f}"
-              + f"{t['super (an. J)'] / t['plain solve']:>12.1f}"
-              + f"{t['super (AD J)'] / t['super (an. J)']:>9.2f}", flush=True)
+              + "".join(f"{t[a] / t[b]:>12.1f}" for _, a, b in ratios), flush=True)
     print("\nnodes / nodes sc: recorded by one standard / standard-scalar solve (the super "
           "node records one)")
     if figure:
-        plot(rows, cols, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                      "figures", "algebraic_solver.png"))
+        plot(rows, cols, figure)
     return rows
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
+
+
+def parse_args(description, default_budget=0.5):
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--quick", action="store_true", help="states 2, 12, 28; short loops")
     ap.add_argument("--states", type=int, nargs="+", help="even numbers of states (2..28)")
     ap.add_argument("--no-figure", action="store_true")
     ap.add_argument("--budget", type=float, default=None,
-                    help="seconds of timing per method and size (default 0.5)")
+                    help=f"CPU seconds of timing per method and size (default "
+                         f"{default_budget})")
     a = ap.parse_args()
     st = tuple(a.states) if a.states else ((2, 12, 28) if a.quick else tuple(range(2, 29, 2)))
     if any(s % 2 or not 2 <= s <= 2 * MAX_PATIENTS for s in st):
         ap.error(f"--states must be even numbers in 2..{2 * MAX_PATIENTS}")
-    main(st, budget=a.budget or (0.15 if a.quick else 0.5), figure=not a.no_figure)
+    return st, a.budget or (0.15 if a.quick else default_budget), not a.no_figure
+
+
+if __name__ == "__main__":
+    st, budget, fig = parse_args(__doc__.splitlines()[0])
+    run(st, budget, figure=os.path.join(FIGURES, "algebraic_solver.png") if fig else None)
