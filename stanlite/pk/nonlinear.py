@@ -102,7 +102,8 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
     ss_rel_tol, ss_f_tol, ss_max_steps : the algebraic solver's controls for steady
         states (Powell's dogleg). The residual ``x - F_ii(x + A e_c)`` is divided by
         the dose (rounded up to a power of two), so ``ss_f_tol`` is relative to the
-        amounts dosed; the integrations inside use ``min(rel_tol, abs_tol)``.
+        amounts dosed; the integrations inside are ten times tighter than
+        ``min(rel_tol, abs_tol)``.
     ss_guess : initial guess of the steady-state trough (a vector of ``n_cmt``);
         default zeros.
 

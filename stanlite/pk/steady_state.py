@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from ..autodiff.var import Box, guarded, shape_of
-from ..errors import DomainError
+from ..errors import DomainError, SolverError
 from ..functor.algebra_solver import algebra_solver
 from ..functor.ode import ode_bdf, ode_rk45
 from ..math.linalg import matmul, solve
@@ -229,8 +229,10 @@ class OdeSystem:
         self.ss_rel_tol = ss_rel_tol
         self.ss_f_tol = ss_f_tol
         self.ss_max_steps = ss_max_steps
-        # the integrations inside a steady-state residual: the tighter of the two
-        self.inner_tol = min(rel_tol, abs_tol)
+        # the integrations inside a steady-state residual, ten times tighter than the
+        # solver's: the residual's noise (which grows with the accumulation ratio)
+        # must stay below f_tol
+        self.inner_tol = 0.1 * min(rel_tol, abs_tol)
         self.who = who
         if ss_guess is None:
             self.guess = np.zeros(n)
@@ -266,9 +268,12 @@ class OdeSystem:
             y = self._after(y, ii - seg1, theta, _unit_vec(R * m, c, self.n))
         return y
 
-    def _solve(self, resid, *args):
-        return algebra_solver(resid, self.guess, *args, rel_tol=self.ss_rel_tol,
-                              f_tol=self.ss_f_tol, max_steps=self.ss_max_steps)
+    def _solve(self, resid, *args, where=""):
+        try:
+            return algebra_solver(resid, self.guess, *args, rel_tol=self.ss_rel_tol,
+                                  f_tol=self.ss_f_tol, max_steps=self.ss_max_steps)
+        except SolverError as e:
+            raise SolverError(f"{self.who}: no steady state found{where}: {e}") from e
 
     def ghosts(self, ev, p, d, q):
         """The infusions of steady-state item ``q``'s series still running at its
@@ -297,7 +302,7 @@ class OdeSystem:
 
             def resid(x, theta, R):
                 return (f(0.0, x, theta, *data) + _unit_vec(R, c, n)) / sc
-            return self._solve(resid, theta, R), R
+            return self._solve(resid, theta, R, where=_where(ev, p, q)), R
         ii = _sel(d.ss_ii, q)
         lagged = d.ss_lag is not None
         psi = None
@@ -310,7 +315,7 @@ class OdeSystem:
 
             def resid(x, theta, A, ii):
                 return (x - self._period_bolus(x, theta, A, ii, c)) / sc
-            x = self._solve(resid, theta, A, ii)
+            x = self._solve(resid, theta, A, ii, where=_where(ev, p, q))
             if lagged:
                 x = self._after(x + _unit_vec(A, c, n), psi, theta, np.zeros(n))
             return x, None
@@ -323,7 +328,7 @@ class OdeSystem:
 
         def resid(x, theta, R, dur, ii):
             return (x - self._period_infusion(x, theta, R, dur, ii, c, m, second)) / sc
-        x = self._solve(resid, theta, R, dur, ii)
+        x = self._solve(resid, theta, R, dur, ii, where=_where(ev, p, q))
         if lagged:
             seg1 = dur - m * ii
             first = guarded(lambda a, b: bool(a <= b), psi, seg1) if _traced(psi, seg1) \
@@ -398,6 +403,11 @@ def _unit_vec(a, c, n):
         return v
     return stack([a if j == c else 0.0 for j in range(n)])
 
+
+
+def _where(ev, p, q):
+    r = int(p.ss_rec[q])
+    return f" for record {r + 1} (subject {ev.ids[ev.subject[r]]})"
 
 
 def _scale(a):
