@@ -114,16 +114,6 @@ def test_models_lists_the_zoo_with_descriptions():
     assert garch.rstrip().endswith("last variance.")       # the paragraph, on one line
 
 
-@pytest.mark.parametrize("command", ["optimize", "variational"])
-def test_approximations_not_available_yet(command, capsys):
-    if callable(getattr(sl.Model, command, None)):
-        pytest.skip(f"model.{command} exists now")
-    code, _ = run([command, "eight_schools"])
-    assert code == 2
-    err = capsys.readouterr().err
-    assert "not available yet" in err and len(err.strip().splitlines()) == 1
-
-
 # ---- errors: one line, exit code 1 ---------------------------------------------------------
 @pytest.mark.parametrize("args, message", [
     (["sample", "eight_schoolz"], "no zoo model named 'eight_schoolz'.*did you mean"),
