@@ -67,10 +67,17 @@ class _Event:
 
 
 def _order(times, recs, parts):
-    """The processing order: by time, then record, then part (guarded on times)."""
+    """The processing order (by time, then record, then part) and, per event, the rank
+    of its time among the distinct times: all the solver decides from time values.
+    (Guarded on traced times: it changes only when events swap or meet, so a retaped
+    gradient re-records only then.)"""
     def fn(*ts):
         tv = np.array([float(np.asarray(t)) for t in ts])
-        return tuple(np.lexsort((parts, recs, tv)).tolist()), tuple(tv.tolist())
+        order = np.lexsort((parts, recs, tv))
+        rank = np.empty(len(tv), dtype=int)
+        st = tv[order]
+        rank[order] = np.cumsum(np.r_[0, st[1:] > st[:-1]]) if len(st) else []
+        return tuple(order.tolist()), tuple(rank.tolist())
     if _traced(*times):
         return guarded(fn, *times)
     return fn(*times)
@@ -200,12 +207,12 @@ def _subject(ev, p, d, s, theta, sys_, rows):
             R, dur = _sel(d.inf_rate, k), _sel(d.inf_dur, k)
             evs.append(_Event(tau, j, _DOSE, "start", c, R, ("i", q)))
             evs.append(_Event(tau + dur, j, _DOSE, "stop", c, None, ("i", q)))
-    order, tv = _order([e.time for e in evs], np.array([e.rec for e in evs]),
+    order, rank = _order([e.time for e in evs], np.array([e.rec for e in evs]),
                        np.array([e.part for e in evs]))
     # the state, the running infusions {key: (source record, cmt, rate)}, the epoch
     x = np.zeros(n)
     t_cur = _sel(t, a)
-    t_cur_v = tv[order[0]] if order else 0.0
+    t_cur_v = rank[order[0]] if order else 0       # ranks of times stand for them
     running = {}
     epoch = a
     pending = []                      # (record, time) waiting for the next integration
@@ -238,7 +245,7 @@ def _subject(ev, p, d, s, theta, sys_, rows):
 
     for k in order:
         e = evs[k]
-        ev_v = tv[k]
+        ev_v = rank[k]
         if e.kind == "out":
             pending.append((e.rec, e.time, ev_v))
             continue
