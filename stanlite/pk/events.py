@@ -299,8 +299,8 @@ def events(data=None, *, time=None, amt=None, evid=None, cmt=None, rate=None, ii
         a = np.full(n, 1.0 if k == "cmt" else 0.0) if v is None else _int_field(k, v, n)
         f[k] = np.where(np.isnan(a), 0.0, a)
     if cols["evid"] is None:
-        amt_v = guarded(lambda a: np.asarray(a, dtype=float), f["amt"])
-        ev = np.where(amt_v > 0, 1.0, 0.0)
+        dosed = guarded(lambda a: np.asarray(a, dtype=float) > 0, f["amt"])
+        ev = np.where(dosed, 1.0, 0.0)
         if mdv is not None:
             m = np.asarray(mdv, dtype=float)
             ev = np.where((ev == 0) & (np.nan_to_num(m) == 1), 2.0, ev)
