@@ -110,7 +110,7 @@ def reset_profile():
 
 
 reset_profile()
-_clock = time.perf_counter
+_clock = time.process_time      # CPU seconds: robust on a shared machine
 
 # |alpha lam| below which f and its derivatives use the Taylor series of x coth(x)
 # (six terms: the first omitted one is below 1e-16 relative there), and above which

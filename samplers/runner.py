@@ -13,6 +13,7 @@ completed so far, with a warning; ``resume_from=fit`` continues or extends a run
 """
 
 import concurrent.futures as cf
+import copy
 import multiprocessing as mp
 import os
 import sys
@@ -113,7 +114,9 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
     if draws < 0 or warmup < 0 or thin < 1:
         raise ValueError("draws and warmup must be >= 0 and thin >= 1")
     if resume_from is not None:
-        states = [_chain.ChainState.from_dict(dict(s.to_dict())) for s in
+        # deep copies: the run appends to the states' draw lists, which must not
+        # grow inside resume_from's own states
+        states = [_chain.ChainState.from_dict(copy.deepcopy(s.to_dict())) for s in
                   resume_from.chain_states]
         for s in states:
             s.num_draws = max(draws, s.num_draws) if draws is not None else s.num_draws

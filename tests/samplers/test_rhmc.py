@@ -369,7 +369,7 @@ def test_sample_rhmc_gaussian_moments_and_fit():
     np.testing.assert_array_equal(a["x"], b["x"])
 
 
-def test_sample_rhmc_static_and_resume():
+def test_sample_rhmc_static_save_and_resume(tmp_path):
     m = Banana(b=1.0, s=0.5)
     opts = {"num_steps": 4, "alpha": 2.0}
     fit = m.sample(chains=1, draws=30, warmup=40, seed=4, sampler="rhmc", progress=False,
@@ -380,6 +380,10 @@ def test_sample_rhmc_static_and_resume():
     longer = m.sample(resume_from=fit, draws=40, progress=False)
     np.testing.assert_array_equal(longer["x"][:, :30], fit["x"])
     assert longer["x"].shape == (1, 40, 2)
+    # through a file: the options and the sampler survive, the continuation is exact
+    loaded = sl.load_fit(fit.save(tmp_path / "rhmc.nc"), model=m)
+    again = m.sample(resume_from=loaded, draws=40, progress=False)
+    np.testing.assert_array_equal(again["x"], longer["x"])
 
 
 @pytest.mark.slow
