@@ -240,7 +240,8 @@ class Geometry:
     potential's Hessian ``A = -d^2 log p = Q diag(lam) Q^T``, ``f = f(lam)``,
     ``1/f``, ``log det Sigma`` and (on demand) the pseudo-Jacobian ``J``."""
 
-    __slots__ = ("q", "lam", "Q", "f", "finv", "logdet", "alpha", "_J")
+    __slots__ = ("q", "lam", "Q", "f", "finv", "logdet", "alpha", "_J", "force", "dv",
+                 "dv_eps")
 
     def __init__(self, q, A, alpha):
         t0 = _clock()
@@ -254,8 +255,22 @@ class Geometry:
         self.finv = 1.0 / self.f
         self.logdet = float(np.sum(np.log(self.f)))
         self._J = None
+        # what the step that ended here saw (predictors for the next step's fixed
+        # points; None at a point with a fresh momentum): dH/dq used in its last
+        # half-kick, and the change of velocity Sigma^-1 p_h over it, for step eps
+        self.force = self.dv = self.dv_eps = None
         PROFILE["eighs"] += 1
         PROFILE["t_eigh"] += _clock() - t0
+
+    def fresh(self):
+        """The same geometry without the previous step's predictors."""
+        if self.force is None and self.dv is None:
+            return self
+        g = object.__new__(Geometry)
+        for k in Geometry.__slots__:
+            setattr(g, k, getattr(self, k))
+        g.force = g.dv = g.dv_eps = None
+        return g
 
     @property
     def J(self):
@@ -504,7 +519,7 @@ class SoftAbsMetric:
     def start(self, model, z, rng):
         """``z`` with a fresh ``p ~ N(0, Sigma(q))``, its velocity and Hamiltonian
         (the geometry is reused from ``z.aux`` when it belongs to ``z.q``)."""
-        geo = self._geometry_of(model, z)
+        geo = self._geometry_of(model, z).fresh()
         p = geo.sample_momentum(rng)
         v = geo.velocity(p)
         h = -z.lp + 0.5 * geo.logdet + 0.5 * float(p @ v)
@@ -548,7 +563,9 @@ class SoftAbsMetric:
             def G_p(p):
                 PROFILE["p_iterations"] += 1
                 return base - half * rec.grad_trace(geo0.trace_matrix(p))
-            p_h = _fixed_point(G_p, p0, wp, self.tol, self.max_iter)
+            # start from the last step's force (an O(eps^2) guess) when there is one
+            start = p0 if geo0.force is None else p0 - half * geo0.force
+            p_h = _fixed_point(G_p, start, wp, self.tol, self.max_iter)
         if p_h is None:
             PROFILE["t_fixed_point"] += _clock() - t0
             return self._fail(z)
@@ -561,7 +578,11 @@ class SoftAbsMetric:
                 return q0 + eps * v0
             PROFILE["q_iterations"] += 1
             return q0 + half * (v0 + self.geometry(model, q).velocity(p_h))
-        q = _fixed_point(G_q, q0, wq, self.tol, self.max_iter)
+        if geo0.dv is None:
+            start = q0                 # its G is free: the explicit Euler step
+        else:                          # the velocity changes as over the last step
+            start = q0 + half * (2.0 * v0 + (eps / geo0.dv_eps) * geo0.dv)
+        q = _fixed_point(G_q, start, wq, self.tol, self.max_iter)
         PROFILE["t_fixed_point"] += _clock() - t0
         if q is None:
             return self._fail(z)
@@ -574,7 +595,11 @@ class SoftAbsMetric:
             if not _finite(rec.A):
                 return Point(q, p_h, -math.inf, None, p_h, math.inf)
             geo1 = Geometry(q, rec.A, self.alpha)
-            p1 = p_h + half * (grad - rec.grad_trace(geo1.trace_matrix(p_h)))
+            force = rec.grad_trace(geo1.trace_matrix(p_h)) - grad
+        p1 = p_h - half * force
+        geo1.force = force
+        geo1.dv = geo1.velocity(p_h) - v0
+        geo1.dv_eps = eps
         v1 = geo1.velocity(p1)
         h = -lp + 0.5 * geo1.logdet + 0.5 * float(p1 @ v1)
         if not -math.inf < h < math.inf:
