@@ -36,12 +36,12 @@ which also times forward mode, a single gradient and scipy's MINPACK.
 Run:  python benchmarks/steady_state.py [--quick] [--states 2 4 ...] [--budget S]
 """
 
+import importlib
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import blas_threads  # noqa: E402,F401  (one BLAS thread; before numpy)
+importlib.import_module("blas_threads")     # one BLAS thread; before numpy is imported
 
 import algebraic_solver as bench  # noqa: E402
 
