@@ -45,12 +45,17 @@ The integrator (Girolami & Calderhead 2011, eqs. 16-18), with ``e = eps / 2``:
 
 symmetric (``step(-eps)`` from ``(q_1, p_1)`` returns to ``(q_0, p_0)``) and
 volume-preserving when the two fixed points are solved exactly. They are solved by
-fixed-point iteration to ``fixed_point_tol`` in the metric's own norm (``|dp|`` in
-``Sigma^-1``, ``|dq|`` in ``Sigma``: standard deviations, so one tolerance fits every
-scale of a funnel), at most ``max_fixed_point`` iterations; an iteration that does
-not converge, stops contracting, or meets a failing density is a *divergence*
-(``h = inf``): the step size was too large for the local curvature, and the tree
-stops there as it does for an energy blow-up.
+Anderson-accelerated fixed-point iteration (:func:`_fixed_point`) to
+``fixed_point_tol`` (1e-8, Stan's threshold) in the metric's own norm (``|dp|`` in
+``Sigma^-1``, ``|dq|`` in ``Sigma`` at ``q_0``: standard deviations, so one tolerance
+fits every scale of a funnel), at most ``max_fixed_point`` (50) evaluations, starting
+from the previous step's force and change of velocity (predictors kept in the
+point's geometry). Stan caps the iterations at 10 and carries on with whatever it has;
+here an iteration that does not converge, stops contracting, or meets a failing
+density is a *divergence* (``h = inf``): the step was too large for the local
+curvature (the implicit equations may have no solution), an unconverged step would
+break the reversibility the sampler's correctness rests on, and the tree stops there
+as it does for an energy blow-up.
 
 Cost and caching. Per step: the momentum fixed point at ``q_0`` records the map
 ``q -> A(q)`` once (forward-over-reverse Hessian on a tape, :func:`sl.hessian`) and
