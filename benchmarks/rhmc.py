@@ -1,0 +1,269 @@
+"""Riemannian HMC (SoftAbs metric, implicit leapfrog, NUTS trajectories) against NUTS
+with a diagonal metric, on the posteriors where the geometry decides.
+
+  funnel10 / funnel51   Neal's funnel, v ~ N(0, 3), x_i ~ N(0, e^(v/2)), d = 10 and
+                        51 (Betancourt 2013's 50 + 1). The marginal of v is exactly
+                        N(0, 3): its mean and sd are tested by z-scores (estimate -
+                        truth) / MCSE, and the neck by the fraction of draws below
+                        v = -5 (exact 4.78%) and the 5% quantile (exact -4.93).
+  banana                x1 ~ N(0, 1), x2 | x1 ~ N(2 (x1^2 - 1), 0.3): E = (0, 0),
+                        Var = (1, 8.09); z-scores of both means and sds.
+  logistic              Bayesian logistic regression (Girolami & Calderhead 2011's
+                        example; the zoo's LogisticRegression, N = 200, K = 3,
+                        simulated), checked against the NUTS run of the same script
+                        (z-scores of the differences of the means, both MCSEs).
+  pk_ss                 the zoo's pk_steady_state: trough concentrations at the
+                        steady state of a repeated oral dose, the steady state solved
+                        by the algebraic-solver super node inside the log density -
+                        RHMC differentiates through it three times (Stan's SoftAbs
+                        cannot: its algebra_solver has no forward mode); checked
+                        against NUTS like logistic.
+
+Columns: divergences after warmup; ESS = bulk ESS (ArviZ) of v (funnels) or the
+minimum over the parameters; ESS/s over the whole run (warmup + sampling, chains run
+one after the other in this process, CPU seconds); ESS per leapfrog step (warmup +
+sampling); for NUTS a leapfrog step is one gradient, for RHMC it is one gradient
+plus the Hessians and third-order sweeps counted in the second table.
+
+Second table (RHMC only): what one implicit leapfrog step costs - Hessians
+(position fixed point, forward-over-reverse), recordings of the Hessian for the
+third-order sweeps, sweeps (``grad tr(M A)`` evaluations: momentum fixed point and
+the explicit half step), eigendecompositions, fixed-point iterations - and the split
+of the time between Hessians (including the recordings), eigendecompositions
+(including the SoftAbs transform and J), sweeps, and the rest (matrix algebra,
+gradient, tree), from ``stanlite.samplers.rhmc.PROFILE``.
+
+BLAS: one thread. The machine is shared: every time is noisy; the draws are
+deterministic for a seed.
+
+Run:  python benchmarks/rhmc.py [--quick] [--cases funnel10 funnel51 banana logistic pk_ss]
+                                [--alpha 30] [--adapt-delta 0.9]
+"""
+
+import argparse
+import math
+import time
+import warnings
+
+import blas_threads  # one BLAS thread per process: imported first, for its effect
+
+del blas_threads
+
+import numpy as np  # noqa: E402
+
+import stanlite as sl  # noqa: E402
+from stanlite.models.logistic_regression import LogisticRegression  # noqa: E402
+from stanlite.models.neal_funnel import NealFunnel  # noqa: E402
+from stanlite.samplers import rhmc  # noqa: E402
+
+CASES = ("funnel10", "funnel51", "banana", "logistic", "pk_ss")
+SEED = 20240917
+
+
+class Banana(sl.Model):
+    """x1 ~ N(0, 1), x2 | x1 ~ N(b (x1^2 - 1), s)."""
+    b = sl.data.real()
+    s = sl.data.real(lower=0)
+    x = sl.param.vector(2)
+
+    def log_prob(self, x):
+        return (sl.normal_lpdf(x[0], 0.0, 1.0)
+                + sl.normal_lpdf(x[1], self.b * (x[0] ** 2 - 1.0), self.s))
+
+
+def make_model(case):
+    if case == "funnel10":
+        return NealFunnel(D=10)
+    if case == "funnel51":
+        return NealFunnel(D=51)
+    if case == "banana":
+        return Banana(b=2.0, s=0.3)
+    if case == "logistic":
+        import stanlite.models as zoo
+        m = zoo.get("logistic_regression")
+        assert isinstance(m, LogisticRegression)
+        return m
+    if case == "pk_ss":
+        import stanlite.models as zoo
+        return zoo.get("pk_steady_state")
+    raise ValueError(case)
+
+
+def _az():
+    import arviz as az
+    return az
+
+
+def ess_bulk(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(np.ravel(_az().ess(np.asarray(x), method="bulk"))[0])
+
+
+def _ess_mean(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(np.ravel(_az().ess(np.asarray(x), method="mean"))[0])
+
+
+def mcse(x, method):
+    """Monte Carlo standard error of the mean or of the sd of ``x`` (chains, draws):
+    sd / sqrt(ESS), and for the sd the delta method on the variance's MCSE."""
+    x = np.asarray(x, dtype=float)
+    if method == "mean":
+        return float(x.std() / math.sqrt(_ess_mean(x)))
+    d2 = (x - x.mean()) ** 2
+    return float(d2.std() / math.sqrt(_ess_mean(d2)) / (2.0 * x.std()))
+
+
+def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED):
+    m = make_model(case)
+    kw = dict(chains=chains, warmup=warmup, draws=draws, seed=seed, progress=False,
+              parallel=False, save_warmup=True, adapt_delta=adapt_delta)
+    if sampler == "rhmc":
+        kw["sampler"] = "rhmc"
+        kw["sampler_options"] = {"alpha": alpha}
+    rhmc.reset_profile()
+    c0, w0 = time.process_time(), time.perf_counter()
+    fit = m.sample(**kw)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    prof = dict(rhmc.PROFILE)
+    steps = sum(sum(s.warmup_stats["n_leapfrog__"]) + sum(s.stats["n_leapfrog__"])
+                for s in fit.chain_states)
+    div = int(np.sum(fit.sampler_stats["divergent__"]))
+    return dict(fit=fit, cpu=cpu, wall=wall, prof=prof, steps=steps, div=div,
+                eps=float(np.mean(fit.step_size)), model=m)
+
+
+def funnel_checks(fit):
+    v = fit["v"]
+    mean, sd = v.mean(), v.std()
+    z_mean = mean / mcse(v, "mean")
+    z_sd = (sd - 3.0) / mcse(v, "sd")
+    below = float(np.mean(v < -5.0))
+    q5 = float(np.quantile(v, 0.05))
+    return dict(ess=ess_bulk(v), mean=mean, sd=sd, z_mean=z_mean, z_sd=z_sd,
+                below=below, q5=q5, vmin=float(v.min()))
+
+
+def banana_checks(fit):
+    x = fit["x"]
+    out = {"ess": min(ess_bulk(x[..., j]) for j in range(2))}
+    zs = []
+    for j, var in ((0, 1.0), (1, 0.3 ** 2 + 2 * 2.0 ** 2)):
+        xj = x[..., j]
+        zs.append(xj.mean() / mcse(xj, "mean"))
+        zs.append((xj.std() - math.sqrt(var)) / mcse(xj, "sd"))
+    out["z"] = zs
+    return out
+
+
+def flat_params(fit, names):
+    """Every scalar parameter as a (chains, draws) array."""
+    out = []
+    for k in names:
+        a = fit[k]
+        out.extend([a] if a.ndim == 2 else [a[..., j] for j in range(a.shape[2])])
+    return out
+
+
+def fmt_z(z):
+    flag = "" if abs(z) < 3 else " !"
+    return f"{z:+.1f}{flag}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="1 chain x (150 warmup + 150 draws): a smoke run")
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    ap.add_argument("--samplers", nargs="+", default=["nuts", "rhmc"],
+                    choices=["nuts", "rhmc"])
+    ap.add_argument("--alpha", type=float, default=None,
+                    help="SoftAbs alpha (default: per case, see ALPHAS)")
+    ap.add_argument("--adapt-delta", type=float, default=None,
+                    help="target acceptance (default: 0.8 NUTS, per case for RHMC)")
+    ap.add_argument("--chains", type=int, default=None)
+    ap.add_argument("--draws", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
+    args = ap.parse_args()
+    chains = args.chains or (1 if args.quick else 2)
+    rows, costs = [], []
+    for case in args.cases:
+        ref = None
+        for sampler in args.samplers:
+            if sampler == "nuts":
+                warmup = args.warmup or (150 if args.quick else 1000)
+                draws = args.draws or (150 if args.quick else 1000)
+                delta = args.adapt_delta or 0.8
+                alpha = None
+            else:
+                warmup = args.warmup or (150 if args.quick else RHMC_WARMUP[case])
+                draws = args.draws or (150 if args.quick else RHMC_DRAWS[case])
+                delta = args.adapt_delta or DELTAS[case]
+                alpha = args.alpha or ALPHAS[case]
+            r = run(case, sampler, chains, warmup, draws, alpha, delta)
+            fit = r["fit"]
+            if case.startswith("funnel"):
+                chk = funnel_checks(fit)
+                extra = (f"v: mean {chk['mean']:+.2f} (z {fmt_z(chk['z_mean'])}), sd "
+                         f"{chk['sd']:.2f} (z {fmt_z(chk['z_sd'])}), P(v<-5) "
+                         f"{100 * chk['below']:.1f}% (4.8%), q5 {chk['q5']:+.2f} (-4.93), "
+                         f"min {chk['vmin']:+.1f}")
+            elif case == "banana":
+                chk = banana_checks(fit)
+                extra = "z: " + ", ".join(fmt_z(z) for z in chk["z"]) + \
+                    "  (mean/sd of x1, x2)"
+            else:
+                cols = flat_params(fit, r["model"].param_names())
+                chk = {"ess": min(ess_bulk(x) for x in cols)}
+                means = np.array([x.mean() for x in cols])
+                se = np.array([mcse(x, "mean") for x in cols])
+                if ref is None:
+                    ref = (means, se)
+                    extra = "means " + " ".join(f"{x:+.3f}" for x in means)
+                else:
+                    z = (means - ref[0]) / np.sqrt(se ** 2 + ref[1] ** 2)
+                    extra = "z vs NUTS: " + ", ".join(fmt_z(x) for x in z)
+            label = sampler if sampler == "nuts" else f"rhmc a={alpha:g}"
+            rows.append((case, label, warmup, draws, chains, delta, r["eps"], r["div"],
+                         chk["ess"], chk["ess"] / r["cpu"], chk["ess"] / r["steps"],
+                         r["cpu"], extra))
+            if sampler == "rhmc":
+                costs.append((case, r["prof"], r["cpu"]))
+            print(f"  done {case} {label}: {r['cpu']:.0f} s cpu", flush=True)
+    print()
+    print(f"{'case':9} {'sampler':11} {'warm+draws':>10} {'delta':>5} {'eps':>6} {'div':>4} "
+          f"{'ESS':>6} {'ESS/s':>7} {'ESS/step':>8} {'cpu s':>7}  checks")
+    for (case, lab, w, d, c, delta, eps, div, ess, ess_s, ess_g, cpu, extra) in rows:
+        print(f"{case:9} {lab:11} {f'{c}x{w}+{d}':>10} {delta:5.2f} {eps:6.3f} {div:4d} "
+              f"{ess:6.0f} {ess_s:7.2f} {ess_g:8.4f} {cpu:7.0f}  {extra}")
+    if costs:
+        print()
+        print("RHMC cost per implicit leapfrog step, and the time split")
+        print(f"{'case':9} {'steps':>7} {'hess':>5} {'rec':>4} {'sweeps':>6} {'eigh':>5} "
+              f"{'p-it':>5} {'q-it':>5} {'fp-fail':>7} {'ms/step':>7} {'hess%':>6} "
+              f"{'eigh%':>6} {'sweep%':>6} {'fixpt%':>6} {'other%':>6}")
+        for case, P, cpu in costs:
+            n = max(P["steps"], 1)
+            tot = max(P["t_step"], 1e-12)
+            other = tot - P["t_hessian"] - P["t_eigh"] - P["t_sweep"]
+            print(f"{case:9} {P['steps']:7d} {P['hessians'] / n:5.1f} "
+                  f"{P['recordings'] / n:4.1f} {P['sweeps'] / n:6.1f} {P['eighs'] / n:5.1f} "
+                  f"{P['p_iterations'] / n:5.1f} {P['q_iterations'] / n:5.1f} "
+                  f"{P['fp_failures']:7d} {1e3 * tot / n:7.2f} "
+                  f"{100 * P['t_hessian'] / tot:6.1f} {100 * P['t_eigh'] / tot:6.1f} "
+                  f"{100 * P['t_sweep'] / tot:6.1f} {100 * P['t_fixed_point'] / tot:6.1f} "
+                  f"{100 * other / tot:6.1f}")
+
+
+#: SoftAbs alpha, target acceptance, warmup and draws per case (RHMC); see README
+ALPHAS = {"funnel10": 30.0, "funnel51": 30.0, "banana": 1.0, "logistic": 1.0, "pk_ss": 1.0}
+DELTAS = {"funnel10": 0.9, "funnel51": 0.9, "banana": 0.9, "logistic": 0.8, "pk_ss": 0.8}
+RHMC_WARMUP = {"funnel10": 300, "funnel51": 300, "banana": 300, "logistic": 200,
+               "pk_ss": 150}
+RHMC_DRAWS = {"funnel10": 500, "funnel51": 500, "banana": 500, "logistic": 500,
+              "pk_ss": 300}
+
+if __name__ == "__main__":
+    main()
