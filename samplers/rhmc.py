@@ -454,6 +454,7 @@ class SoftAbsMetric:
         self.max_iter = max_fixed_point
         self._f = None
         self._is_model = False
+        self._verified = False
         self._model = None
 
     @property
@@ -466,8 +467,31 @@ class SoftAbsMetric:
     def _fun(self, model):
         if model is not self._model:
             self._f, self._is_model = _traced_log_density(model)
+            self._verified = self._is_model
             self._model = model
         return self._f
+
+    def _verify(self, model, q, H):
+        """A protocol object's ``log_density`` must nest (stanlite operations all the
+        way): its traced Hessian must be its own, or the third-order terms would be
+        silently wrong."""
+        from stanlite.errors import ModelError
+        try:
+            Ht = np.asarray(_hessian(self._f)(q), dtype=float).reshape(H.shape)
+            ok = np.allclose(Ht, H, rtol=1e-6, atol=1e-8 * (1 + np.abs(H).max()))
+        except Exception as e:                 # noqa: BLE001 - re-raised with advice
+            raise ModelError(
+                f"RHMC differentiates the log density three times, so "
+                f"{type(model).__name__}.log_density must accept traced values (be "
+                f"written with stanlite operations); calling it on one raised "
+                f"{type(e).__name__}: {e}") from e
+        if not ok:
+            raise ModelError(
+                f"RHMC differentiates the log density three times, so "
+                f"{type(model).__name__}.log_density must be written with stanlite "
+                "operations; nested AD through it does not reproduce its "
+                "log_density_hessian (plain numpy somewhere inside?)")
+        self._verified = True
 
     def geometry(self, model, q):
         """The :class:`Geometry` at ``q`` (raises for a failing density; non-finite
@@ -479,6 +503,8 @@ class SoftAbsMetric:
                 Hl = _hessian(f)(q)
             else:                               # a protocol object's own Hessian
                 Hl = model.log_density_hessian(q)[2]
+                if not self._verified:
+                    self._verify(model, q, Hl)
         PROFILE["hessians"] += 1
         PROFILE["t_hessian"] += _clock() - t0
         Hl = np.asarray(Hl, dtype=float)
@@ -512,10 +538,12 @@ class SoftAbsMetric:
         geo = z.aux
         if isinstance(geo, Geometry) and geo.q is z.q and geo.alpha == self.alpha:
             return geo
+        from stanlite.errors import ModelError
         try:
             geo = self.geometry(model, z.q)
+        except ModelError:
+            raise
         except RejectedPoint as e:
-            from stanlite.errors import ModelError
             raise ModelError(f"RHMC: the Hessian of the log density cannot be evaluated at "
                              f"the chain's current point ({type(e).__name__}: {e}); the "
                              "SoftAbs metric needs finite second derivatives") from e

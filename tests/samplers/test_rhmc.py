@@ -351,6 +351,29 @@ def test_nuts_tree_runs_on_softabs_with_a_protocol_object(rng):
         assert isinstance(z.aux, Geometry) and z.aux.q is z.q   # the cache travels
 
 
+class NumpyBanana(ProtocolBanana):
+    """Its log density is plain numpy: nested AD cannot see inside."""
+
+    def log_density(self, x):
+        x = np.asarray(sl.value_of(x), dtype=float)
+        return super().log_density(x)
+
+    def log_density_gradient(self, x):
+        return sl.value_and_grad(super().log_density)(np.asarray(x, float))
+
+    def log_density_hessian(self, x):
+        lp, g = self.log_density_gradient(x)
+        return lp, g, sl.hessian(super().log_density)(np.asarray(x, float))
+
+
+def test_protocol_object_must_nest(rng):
+    m = NumpyBanana()
+    met = SoftAbsMetric(2)
+    z = Point(np.zeros(2), None, *m.log_density_gradient(np.zeros(2)))
+    with pytest.raises(sl.ModelError, match="stanlite operations"):
+        met.start(m, z, rng)
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match="alpha"):
         SoftAbsMetric(2, alpha=0.0)
