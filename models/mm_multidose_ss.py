@@ -3,9 +3,9 @@ elimination: the algebraic-solver super node inside NUTS, through ``sl.pk.ode``.
 
 The problem
 -----------
-A patient has received ``dose`` mg by intravenous bolus every ``ii`` h for long
-enough to be at steady state (``ss = 1``); the drug is eliminated by a saturable
-pathway (Michaelis-Menten kinetics, as phenytoin, ethanol or high-dose salicylate),
+A patient takes ``dose`` mg by intravenous bolus every ``ii`` h, long enough to be at
+steady state (``ss = 1``); the drug is eliminated by a saturable pathway
+(Michaelis-Menten kinetics, as phenytoin, ethanol or high-dose salicylate),
 
 .. math::
 
@@ -13,7 +13,9 @@ pathway (Michaelis-Menten kinetics, as phenytoin, ethanol or high-dose salicylat
 
 with ``x`` the amount in the body (mg), ``V`` the volume (L), ``Vmax`` the maximal
 elimination rate (mg/h) and ``Km`` the concentration of half-maximal elimination
-(mg/L). Concentrations are measured over one or more dosing intervals.
+(mg/L). Concentrations are measured over one or more dosing intervals, at the steady
+state of one or several regimens (``R`` of them: a regimen changed after a first
+measurement, as in therapeutic drug monitoring).
 
 Nothing about the steady state is linear: the amount just before a dose (the
 trough) is the root of
@@ -25,12 +27,13 @@ trough) is the root of
 with ``F_u`` the ODE's evolution over ``u`` h. :func:`stanlite.pk.ode` finds it with
 the algebraic-solver super node (Powell's dogleg on plain floats; the integrations
 inside by the ODE super node), and differentiates it by the implicit function
-theorem: ``dx/dtheta = -(I - F'_x)^{-1} (-F'_theta)``, one transposed solve and one
-reverse sweep through the period map, whatever the number of iterations. The
-concentrations after the steady-state dose come from the ODE super node again.
-A steady state exists only if the pathway can clear the dose, ``Vmax > D / ii``
-(otherwise the drug accumulates without bound): the declaration of ``Vmax`` makes
-that a bound, so NUTS never proposes a regimen without a steady state.
+theorem: ``dx/dtheta = (I - F'_x)^{-1} F'_theta`` (``F'`` the derivatives of
+``F_ii(x + D)``), one transposed solve and one reverse sweep through the period map,
+whatever the number of iterations. The concentrations after the steady-state dose
+come from the ODE super node again. A steady state exists only if the pathway can
+clear the dose, ``Vmax > D / ii`` (otherwise the drug accumulates without bound):
+the declaration of ``Vmax`` makes that a bound (the largest ``D / ii`` of the
+regimens), so NUTS never proposes a regimen without a steady state.
 
 The one-compartment model with Michaelis-Menten elimination has a closed form (not
 used by the model; the tests check against it): with ``vm = Vmax / V``,
@@ -59,13 +62,17 @@ is a roughly constant percentage. Weakly informative priors: a volume around
 0.7 L/kg for a 70 kg adult, maximal elimination rates of 10-100 mg/h, ``Km`` of
 0.5-50 mg/L.
 
-Default data (``data/mm_multidose_ss.json``, :func:`simulate_data`): 600 mg every
-24 h, observed at 10 times over the first interval and 4 over the next (the
-steady-state dose has ``addl = 1``), simulated from ``V = 50``, ``Vmax = 40``,
-``Km = 4``, ``sigma = 0.1`` with seed 20240809 (exact concentrations from the closed
-form). The profile falls from 14 to 2.4 mg/L, across ``Km``: the elimination goes
-from nearly zero-order to nearly first-order within an interval, which identifies
-``Vmax`` and ``Km`` separately.
+Default data (``data/mm_multidose_ss.json``, :func:`simulate_data`): the classic
+dose-adjustment design for a drug with saturable elimination (Ludden et al. 1977):
+150 mg every 12 h, sampled at 6 times over an interval at steady state; then 300 mg
+every 12 h, sampled at 9 times over two intervals (``addl = 1``) at the new steady
+state; simulated from ``V = 50``, ``Vmax = 40``, ``Km = 4``, ``sigma = 0.1`` with seed
+20240809 (exact concentrations from the closed form). Doubling the dose raises the
+trough more than five-fold (0.8 to 4.6 mg/L). One regimen alone identifies ``Vmax``
+and ``Km`` poorly (their posterior is a long curved ridge; NUTS needed ~100
+leapfrog steps per draw on a single-regimen version of these data); the two steady
+states pin both down (posterior sds ~8% on the log scale). ``Vmax`` and ``Km``
+remain strongly correlated (~0.97): sample with ``metric="dense_e"``.
 """
 
 import math
@@ -75,13 +82,14 @@ import numpy as np
 import stanlite as sl
 
 __all__ = ["MmMultidoseSs", "mm_elimination", "concentration_exact", "trough_exact",
-           "simulate_data", "TRUTH", "DOSE", "II", "TIMES", "DATA_SEED"]
+           "profile_exact", "simulate_data", "TRUTH", "REGIMENS", "DATA_SEED"]
 
 #: the values the default data are simulated from
 TRUTH = {"V": 50.0, "Vmax": 40.0, "Km": 4.0, "sigma": 0.1}
-DOSE, II, ADDL = 600.0, 24.0, 1
-#: sampling times (h after the steady-state dose): one interval, then four more
-TIMES = (0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 20.0, 23.5, 25.0, 30.0, 36.0, 47.5)
+#: the default regimens: (dose mg, ii h, addl, sampling times in h after the
+#: steady-state dose) - 150 mg every 12 h, then 300 mg every 12 h over two intervals
+REGIMENS = ((150.0, 12.0, 0, (0.5, 2.0, 4.0, 6.0, 9.0, 11.5)),
+            (300.0, 12.0, 1, (0.5, 2.0, 4.0, 6.0, 9.0, 11.5, 13.0, 18.0, 23.5)))
 DATA_SEED = 20240809
 
 
@@ -144,62 +152,86 @@ def trough_exact(dose, ii, V, Vmax, Km):
     return brentq(g, 0.0, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
 
 
-def simulate_data(seed=DATA_SEED, times=TIMES, dose=DOSE, ii=II, addl=ADDL, **truth):
-    """Data for :class:`MmMultidoseSs`: exact concentrations at ``times`` (h after the
-    steady-state dose; a dose every ``ii`` up to ``addl`` more) from the closed form,
-    times log-normal noise (numpy generator seeded with ``seed``).
-    ``data/mm_multidose_ss.json`` is ``simulate_data()``."""
+def profile_exact(dose, ii, addl, t, V, Vmax, Km):
+    """Concentrations ``t`` h after a steady-state dose (numpy, closed form): the
+    trough plus the dose at 0, then ``addl`` more doses every ``ii`` (a time on a
+    dosing time is after that dose, as in an event schedule).
+
+    >>> c = profile_exact(300.0, 12.0, 1, [0.0, 12.0, 24.0], 50.0, 40.0, 4.0)
+    >>> bool(np.isclose(c[0], c[1])), bool(c[2] < c[1])   # periodic, then washout
+    (True, True)
+    """
+    tr = trough_exact(dose, ii, V, Vmax, Km)
+    t = np.asarray(t, dtype=float)
+    k = np.minimum(np.floor(t / ii), addl)            # doses given by each time
+    return concentration_exact(tr + dose / V, t - k * ii, V, Vmax, Km)
+
+
+def simulate_data(seed=DATA_SEED, regimens=REGIMENS, **truth):
+    """Data for :class:`MmMultidoseSs`: exact concentrations (:func:`profile_exact`)
+    for each regimen ``(dose, ii, addl, times)`` at the ``truth`` (default
+    :data:`TRUTH`, overridable by keyword), times log-normal noise (numpy generator
+    seeded with ``seed``). ``data/mm_multidose_ss.json`` is ``simulate_data()``."""
     p = dict(TRUTH, **truth)
-    V, Vmax, Km = p["V"], p["Vmax"], p["Km"]
-    trough = trough_exact(dose, ii, V, Vmax, Km)
-    t = np.asarray(times, dtype=float)
-    k = np.minimum(np.floor(t / ii), addl)          # doses given by each time
-    c = concentration_exact(trough + dose / V, t - k * ii, V, Vmax, Km)
-    noise = np.random.default_rng(seed).standard_normal(len(t))
-    conc = c * np.exp(p["sigma"] * noise)
-    return {"N": len(t), "time": [float(v) for v in t],
-            "conc": [round(float(v), 6) for v in conc], "dose": float(dose),
-            "ii": float(ii), "addl": int(addl)}
+    regimen, times, conc = [], [], []
+    for r, (dose, ii, addl, t) in enumerate(regimens):
+        c = profile_exact(dose, ii, addl, t, p["V"], p["Vmax"], p["Km"])
+        regimen += [r + 1] * len(t)
+        times += [float(v) for v in t]
+        conc += list(c)
+    noise = np.random.default_rng(seed).standard_normal(len(conc))
+    conc = np.asarray(conc) * np.exp(p["sigma"] * noise)
+    return {"R": len(regimens), "dose": [float(r[0]) for r in regimens],
+            "ii": [float(r[1]) for r in regimens], "addl": [int(r[2]) for r in regimens],
+            "N": len(conc), "regimen": regimen, "time": times,
+            "conc": [round(float(v), 6) for v in conc]}
 
 
 class MmMultidoseSs(sl.Model):
-    r"""Michaelis-Menten elimination at steady state of a multiple-dose regimen,
-    solved by ``sl.pk.ode`` (event schedule with ``ss = 1``, the algebraic-solver
-    super node for the steady state, the ODE super node for the profile); module
-    docstring for the math.
+    r"""Michaelis-Menten elimination at the steady states of multiple-dose regimens,
+    solved by ``sl.pk.ode`` (one event schedule per regimen with an ``ss = 1`` dose,
+    the algebraic-solver super node for its steady state, the ODE super node for the
+    profile); module docstring for the math.
 
     .. math::
 
-        x^{ss} &= F_{ii}(x^{ss} + D) \quad\text{(algebraic solver)}, \qquad
-        C(t) = F_t(x^{ss} + D) / V \quad\text{(ODE)}, \\
-        \text{conc}_i &\sim \mathrm{LogNormal}(\log C(t_i), \sigma).
+        x^{ss}_r &= F_{ii_r}(x^{ss}_r + D_r) \quad\text{(algebraic solver)}, \qquad
+        C_r(t) = F_t(x^{ss}_r + D_r) / V \quad\text{(ODE)}, \\
+        \text{conc}_i &\sim \mathrm{LogNormal}(\log C_{r[i]}(t_i), \sigma).
 
-    Data: ``N`` observations at ``time`` (h after the steady-state dose, >= 0) with
-    concentrations ``conc`` (mg/L, > 0); the regimen ``dose`` (mg) every ``ii`` (h),
-    ``addl`` further doses after the steady-state one (as NONMEM's ADDL). Parameters
-    (in this order): ``V`` (L), ``Vmax`` (mg/h, ``> dose / ii``), ``Km`` (mg/L),
-    ``sigma``. Transformed parameter: ``C`` (N predicted concentrations).
-    Generated quantities: ``C_trough`` (the steady-state trough, mg/L), ``conc_rep``
-    and ``log_lik``.
+    Data: ``R`` regimens, each ``dose[r]`` (mg) every ``ii[r]`` (h) with ``addl[r]``
+    further doses after the steady-state one (NONMEM's ADDL); ``N`` observations with
+    their ``regimen`` (1-based), ``time`` (h after that regimen's steady-state dose)
+    and ``conc`` (mg/L, > 0). Parameters (in this order): ``V`` (L), ``Vmax`` (mg/h,
+    ``> max(dose / ii)``: a steady state exists), ``Km`` (mg/L), ``sigma``.
+    Transformed parameter: ``C`` (N predicted concentrations). Generated quantities:
+    ``C_trough`` (the steady-state trough of each regimen, mg/L), ``conc_rep`` and
+    ``log_lik``.
 
     Keyword arguments of the constructor: ``rel_tol``, ``abs_tol`` of the ODE solves
     (1e-8; the steady-state integrations run at 1e-10, :func:`stanlite.pk.ode`).
+    ``Vmax`` and ``Km`` are strongly correlated a posteriori: ``metric="dense_e"``.
 
     Source: written for stanlite (issue 8: a general-ODE steady state inside NUTS);
-    the kinetics are those of Wagner (1973), "Properties of the Michaelis-Menten
-    equation and its integrated form", and the Lambert-W solution of Schnell &
-    Mendoza (1997); default data simulated (:func:`simulate_data`).
+    kinetics of Wagner (1973), "Properties of the Michaelis-Menten equation and its
+    integrated form", J. Pharmacokinet. Biopharm. 1, the Lambert-W solution of Schnell
+    & Mendoza (1997), and the two-regimen design of Ludden, Allen, Valutsky, Vicuna,
+    Nappi, Hoffman, Wallace, Lalka & McNay (1977), "Individualization of phenytoin
+    dosage regimens", Clin. Pharmacol. Ther. 21; default data simulated
+    (:func:`simulate_data`).
     """
 
+    R = sl.data.int(lower=1)
+    dose = sl.data.vector("R", lower=0)
+    ii = sl.data.vector("R", lower=0)
+    addl = sl.data.array("R", dtype="int", lower=0)
     N = sl.data.int(lower=1)
+    regimen = sl.data.array("N", dtype="int", lower=1, upper="R")
     time = sl.data.vector("N", lower=0)
     conc = sl.data.vector("N", lower=0)
-    dose = sl.data.real(lower=0)
-    ii = sl.data.real(lower=0)
-    addl = sl.data.int(lower=0)
 
     V = sl.param.real(lower=0)
-    Vmax = sl.param.real(lower=lambda dose, ii: dose / ii)
+    Vmax = sl.param.real(lower=lambda dose, ii: float(np.max(dose / ii)))
     Km = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
@@ -213,38 +245,53 @@ class MmMultidoseSs(sl.Model):
         super().__init__(**data)
         if not np.all(self.conc > 0):
             i = int(np.flatnonzero(~(self.conc > 0))[0])
+            bad = float(self.conc[i])
             raise sl.DataError(f"data field 'conc': log-normal errors need positive "
-                               f"concentrations, element [{i + 1}] is {self.conc[i]!r}")
-        if not (self.dose > 0 and self.ii > 0):
-            raise sl.DataError(f"data fields 'dose' and 'ii': a steady-state regimen needs "
-                               f"dose > 0 and ii > 0, got dose = {self.dose}, ii = "
-                               f"{self.ii}")
-        order = np.argsort(self.time, kind="stable")
-        n = self.N
-        self.events = sl.pk.events(
-            time=np.r_[0.0, self.time[order]], evid=np.r_[1, np.zeros(n)],
-            amt=np.r_[self.dose, np.zeros(n)], ii=np.r_[self.ii, np.zeros(n)],
-            addl=np.r_[self.addl, np.zeros(n)], ss=np.r_[1, np.zeros(n)])
-        self._rec = np.empty(n, dtype=int)
-        self._rec[order] = np.arange(1, n + 1)
+                               f"concentrations, element [{i + 1}] is {bad!r}")
+        for name in ("dose", "ii"):
+            v = getattr(self, name)
+            if not np.all(v > 0):
+                i = int(np.flatnonzero(~(v > 0))[0])
+                raise sl.DataError(f"data field '{name}': a steady-state regimen needs "
+                                   f"dose > 0 and ii > 0, element [{i + 1}] is "
+                                   f"{float(v[i])!r}")
+        # one schedule per regimen: its steady-state dose at 0, then its observations
+        # in time order; C is gathered back into data order by self._order
+        self.events, order = [], []
+        for r in range(self.R):
+            obs = np.flatnonzero(self.regimen == r + 1)
+            obs = obs[np.argsort(self.time[obs], kind="stable")]
+            n = len(obs)
+            self.events.append(sl.pk.events(
+                time=np.r_[0.0, self.time[obs]], evid=np.r_[1, np.zeros(n)],
+                amt=np.r_[self.dose[r], np.zeros(n)], ii=np.r_[self.ii[r], np.zeros(n)],
+                addl=np.r_[self.addl[r], np.zeros(n)], ss=np.r_[1, np.zeros(n)]))
+            order.append(obs)
+        order = np.concatenate(order)
+        self._order = np.empty(self.N, dtype=int)
+        self._order[order] = np.arange(self.N)
         self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol)
         self._log_conc = np.log(self.conc)
 
-    def _guess(self, V, Vmax, Km):
-        """The exact trough amount from the closed form: a starting point for the
-        algebraic solver (plain floats; zeros if the closed form fails)."""
+    def _guess(self, r, V, Vmax, Km):
+        """Regimen ``r``'s exact trough amount from the closed form: a starting point
+        for the algebraic solver (plain floats; ``None``, the library's zeros, if the
+        closed form fails)."""
         try:
             v = float(sl.value_of(V))
-            c = trough_exact(self.dose, self.ii, v, float(sl.value_of(Vmax)),
+            c = trough_exact(self.dose[r], self.ii[r], v, float(sl.value_of(Vmax)),
                              float(sl.value_of(Km)))
             return np.array([c * v]) if math.isfinite(c) else None
         except (ValueError, ArithmeticError, RuntimeError):
             return None
 
     def transformed_parameters(self, V, Vmax, Km):
-        amounts = sl.pk.ode(mm_elimination, 1, self.events, sl.stack([V, Vmax, Km]),
-                            ss_guess=self._guess(V, Vmax, Km), **self.ode_control)
-        return {"C": amounts[self._rec, 0] / V}
+        theta = sl.stack([V, Vmax, Km])
+        parts = [sl.pk.ode(mm_elimination, 1, ev, theta,
+                           ss_guess=self._guess(r, V, Vmax, Km), **self.ode_control)[1:, 0]
+                 for r, ev in enumerate(self.events)]
+        amounts = parts[0] if len(parts) == 1 else sl.concatenate(parts)
+        return {"C": amounts[self._order] / V}
 
     def log_prob(self, V, Vmax, Km, sigma, C):
         lp = sl.lognormal_lpdf(V, math.log(50.0), 0.5)
@@ -256,7 +303,8 @@ class MmMultidoseSs(sl.Model):
     def generated_quantities(self, rng, V, Vmax, Km, sigma, C):
         mu = np.log(C)
         z = (self._log_conc - mu) / sigma
-        return {"C_trough": trough_exact(self.dose, self.ii, V, Vmax, Km),
+        return {"C_trough": np.array([trough_exact(d, i, V, Vmax, Km)
+                                      for d, i in zip(self.dose, self.ii)]),
                 "conc_rep": np.exp(rng.normal(mu, sigma)),
                 "log_lik": -0.5 * z * z - math.log(sigma) - self._log_conc
                 - 0.5 * math.log(2 * math.pi)}
@@ -266,6 +314,7 @@ if __name__ == "__main__":           # regenerate the default data
     import json
     import pathlib
     path = pathlib.Path(__file__).resolve().parent / "data" / "mm_multidose_ss.json"
-    body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in simulate_data().items())
+    body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}"
+                      for k, v in simulate_data().items())
     path.write_text("{\n" + body + "\n}\n", encoding="utf-8")
     print(f"wrote {path}")

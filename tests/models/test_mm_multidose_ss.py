@@ -30,19 +30,22 @@ def model(data):
 
 
 def exact_profile(d, V, Vmax, Km):
-    """Concentrations at the data's times from the closed form: the trough, the
-    steady-state dose at 0 and ``addl`` more every ``ii``."""
-    tr = mm.trough_exact(d["dose"], d["ii"], V, Vmax, Km)
-    t = np.asarray(d["time"])
-    k = np.minimum(np.floor(t / d["ii"]), d["addl"])
-    return mm.concentration_exact(tr + d["dose"] / V, t - k * d["ii"], V, Vmax, Km)
+    """Concentrations at the data's times from the closed form, regimen by regimen."""
+    out = np.empty(d["N"])
+    reg = np.asarray(d["regimen"]) - 1
+    for r in range(d["R"]):
+        i = np.flatnonzero(reg == r)
+        out[i] = mm.profile_exact(d["dose"][r], d["ii"][r], d["addl"][r],
+                                  np.asarray(d["time"])[i], V, Vmax, Km)
+    return out
 
 
 def reference_log_density(d, x):
     """The model's log density on the unconstrained space from the closed form:
-    V = e^u0, Vmax = dose/ii + e^u1, Km = e^u2, sigma = e^u3 (log-Jacobian u0+..+u3)."""
+    V = e^u0, Vmax = max(dose/ii) + e^u1, Km = e^u2, sigma = e^u3 (log-Jacobian
+    u0 + .. + u3)."""
     V, Km, sigma = math.exp(x[0]), math.exp(x[2]), math.exp(x[3])
-    Vmax = d["dose"] / d["ii"] + math.exp(x[1])
+    Vmax = max(np.asarray(d["dose"]) / np.asarray(d["ii"])) + math.exp(x[1])
     C = exact_profile(d, V, Vmax, Km)
     lognorm = stats.lognorm.logpdf
     lp = (lognorm(V, 0.5, scale=50.0) + lognorm(Vmax, 0.75, scale=30.0)
@@ -84,7 +87,8 @@ def test_closed_form_solves_the_ode():
         np.testing.assert_allclose(dc, -Vmax / V * c / (Km + c), rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("theta", [(50.0, 40.0, 4.0), (30.0, 30.0, 10.0), (60.0, 26.0, 2.0)])
+@pytest.mark.parametrize("theta", [(50.0, 40.0, 4.0), (30.0, 30.0, 10.0),
+                                   (60.0, 26.0, 2.0)])
 def test_steady_state_by_the_algebraic_solver_matches_the_closed_form(theta):
     V, Vmax, Km = theta
     x = sl.pk.ode_steady_state(mm.mm_elimination, 1, np.array(theta), 600.0, 24.0)
@@ -136,7 +140,8 @@ def test_steady_state_derivative_in_every_parameter_and_ii():
 # --------------------------------------------------------------------------------------
 def test_parameters_and_the_vmax_bound(model, data):
     assert model.param_names() == ["V", "Vmax", "Km", "sigma"]
-    rate = data["dose"] / data["ii"]
+    rate = max(np.asarray(data["dose"]) / np.asarray(data["ii"]))       # 300 mg / 12 h
+    assert rate == 25.0
     for u in (-30.0, 0.0, 5.0):
         assert model.constrain(np.array([0.0, u, 0.0, 0.0]))["Vmax"] > rate
     assert model.constrain(np.zeros(4))["Vmax"] == pytest.approx(rate + 1.0)
@@ -180,8 +185,10 @@ def test_default_tolerances_are_accurate_enough(data):
 def test_bad_data_is_refused(data):
     with pytest.raises(sl.DataError, match="positive concentrations"):
         zoo.get("mm_multidose_ss", conc=[0.0] + data["conc"][1:])
-    with pytest.raises(sl.DataError, match="ii"):
-        zoo.get("mm_multidose_ss", ii=0.0)
+    with pytest.raises(sl.DataError, match="'ii'.*element \\[2\\] is 0.0"):
+        zoo.get("mm_multidose_ss", ii=[12.0, 0.0])
+    with pytest.raises(sl.DataError, match="regimen"):
+        zoo.get("mm_multidose_ss", regimen=[3] + data["regimen"][1:])
     with pytest.raises(sl.DataError, match="time"):
         zoo.get("mm_multidose_ss", time=[-1.0] + data["time"][1:])
 
@@ -189,38 +196,50 @@ def test_bad_data_is_refused(data):
 def test_unsorted_times_give_the_same_density(data, model):
     perm = np.random.default_rng(1).permutation(data["N"])
     m2 = mm.MmMultidoseSs(**dict(data, time=np.asarray(data["time"])[perm].tolist(),
-                                 conc=np.asarray(data["conc"])[perm].tolist()), **TIGHT)
+                                 conc=np.asarray(data["conc"])[perm].tolist(),
+                                 regimen=np.asarray(data["regimen"])[perm].tolist()),
+                          **TIGHT)
     x = points(model, n=1)[0]
     assert m2.log_density(x) == pytest.approx(model.log_density(x), rel=1e-12)
+    np.testing.assert_allclose(m2.transformed_values(x)["C"],
+                               model.transformed_values(x)["C"][perm], rtol=1e-12)
 
 
 def test_generated_quantities(model, data):
     x = points(model, n=1)[0]
     c = model.constrain(x)
     out = model.output(x, rng=2)
-    assert out["C_trough"] == pytest.approx(
-        mm.trough_exact(data["dose"], data["ii"], c["V"], c["Vmax"], c["Km"]))
+    np.testing.assert_allclose(out["C_trough"], [
+        mm.trough_exact(dz, ii, c["V"], c["Vmax"], c["Km"])
+        for dz, ii in zip(data["dose"], data["ii"])])
+    # the troughs are the model's concentrations just before the next dose: the
+    # second regimen's record at 23.5 h is nearly one (11.5 h after the 12 h dose)
+    assert out["C_trough"][1] < out["C"][-1] < out["C_trough"][1] * 1.1
     ll = stats.lognorm.logpdf(data["conc"], c["sigma"], scale=out["C"])
     np.testing.assert_allclose(out["log_lik"], ll, rtol=1e-10)
     assert np.all(out["conc_rep"] > 0)
 
 
 def test_shipped_data_is_simulate_data(data):
-    assert mm.simulate_data() == data
     assert json.loads(json.dumps(mm.simulate_data())) == data
+    # the design: doubling the dose raised the trough more than five-fold
+    t = [mm.trough_exact(dz, 12.0, 50.0, 40.0, 4.0) for dz in (150.0, 300.0)]
+    assert t[1] / t[0] > 5
 
 
 # --------------------------------------------------------------------------------------
-# NUTS end to end (about 0.3 s per gradient: slow)
+# NUTS end to end (two steady states per gradient, ~0.5 s: slow)
 # --------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_nuts_recovers_the_truth():
-    """Two seeded chains, 150 warmup + 150 draws, the algebraic super node inside every
-    leapfrog step: no divergences, R-hat < 1.05, and each parameter's truth within 4
-    posterior standard deviations (+ 4 MCSE) of its posterior mean (the data were
-    simulated from the truth, so it is a draw from the posterior's neighbourhood)."""
+    """Two seeded chains, 150 warmup + 150 draws (dense metric: Vmax and Km are
+    correlated), the algebraic super node inside every leapfrog step: no divergences,
+    R-hat < 1.05, and each parameter's truth within 4 posterior standard deviations
+    (+ 4 MCSE) of its posterior mean (the data were simulated from the truth, so it is
+    a draw from the posterior's neighbourhood)."""
     m = zoo.get("mm_multidose_ss")
-    fit = m.sample(chains=2, warmup=150, draws=150, seed=7, progress=False)
+    fit = m.sample(chains=2, warmup=150, draws=150, seed=7, metric="dense_e",
+                   progress=False)
     assert fit.sampler_stats["divergent__"].sum() == 0
     s = fit.summary(["V", "Vmax", "Km", "sigma"])
     assert np.all(s["r_hat"] < 1.05), s
