@@ -221,12 +221,6 @@ class MmMultidoseSs(sl.Model):
     (:func:`simulate_data`).
     """
 
-    #: the eager tape: the steady-state solver's starting point is computed from the
-    #: parameters' values (the closed-form trough), which a retaped program would
-    #: freeze at the recording point
-    compile = False
-
-
     R = sl.data.int(lower=1)
     dose = sl.data.vector("R", lower=0)
     ii = sl.data.vector("R", lower=0)
