@@ -209,8 +209,14 @@ class MmMultidoseSs(sl.Model):
     ``log_lik``.
 
     Keyword arguments of the constructor: ``rel_tol``, ``abs_tol`` of the ODE solves
-    (1e-8; the steady-state integrations run at 1e-10, :func:`stanlite.pk.ode`).
-    ``Vmax`` and ``Km`` are strongly correlated a posteriori: ``metric="dense_e"``.
+    (1e-8; the steady-state integrations run at 1e-10, :func:`stanlite.pk.ode`) and
+    ``max_num_steps`` (1000 between two output times; ~20-60 are needed over the
+    posterior). The cap matters for sampling: where ``Km`` is absurdly small (``Km =
+    e^-8``, ~10 prior sds out, which the first warmup iterations can propose) the
+    equation turns stiff as the concentration falls below ``Km`` and the explicit
+    solver would creep for minutes; capped, it raises ``SolverError`` at once and NUTS
+    rejects the proposal. ``Vmax`` and ``Km`` are strongly correlated a posteriori:
+    sample with ``metric="dense_e"``.
 
     Source: written for stanlite (issue 8: a general-ODE steady state inside NUTS);
     kinetics of Wagner (1973), "Properties of the Michaelis-Menten equation and its
@@ -241,7 +247,7 @@ class MmMultidoseSs(sl.Model):
     #: and algebraic solves, which retaping would not change.
     compile = False
 
-    def __init__(self, rel_tol=1e-8, abs_tol=1e-8, **data):
+    def __init__(self, rel_tol=1e-8, abs_tol=1e-8, max_num_steps=1000, **data):
         super().__init__(**data)
         if not np.all(self.conc > 0):
             i = int(np.flatnonzero(~(self.conc > 0))[0])
@@ -270,7 +276,8 @@ class MmMultidoseSs(sl.Model):
         order = np.concatenate(order)
         self._order = np.empty(self.N, dtype=int)
         self._order[order] = np.arange(self.N)
-        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol)
+        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,
+                                max_num_steps=max_num_steps)
         self._log_conc = np.log(self.conc)
 
     def _guess(self, r, V, Vmax, Km):
