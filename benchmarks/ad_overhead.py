@@ -423,9 +423,17 @@ def zoo_table(quick=False):
                "de": lambda z: m._log_density(z, True), "dc": m.log_density}
         t = median_times(fns, {k: x for k in fns}, budget=budget, repeats=repeats)
         out.append((name, t))
-        print(f"{name:<28}{m.dim:>4}{_fmt(t['ge']):>12}{_fmt(t['gc']):>10}"
-              f"{t['ge'] / t['gc']:>9.1f}x{_fmt(t['de']):>15}{_fmt(t['dc']):>10}"
-              f"{t['de'] / t['dc']:>9.1f}x{t_rec * 1e3:>11.1f}")
+        # "eager": the model opts out (compile = False) or that program fell back
+        rt = m.__dict__.get("_retaped", {})
+        eager_g = not m.compile or rt[True].fallback is not None
+        eager_d = not m.compile or rt[("density", True)].fallback is not None
+        sg = "   eager*" if eager_g else f"{t['ge'] / t['gc']:>8.1f}x"
+        sd = "   eager*" if eager_d else f"{t['de'] / t['dc']:>8.1f}x"
+        print(f"{name:<28}{m.dim:>4}{_fmt(t['ge']):>12}{_fmt(t['gc']):>10} {sg}"
+              f"{_fmt(t['de']):>15}{_fmt(t['dc']):>10} {sd}"
+              f"{t_rec * 1e3 if m.compile else float('nan'):>11.1f}")
+    print("eager*: the model keeps the eager tape (compile = False), or that program "
+          "does (see the README)")
     return out
 
 

@@ -72,6 +72,12 @@ The NUTS criterion generalises unchanged (Betancourt 2013, arXiv:1304.1920): ``r
 is the sum of the momenta and the ends' velocities are ``p_sharp = Sigma(q)^-1 p`` -
 exactly ``Point.v`` here.
 
+Step-size adaptation is Stan's dual averaging on the acceptance statistic, with one
+change (:func:`make_kernel`): a transition in which an implicit step failed reports
+an acceptance of 0. The implicit integrator fails abruptly - energy errors stay small
+up to the step size where the fixed points stop converging - so without this the
+adaptation would not back off, and ``adapt_delta`` would not control divergences.
+
 ``alpha`` defaults to 1.0, Stan's default (``softabs_point.hpp`` and CmdStan's
 ``alpha`` argument); larger ``alpha`` follows the Hessian's absolute value more
 closely (eigenvalues below ``1/alpha`` are lifted to about ``1/alpha``).
@@ -456,6 +462,7 @@ class SoftAbsMetric:
         self._is_model = False
         self._verified = False
         self._model = None
+        self.failures = 0             # implicit steps that did not converge, ever
 
     @property
     def inv(self):
@@ -576,6 +583,7 @@ class SoftAbsMetric:
 
     def _fail(self, z):
         PROFILE["fp_failures"] += 1
+        self.failures += 1
         return Point(z.q, z.p, z.lp, z.grad, z.v, math.inf, z.aux)
 
     def _step(self, model, z, eps):
@@ -727,14 +735,26 @@ def check_options(options):
 
 def make_kernel(dim, options=None):
     """``(metric, kernel)`` for ``chain.run``: the SoftAbs metric and NUTS
-    (``num_steps`` None) or the static kernel with ``num_steps`` steps."""
+    (``num_steps`` None) or the static kernel with ``num_steps`` steps; a
+    transition with a failed implicit step reports ``accept_stat = 0`` (see the
+    module docstring)."""
     from . import nuts
     o = check_options(options)
     metric = SoftAbsMetric(dim, o["alpha"], o["fixed_point_tol"], o["max_fixed_point"])
-    if o["num_steps"] is None:
-        return metric, nuts.transition
     L = o["num_steps"]
 
     def kernel(model, metric, z, eps, rng, max_depth=10):
-        return static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
+        before = metric.failures
+        if L is None:
+            z, info = nuts.transition(model, metric, z, eps, rng, max_depth=max_depth)
+        else:
+            z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
+        if metric.failures != before:
+            # The implicit leapfrog fails abruptly: the energy error stays small up to
+            # a step size where the fixed points stop converging, so the states built
+            # before the failure still average a high acceptance and dual averaging
+            # would not back off. A transition whose integrator failed reports 0, so
+            # the adaptation keeps the failure rate below 1 - adapt_delta.
+            info.accept_stat = 0.0
+        return z, info
     return metric, kernel

@@ -328,6 +328,10 @@ def test_fixed_point_failure_is_a_divergence(rng):
     assert rhmc.PROFILE["fp_failures"] == before + 1
     _, info = nuts.transition(m, met, z, 3.0, rng)
     assert info.divergent and info.n_failed == 0
+    # the sampler's kernel reports it to the step-size adaptation as a rejection
+    metric, kernel = rhmc.make_kernel(m.dim, {"max_fixed_point": 5})
+    _, info = kernel(m, metric, z, 3.0, rng)
+    assert info.divergent and info.accept_stat == 0.0 and metric.failures >= 1
     # a failing density is a rejection (lp = -inf), also with h = inf
     class Fails(sl.Model):
         x = sl.param.real()
