@@ -20,7 +20,7 @@ seconds are counted two ways:
             back: interpreter start, imports, model building, every compilation or
             tracing, sampling (what a user waits for);
   excl.     excluding compilation and set-up: stanlite, the ``model.sample`` call
-            (it compiles nothing); PyMC, its own ``sampling_time`` (after the model's
+            (its one-time retaping is inside it: milliseconds); PyMC, its own ``sampling_time`` (after the model's
             functions are compiled and the sampler initialised); NumPyro, the
             ``mcmc.run`` call minus the tracing/lowering/XLA-compile durations JAX
             reports through ``jax.monitoring``.
@@ -52,7 +52,11 @@ expect noise in every time; the ESS is deterministic for a given seed (stanlite)
 
 BLAS: one thread per process unless the environment says otherwise.
 
-Run:  python benchmarks/nuts.py [--quick] [--libs stanlite pymc numpyro]
+``stanlite-eager`` (not run unless named in ``--libs``) is stanlite on the eager tape
+(``STANLITE_COMPILE=0``): the same seeds give the same draws, so the pair of rows is
+retaping's effect on ESS/s (issue 10).
+
+Run:  python benchmarks/nuts.py [--quick] [--libs stanlite pymc numpyro stanlite-eager]
                                 [--cases eight_schools logistic gauss100]
       (--quick: 4 chains x 200 warmup + 200 draws, a smoke run)
 """
@@ -80,7 +84,11 @@ CASES = ("eight_schools", "logistic", "gauss100")
 LABELS = {"eight_schools": "eight schools (non-centred)",
           "logistic": "logistic N=1000 D=25",
           "gauss100": "100-d Gaussian (dense)"}
-LIBS = ("stanlite", "pymc", "numpyro")
+LIBS = ("stanlite", "pymc", "numpyro", "stanlite-eager")
+#: what each library entry runs: ``stanlite-eager`` is stanlite with the eager tape
+#: (``STANLITE_COMPILE=0``, no retaping), for the effect of retaping at the same seeds
+WORKER_OF = {"stanlite-eager": "stanlite"}
+ENV_OF = {"stanlite-eager": {"STANLITE_COMPILE": "0"}}
 SEED = 20240611
 
 #: the issue's anchors, ESS/s (fresh process, excluding compilation); None: not given
@@ -377,17 +385,19 @@ def worker_main(lib, case, draws, warmup, seed, opts):
 # the driver
 # ------------------------------------------------------------------------------------
 def available(lib):
+    lib = WORKER_OF.get(lib, lib)
     if lib == "stanlite":
         return True
     return importlib.util.find_spec(lib) is not None
 
 
 def run_fresh(lib, case, draws, warmup, seed, opts, timeout):
-    cmd = [sys.executable, str(HERE), "--worker", lib, case, "--draws", str(draws),
+    cmd = [sys.executable, str(HERE), "--worker", WORKER_OF.get(lib, lib), case,
+           "--draws", str(draws),
            "--warmup", str(warmup), "--seed", str(seed)]
     if opts.get("numpyro_devices"):
         cmd += ["--numpyro-devices", str(opts["numpyro_devices"])]
-    env = dict(os.environ)
+    env = dict(os.environ, **ENV_OF.get(lib, {}))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]]
                                                        if env.get("PYTHONPATH") else []))
     t0 = time.time()
@@ -405,7 +415,7 @@ def run_fresh(lib, case, draws, warmup, seed, opts, timeout):
     return res
 
 
-def run(quick=False, libs=LIBS, cases=CASES, seed=SEED, opts=None, timeout=1200):
+def run(quick=False, libs=LIBS[:3], cases=CASES, seed=SEED, opts=None, timeout=1200):
     opts = opts or {}
     draws, warmup = (200, 200) if quick else (1000, 1000)
     results = {}
@@ -441,6 +451,8 @@ def _fmt_rate(v):
 
 def _anchor(case, lib):
     a = ANCHORS[case].get(lib)
+    if lib == "stanlite-eager":
+        return "(no retaping)"
     if lib == "stanlite":
         a = ANCHORS[case]["cmdstan"]
         return f"CmdStan - / {a[1]}"
@@ -457,7 +469,7 @@ def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
     if missing:
         print(f"not installed: {', '.join(missing)} (pip install pymc numpyro); their "
               "rows read 'not installed'")
-    head = (f"{'posterior':<28}{'library':<10}{'min ESS':>8}{'div':>5}{'fresh s':>9}"
+    head = (f"{'posterior':<28}{'library':<15}{'min ESS':>8}{'div':>5}{'fresh s':>9}"
             f"{'ESS/s':>8}{'excl. s':>9}{'ESS/s':>8}   anchor ESS/s fresh / excl.")
     print(head)
     print("-" * len(head))
@@ -465,14 +477,14 @@ def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
         for lib in libs:
             r = results[case, lib]
             if "error" in r:
-                print(f"{LABELS[case]:<28}{lib:<10}{r['error']:>47}   {_anchor(case, lib)}")
+                print(f"{LABELS[case]:<28}{lib:<15}{r['error']:>47}   {_anchor(case, lib)}")
                 continue
-            print(f"{LABELS[case]:<28}{lib:<10}{r['min_ess']:>8.0f}{r['divergences']:>5}"
+            print(f"{LABELS[case]:<28}{lib:<15}{r['min_ess']:>8.0f}{r['divergences']:>5}"
                   f"{r['fresh']:>9.1f}{_fmt_rate(_rate(r, 'fresh')):>8}"
                   f"{r['excl']:>9.1f}{_fmt_rate(_rate(r, 'excl')):>8}   "
                   f"{_anchor(case, lib)}")
     print()
-    head = (f"{'posterior':<28}{'library':<10}{'grads':>10}{'steps/draw':>11}"
+    head = (f"{'posterior':<28}{'library':<15}{'grads':>10}{'steps/draw':>11}"
             f"{'us/grad':>9}{'in sampler':>11}{'overhead us/step':>18}{'% of grad':>10}")
     print(head)
     print("-" * len(head))
@@ -482,7 +494,7 @@ def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
             if "error" in r:
                 continue
             ov, tg, ts = r.get("overhead"), r.get("t_grad"), r.get("t_grad_sampler")
-            print(f"{LABELS[case]:<28}{lib:<10}{r['n_grad']:>10.0f}"
+            print(f"{LABELS[case]:<28}{lib:<15}{r['n_grad']:>10.0f}"
                   f"{r['steps_per_draw']:>11.1f}"
                   f"{(f'{tg * 1e6:.1f}' if tg else '-'):>9}"
                   f"{(f'{ts * 1e6:.1f}' if ts else '-'):>11}"
@@ -497,7 +509,28 @@ def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
     if quick:
         print("\n(quick run: short warmup, so ESS/s is not comparable with the anchors, "
               "which are for 1000 + 1000)")
+    print_retaping(results, cases)
     print_targets(results, cases)
+
+
+def print_retaping(results, cases):
+    """Retaping's effect (issue 10): the same seeds with and without it; the draws are
+    the same (a replay's gradient is the tape's), so only the cost per gradient moves."""
+    pairs = [(c, results.get((c, "stanlite"), {}), results.get((c, "stanlite-eager"), {}))
+             for c in cases]
+    pairs = [(c, a, b) for c, a, b in pairs if a and b and "error" not in a
+             and "error" not in b]
+    if not pairs:
+        return
+    print("\nretaping, same seeds (eager tape -> retaped):")
+    for case, a, b in pairs:
+        same = "identical draws" if (a["min_ess"] == b["min_ess"]
+                                     and a["n_grad"] == b["n_grad"]) else "DRAWS DIFFER"
+        print(f"  {LABELS[case]}: us/grad in sampler {b['t_grad_sampler'] * 1e6:.0f} -> "
+              f"{a['t_grad_sampler'] * 1e6:.0f}; ESS/s excl. "
+              f"{_fmt_rate(_rate(b, 'excl'))} -> {_fmt_rate(_rate(a, 'excl'))}, fresh "
+              f"{_fmt_rate(_rate(b, 'fresh'))} -> {_fmt_rate(_rate(a, 'fresh'))} "
+              f"({same}: min ESS {b['min_ess']:.0f} / {a['min_ess']:.0f})")
 
 
 def print_targets(results, cases):
@@ -544,7 +577,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 200 warmup + 200 draws per chain")
-    ap.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS))
+    ap.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS[:3]))
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--numpyro-devices", type=int, default=0,

@@ -36,11 +36,12 @@ While recording, the hooks of :mod:`.var` report every such look:
 * an *escape* (``float(v)``, ``value_of(v)``: a plain number the tape cannot follow)
   makes the recording unreplayable: the eager tape is used, with one warning.
 
-A changed input shape records again. Two more safety nets: the code is checked
-against the eager results at the recording point, and the first replay at a new point
-is checked against the eager tape (an unguarded dependence on values - a ``.value``
-read, random numbers - shows up there as a difference, and the eager tape takes
-over). Replays that hit a Python float exception (``1.0 / 0.0``, ``math.log(-1)``)
+A changed input shape records again. Three more safety nets: the code is checked
+against the eager results at the recording point, the first replay at a new point
+is checked against the eager tape, and so are replays number 2, 4, 8, ... (spot
+checks, at a vanishing amortised cost): an unguarded dependence on values - a
+``.value`` read, random numbers - shows up there as a difference, and the eager tape
+takes over. Replays that hit a Python float exception (``1.0 / 0.0``, ``math.log(-1)``)
 are computed by the eager tape, which gives numpy's inf/NaN, as it always does.
 A function to compile must be a pure function of its argument (no randomness, no
 state changed between calls), as for ``jax.jit``.
@@ -261,11 +262,14 @@ class _Retaped:
         self._last_guard = None
         self._fast = None               # (key, fn) of the program that replayed last
         self._lock = threading.RLock()
+        self._replays = 0               # successful replays so far
+        # the replay count of the next spot check against the eager tape (verify)
+        self._next_check = 2 if self.verify else float("inf")
 
     def _fast_call(self, x, key):
         """Replay the program that replayed last (no bookkeeping), else the full path."""
         fast = self._fast
-        if fast is not None and key == fast[0]:
+        if fast is not None and key == fast[0] and self._replays + 1 < self._next_check:
             try:
                 r = fast[1](x)
             except StanliteError:
@@ -273,6 +277,7 @@ class _Retaped:
             except (ArithmeticError, ValueError):
                 return self._eager(x)
             if type(r) is tuple:
+                self._replays += 1
                 return r
         return self._call(x, key)
 
@@ -297,8 +302,11 @@ class _Retaped:
                 if type(r) is tuple:
                     if j:
                         progs.insert(0, progs.pop(j))
+                    self._replays += 1
                     if self._check_at is not None:
                         return self._first_replay(x, r)
+                    if self._replays >= self._next_check:
+                        return self._spot_check(x, r)
                     self._fast = (key, p.fn)
                     return r
                 self._last_guard = p.guards[r]
@@ -354,6 +362,20 @@ class _Retaped:
             self._give_up("its replay differs from the eager tape at a new point (the "
                           "graph depends on values in a way no guard saw: a .value read, "
                           "random numbers, state changed between calls?)")
+        return e
+
+    def _spot_check(self, x, r):
+        """Replays number 2, 4, 8, ... (up to 2^20) are checked against the eager tape
+        too: a dependence on values that agreed at the first new point (a ``.value``
+        mask that happened to match there) is caught when it shows, at an amortised
+        cost of O(log n / n) eager evaluations per replay."""
+        n = self._next_check
+        self._next_check = 2 * n if n < (1 << 20) else n + (1 << 20)
+        e = self._reference(x)
+        if not _close(r, e):
+            self._give_up("its replay differs from the eager tape (the graph depends on "
+                          "values in a way no guard saw: a .value read, random numbers, "
+                          "state changed between calls?)")
         return e
 
     def _reference(self, x):

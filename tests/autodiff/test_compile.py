@@ -301,6 +301,31 @@ def test_an_unguarded_value_read_is_caught_by_the_first_replay():
         vg(np.ones(2))
 
 
+def test_a_value_read_that_agrees_at_the_first_replay_is_caught_by_a_spot_check():
+    # a .value mask: the same at the recording point and the first replay, different
+    # later; replays 2, 4, 8, ... are checked against the eager tape too
+    f = lambda x: sl.sum(x * (x.value > 0))
+    vg = sl.compile(f, np.array([1.0, 2.0]))
+    assert same(vg(np.array([3.0, 1.0])), sl.value_and_grad(f)(np.array([3.0, 1.0])))
+    mixed = [np.array([-1.0, 2.0 + k]) for k in range(8)]
+    with pytest.warns(sl.CompileWarning, match="differs from the eager tape"):
+        for x in mixed:
+            vg(x)
+    assert vg.fallback is not None
+    for x in mixed:                              # from then on: the eager answer
+        assert same(vg(x), sl.value_and_grad(f)(x))
+    # a pure function is never flagged, however often it replays
+    h = lambda x: sl.sum(sl.exp(x) * x)
+    vh = sl.compile(h, np.array([0.5, -0.5]))
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sl.CompileWarning)
+        for _ in range(40):
+            x = rng.standard_normal(2)
+            assert same(vh(x), sl.value_and_grad(h)(x))
+    assert vh.fallback is None and vh._next_check == 64
+
+
 def test_guarded_is_the_hook_for_library_decisions():
     assert guarded(lambda v, c: v > c, 2.0, 1.0) is True
 
