@@ -34,6 +34,7 @@ schools): the models report them as transformed parameters, compared like the re
 slowest posterior here. Without ``../shared`` the script says so and exits cleanly.
 
 Run:  python benchmarks/posteriordb.py [--quick] [--only NAME ...] [--seed N]
+                                      [--warmup N] [--draws N]
                                       [--reference-control]
       (--quick: 4 chains x 300 warmup + 300 draws, a smoke run;
        --reference-control: the reference runs' adapt_delta / max_treedepth, e.g.
@@ -199,13 +200,15 @@ def run_posterior(folder, draws, warmup, seed, az, ref_control=False):
 # ------------------------------------------------------------------------------------
 # the table
 # ------------------------------------------------------------------------------------
-def run(quick=False, only=None, seed=SEED, root=None, ref_control=False):
+def run(quick=False, only=None, seed=SEED, root=None, ref_control=False, draws=None,
+        warmup=None):
     root = pathlib.Path(root) if root else PDB
     if not root.is_dir():
         print(f"posteriordb reference posteriors not found at {root} "
               "(../shared beside the checkout); nothing to compare, skipping.")
         return []
-    draws, warmup = (300, 300) if quick else (1000, 1000)
+    draws = draws or (300 if quick else 1000)
+    warmup = warmup or (300 if quick else 1000)
     az = _arviz()
     folders = sorted(p for p in root.iterdir() if (p / "summary.json").is_file())
     if only:
@@ -267,9 +270,12 @@ if __name__ == "__main__":
     ap.add_argument("--only", nargs="+", metavar="NAME",
                     help="only posteriors whose folder name contains one of these")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--draws", type=int, default=None, help="draws per chain (default 1000)")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="warmup iterations per chain (default 1000)")
     ap.add_argument("--root", help=f"posteriordb folder (default {PDB})")
     ap.add_argument("--reference-control", action="store_true",
                     help="sample with the reference runs' adapt_delta and max_treedepth "
                          "(e.g. 0.99 and 15 for gp_pois_regr) instead of Stan's defaults")
     a = ap.parse_args()
-    run(a.quick, a.only, a.seed, a.root, a.reference_control)
+    run(a.quick, a.only, a.seed, a.root, a.reference_control, a.draws, a.warmup)
