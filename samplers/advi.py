@@ -79,7 +79,7 @@ from stanlite.errors import ModelError
 
 from .chain import _initial_point
 from .hamiltonian import RejectedPoint
-from .runner import _progress_wanted
+from .progress import Bar, wanted
 
 __all__ = ["variational", "ConvergenceWarning", "ETA_SEQUENCE"]
 
@@ -309,30 +309,6 @@ def _check_positive(name, v):
     return f
 
 
-class _Bar:
-    """A tqdm bar (off when not wanted or tqdm is missing)."""
-
-    def __init__(self, enabled, total, desc):
-        self.bar = None
-        if enabled:
-            try:
-                from tqdm.auto import tqdm
-            except ImportError:
-                return
-            self.bar = tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True,
-                            unit="it")
-
-    def update(self, n, **postfix):
-        if self.bar is not None:
-            self.bar.update(n - self.bar.n)
-            if postfix:
-                self.bar.set_postfix(postfix, refresh=False)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _sga(est, theta, eta, iterations, on_check=None, check_every=0, robust=False):
     """Stan's stochastic gradient ascent steps from ``theta`` (updated in place).
 
@@ -491,13 +467,13 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     fam = _Family(int(dim), method == "fullrank")
     theta0 = fam.initial(x0)
     est = _Estimator(model, fam, rng, grad_samples, elbo_samples)
-    show = _progress_wanted(progress)
+    show = wanted(progress)
     t_start = time.perf_counter()
 
     # ---- step-size adaptation ------------------------------------------------------------
     trials, elbo_init = [], None
     if eta is None and adapt_engaged:
-        bar = _Bar(show, adapt_iter * len(ETA_SEQUENCE), f"ADVI {method}: adapt eta")
+        bar = Bar(show, adapt_iter * len(ETA_SEQUENCE), f"ADVI {method}: adapt eta")
         try:
             eta, trials, elbo_init = _adapt_eta(est, theta0, adapt_iter, bar)
         finally:
@@ -512,7 +488,7 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     hist = {"iter": [], "elbo": [], "mean": [], "median": []}
     state = {"elbo": 0.0, "best": -math.inf, "best_iter": 0, "converged": None,
              "diverging": False}
-    bar = _Bar(show, max_iter, f"ADVI {method}")
+    bar = Bar(show, max_iter, f"ADVI {method}")
 
     def check(k):
         prev = state["elbo"]

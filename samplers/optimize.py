@@ -80,6 +80,7 @@ from scipy import optimize as _sopt
 from stanlite.errors import DataError, ModelError
 
 from .hamiltonian import RejectedPoint
+from .progress import Bar, wanted
 
 __all__ = ["optimize", "laplace", "OptimizationResult", "initial_point"]
 
@@ -445,7 +446,7 @@ def _text(msg):
 
 
 def run_newton(model, x0, lp0, g0, *, jacobian, max_iter, criteria, verbose=False,
-               refresh=100):
+               refresh=100, on_iteration=None):
     """Stan's Newton method: the step ``H~^-1 g`` with ``H~`` the negative Hessian of
     log p with its eigenvalues replaced by their absolute values (floored at 1e-8 of
     the largest), halved until the log density does not decrease."""
@@ -497,6 +498,8 @@ def run_newton(model, x0, lp0, g0, *, jacobian, max_iter, criteria, verbose=Fals
         if verdict is not None:
             trace.code, trace.message = verdict
         _report(trace, verbose, refresh)
+        if on_iteration is not None:
+            on_iteration(trace)
         x, lp, g = new, lp_new, g_new
         if verdict is not None:
             break
@@ -604,7 +607,8 @@ class OptimizationResult:
 # ---- optimize ----------------------------------------------------------------------------------
 def optimize(model, method="lbfgs", jacobian=False, seed=None, init=None, iter=2000,
              tol_obj=1e-12, tol_rel_obj=1e4, tol_grad=1e-8, tol_rel_grad=1e7,
-             tol_param=1e-8, history_size=5, verbose=False, refresh=100, init_radius=2.0):
+             tol_param=1e-8, history_size=5, verbose=False, refresh=100, init_radius=2.0,
+             progress=False):
     """The mode of the posterior (``jacobian=False``: of the constrained parameters'
     density, i.e. MAP or penalised MLE; ``jacobian=True``: of the unconstrained
     parameters' density), by ``method`` ``"lbfgs"`` (default), ``"bfgs"`` or
@@ -615,7 +619,9 @@ def optimize(model, method="lbfgs", jacobian=False, seed=None, init=None, iter=2
     generator seeded by ``seed``), a radius, a dict of parameter values (missing ones
     random), an unconstrained vector, or an earlier result. ``iter`` caps the
     iterations; ``history_size`` is L-BFGS's number of correction pairs; ``verbose``
-    prints one line every ``refresh`` iterations. Generated quantities are computed at
+    prints one line every ``refresh`` iterations; ``progress=True`` shows a tqdm bar of
+    the iterations with the log density (in a terminal or notebook; off by default,
+    since a run takes a fraction of a second). Generated quantities are computed at
     the optimum with a generator seeded by ``seed``.
 
     Returns an :class:`OptimizationResult`; warns (``RuntimeWarning``) when the run
@@ -643,17 +649,27 @@ def optimize(model, method="lbfgs", jacobian=False, seed=None, init=None, iter=2
     rng = np.random.default_rng(init_ss)
     x0, lp0, g0 = initial_point(model, init, rng, jacobian=jacobian, radius=init_radius,
                                 what="the optimizer")
-    if method == "newton":
-        trace = run_newton(model, x0, lp0, g0, jacobian=jacobian, max_iter=int(iter),
-                           criteria=criteria, verbose=verbose, refresh=refresh)
-        n_hess = trace.n_hessians
-    else:
-        obj = Objective(model, jacobian)
-        f0, gf0 = obj(x0)
-        trace = run_quasi_newton(obj, x0, f0, gf0, method=method, max_iter=int(iter),
-                                 criteria=criteria, history_size=history_size,
-                                 verbose=verbose, refresh=refresh)
-        n_hess = 0
+    bar = Bar(wanted(progress), None, f"optimize ({method})")
+
+    def on_iteration(trace):
+        bar.advance(1, lp=f"{-trace.fs[-1]:.6g}")
+
+    try:
+        if method == "newton":
+            trace = run_newton(model, x0, lp0, g0, jacobian=jacobian, max_iter=int(iter),
+                               criteria=criteria, verbose=verbose, refresh=refresh,
+                               on_iteration=on_iteration)
+            n_hess = trace.n_hessians
+        else:
+            obj = Objective(model, jacobian)
+            f0, gf0 = obj(x0)
+            trace = run_quasi_newton(obj, x0, f0, gf0, method=method, max_iter=int(iter),
+                                     criteria=criteria, history_size=history_size,
+                                     verbose=verbose, refresh=refresh,
+                                     on_iteration=on_iteration)
+            n_hess = 0
+    finally:
+        bar.close()
     x = trace.xs[-1]
     lp, g = -trace.fs[-1], -trace.gs[-1]
     values = _output(model, x, np.random.default_rng(gq_ss))

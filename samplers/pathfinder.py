@@ -86,6 +86,7 @@ from stanlite.errors import ModelError
 
 from .optimize import (Criteria, Objective, _log_density, initial_point, run_quasi_newton,
                        seed_streams)
+from .progress import Bar, wanted
 
 __all__ = ["pathfinder", "PathfinderFit", "PathInfo", "LbfgsNormal", "lbfgs_normal",
            "update_diagonal"]
@@ -441,6 +442,22 @@ def _path_inherited(index, seed_seq, kw):
     return single_path(_MODEL, index, seed_seq, **kw)
 
 
+class _PathBar:
+    """The bar over the paths, showing the best ELBO so far."""
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.best = -math.inf
+
+    def done(self, info):
+        if not info.failed:
+            self.best = max(self.best, info.best_elbo)
+        self.bar.advance(1, best_elbo=f"{self.best:.4g}")
+
+    def close(self):
+        self.bar.close()
+
+
 def _run_paths(model, seeds, kws, parallel, executor, bar):
     n = len(seeds)
     if executor is None and (not parallel or n == 1):
@@ -473,31 +490,6 @@ def _run_paths(model, seeds, kws, parallel, executor, bar):
     finally:
         if own:
             executor.shutdown(wait=True)
-
-
-class _Bar:
-    def __init__(self, total, enabled):
-        self.bar = None
-        if enabled:
-            try:
-                from tqdm.auto import tqdm
-                self.bar = tqdm(total=total, desc="pathfinder", unit="path",
-                                dynamic_ncols=True, leave=True)
-            except ImportError:
-                pass
-        self.best = -math.inf
-
-    def done(self, info):
-        if self.bar is None:
-            return
-        if not info.failed:
-            self.best = max(self.best, info.best_elbo)
-            self.bar.set_postfix(best_elbo=f"{self.best:.4g}", refresh=False)
-        self.bar.update(1)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _check_int(name, v, low):
@@ -563,8 +555,7 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
                 num_single_draws=num_single_draws, history_size=history_size,
                 criteria=criteria, calculate_lp=bool(calculate_lp))
            for i in range(num_paths)]
-    from .runner import _progress_wanted
-    bar = _Bar(num_paths, _progress_wanted(progress))
+    bar = _PathBar(Bar(wanted(progress), num_paths, "pathfinder", unit="path"))
     try:
         paths = _run_paths(model, path_seeds, kws, parallel, executor, bar)
     finally:

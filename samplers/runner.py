@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from . import chain as _chain
+from .progress import wanted
 
 __all__ = ["sample_chains"]
 
@@ -95,14 +96,6 @@ class _Progress:
                 b.close()
 
 
-def _progress_wanted(progress):
-    if not progress:
-        return False
-    if "ipykernel" in sys.modules:
-        return True
-    return hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-
-
 def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                   metric="diag_e", adapt_delta=0.8, max_treedepth=10, init=None, thin=1,
                   save_warmup=False, progress=True, parallel=True, executor=None,
@@ -137,7 +130,7 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                         for c in range(chains)]
     total = (states[0].num_warmup + states[0].num_draws) if states[0] is not None else \
         warmup + draws
-    show = _progress_wanted(progress)
+    show = wanted(progress)
     bars = _Progress(chains, total, show)
     try:
         if executor is None and (not parallel or chains == 1):

@@ -5,6 +5,7 @@ covariance against the inverse negative Hessian and a Gaussian's true covariance
 draws and densities, and its errors."""
 
 import io
+import sys
 import warnings
 from contextlib import redirect_stdout
 
@@ -416,3 +417,23 @@ def test_laplace_notes_a_mode_that_is_not_one():
         warnings.simplefilter("error")
         ok = Gaussian().laplace(draws=20, seed=1)
     assert "not zero" not in ok.diagnose()
+
+
+def test_progress_bars_show_on_a_terminal_and_change_nothing(capsys, monkeypatch):
+    """optimize / laplace (progress=True) and ADVI draw a tqdm bar when stderr is a
+    terminal, and the results are those of a silent run with the same seed."""
+    m = LogNormal()
+    quiet = m.optimize(seed=5)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    loud = m.optimize(seed=5, progress=True)
+    err = capsys.readouterr().err
+    assert "optimize (lbfgs)" in err and "lp=" in err
+    assert loud.lp == quiet.lp and np.array_equal(loud.unconstrained, quiet.unconstrained)
+    m.optimize(seed=5, method="newton", progress=True)
+    assert "optimize (newton)" in capsys.readouterr().err
+    lap = m.laplace(draws=10, seed=5, progress=True)
+    assert "optimize (lbfgs)" in capsys.readouterr().err and lap["sigma"].shape == (1, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.variational(seed=5, iter=300, output_samples=10)
+    assert "ADVI meanfield" in capsys.readouterr().err
