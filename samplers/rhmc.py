@@ -77,6 +77,11 @@ change (:func:`make_kernel`): a transition in which an implicit step failed repo
 an acceptance of 0. The implicit integrator fails abruptly - energy errors stay small
 up to the step size where the fixed points stop converging - so without this the
 adaptation would not back off, and ``adapt_delta`` would not control divergences.
+Since transitions that stay clear of failures accept almost everything, the adaptation
+settles where the fraction of transitions with a failed step is about
+``1 - adapt_delta``: on Neal's funnel (``alpha = 30``) 7% at 0.9, 3% at 0.95, none
+seen at 0.99 (step size 0.33, 0.29, 0.13). When RHMC reports divergences, raise
+``adapt_delta`` towards 0.99, as Stan advises for NUTS.
 
 ``alpha`` defaults to 1.0, Stan's default (``softabs_point.hpp`` and CmdStan's
 ``alpha`` argument); larger ``alpha`` follows the Hessian's absolute value more
