@@ -357,25 +357,24 @@ class _Retaped:
         if _identical_input(x, self._check_at):
             return r
         self._check_at = None
+        return self._checked(x, r)
+
+    def _spot_check(self, x, r):
+        """Replays number 2, 4, 8, ... (then every 2^20th) are checked against the
+        eager tape too: a dependence on values that agreed at the first new point (a
+        ``.value`` mask that happened to match there) is caught when it shows, at an
+        amortised cost of O(log n / n) eager evaluations per replay."""
+        n = self._next_check
+        self._next_check = 2 * n if n < (1 << 20) else n + (1 << 20)
+        return self._checked(x, r)
+
+    def _checked(self, x, r):
+        """The eager tape's result at ``x``; the eager tape for good if ``r`` differs."""
         e = self._reference(x)
         if not _close(r, e):
             self._give_up("its replay differs from the eager tape at a new point (the "
                           "graph depends on values in a way no guard saw: a .value read, "
                           "random numbers, state changed between calls?)")
-        return e
-
-    def _spot_check(self, x, r):
-        """Replays number 2, 4, 8, ... (up to 2^20) are checked against the eager tape
-        too: a dependence on values that agreed at the first new point (a ``.value``
-        mask that happened to match there) is caught when it shows, at an amortised
-        cost of O(log n / n) eager evaluations per replay."""
-        n = self._next_check
-        self._next_check = 2 * n if n < (1 << 20) else n + (1 << 20)
-        e = self._reference(x)
-        if not _close(r, e):
-            self._give_up("its replay differs from the eager tape (the graph depends on "
-                          "values in a way no guard saw: a .value read, random numbers, "
-                          "state changed between calls?)")
         return e
 
     def _reference(self, x):
