@@ -81,7 +81,10 @@ Since transitions that stay clear of failures accept almost everything, the adap
 settles where the fraction of transitions with a failed step is about
 ``1 - adapt_delta``: on Neal's funnel (``alpha = 30``) 7% at 0.9, 3% at 0.95, none
 seen at 0.99 (step size 0.33, 0.29, 0.13). When RHMC reports divergences, raise
-``adapt_delta`` towards 0.99, as Stan advises for NUTS.
+``adapt_delta`` towards 0.99, as Stan advises for NUTS. Known limit: on the zoo's
+``pk_steady_state`` (a broad, prior-dominated direction) 16% of transitions fail at
+0.8 and at 0.95-0.99 an early failure drives the step size down to ~1e-4 during
+warmup.
 
 ``alpha`` defaults to 1.0, Stan's default (``softabs_point.hpp`` and CmdStan's
 ``alpha`` argument); larger ``alpha`` follows the Hessian's absolute value more
