@@ -651,8 +651,9 @@ def optimize(model, method="lbfgs", jacobian=False, seed=None, init=None, iter=2
                                 what="the optimizer")
     bar = Bar(wanted(progress), None, f"optimize ({method})")
 
-    def on_iteration(trace):
+    def show(trace):
         bar.advance(1, lp=f"{-trace.fs[-1]:.6g}")
+    on_iteration = show if bar.enabled else None
 
     try:
         if method == "newton":

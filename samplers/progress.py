@@ -39,6 +39,11 @@ class Bar:
             self.bar = tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True,
                             unit=unit)
 
+    @property
+    def enabled(self):
+        """Whether a bar is drawn (callers skip formatting postfixes when not)."""
+        return self.bar is not None
+
     def update(self, n, **postfix):
         if self.bar is not None:
             self.bar.update(n - self.bar.n)
