@@ -1,17 +1,22 @@
 """Hessian time and Hessian/gradient ratio, stanlite side by side with the floor and peers.
 
 stanlite's Hessian is forward-over-reverse in vector mode (one reverse sweep over
-d-wide duals). Columns: the hand-written numpy Hessian (the floor), stanlite, HIPS
-autograd's ``hessian``, ``jax.hessian`` with and without ``jit`` (float64), when
-installed; the last column is stanlite's Hessian time over its own gradient time.
+d-wide duals). Columns: the hand-written numpy Hessian (the floor), stanlite
+(``sl.hessian``, eager), stanlite retaped (``sl.compile(f, x0).hessian``: the
+forward-over-reverse computation recorded once and replayed as straight-line numpy),
+HIPS autograd's ``hessian``, ``jax.hessian`` with and without ``jit`` (float64), when
+installed; the last column is the eager Hessian's time over the eager gradient's.
 Every Hessian is checked against the hand-written one before timing.
 
 Models at d = 10, 50, 200:
   logistic regression (vectorized)   N = 1000:  H = -X^T diag(s(1-s)) X
   multivariate Student-t (dense)     nu = 5:    q = x^T P x,
       lp = -(nu+d)/2 log(1 + q/nu),  H = -(nu+d)/(nu+q) P + 2(nu+d)/(nu+q)^2 (Px)(Px)^T
+      (q written as Stan users write it, ``quad_form_sym(P, x)``; ``--matmul`` writes
+      ``x @ P @ x``, whose forward-over-reverse Hessian has a d x d x d product:
+      the tangent of the adjoint (x @ P)^bar, d directions wide, times P^T)
 
-Run:  python benchmarks/hessian.py [--quick]
+Run:  python benchmarks/hessian.py [--quick] [--matmul]
 """
 
 import argparse
@@ -47,6 +52,9 @@ def logistic(d, N=1000, seed=0):
     return x0, f_sl, h_np, f_gen
 
 
+MATMUL = False
+
+
 def student_t(d, nu=5.0, seed=0):
     rng = np.random.default_rng(seed)
     B = rng.standard_normal((d, d))
@@ -54,7 +62,8 @@ def student_t(d, nu=5.0, seed=0):
     x0 = rng.standard_normal(d) * 0.3
 
     def f_sl(x):
-        return -(nu + d) / 2 * sl.log1p(x @ P @ x / nu)
+        q = x @ P @ x if MATMUL else sl.quad_form_sym(P, x)
+        return -(nu + d) / 2 * sl.log1p(q / nu)
 
     def h_np(x):
         Px = P @ x
@@ -72,7 +81,7 @@ def student_t(d, nu=5.0, seed=0):
 def run(quick=False):
     budget = 0.15 if quick else 0.4
     ps = peers()
-    cols = ["numpy (floor)", "stanlite"]
+    cols = ["numpy (floor)", "stanlite", "retaped"]
     if "autograd" in ps:
         cols.append("autograd")
     if "jax" in ps:
@@ -82,7 +91,10 @@ def run(quick=False):
         for d in (10, 50, 200):
             x0, f_sl, h_np, f_gen = make(d)
             ref = h_np(x0)
-            fns = {"numpy (floor)": h_np, "stanlite": sl.hessian(f_sl)}
+            compiled = sl.compile(f_sl, x0)
+            compiled.hessian(x0 * 1.01)     # record, and the first replay's check
+            fns = {"numpy (floor)": h_np, "stanlite": sl.hessian(f_sl),
+                   "retaped": compiled.hessian}
             if "autograd" in ps:
                 ag, anp = ps["autograd"]
                 fns["autograd"] = ag.hessian(f_gen(anp))
@@ -117,4 +129,8 @@ def run(quick=False):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timing loops")
-    run(ap.parse_args().quick)
+    ap.add_argument("--matmul", action="store_true",
+                    help="the Student-t's quadratic form as x @ P @ x")
+    args = ap.parse_args()
+    MATMUL = args.matmul
+    run(args.quick)

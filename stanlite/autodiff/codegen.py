@@ -83,6 +83,23 @@ def _p(e):
     return e if _atomic(e) else f"({e})"
 
 
+_LITERAL = set("0123456789.e+-*/() ")
+
+
+def _fold(e):
+    """A Python-float expression of literals only (``(-1.0) * 0.5``) evaluated now, as
+    the replay would (the same IEEE operations), as a literal; else None."""
+    if not e or not set(e) <= _LITERAL:
+        return None
+    try:
+        v = eval(e, {"__builtins__": {}})       # noqa: S307 (digits and operators only)
+    except Exception:
+        return None
+    if type(v) is not float or not math.isfinite(v):
+        return None
+    return repr(v)
+
+
 # ======================================================================================
 # runtime helpers used by the generated code (each mirrors an eager-tape step)
 # ======================================================================================
@@ -142,15 +159,23 @@ class NotCompilable(Exception):
 
 class _Adj:
     """The adjoint of one variable during generation: an expression (a name, or - for
-    scalars - a deferred sum), its kind, and whether the buffer is this sweep's own."""
+    scalars - a deferred sum), its kind, and whether the buffer is this sweep's own.
 
-    __slots__ = ("expr", "kind", "owned", "terms")
+    ``neg`` (arrays only): the expression holds the adjoint's negation. A sign is
+    carried instead of computed - ``-1.0 * x`` is ``x`` negated, ``a - b`` passes ``g``
+    to ``b`` negated, and products, quotients and sums of a negated factor are the
+    negation of the product (round to nearest is symmetric) - until a rule that is not
+    linear in its adjoint, or the gradient itself, needs the value: then one
+    ``-expr``. Only the sign of an exact zero can differ from the tape's."""
 
-    def __init__(self, expr, kind, owned, terms=1):
+    __slots__ = ("expr", "kind", "owned", "terms", "neg")
+
+    def __init__(self, expr, kind, owned, terms=1, neg=False):
         self.expr = expr
         self.kind = kind
         self.owned = owned
         self.terms = terms          # contributions summed in a deferred expression
+        self.neg = neg
 
 
 class _Gen:
@@ -241,21 +266,39 @@ class _Gen:
     # -- adjoints ---------------------------------------------------------------------
     def take(self, v, uses=1):
         """This node's (final) adjoint as an expression usable ``uses`` times."""
+        e, k, neg = self.take_signed(v, uses)
+        if neg:
+            st = self.adj[id(v)]
+            name = self.aname(id(v))
+            self.emit(f"{name} = -{e}")
+            st.expr, st.owned, st.neg = name, True, False
+            e = name
+        return e, k
+
+    def take_signed(self, v, uses=1):
+        """``(expression, kind, negated)``: for rules linear in the adjoint, which pass
+        a sign on instead of computing it."""
         st = self.adj[id(v)]
-        if uses > 1 and not _atomic(st.expr):
+        lit = st.kind == _F and _fold(st.expr)
+        if lit:
+            st.expr = lit
+        elif uses > 1 and not _atomic(st.expr):
             name = self.aname(id(v))
             self.emit(f"{name} = {st.expr}")
             st.expr = name
-        return _p(st.expr), st.kind
+        return _p(st.expr), st.kind, st.neg
 
-    def acc(self, p, c, ck, fresh=False):
-        """Add contribution ``c`` (kind ``ck``) into ``p``'s adjoint: extend.accumulate,
-        decided here on kinds instead of at runtime on types."""
+    def acc(self, p, c, ck, fresh=False, neg=False):
+        """Add contribution ``c`` (kind ``ck``; its negation if ``neg``) into ``p``'s
+        adjoint: extend.accumulate, decided here on kinds instead of at runtime on
+        types."""
         pid = id(p)
         if pid not in self.need:
             return
         if c.startswith("1.0 * ") and _atomic(c[6:]):
             c, fresh = c[6:], False         # 1.0 * v is v, bit for bit
+        if neg and type(ck) is not tuple:
+            c, neg = f"-{_p(c)}", False     # a scalar's sign costs nothing
         pk = self.vkind[pid]
         if pk == _F:
             if ck == _F:
@@ -276,6 +319,10 @@ class _Gen:
                 else:
                     c = f"_sts({c}, {ps!r})"
                     ck, fresh = (ps, True) if ps else (_F, False)
+        if neg and type(ck) is not tuple:
+            c, neg = f"-{_p(c)}", False
+        if ck == _F:
+            c = _fold(c) or c
         st = self.adj.get(pid)
         if st is None:
             owned = fresh and type(ck) is tuple and ck == pk
@@ -283,15 +330,22 @@ class _Gen:
                 name = self.aname(pid)
                 self.emit(f"{name} = {c}")
                 c = name
-            self.adj[pid] = _Adj(c, ck, owned)
+            self.adj[pid] = _Adj(c, ck, owned, neg=neg)
             return
         ak = st.kind
         if type(ak) is tuple and (type(ck) is tuple or ck == _F):
+            # -s + c is -(s - c), and c - s; s + -c is s - c (exactly, up to a zero's sign)
             if st.owned:
-                self.emit(f"{st.expr} += {c}")
+                self.emit(f"{st.expr} {'+=' if st.neg == neg else '-='} {c}")
             else:
                 name = self.aname(pid)
-                self.emit(f"{name} = {st.expr} + {_p(c)}")
+                if st.neg == neg:
+                    self.emit(f"{name} = {st.expr} + {_p(c)}")
+                elif st.neg:
+                    self.emit(f"{name} = {_p(c)} - {st.expr}")
+                    st.neg = False
+                else:
+                    self.emit(f"{name} = {st.expr} - {_p(c)}")
                 st.expr, st.owned = name, True
             return
         k = _arith_kind(ak, ck)
@@ -300,12 +354,17 @@ class _Gen:
             name = self.aname(pid)
             self.emit(f"{name} = {st.expr}")
             st.expr, st.terms = name, 1
-        e = f"{_p(st.expr)} + {_p(c)}"
+        if st.neg:                          # (c is a scalar: never negated)
+            e = f"{_p(c)} - {_p(st.expr)}"
+        else:
+            e = f"{_p(st.expr)} {'-' if neg else '+'} {_p(c)}"
         if type(k) is tuple:
             name = self.aname(pid)
             self.emit(f"{name} = {e}")
             self.adj[pid] = _Adj(name, k, True)
         else:
+            if k == _F:
+                e = _fold(e) or e
             self.adj[pid] = _Adj(e, k, False, st.terms + 1)
 
     # -- the function --------------------------------------------------------------------
@@ -418,8 +477,15 @@ class _Gen:
                 self.emit(f"{name} = _array([{', '.join(el[1].get(i, '0.0') for i in range(n))}])")
                 self.adj[id(leaf)] = _Adj(name, (n,), True)
             st = self.adj.get(id(leaf))
+            if st is not None and st.neg:
+                self.take(leaf)             # the gradient itself: its sign computed
             adjs.append(None if st is None else st)
-        value = outv if outv is not None else self.const(float(_strip(out)))
+        if outv is not None:
+            value = outv
+        elif self.value_only and np.ndim(_strip(out)):
+            value = self.const(np.array(_strip(out), dtype=float), "k")   # a constant array
+        else:
+            value = self.const(float(_strip(out)))
         self.lines.extend(self.output(self, value, adjs))
         return body
 
@@ -647,7 +713,19 @@ class _Gen:
             return
         ans, xv = self.vname[id(n)], self.val(x)
         xk = self.kind(x)
-        g, gk = self.take(n)
+        g, gk, gneg = self.take_signed(n)
+        vjp = spec.vjps[0]
+        t = _A_VJP.get(_TNAME.get(spec))
+        if t is not None and (type(gk) is tuple or type(xk) is tuple):
+            # the templates are linear in g: a sign in front goes on as a flag
+            flip = t.startswith("-{g}")
+            c = (t[1:] if flip else t).format(g=g, ans=ans, x=xv)
+            # (-g alone keeps g's kind: a float adjoint of an array stays a float)
+            ck = _arith_kind(gk, xk) if "{x}" in t or "{ans}" in t else gk
+            self.acc(x, c, ck, fresh=type(ck) is tuple and c != g, neg=gneg != flip)
+            return
+        if gneg:
+            g, gk = self.take(n)
         svjp = spec.scalar_vjp
         if svjp is not None and gk == _F and xk == _F:
             t = _F_VJP.get(_TNAME.get(spec))
@@ -657,13 +735,6 @@ class _Gen:
                 c = f"{self.fn(svjp)}({g}, {ans}, {xv})"
             self.acc(x, c, _F)
             return
-        vjp = spec.vjps[0]
-        t = _A_VJP.get(_TNAME.get(spec))
-        if t is not None and (type(gk) is tuple or type(xk) is tuple):
-            c = t.format(g=g, ans=ans, x=xv)
-            ck = _arith_kind(gk, xk)
-            self.acc(x, c, ck, fresh=type(ck) is tuple)
-            return
         c = f"{self.fn(vjp)}({g}, {ans}, {xv})"
         self.acc(x, c, kind_of(_probe_vjp(vjp, n, (x.value,))))
 
@@ -671,14 +742,14 @@ class _Gen:
         neg = spec.name == "subtract"
         x, y = args
         nx, ny = self._needs(x, y)
-        g, gk = self.take(n, uses=int(nx) + int(ny))
+        g, gk, gneg = self.take_signed(n, uses=int(nx) + int(ny))
         if nx:
-            self.acc(x, g, gk)
+            self.acc(x, g, gk, neg=gneg)
         if ny:
-            if neg:
-                self.acc(y, f"-{g}", gk, fresh=type(gk) is tuple)
+            if neg and type(gk) is not tuple:
+                self.acc(y, f"-{g}", gk)
             else:
-                self.acc(y, g, gk)
+                self.acc(y, g, gk, neg=gneg != neg)
 
     def bw_mul(self, n, spec, args, kw):
         x, y = args
@@ -686,7 +757,8 @@ class _Gen:
         xv, yv = self.val(x), self.val(y)
         xk, yk = self.kind(x), self.kind(y)
         tx, ty = type(x) is Var, type(y) is Var
-        g, gk = self.take(n, uses=int(nx) + int(ny) + (1 if x is y else 0))
+        g, gk, gneg = self.take_signed(n, uses=int(nx) + int(ny) + (1 if x is y else 0))
+        mul = self.product
         if tx and ty:
             if gk == _F and xk == _F and yk == _F:
                 if nx:
@@ -696,27 +768,26 @@ class _Gen:
                 return
             if x is y:
                 k = _arith_kind(gk, xk)
-                self.acc(x, f"({g} + {g}) * {_p(xv)}", k, fresh=type(k) is tuple)
+                two = _fold(f"{g} + {g}") or f"({g} + {g})"
+                self.acc(x, *mul(two, xv, k, gk, xk, gneg))
                 return
             if type(gk) is tuple:
                 if xk == _F and yk == gk:
                     if nx:
-                        self.acc(x, self.dot_all(g, yv, gk), _F)
+                        self.acc(x, self.dot_all(g, yv, gk), _F, neg=gneg)
                     if ny:
-                        self.acc(y, f"{g} * {_p(xv)}", gk, fresh=True)
+                        self.acc(y, *mul(g, xv, gk, gk, xk, gneg))
                     return
                 if yk == _F and xk == gk:
                     if nx:
-                        self.acc(x, f"{g} * {_p(yv)}", gk, fresh=True)
+                        self.acc(x, *mul(g, yv, gk, gk, yk, gneg))
                     if ny:
-                        self.acc(y, self.dot_all(g, xv, gk), _F)
+                        self.acc(y, self.dot_all(g, xv, gk), _F, neg=gneg)
                     return
             if nx:
-                k = _arith_kind(gk, yk)
-                self.acc(x, f"{g} * {_p(yv)}", k, fresh=type(k) is tuple)
+                self.acc(x, *mul(g, yv, _arith_kind(gk, yk), gk, yk, gneg))
             if ny:
-                k = _arith_kind(gk, xk)
-                self.acc(y, f"{g} * {_p(xv)}", k, fresh=type(k) is tuple)
+                self.acc(y, *mul(g, xv, _arith_kind(gk, xk), gk, xk, gneg))
             return
         # one traced operand v, one constant c (bp_x / bp_y: the same rule)
         v, c, vk, ck_ = (x, yv, xk, yk) if tx else (y, xv, yk, xk)
@@ -724,10 +795,25 @@ class _Gen:
             return
         cobj = y if tx else x
         if vk == _F and type(gk) is tuple and type(cobj) is np.ndarray and ck_ == gk:
-            self.acc(v, self.dot_all(g, c, gk), _F)
+            self.acc(v, self.dot_all(g, c, gk), _F, neg=gneg)
             return
-        k = _arith_kind(gk, ck_)
-        self.acc(v, f"{g} * {_p(c)}", k, fresh=type(k) is tuple)
+        self.acc(v, *mul(g, c, _arith_kind(gk, ck_), gk, ck_, gneg))
+
+    @staticmethod
+    def product(a, b, k, ak, bk, neg):
+        """``(expression, kind, fresh, negated)`` of the contribution ``a * b`` (kind
+        ``k``), whose factor ``a`` is negated if ``neg``: a factor that is the literal
+        1.0 or -1.0 leaves the other operand as it is (with a sign) when that already
+        has the result's shape - ``-1.0 * x`` is ``-x`` bit for bit."""
+        if ak == _F and bk == k and _atomic(b):
+            lit = _fold(a)                      # (a scalar factor is never negated)
+            if lit in ("1.0", "-1.0"):
+                return b, k, False, lit == "-1.0"
+        if bk == _F and ak == k and _atomic(a):
+            lit = _fold(b)
+            if lit in ("1.0", "-1.0"):
+                return a, k, False, neg != (lit == "-1.0")
+        return f"{a} * {_p(b)}", k, type(k) is tuple, neg
 
     def bw_binary(self, n, spec, args, kw):
         x, y = args
@@ -742,7 +828,7 @@ class _Gen:
         name = _TNAME.get(spec)
         allf = svjp is not None and xk == _F and yk == _F
         if tx and ty:
-            g, gk = self.take(n, uses=2)
+            g, gk, gneg = self.signed_for_binary(n, name)
             if allf and gk == _F:
                 if name == "divide":
                     if nx:
@@ -758,13 +844,13 @@ class _Gen:
                     self.acc(y, f"{t}[1]", _F)
                 return
             if nx:
-                self._bin_vjp(n, spec, 0, x, g, gk, ans, xv, yv)
+                self._bin_vjp(n, spec, 0, x, g, gk, ans, xv, yv, gneg)
             if ny:
-                self._bin_vjp(n, spec, 1, y, g, gk, ans, xv, yv)
+                self._bin_vjp(n, spec, 1, y, g, gk, ans, xv, yv, gneg)
             return
         i = 0 if tx else 1
         v = x if tx else y
-        g, gk = self.take(n, uses=2)
+        g, gk, gneg = self.signed_for_binary(n, name)
         if allf and gk == _F:
             if name == "divide":
                 c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
@@ -772,17 +858,26 @@ class _Gen:
                 c = f"{self.fn(svjp)}({g}, {ans}, {xv}, {yv})[{i}]"
             self.acc(v, c, _F)
             return
-        self._bin_vjp(n, spec, i, v, g, gk, ans, xv, yv)
+        self._bin_vjp(n, spec, i, v, g, gk, ans, xv, yv, gneg)
 
-    def _bin_vjp(self, n, spec, i, v, g, gk, ans, xv, yv):
+    def signed_for_binary(self, n, name):
+        """The adjoint for a binary rule: with its sign carried for a quotient (linear in
+        g), computed for the rest."""
+        g, gk, gneg = self.take_signed(n, uses=2)
+        if gneg and name != "divide":
+            g, gk = self.take(n)
+            gneg = False
+        return g, gk, gneg
+
+    def _bin_vjp(self, n, spec, i, v, g, gk, ans, xv, yv, gneg=False):
         vjp = spec.vjps[i]
         args = n.bp._args(n)
         vals = [a.value if type(a) is Var else a for a in args]
         tname = _TNAME.get(spec)
         if tname == "divide":
-            c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
+            c = f"{g} / {_p(yv)}" if i == 0 else f"{g} * {ans} / {_p(yv)}"
             k = _arith_kind(gk, self.kind(args[0]), self.kind(args[1]))
-            self.acc(v, c, k, fresh=type(k) is tuple)
+            self.acc(v, c, k, fresh=type(k) is tuple, neg=gneg != (i == 1))
             return
         if tname == "power" and i == 0 and type(args[1]) is not Var:
             ye = args[1]
@@ -846,6 +941,9 @@ class _Gen:
                     self.emit(f"_add_at({name}, {sub}, {g})")
                 self.adj[id(p)] = _Adj(name, pk, True)
                 return
+            if st.neg:
+                self.emit(f"{name} = -{_p(st.expr)}")
+                st.expr, st.owned, st.neg = name, True, False
             if not st.owned:
                 self.emit(f"{name} = _copy_in({st.expr}, {pk!r})")
                 st.expr, st.kind, st.owned = name, pk, True

@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from ..autodiff.extend import Primitive, _call_ieee, _dispatch, _tag, accumulate
-from ..autodiff.var import Box, Var, shape_of, value_of
+from ..autodiff.var import Box, Var, guarded, shape_of, value_of
 from ..errors import DomainError
 
 __all__ = ["fused", "check_positive", "check_finite", "check_nonnegative",
@@ -129,7 +129,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
         # any nesting (values traced at a lower level, forward-mode duals, variables
         # of different tapes): check, then dispatch level by level
         if check is not None:
-            check(*[value_of(a) for a in args])
+            guarded(check, *args)           # (a retaped replay runs the check again)
         tape = None
         for i, a in enumerate(args):
             if isinstance(a, Box):

@@ -41,7 +41,7 @@ import scipy.special as sps
 
 from ..autodiff.extend import (batch_shape, defjvp, defjvp_all, defvjp, defvjp_all,
                                elementwise_binary, elementwise_unary, primitive)
-from ..autodiff.var import UFUNCS, shape_of, value_of
+from ..autodiff.var import UFUNCS, guarded, shape_of, value_of
 from .elementwise import exp, inv_logit, log, log1p, square
 from .reductions import sum as _sum
 from .structure import reshape, stack, where
@@ -102,12 +102,20 @@ defjvp(_polygamma, None, _d_polygamma)
 def _safe_lse(ans):
     """``ans`` with -inf replaced by 0: ``exp(x - safe)`` is then 0, not NaN, where a
     log-sum-exp is -inf (all its terms are -inf), so those weights are zero."""
-    av = value_of(ans)
-    if type(av) is float:
-        return 0.0 if av == -_INF else ans
-    if np.any(av == -_INF):
-        return where(av == -_INF, 0.0, ans)
-    return ans
+    # decisions on values through ``guarded``: a retaped recording re-checks them
+    if not guarded(_has_neg_inf, ans):
+        return ans
+    if shape_of(ans) == ():
+        return 0.0
+    return where(guarded(_is_neg_inf, ans), 0.0, ans)
+
+
+def _has_neg_inf(a):
+    return bool(np.any(np.asarray(a) == -_INF))
+
+
+def _is_neg_inf(a):
+    return np.asarray(a) == -_INF
 
 
 def _times_log(c, x, pole, logf):

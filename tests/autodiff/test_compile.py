@@ -178,6 +178,27 @@ def test_sum_of_squares_is_fused_into_a_dot_product_unless_exact(rng):
     assert np.array_equal(fast(x)[1], e[1])    # the gradient never used the product
 
 
+def test_signs_are_carried_not_computed(rng):
+    # the non-centred hierarchical density: -0.5 * sum(r * r) with r = (y - theta) / s
+    # gives theta's adjoint as -(-r / s); constant coefficients fold at generation time
+    # and negations ride along as a flag, so the sweep has no array negation and no
+    # array times -1.0 - and still equals the tape bit for bit
+    y, s = rng.normal(size=8), rng.uniform(1, 2, 8)
+
+    def f(x):
+        theta = x[0] + sl.exp(x[1]) * x[2:]
+        r = (y - theta) / s
+        return -0.5 * sl.sum(x[2:] * x[2:]) - 0.5 * sl.sum(r * r) - sl.sum(-sl.sin(x[2:]))
+    vg = check(f, rng.normal(size=10), [rng.normal(size=10) for _ in range(3)])
+    sweep = vg.source.split("av", 1)[1]
+    assert "-1.0" not in sweep and "= -a" not in sweep and "(-a" not in sweep, vg.source
+    for exact in (True, False):     # the same with the products left unfused
+        check(f, rng.normal(size=10), [rng.normal(size=10)], exact=exact)
+    # a negated adjoint that meets an indexing rule or the gradient itself is computed
+    g = lambda x: sl.sum(sl.sin(x)[::-1] - x) - sl.sum((1.0 - x)[1:])
+    check(g, rng.normal(size=5), [rng.normal(size=5) for _ in range(3)])
+
+
 # --------------------------------------------------------------------------------------
 # guards
 # --------------------------------------------------------------------------------------
@@ -387,6 +408,51 @@ def test_nested_differentiation_of_a_compiled_gradient_uses_the_tape(rng):
     assert np.allclose(h, sl.hessian(f)(x), rtol=1e-12, atol=1e-12)
     v = rng.standard_normal(3)
     assert np.array_equal(vg.hvp(x, v), sl.hvp(f)(x, v))
+
+
+def test_retaped_hessian_replays_the_forward_over_reverse_hessian(rng):
+    X = rng.standard_normal((30, 4))
+    yb = (rng.random(30) < 0.5).astype(float)
+    P = np.cov(rng.standard_normal((4, 9))) + np.eye(4)
+    cases = [
+        lambda b: sl.sum(yb * (X @ b) - sl.log1p_exp(X @ b)) - 0.5 * sl.sum(b * b),
+        lambda x: -4.5 * sl.log1p(x @ P @ x / 5.0),                 # dense Student-t
+        lambda x: sl.sum(sl.exp(x) * x) - x[0] * x[1] * x[2] + sl.log_sum_exp(x),
+        lambda x: sl.multi_normal_lpdf(x, np.zeros(4), P),          # constant Hessian
+        lambda x: sl.sum(sl.where(x > 0, x ** 3, -x * x)),          # a guard per sign
+    ]
+    for f in cases:
+        vg = sl.compile(f, rng.standard_normal(4))
+        for x in [rng.standard_normal(4) for _ in range(4)]:
+            H, E = vg.hessian(x), sl.hessian(f)(x)
+            assert type(H) is np.ndarray and H.shape == (4, 4)
+            assert C._close((0.0, H), (0.0, E)), (H, E)
+            assert np.allclose(H, H.T, rtol=1e-12, atol=1e-12)
+        assert vg._hessian.fallback is None, vg._hessian.fallback
+        assert "Dual" not in vg._hessian.source and "for " not in vg._hessian.source
+    # two sign patterns of the last case: two programs, each replayed
+    assert vg._hessian.programs >= 2
+    # a replayed Hessian is a fresh array each time (the caller may modify it)
+    H1 = vg.hessian(np.ones(4))
+    H1[:] = 0.0
+    assert np.array_equal(vg.hessian(np.ones(4)), sl.hessian(cases[-1])(np.ones(4)))
+    # inside another differentiation the tape nests (third order through it)
+    f = cases[2]
+    vg = sl.compile(f, np.ones(4))
+    x = rng.standard_normal(4)
+    T = sl.jacobian(lambda z: vg.hessian(z))(x)
+    assert np.allclose(T, sl.grad_hessian(f)(x), rtol=1e-10, atol=1e-10)
+
+
+def test_retaped_hessian_of_a_function_that_escapes_uses_the_tape():
+    # float() of a traced value: the Hessian's recording cannot be replayed; it says so
+    # once and every call is sl.hessian's
+    with pytest.warns(C.CompileWarning, match="eager tape"):
+        hc = C.CompiledHessian(lambda x: sl.sum(x ** 3) + float(x[0]) * 0.0, np.ones(2))
+    assert hc.fallback is not None
+    assert np.array_equal(hc(np.array([1.0, 2.0])), np.diag([6.0, 12.0]))
+    vg = sl.compile(lambda x: sl.sum(x ** 3), np.ones(2))
+    assert np.array_equal(vg.hessian(np.array([1.0, 2.0])), np.diag([6.0, 12.0]))
 
 
 def test_bad_arguments():
