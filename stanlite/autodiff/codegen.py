@@ -5,7 +5,8 @@ contributions, mirroring what the eager tape does for that node on the same type
 the same function (``math.exp`` on floats, ``np.exp`` on arrays), the same VJP, the
 contributions added in the same order with the same summing back to shapes
 (``extend.accumulate``, decided here once on kinds instead of at every sweep on
-types) - so that the generated code gives the tape's value and gradient bit for bit.
+types) - so that the generated code gives the tape's value and gradient bit for bit
+(up to the sign of an exact zero: negations are carried as flags, see ``_Adj``).
 Kinds of nodes: the elementwise primitives (unary; ``+ -``, ``*``, and the generated
 binary rules), indexing, full sums, fused densities (one kernel call: value and
 partials together), and every other primitive - super nodes included - as one call

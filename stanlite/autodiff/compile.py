@@ -616,7 +616,8 @@ def compile(f, example_x, *, max_recordings=8, verify=True, exact=False):
     eager tape is used, with a :class:`CompileWarning`). Another input shape records
     again. ``verify`` checks the first replay at a new point against the eager tape.
 
-    The returned :class:`Compiled` also has ``hvp(x, v)`` (by the eager tape).
+    The returned :class:`Compiled` also has ``hessian(x)`` (the forward-over-reverse
+    Hessian, itself retaped) and ``hvp(x, v)`` (by the eager tape).
 
     >>> import numpy as np, stanlite as sl
     >>> y = np.array([0.5, -1.0, 2.0])
