@@ -483,12 +483,12 @@ class Compiled(_Retaped):
         self._add(rec, _key(x))
 
     def __call__(self, x):
+        if type(x) is _ndarray and x.dtype is _F64_DTYPE and x.ndim:
+            return self._fast_call(x, x.shape)
         if isinstance(x, Box):
             # inside another differentiation: the eager tape nests, the replay does not
             from .functional import value_and_grad
             return value_and_grad(self.f)(x)
-        if type(x) is _ndarray and x.dtype is _F64_DTYPE and x.ndim:
-            return self._fast_call(x, x.shape)
         x = _input(x)
         return self._fast_call(x, _key(x))
 

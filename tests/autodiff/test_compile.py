@@ -178,6 +178,18 @@ def test_sum_of_squares_is_fused_into_a_dot_product_unless_exact(rng):
     assert np.array_equal(fast(x)[1], e[1])    # the gradient never used the product
 
 
+def test_short_sums_are_python_floats_in_numpys_order(rng):
+    # sum() of a vector of up to 16 elements is written out in numpy's pairwise order
+    # (no reduction call): the same bits, also for a float adjoint summed from an
+    # array expression (x[0] * v: the adjoint of x[0] is sum(g * v))
+    for n in (1, 2, 7, 8, 9, 15, 16, 17):
+        f = lambda x: sl.sum(sl.exp(x) * x) + x[0] * sl.sum(sl.sin(x) * x) / 3.0
+        scale = 10.0 ** rng.uniform(-6, 1, n)
+        vg = check(f, rng.normal(size=n) * scale,
+                   [rng.normal(size=n) * scale for _ in range(4)])
+        assert (".sum()" in vg.source) == (n > 16), vg.source
+
+
 def test_signs_are_carried_not_computed(rng):
     # the non-centred hierarchical density: -0.5 * sum(r * r) with r = (y - theta) / s
     # gives theta's adjoint as -(-r / s); constant coefficients fold at generation time
