@@ -74,6 +74,13 @@ class Fit:
         rngs = [np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]))
                 for s in states]
         self._draws = output_arrays(self.model, [s.draws[:n] for s in states], rngs)
+        # warmup draws (save_warmup=True): their generated quantities from streams of
+        # their own, so that saving warmup changes nothing after it
+        nw = min(len(s.warmup_draws) for s in states) if states else 0
+        wrngs = [np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]).jumped())
+                 for s in states]
+        self._warmup_draws = output_arrays(self.model, [s.warmup_draws[:nw] for s in states],
+                                           wrngs) if nw else {}
         self._from_states(n, self.model.dim)
 
     def _from_states(self, n, dim):
@@ -83,6 +90,11 @@ class Fit:
         self.num_chains = len(states)
         self._stats = {k: np.array([s.stats[k][:n] for s in states], dtype=float)
                        for k in (states[0].stats if states else {})}
+        nw = min(len(s.warmup_stats.get("lp__", ())) for s in states) if states else 0
+        self.num_warmup_draws = nw
+        self._warmup_stats = {k: np.array([s.warmup_stats[k][:nw] for s in states],
+                                          dtype=float)
+                              for k in (states[0].warmup_stats if nw else {})}
         self.unconstrained_draws = np.array([np.asarray(s.draws[:n]) for s in states]) \
             if states else np.empty((0, 0, dim))
 
@@ -94,6 +106,21 @@ class Fit:
         raise KeyError(f"'{name}' is not a parameter, transformed parameter, generated "
                        f"quantity or sampler statistic of this fit; known: "
                        f"{sorted(self._draws) + sorted(self._stats)}")
+
+    def warmup(self, name):
+        """``(chains, warmup draws, *shape)`` of a quantity or sampler statistic over
+        the warmup iterations (a run with ``save_warmup=True``; cmdstanpy's
+        ``inc_warmup``). They are in ``to_arviz()``'s ``warmup_posterior`` and
+        ``warmup_sample_stats`` groups too."""
+        if not self.num_warmup_draws:
+            raise KeyError("this fit kept no warmup draws: sample with save_warmup=True")
+        src = getattr(self, "_warmup_draws", None) or {}
+        if name in src:
+            return src[name]
+        if name in self._warmup_stats:
+            return self._warmup_stats[name]
+        raise KeyError(f"'{name}' is not a quantity or sampler statistic of this fit; "
+                       f"known: {sorted(src) + sorted(self._warmup_stats)}")
 
     def __contains__(self, name):
         return name in self._draws or name in self._stats
@@ -128,12 +155,7 @@ class Fit:
             return self._idata
         az = _arviz()
         posterior = dict(self._draws)
-        names = self.arviz_stats
-        stats = {names[k]: v for k, v in self._stats.items() if k in names}
-        if "diverging" in stats:
-            stats["diverging"] = stats["diverging"].astype(bool)
-        if "tree_depth" in stats:
-            stats["reached_max_treedepth"] = stats["tree_depth"] >= self.max_treedepth
+        stats = self._arviz_stats(self._stats)
         dims, coords = {}, {}
 
         def add_dims(k, shape):
@@ -158,6 +180,10 @@ class Fit:
         kw = dict(posterior=posterior, sample_stats=stats, coords=coords, dims=dims)
         if loglik:
             kw["log_likelihood"] = loglik
+        if self.num_warmup_draws:
+            kw.update(warmup_posterior=dict(getattr(self, "_warmup_draws", None) or {}),
+                      warmup_sample_stats=self._arviz_stats(self._warmup_stats),
+                      save_warmup=True)
         import warnings
         with warnings.catch_warnings():
             # a short (or interrupted) run may have fewer draws than chains: not an error
@@ -172,6 +198,15 @@ class Fit:
         if groups:
             idata.add_groups(groups)
         return idata
+
+    def _arviz_stats(self, raw):
+        names = self.arviz_stats
+        stats = {names[k]: v for k, v in raw.items() if k in names}
+        if "diverging" in stats:
+            stats["diverging"] = stats["diverging"].astype(bool)
+        if "tree_depth" in stats:
+            stats["reached_max_treedepth"] = stats["tree_depth"] >= self.max_treedepth
+        return stats
 
     def _pointwise(self, fun, default_name="log_lik"):
         """``(chains, draws, ...)`` arrays of the model's pointwise log-likelihood.
@@ -531,6 +566,9 @@ def load_fit(path, model=None):
     post = datasets.get("posterior")
     fit._draws = {k: np.asarray(post[k].values) for k in meta["names"]} \
         if post is not None else {}
+    wpost = datasets.get("warmup_posterior")
+    fit._warmup_draws = {k: np.asarray(wpost[k].values) for k in meta["names"]
+                         if k in wpost} if wpost is not None else {}
     n = post.sizes.get("draw", 0) if post is not None else 0
     dim = len(meta.get("unconstrained_names") or []) or \
         (len(fit.chain_states[0].q) if fit.chain_states else 0)

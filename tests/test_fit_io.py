@@ -290,3 +290,23 @@ def test_log_likelihood_errors_are_named():
 def test_summary_values_are_floats(short_fit):
     s = short_fit.summary()
     assert s.dtypes.eq(float).all() and np.isfinite(s.loc["mu"].values).all()
+
+
+def test_save_warmup_keeps_the_warmup_iterations(eight_schools, short_fit, tmp_path):
+    # cmdstanpy's save_warmup: the warmup iterations are kept (fit.warmup, ArviZ's
+    # warmup groups, the file), and nothing after warmup changes
+    fit = eight_schools.sample(chains=2, draws=40, warmup=60, seed=3, progress=False,
+                               parallel=False, save_warmup=True)
+    _same_fit(fit, short_fit)
+    assert fit.warmup("theta").shape == (2, 60, 8)
+    steps = fit.warmup("n_leapfrog__")
+    assert steps.shape == (2, 60) and (steps >= 1).all()
+    # the warmup's step sizes are the adaptation's: not all equal to the final one
+    assert len(np.unique(fit.warmup("stepsize__"))) > 2
+    idata = fit.to_arviz()
+    assert {"warmup_posterior", "warmup_sample_stats"} <= set(idata.groups())
+    np.testing.assert_array_equal(idata.warmup_sample_stats["n_steps"].values, steps)
+    loaded = sl.load_fit(fit.save(tmp_path / "w.nc"))
+    np.testing.assert_array_equal(loaded.warmup("theta"), fit.warmup("theta"))
+    with pytest.raises(KeyError, match="save_warmup=True"):
+        short_fit.warmup("theta")
