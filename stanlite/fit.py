@@ -55,6 +55,10 @@ class Fit:
 
     #: per-draw statistics (Stan's names) -> ArviZ's sample_stats names
     arviz_stats = ARVIZ_STATS
+    #: warmup iterations kept (save_warmup=True); none for an approximation
+    num_warmup_draws = 0
+    _warmup_draws = {}
+    _warmup_stats = {}
 
     def __init__(self, model, chain_states, gq_seeds, interrupted=False, method="nuts",
                  max_treedepth=10):
@@ -114,7 +118,7 @@ class Fit:
         ``warmup_sample_stats`` groups too."""
         if not self.num_warmup_draws:
             raise KeyError("this fit kept no warmup draws: sample with save_warmup=True")
-        src = getattr(self, "_warmup_draws", None) or {}
+        src = self._warmup_draws
         if name in src:
             return src[name]
         if name in self._warmup_stats:
@@ -181,7 +185,7 @@ class Fit:
         if loglik:
             kw["log_likelihood"] = loglik
         if self.num_warmup_draws:
-            kw.update(warmup_posterior=dict(getattr(self, "_warmup_draws", None) or {}),
+            kw.update(warmup_posterior=dict(self._warmup_draws),
                       warmup_sample_stats=self._arviz_stats(self._warmup_stats),
                       save_warmup=True)
         import warnings
