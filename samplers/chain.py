@@ -231,6 +231,6 @@ def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
     h = z1.h
     accept = min(1.0, math.exp(H0 - h)) if h < math.inf else 0.0
     divergent = h - H0 > 1000.0
-    out = z1 if rng.uniform() < accept else z0
+    out = z1 if rng.random() < accept else z0
     return out, nuts.TransitionInfo(accept, n, 0, divergent, out.h,
                                     int(z1.lp == -math.inf), out.h - H0, h - H0)

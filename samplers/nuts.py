@@ -116,7 +116,7 @@ def _build(t, z, depth, sign):
         return (False,) + (None,) * 8
     lw = _lse(lw_init, lw_final)
     # multinomial: the final half's proposal with probability W_final / W_subtree
-    if lw_final > lw or t.rng.uniform() < math.exp(lw_final - lw):
+    if lw_final > lw or t.rng.random() < math.exp(lw_final - lw):
         prop = prop_final
     rho = rho_init + rho_final
     persist = (_criterion(v_beg, v_end, rho)
@@ -148,7 +148,9 @@ def _transition(model, metric, z, eps, rng, max_depth, max_delta_h):
     rho = p0
     log_w = 0.0                                       # the initial point: exp(H0 - H0)
     depth = 0
-    uniform = rng.uniform
+    # Generator.random() is uniform() on [0, 1) - the same numbers from the same bits -
+    # at a quarter of its call cost
+    uniform = rng.random
     while depth < max_depth:
         if uniform() > 0.5:
             rho_bck = rho
