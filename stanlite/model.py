@@ -446,8 +446,26 @@ class Model:
         reverse) AD, exact up to rounding."""
         x = self._point(x)
         lp, g = self.log_density_gradient(x, jacobian)
-        H = hessian(lambda z: self._log_density(z, jacobian))(x)
+        if self.compile:
+            H = self._retaped_hessian(x, jacobian)
+        else:
+            H = hessian(lambda z: self._log_density(z, jacobian))(x)
         return lp, g, np.asarray(H, dtype=np.float64).reshape(self.dim, self.dim)
+
+    def _retaped_hessian(self, x, jacobian):
+        """The Hessian retaped (:class:`~stanlite.autodiff.compile.CompiledHessian`:
+        the forward-over-reverse computation recorded once, replayed as numpy). Where
+        it cannot be (a nested value read in a density, say) the eager Hessian is
+        used without a warning: the result is the same, only slower."""
+        retaped = self.__dict__.setdefault("_retaped", {})
+        key = ("hessian", jacobian)
+        r = retaped.get(key)
+        if r is None:
+            from .autodiff.compile import CompiledHessian
+            r = retaped[key] = CompiledHessian(
+                lambda z: self._log_density(z, jacobian), x,
+                what=f"{type(self).__name__}.log_density_hessian", quiet=True)
+        return r(x)
 
     def constrain(self, x):
         """The parameters (constrained, plain floats) at unconstrained point ``x``."""

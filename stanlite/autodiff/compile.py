@@ -388,11 +388,13 @@ class _Retaped:
         """What a replay is checked against: the eager tape."""
         return self._eager(x)
 
+    quiet = False           # fall back without a warning (an optional speed-up)
+
     def _give_up(self, reason, warn=True):
         self.fallback = reason
         self._programs = {}
         self._fast = None
-        if warn:
+        if warn and not self.quiet:
             warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
                           stacklevel=4)
 
@@ -555,10 +557,12 @@ class CompiledHessian(_Retaped):
 
     value_only = True
 
-    def __init__(self, f, example_x, max_recordings=8, verify=True):
+    def __init__(self, f, example_x, max_recordings=8, verify=True, what=None,
+                 quiet=False):
         from .functional import hessian
-        super().__init__(f"sl.compile({getattr(f, '__qualname__', repr(f))}).hessian",
-                         max_recordings, verify, exact=True)
+        what = what or f"sl.compile({getattr(f, '__qualname__', repr(f))}).hessian"
+        super().__init__(what, max_recordings, verify, exact=True)
+        self.quiet = quiet
         self.f = f
         self._h = hessian(f)
         x = _input(example_x)

@@ -16,6 +16,7 @@ from scipy import stats
 from scipy.special import expit, log_expit
 
 import stanlite as sl
+from stanlite.autodiff.functional import hessian
 import stanlite.models as zoo
 
 # --------------------------------------------------------------------------------------
@@ -334,6 +335,20 @@ def test_hessian_matches_differences_of_the_gradient(name, models):
                    for e in np.eye(m.dim)])
     np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-5 * (1 + np.max(np.abs(fd))))
     np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-9 * (1 + np.max(np.abs(H))))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_retaped_hessian_equals_the_eager_one(name, models):
+    """Model.log_density_hessian replays a recording of the forward-over-reverse
+    Hessian (or, where a density reads nested values, computes it eagerly, quietly):
+    the same matrix as the eager computation, at points after the recording one."""
+    m = models[name]
+    pts = points(name, m.dim)
+    eager = hessian(lambda z: m._log_density(z, True))
+    for x in pts[:3]:
+        H = m.log_density_hessian(x)[2]
+        E = np.asarray(eager(x)).reshape(m.dim, m.dim)
+        np.testing.assert_allclose(H, E, rtol=1e-12, atol=1e-12 * (1 + np.max(np.abs(E))))
 
 
 # the zoo models taken from posteriordb: name -> posterior folder in ../shared
