@@ -43,8 +43,12 @@ same whatever ``n``, ``n`` up to 14, i.e. 2 to 28 states).
 
 The factor ``k1 (e^{-k2 t} - e^{-k1 t}) / (k1 - k2)`` is computed as
 ``-k1 e^{-k2 t} expm1(-(k1 - k2) t) / (k1 - k2)`` (:func:`transfer`): no cancellation
-when the two rates are close (it tends to ``k1 t e^{-k t}``); it is 0/0 only at
-exactly equal rates, a set of measure zero that a sampler rejects like any NaN.
+in the value when the two rates are close (it tends to ``k1 t e^{-k t}``); it is 0/0
+only at exactly equal rates. Its derivatives of order n lose digits like
+``eps / (k1 - k2)^n`` there, so the model uses the divided difference
+``-k1 t g[k2 t, k1 t]`` of ``g(y) = e^{-y}`` instead (:func:`transfer_dd`, by
+:func:`stanlite.pk.divdiff_exp`), exact in every derivative and at equal rates: the
+residual, its Jacobian and the closed form take the factor as an argument.
 
 The model
 ---------
@@ -83,10 +87,11 @@ import math
 import numpy as np
 
 import stanlite as sl
+from stanlite.pk import divdiff_exp
 
 __all__ = ["PkSteadyState", "K1", "K2", "DOSE", "TAU", "MAX_PATIENTS", "SEED", "SOLVER",
            "X_GUESS", "multipliers", "population_theta", "unpack", "transfer",
-           "steady_state_residual", "steady_state_jacobian", "steady_state_exact",
+           "transfer_dd", "steady_state_residual", "steady_state_jacobian", "steady_state_exact",
            "steady_state", "steady_state_problem", "evolve", "steady_state_profile",
            "simulate_data"]
 
@@ -145,7 +150,14 @@ def unpack(theta):
 def transfer(k1, k2, t):
     r"""``k1 (e^{-k2 t} - e^{-k1 t}) / (k1 - k2)``: the central amount at ``t`` per unit
     in the gut at 0 (stanlite ops), written ``-k1 e^{-k2 t} expm1(-(k1 - k2) t) /
-    (k1 - k2)`` so that close rates lose no digits.
+    (k1 - k2)`` so that close rates lose no digits in the value.
+
+    This is the review's problem as the solver benchmarks time it. Its derivatives
+    are AD's of the quotient, term by term, and the n-th cancels like
+    ``eps / (k1 - k2)^n`` as the rates meet: harmless to first order (12 digits
+    left at ``k1 - k2 = 1e-6``), but the second derivative keeps 8 digits at
+    ``1e-4`` and the third about 4. Hessians and third derivatives (RHMC) use
+    :func:`transfer_dd`, which the model uses.
 
     >>> round(float(transfer(0.5, 0.2, 1.0)), 10)         # (e^-0.2 - e^-0.5) 5/3
     0.3536668223
@@ -154,10 +166,51 @@ def transfer(k1, k2, t):
     return -k1 * sl.exp(-k2 * t) * sl.expm1(-d * t) / d
 
 
-def steady_state_residual(x, theta):
+def transfer_dd(k1, k2, t):
+    r"""The same factor as the divided difference ``-k1 t g[k2 t, k1 t]`` of
+    ``g(y) = e^{-y}`` (:func:`stanlite.pk.divdiff_exp`): close or equal rates lose no
+    digits in the value *nor in any derivative* (the derivatives of a divided
+    difference are divided differences again, evaluated without cancellation). What
+    :class:`PkSteadyState` uses: RHMC's SoftAbs metric needs third derivatives of the
+    log density, and with :func:`transfer` its implicit leapfrog stalled on that
+    noise wherever a patient's absorption and elimination rates crossed.
+
+    Plain floats (the solver's iterations) take the quotient, which is exact to
+    rounding in value (and ``k1 t e^{-k1 t}`` at equal rates): no primitive's
+    overhead where no derivative is taken.
+
+    >>> round(float(transfer_dd(0.5, 0.2, 1.0)), 10)
+    0.3536668223
+    >>> round(float(transfer_dd(0.5, 0.5, 1.0)), 10)      # k1 t e^{-k1 t}
+    0.3032653299
+    >>> k = np.array([0.2 + 1e-6])             # d^2/dk1^2, 50 digits: -0.764147925079
+    >>> round(float(sl.hessian(lambda k: transfer_dd(k[0], 0.2, 1.0))(k)[0, 0]), 10)
+    -0.7641479251
+    >>> round(float(sl.hessian(lambda k: transfer(k[0], 0.2, 1.0))(k)[0, 0]), 5)
+    -0.76416
+    """
+    if not isinstance(k1, sl.Box) and not isinstance(k2, sl.Box) \
+            and not isinstance(t, sl.Box):
+        k1, k2, t = (np.asarray(a, dtype=float) for a in (k1, k2, t))
+        d = k1 - k2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(d == 0, k1 * t * np.exp(-k1 * t),
+                           -k1 * np.exp(-k2 * t) * np.expm1(-d * t) / np.where(d == 0, 1, d))
+        return float(out) if out.ndim == 0 else out
+    lo, hi = k2 * t, k1 * t
+    shape = np.broadcast_shapes(np.shape(sl.value_of(lo)), np.shape(sl.value_of(hi)))
+    if np.shape(sl.value_of(lo)) != shape:
+        lo = sl.broadcast_to(lo, shape)
+    if np.shape(sl.value_of(hi)) != shape:
+        hi = sl.broadcast_to(hi, shape)
+    return -hi * divdiff_exp(sl.stack([lo, hi], axis=-1))
+
+
+def steady_state_residual(x, theta, transfer=transfer):
     """``f(x, theta) = F_tau(x + D e_gut) - x`` for every patient (stanlite ops):
     guts ``(g + D) e^{-k1 tau} - g``, centrals ``c e^{-k2 tau} + (g + D)
-    transfer(k1, k2, tau) - c``."""
+    transfer(k1, k2, tau) - c``; ``transfer``: :func:`transfer` (the review's
+    problem) or :func:`transfer_dd` (exact higher derivatives)."""
     n, k1, k2, dose, tau = unpack(theta)
     gut, central = x[:n], x[n:]
     g = gut + dose
@@ -166,7 +219,7 @@ def steady_state_residual(x, theta):
                            - central])
 
 
-def steady_state_jacobian(x, theta):
+def steady_state_jacobian(x, theta, transfer=transfer):
     """The analytic ``df/dx``: per patient ``[[e^{-k1 tau} - 1, 0], [transfer(k1, k2,
     tau), e^{-k2 tau} - 1]]``, four diagonal blocks (stanlite ops: differentiable, so
     Hessians through the solver work with it)."""
@@ -177,7 +230,7 @@ def steady_state_jacobian(x, theta):
     return sl.concatenate([top, bottom], axis=0)
 
 
-def steady_state_exact(theta):
+def steady_state_exact(theta, transfer=transfer):
     """The closed-form trough: guts ``D / (e^{k1 tau} - 1)``, centrals ``(g + D)
     transfer(k1, k2, tau) / (1 - e^{-k2 tau})`` (stanlite ops)."""
     n, k1, k2, dose, tau = unpack(theta)
@@ -186,14 +239,16 @@ def steady_state_exact(theta):
     return sl.concatenate([gut, central])
 
 
-def steady_state(theta, jac_x=True, x_guess=None):
+def steady_state(theta, jac_x=True, x_guess=None, transfer=transfer):
     r"""The steady-state trough amounts ``x`` (guts, then centrals) solving
     ``x = F_tau(x + D e_gut)``, by ``sl.algebra_solver`` with the review's settings
     (Powell's dogleg, guess 500 for every amount, rel_tol 1e-10, f_tol 1e-6).
 
     Differentiable in ``theta`` by the implicit function theorem,
     ``dx/dtheta = -J_x^{-1} J_theta``. ``jac_x=True`` passes the analytic ``df/dx``
-    (:func:`steady_state_jacobian`); ``False`` lets AD compute it.
+    (:func:`steady_state_jacobian`); ``False`` lets AD compute it. ``transfer``: the
+    factor the residual uses (:func:`transfer_dd` for Hessians and third derivatives
+    accurate when the rates of a patient meet; it is passed to the residual as data).
 
     >>> x = steady_state(population_theta(1, random=False))
     >>> np.round(x, 6)                                 # gut, central
@@ -203,7 +258,8 @@ def steady_state(theta, jac_x=True, x_guess=None):
     """
     n = (len(theta) - 2) // 2
     x0 = np.full(2 * n, X_GUESS) if x_guess is None else x_guess
-    return sl.algebra_solver(steady_state_residual, x0, theta,
+    extra = () if transfer is globals()["transfer"] else (transfer,)
+    return sl.algebra_solver(steady_state_residual, x0, theta, *extra,
                              jac_x=steady_state_jacobian if jac_x else None, **SOLVER)
 
 
@@ -283,7 +339,9 @@ class PkSteadyState(sl.Model):
     first-order absorption over the dosing interval (module docstring). The
     steady state is found by ``sl.algebra_solver`` (Powell, guess 500, rel_tol 1e-10,
     f_tol 1e-6, analytic ``df/dx``) at every evaluation; its derivatives come from the
-    implicit function theorem.
+    implicit function theorem. The residual's transfer factor is the divided
+    difference (:func:`transfer_dd`), so that derivatives of every order stay exact
+    where a patient's absorption and elimination rates meet (RHMC needs the third).
 
     Data: ``N`` patients, multipliers ``phi1``, ``phi2`` (known covariates), ``dose``
     (mg), ``tau`` (day), volume ``V`` (L), observed troughs ``C_obs`` (mg/L).
@@ -318,7 +376,7 @@ class PkSteadyState(sl.Model):
     def transformed_parameters(self, k1, k2):
         theta = sl.concatenate([k1 * self.phi1, k2 * self.phi2,
                                 np.array([self.dose, self.tau])])
-        x = steady_state(theta, x_guess=self._x_guess)
+        x = steady_state(theta, x_guess=self._x_guess, transfer=transfer_dd)
         return {"C_trough": x[self.N:] / self.V}
 
     def log_prob(self, k1, k2, sigma, C_trough):
