@@ -44,7 +44,11 @@ from .fused import _fail, check_finite, check_integer, check_positive, fused
 __all__ = ["normal_id_glm_lpdf", "bernoulli_logit_glm_lpmf", "poisson_log_glm_lpmf"]
 
 HALF_LOG_TWO_PI = float(0.5 * np.log(2.0 * np.pi))
-_SMALL = 2048          # bernoulli_logit_glm: below this many rows, the fewest-calls form
+# bernoulli_logit_glm: up to this many rows, the fewest-calls form (logaddexp, expit);
+# above, exp/log1p on |t| (cheaper per element). Measured crossover (numpy 2.4, one
+# core): 300 rows for the value, 250 for the gradient; at 1000 rows the fewest-calls
+# form costs 19 us against 10.
+_SMALL = 256
 
 
 # --------------------------------------------------------------------------------------
