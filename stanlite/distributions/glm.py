@@ -85,7 +85,36 @@ def _check_shapes(fn, y, x, alpha, beta, sigma=None):
     return N
 
 
+# Outcomes are data: the same read-only array at every gradient. What is derived from
+# one - its check, its signs 2y - 1 - is kept per array (by identity, holding the
+# array, for arrays that cannot be written through), not recomputed at each call.
+_DERIVED = {}
+
+
+def _derived(y, key, make):
+    if type(y) is not np.ndarray or y.flags.writeable:
+        return make(y)
+    k = (id(y), key)
+    hit = _DERIVED.get(k)
+    if hit is not None and hit[0] is y:
+        return hit[1]
+    if len(_DERIVED) > 256:
+        _DERIVED.clear()
+    v = make(y)
+    _DERIVED[k] = (y, v)
+    return v
+
+
+def _signs(y):
+    """s = 2y - 1 (floats): +1 for a success, -1 for a failure."""
+    return 2.0 * np.asarray(y, dtype=np.float64) - 1.0
+
+
 def _check_binary(fn, y):
+    _derived(y, "binary", lambda y: _check_binary_now(fn, y))
+
+
+def _check_binary_now(fn, y):
     y = np.asarray(y)
     kind = y.dtype.kind
     if kind == "b":
@@ -242,9 +271,9 @@ def _bernoulli_logit_glm(need, y, x, alpha, beta):
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if not _traced(x, alpha, beta):
-            return _bernoulli_logit_glm_plain(need, _f64(y), _f64(x), _f64(alpha),
+            return _bernoulli_logit_glm_plain(need, y, _f64(x), _f64(alpha),
                                               _f64(beta))
-        s = 2.0 * _f64(y) - 1.0
+        s = _derived(y, "signs", _signs)
         t = s * (sm.matmul(x, beta) + alpha)
         lp = sm.sum(sm.log_inv_logit(t))
         parts = [None] * 4
@@ -258,7 +287,7 @@ def _bernoulli_logit_glm_plain(need, y, x, alpha, beta):
     fn = "bernoulli_logit_glm_lpmf"
     t = x @ beta                        # eta, then t = s * eta in place
     t += alpha
-    s = 2.0 * y - 1.0
+    s = _derived(y, "signs", _signs)   # shared between calls: never written to
     t *= s
     if t.size <= _SMALL:
         # few elements: per-call overhead dominates, so use the fewest numpy calls

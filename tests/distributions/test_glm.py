@@ -271,3 +271,30 @@ def test_checks(check, rng):
 def test_small_form_threshold_is_exercised():
     # the two plain forms of bernoulli_logit_glm meet at _SMALL rows
     assert 50 <= glm_module._SMALL < 5000
+
+
+def test_outcome_arrays_that_cannot_change_are_checked_once(rng):
+    # a read-only y (model data) has its check and its signs kept between calls; a
+    # writable one is looked at every time, so changing it is seen
+    x, beta = _data(rng, N=400, K=3)
+    y = (rng.random(400) < 0.5).astype(np.int64)
+    ref = sl.bernoulli_logit_glm_lpmf(y.copy(), x, 0.2, beta)
+    ro = y.copy()
+    ro.setflags(write=False)
+    for _ in range(2):
+        assert sl.bernoulli_logit_glm_lpmf(ro, x, 0.2, beta) == ref
+    g1 = sl.grad(lambda b: sl.bernoulli_logit_glm_lpmf(ro, x, 0.2, b))(beta)
+    g2 = sl.grad(lambda b: sl.bernoulli_logit_glm_lpmf(y.copy(), x, 0.2, b))(beta)
+    np.testing.assert_array_equal(g1, g2)
+    w = y.copy()
+    sl.bernoulli_logit_glm_lpmf(w, x, 0.2, beta)
+    w[0] = 2                                    # a writable array may change: checked
+    with pytest.raises(sl.DomainError, match="0 or 1"):
+        sl.bernoulli_logit_glm_lpmf(w, x, 0.2, beta)
+    w[0] = 1 - y[0]
+    assert sl.bernoulli_logit_glm_lpmf(w, x, 0.2, beta) != ref
+    bad = np.where(np.arange(400) == 3, 5, y)
+    bad.setflags(write=False)                   # a failed check is not remembered
+    for _ in range(2):
+        with pytest.raises(sl.DomainError, match="0 or 1"):
+            sl.bernoulli_logit_glm_lpmf(bad, x, 0.2, beta)
