@@ -75,6 +75,10 @@ def _normal(need, y, mu, sigma):
 
     d/dmu = z/sigma = -d/dy;  d/dsigma = (z^2 - 1)/sigma.
     """
+    if type(mu) in _NUMBER and type(sigma) in _NUMBER and not (need[1] or need[2]):
+        ty = type(y)
+        if ty is float or ty is np.ndarray and y.dtype is _F64 and y.ndim == 1:
+            return _normal_plain(need, y, mu, sigma)      # a prior, a likelihood
     inv_s = 1.0 / sigma
     z = (y - mu) * inv_s
     n = broadcast_size(y, mu, sigma)
@@ -88,6 +92,30 @@ def _normal(need, y, mu, sigma):
             parts[1] = dmu
     if need[2]:
         parts[2] = (z * z - 1.0) * inv_s
+    return lp, parts
+
+
+_NUMBER = (float, int)
+_F64 = np.dtype(np.float64)
+_HALF_LOG_TWO_PI_F = float(HALF_LOG_TWO_PI)
+
+
+def _normal_plain(need, y, mu, sigma):
+    """``_normal`` for a float or a vector ``y`` with constant-number ``mu`` and
+    ``sigma`` (a prior on a parameter or a parameter vector, the common case): the sum
+    of squares as one dot product and Python floats for the scalars - a third of the
+    general path's calls."""
+    inv_s = 1.0 / sigma
+    if type(y) is float:
+        z = (y - mu) * inv_s
+        zz, n = z * z, 1
+    else:
+        z = (y - mu) * inv_s
+        zz, n = float(z.dot(z)), y.shape[0]
+    lp = -0.5 * zz - n * _HALF_LOG_TWO_PI_F - n * math.log(sigma)
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = -(z * inv_s)
     return lp, parts
 
 
