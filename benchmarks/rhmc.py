@@ -261,7 +261,7 @@ def main():
 
 #: SoftAbs alpha, target acceptance, warmup and draws per case (RHMC); see README
 ALPHAS = {"funnel10": 30.0, "funnel51": 30.0, "banana": 1.0, "logistic": 1.0, "pk_ss": 1.0}
-DELTAS = {"funnel10": 0.99, "funnel51": 0.99, "banana": 0.99, "logistic": 0.8, "pk_ss": 0.8}
+DELTAS = {"funnel10": 0.99, "funnel51": 0.99, "banana": 0.99, "logistic": 0.8, "pk_ss": 0.95}
 RHMC_WARMUP = {"funnel10": 300, "funnel51": 300, "banana": 300, "logistic": 200,
                "pk_ss": 100}
 RHMC_DRAWS = {"funnel10": 500, "funnel51": 500, "banana": 500, "logistic": 500,
