@@ -87,6 +87,7 @@ import math
 import numpy as np
 
 import stanlite as sl
+from stanlite.autodiff.var import shape_of
 from stanlite.pk import divdiff_exp
 
 __all__ = ["PkSteadyState", "K1", "K2", "DOSE", "TAU", "MAX_PATIENTS", "SEED", "SOLVER",
@@ -198,10 +199,11 @@ def transfer_dd(k1, k2, t):
                            -k1 * np.exp(-k2 * t) * np.expm1(-d * t) / np.where(d == 0, 1, d))
         return float(out) if out.ndim == 0 else out
     lo, hi = k2 * t, k1 * t
-    shape = np.broadcast_shapes(np.shape(sl.value_of(lo)), np.shape(sl.value_of(hi)))
-    if np.shape(sl.value_of(lo)) != shape:
+    # shapes, not values (a retaped recording may read these)
+    shape = np.broadcast_shapes(shape_of(lo), shape_of(hi))
+    if shape_of(lo) != shape:
         lo = sl.broadcast_to(lo, shape)
-    if np.shape(sl.value_of(hi)) != shape:
+    if shape_of(hi) != shape:
         hi = sl.broadcast_to(hi, shape)
     return -hi * divdiff_exp(sl.stack([lo, hi], axis=-1))
 

@@ -68,6 +68,16 @@ also gives the Hessian whose eigendecomposition the returned point caches in
 without recomputing it. :data:`PROFILE` accumulates the time split (Hessians,
 eigendecompositions, third-order sweeps, fixed-point iterations).
 
+Retaping (``sampler_options={"retape": True}``, the default, for an ``sl.Model``
+with ``compile`` on): the Hessians come from the model's retaped Hessian
+(``Model.log_density_hessian``: the forward-over-reverse computation recorded once
+and replayed as straight-line numpy), and the sweeps from one compiled program of
+``(q, vec M) -> tr(M H(q))`` whose gradient's ``q`` part is the sweep - no recording
+per point. Where either cannot be replayed (a density that reads nested values), the
+recording described above is used. Hessians 3-10x cheaper; a step on the banana
+2.6 -> 0.7 ms, on the funnel (d = 10) 4.5 -> 2.0 ms, on ``pk_steady_state`` 63 -> 47
+ms (its sweeps, through the solver's third-order IFT, are the floor there).
+
 The NUTS criterion generalises unchanged (Betancourt 2013, arXiv:1304.1920): ``rho``
 is the sum of the momenta and the ends' velocities are ``p_sharp = Sigma(q)^-1 p`` -
 exactly ``Point.v`` here.
@@ -114,6 +124,8 @@ OPTION_DEFAULTS = {
     "num_steps": None,        # None: NUTS trajectories; an int L: static, L steps
     "fixed_point_tol": 1e-8,  # in the metric's norm (standard deviations)
     "max_fixed_point": 50,    # iterations per implicit half-step before a divergence
+    "retape": True,           # an sl.Model's Hessians and third-order sweeps replayed
+                              # as compiled code (the eager tape where they cannot be)
 }
 
 #: process-wide counters and seconds (``reset_profile()`` zeroes them); benchmarks
@@ -263,7 +275,7 @@ class Geometry:
     potential's Hessian ``A = -d^2 log p = Q diag(lam) Q^T``, ``f = f(lam)``,
     ``1/f``, ``log det Sigma`` and (on demand) the pseudo-Jacobian ``J``."""
 
-    __slots__ = ("q", "lam", "Q", "f", "finv", "logdet", "alpha", "_J", "force", "dv",
+    __slots__ = ("q", "A", "lam", "Q", "f", "finv", "logdet", "alpha", "_J", "force", "dv",
                  "dv_eps")
 
     def __init__(self, q, A, alpha):
@@ -271,6 +283,7 @@ class Geometry:
         A = 0.5 * (A + A.T)          # forward-over-reverse is symmetric up to rounding
         lam, Q = np.linalg.eigh(A)
         self.q = q
+        self.A = A
         self.lam = lam
         self.Q = Q
         self.alpha = alpha
@@ -412,6 +425,61 @@ class _HessianTape:
         return False
 
 
+class _RetapedTrace:
+    """The third-order sweeps retaped: ``x = (q, vec M) -> tr(M H(q))`` recorded once
+    (forward-over-reverse Hessian on an outer tape) and compiled by ``sl.compile``;
+    its gradient's ``q`` part is ``d/dq tr(M H(q))``. Each call replays the Hessian's
+    forward pass and the reverse sweep as straight-line numpy, where the taped
+    alternative records the Hessian at every point and sweeps it node by node."""
+
+    def __init__(self, f, q):
+        import warnings
+
+        from stanlite.autodiff.compile import Compiled, CompileWarning
+        from stanlite.math import reshape, sum as _sum
+        n = q.shape[0]
+        self.n = n
+
+        def trace(x):
+            H = _hessian(f)(x[:n])
+            return _sum(reshape(x[n:], (n, n)) * H)
+        t0 = _clock()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompileWarning)
+            self.program = Compiled(trace, np.concatenate([q, np.zeros(n * n)]))
+        self.ok = self.program.fallback is None
+        PROFILE["recordings"] += 1
+        PROFILE["t_hessian"] += _clock() - t0
+
+    def at(self, q, A):
+        return _TraceAt(self, q, A)
+
+
+class _TraceAt:
+    """:class:`_HessianTape`'s interface (``A``, ``grad_trace``) on the retaped
+    program at one point ``q`` whose ``A`` is known."""
+
+    __slots__ = ("_rt", "_q", "A")
+
+    def __init__(self, rt, q, A):
+        self._rt = rt
+        self._q = q
+        self.A = A
+
+    def grad_trace(self, M):
+        t0 = _clock()
+        g = self._rt.program(np.concatenate([self._q, M.ravel()]))[1]
+        PROFILE["sweeps"] += 1
+        PROFILE["t_sweep"] += _clock() - t0
+        return -g[:self._rt.n]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def _finite(*xs):
     for x in xs:
         if not np.all(np.isfinite(x)):
@@ -474,6 +542,8 @@ class SoftAbsMetric:
         self._is_model = False
         self._verified = False
         self._model = None
+        self._trace = None            # _RetapedTrace of the model (None: not yet/not used)
+        self.retape = True            # replay compiled Hessians and sweeps (sl.Model)
         self.failures = 0             # implicit steps that did not converge, ever
 
     @property
@@ -488,7 +558,39 @@ class SoftAbsMetric:
             self._f, self._is_model = _traced_log_density(model)
             self._verified = self._is_model
             self._model = model
+            self._trace = None
         return self._f
+
+    def _retaped(self, model):
+        """Replay compiled Hessians and sweeps for this model? (an ``sl.Model`` with
+        retaping on; its Hessian and the trace program must both be replayable)."""
+        return self.retape and self._is_model and getattr(model, "compile", False) and \
+            (self._trace is None or self._trace.ok)
+
+    def _tape(self, model, q, A=None):
+        """What gives ``A`` at ``q`` and the sweeps ``d/dq tr(M A)``: the retaped
+        program (``A`` from the retaped Hessian) or a recording of the Hessian."""
+        f = self._fun(model)
+        if self._retaped(model):
+            if self._trace is None:
+                self._trace = _RetapedTrace(f, q)
+            if self._trace.ok:
+                if A is None:
+                    A = self._hessian_of(model, f, q)
+                return self._trace.at(q, A)
+        return _HessianTape(f, q)
+
+    def _hessian_of(self, model, f, q):
+        """``A(q) = -H(q)``: the model's retaped Hessian where it replays, else nested
+        AD on the tape."""
+        t0 = _clock()
+        if self._retaped(model):
+            H = model._retaped_hessian(q, True)
+        else:
+            H = _hessian(f)(q)
+        PROFILE["hessians"] += 1
+        PROFILE["t_hessian"] += _clock() - t0
+        return -np.asarray(H, dtype=float).reshape(q.shape[0], q.shape[0])
 
     def _verify(self, model, q, H):
         """A protocol object's ``log_density`` must nest (stanlite operations all the
@@ -515,17 +617,17 @@ class SoftAbsMetric:
     def geometry(self, model, q):
         """The :class:`Geometry` at ``q`` (raises for a failing density; non-finite
         Hessians raise ``FloatingPointError``)."""
-        t0 = _clock()
         f = self._fun(model)
         with np.errstate(all="ignore"):
             if self._is_model:                  # the Hessian alone (no gradient)
-                Hl = _hessian(f)(q)
+                Hl = -self._hessian_of(model, f, q)
             else:                               # a protocol object's own Hessian
+                t0 = _clock()
                 Hl = model.log_density_hessian(q)[2]
                 if not self._verified:
                     self._verify(model, q, Hl)
-        PROFILE["hessians"] += 1
-        PROFILE["t_hessian"] += _clock() - t0
+                PROFILE["hessians"] += 1
+                PROFILE["t_hessian"] += _clock() - t0
         Hl = np.asarray(Hl, dtype=float)
         if not _finite(Hl):
             raise FloatingPointError("the Hessian of the log density is not finite")
@@ -544,7 +646,7 @@ class SoftAbsMetric:
         q = np.asarray(q, dtype=float)
         p = np.asarray(p, dtype=float)
         _, grad = model.log_density_gradient(q)
-        with _HessianTape(self._fun(model), q) as rec:
+        with self._tape(model, q) as rec:
             geo = Geometry(q, rec.A, self.alpha)
             return -grad + rec.grad_trace(geo.trace_matrix(p))
 
@@ -610,7 +712,7 @@ class SoftAbsMetric:
         t0 = _clock()
         # 1. p_h = p0 - e dH/dq(q0, p_h), dH/dq = -grad + grad tr(M(p) A): each
         #    evaluation is one sweep over the recording of q -> A(q) at q0
-        with _HessianTape(f, q0) as rec:
+        with self._tape(model, q0, geo0.A) as rec:
             base = p0 + half * z.grad
 
             def G_p(p):
@@ -644,7 +746,7 @@ class SoftAbsMetric:
         lp, grad = model.log_density_gradient(q)
         if not (math.isfinite(lp) and _finite(grad)):
             return Point(q, p_h, -math.inf, None, p_h, math.inf)
-        with _HessianTape(f, q) as rec:
+        with self._tape(model, q) as rec:
             if not _finite(rec.A):
                 return Point(q, p_h, -math.inf, None, p_h, math.inf)
             geo1 = Geometry(q, rec.A, self.alpha)
@@ -740,6 +842,9 @@ def check_options(options):
                          f">= 1 (static trajectories), got {L!r}")
     if L is not None:
         out["num_steps"] = int(L)
+    if not isinstance(out["retape"], bool):
+        raise ValueError(f"sampler_options['retape'] must be True or False, got "
+                         f"{out['retape']!r}")
     # the metric's constructor checks the rest
     SoftAbsMetric(1, out["alpha"], out["fixed_point_tol"], out["max_fixed_point"])
     return out
@@ -753,6 +858,7 @@ def make_kernel(dim, options=None):
     from . import nuts
     o = check_options(options)
     metric = SoftAbsMetric(dim, o["alpha"], o["fixed_point_tol"], o["max_fixed_point"])
+    metric.retape = o["retape"]
     L = o["num_steps"]
 
     def kernel(model, metric, z, eps, rng, max_depth=10):

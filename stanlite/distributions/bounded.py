@@ -51,7 +51,7 @@ import scipy.special as sps
 
 from .. import math as sm
 from ..autodiff.extend import defjvp, defvjp, primitive
-from ..autodiff.var import shape_of
+from ..autodiff.var import guarded, shape_of
 from ..errors import DomainError
 from .fused import (check_finite, check_in_range, check_nonnegative, check_not_nan,
                     check_positive, fused, plain, reps)
@@ -72,6 +72,36 @@ _INF = math.inf
 # --------------------------------------------------------------------------------------
 def _pv(x):
     return np.asarray(plain(x), dtype=float)
+
+
+# Decisions on values, taken through ``guarded`` (a retaped recording re-checks them at
+# every replay instead of giving up on the recording): an outcome outside the support
+# makes the log density -inf.
+def _has_inf(y):
+    return bool(np.any(np.asarray(y) == _INF))
+
+
+def _zero_or_inf(y):
+    y = np.asarray(y)
+    return bool(np.any((y == 0) | (y == _INF)))
+
+
+def _nonpos_or_inf(y):
+    y = np.asarray(y)
+    return bool(np.any((y <= 0) | (y == _INF)))
+
+
+def _neg_or_inf(y):
+    y = np.asarray(y)
+    return bool(np.any((y < 0) | (y == _INF)))
+
+
+def _at_pole(x, pole):
+    return bool(np.any(np.asarray(x) == pole))
+
+
+def _zero_times_pole(c, x, pole):
+    return (np.asarray(x) == pole) & (np.asarray(c) == 0)
 
 
 def _size(*args):
@@ -101,11 +131,9 @@ def _xlog(c, x, lx=None, pole=0.0, logf=sm.log):
     double ``where`` so that no NaN enters a reverse sweep."""
     if lx is None:
         lx = logf(x)
-    xv = _pv(x)
-    at = xv == pole
-    if not np.any(at):
+    if not guarded(_at_pole, x, pole):
         return c * lx
-    bad = at & (_pv(c) == 0)
+    bad = guarded(_zero_times_pole, c, x, pole)
     if not np.any(bad):
         return c * lx
     return sm.where(bad, 0.0, c * logf(sm.where(bad, 0.5, x)))
@@ -526,8 +554,7 @@ def _lognormal(need, y, mu, sigma):
     z = (log y - mu)/sigma: d/dy = -(1 + z/sigma)/y, d/dmu = z/sigma,
     d/dsigma = (z^2 - 1)/sigma.
     """
-    yv = _pv(y)
-    if np.any((yv == 0) | (yv == _INF)):
+    if guarded(_zero_or_inf, y):
         return _dead(need)
     n, shape = _size(y, mu, sigma)
     ly = sm.log(y)
@@ -617,7 +644,7 @@ def _chi_square(need, y, nu):
 
     d/dy = (nu/2 - 1)/y - 1/2;  d/dnu = (log y - log 2 - digamma(nu/2))/2.
     """
-    if np.any(_pv(y) == _INF):
+    if guarded(_has_inf, y):
         return _dead(need)
     n, shape = _size(y, nu)
     h = 0.5 * nu
@@ -673,8 +700,7 @@ def _inv_chi_square(need, y, nu):
 
     d/dy = -(nu/2 + 1)/y + 1/(2 y^2);  d/dnu = -(log y + log 2 + digamma(nu/2))/2.
     """
-    yv = _pv(y)
-    if np.any((yv <= 0) | (yv == _INF)):
+    if guarded(_nonpos_or_inf, y):
         return _dead(need)
     n, shape = _size(y, nu)
     h = 0.5 * nu
@@ -745,8 +771,7 @@ def _scaled_inv_chi_square(need, y, nu, s):
     d/dy = -(nu/2 + 1)/y + nu s^2/(2 y^2);  d/ds = nu/s - nu s/y;
     d/dnu = (log(nu/2) + 1 - digamma(nu/2))/2 + log s - log(y)/2 - s^2/(2 y).
     """
-    yv = _pv(y)
-    if np.any((yv <= 0) | (yv == _INF)):
+    if guarded(_nonpos_or_inf, y):
         return _dead(need)
     n, shape = _size(y, nu, s)
     h = 0.5 * nu
@@ -831,7 +856,7 @@ def _check_exponential(fn):
 
 def _exponential(need, y, beta):
     """log(beta) - beta y;  d/dy = -beta, d/dbeta = 1/beta - y."""
-    if np.any(_pv(y) == _INF):
+    if guarded(_has_inf, y):
         return _dead(need)
     n, shape = _size(y, beta)
     lp = _tot(n, sm.log(beta)) - _tot(n, beta * y)
@@ -893,7 +918,7 @@ def _gamma(need, y, alpha, beta):
     d/dy = (alpha - 1)/y - beta;  d/dalpha = log(beta) + log(y) - digamma(alpha);
     d/dbeta = alpha/beta - y.
     """
-    if np.any(_pv(y) == _INF):
+    if guarded(_has_inf, y):
         return _dead(need)
     n, shape = _size(y, alpha, beta)
     ly = sm.log(y)
@@ -958,8 +983,7 @@ def _inv_gamma(need, y, alpha, beta):
     d/dy = -(alpha + 1)/y + beta/y^2;  d/dalpha = log(beta) - digamma(alpha) - log(y);
     d/dbeta = alpha/beta - 1/y.
     """
-    yv = _pv(y)
-    if np.any((yv <= 0) | (yv == _INF)):
+    if guarded(_nonpos_or_inf, y):
         return _dead(need)
     n, shape = _size(y, alpha, beta)
     ly = sm.log(y)
@@ -1035,8 +1059,7 @@ def _weibull(need, y, alpha, sigma):
     d/dy = (alpha (1 - u) - 1)/y;  d/dalpha = 1/alpha + (1 - u) log(y/sigma);
     d/dsigma = alpha (u - 1)/sigma.
     """
-    yv = _pv(y)
-    if np.any((yv < 0) | (yv == _INF)):
+    if guarded(_neg_or_inf, y):
         return _dead(need)
     n, shape = _size(y, alpha, sigma)
     ly = sm.log(y)
@@ -1109,7 +1132,7 @@ def _frechet(need, y, alpha, sigma):
     d/dy = (alpha u - alpha - 1)/y;  d/dalpha = 1/alpha + (1 - u) log(sigma/y);
     d/dsigma = alpha (1 - u)/sigma.
     """
-    if np.any(_pv(y) == _INF):
+    if guarded(_has_inf, y):
         return _dead(need)
     n, shape = _size(y, alpha, sigma)
     ly = sm.log(y)
@@ -1287,7 +1310,7 @@ def _pareto_type_2(need, y, mu, lam, alpha):
     d/dlambda = -1/lambda + (alpha + 1)(y - mu)/(lambda s);
     d/dalpha = 1/alpha - log1p((y - mu)/lambda).
     """
-    if np.any(_pv(y) == _INF):
+    if guarded(_has_inf, y):
         return _dead(need)
     n, shape = _size(y, mu, lam, alpha)
     d = y - mu

@@ -347,6 +347,32 @@ def test_one_sweep_equals_grad_trace_mat_hessian(rng):
                                        atol=1e-12)
 
 
+def test_retaped_sweeps_and_hessians_equal_the_tape(rng):
+    """The compiled program of (q, M) -> tr(M H(q)) gives the recorded tape's sweeps,
+    and a retaped RHMC run the eager one's draws (Hessians equal to 1e-12)."""
+    m = Funnel(D=5)
+    metric = SoftAbsMetric(5)
+    for q in rng.normal(size=(3, 5)):
+        rec = metric._tape(m, q)
+        assert isinstance(rec, rhmc._TraceAt)          # retaped: no recording per point
+        with rhmc._HessianTape(m._log_density, q) as ref:
+            np.testing.assert_allclose(rec.A, ref.A, rtol=1e-12, atol=1e-12)
+            for _ in range(2):
+                M = rng.normal(size=(5, 5))
+                M = M + M.T
+                np.testing.assert_allclose(rec.grad_trace(M), ref.grad_trace(M),
+                                           rtol=1e-10, atol=1e-12)
+    runs = [Banana(b=2.0, s=0.3).sample(chains=1, draws=15, warmup=15, seed=5,
+                                        sampler="rhmc", progress=False,
+                                        sampler_options={"retape": r}) for r in (True, False)]
+    np.testing.assert_allclose(runs[0]["x"], runs[1]["x"], rtol=1e-9, atol=1e-12)
+    # retape=False never compiles; a protocol object (no sl.Model) uses the tape
+    off = SoftAbsMetric(5)
+    off.retape = False
+    with off._tape(m, rng.normal(size=5)) as t:
+        assert isinstance(t, rhmc._HessianTape)
+
+
 # ---- the implicit leapfrog ------------------------------------------------------------------
 def _tight(dim, alpha=1.0):
     return SoftAbsMetric(dim, alpha=alpha, fixed_point_tol=1e-13, max_fixed_point=200)
@@ -482,6 +508,8 @@ def test_options_are_checked():
         rhmc.check_options({"num_steps": 0})
     with pytest.raises(ValueError, match="max_fixed_point"):
         rhmc.check_options({"max_fixed_point": 0})
+    with pytest.raises(ValueError, match="retape"):
+        rhmc.check_options({"retape": "yes"})
     m = _gauss()
     with pytest.raises(ValueError, match="sampler_options are for sampler='rhmc'"):
         m.sample(chains=1, draws=5, warmup=5, sampler_options={"alpha": 2.0}, progress=False)
