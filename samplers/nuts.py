@@ -119,9 +119,14 @@ def _build(t, z, depth, sign):
     if lw_final > lw or t.rng.random() < math.exp(lw_final - lw):
         prop = prop_final
     rho = rho_init + rho_final
-    persist = (_criterion(v_beg, v_end, rho)
-               and _criterion(v_beg, v_final_beg, rho_init + p_final_beg)
-               and _criterion(v_init_end, v_end, rho_final + p_init_end))
+    if depth == 1:
+        # two single states: the cross-subtree checks are the whole-subtree check
+        # again (v_final_beg is v_end, rho_init + p_final_beg is rho, and so on)
+        persist = _criterion(v_beg, v_end, rho)
+    else:
+        persist = (_criterion(v_beg, v_end, rho)
+                   and _criterion(v_beg, v_final_beg, rho_init + p_final_beg)
+                   and _criterion(v_init_end, v_end, rho_final + p_init_end))
     return (persist, z, prop, lw, rho, p_beg, p_end, v_beg, v_end)
 
 
