@@ -686,6 +686,11 @@ class _Gen:
             e = f"_matmul({vals[0]}, {vals[1]})"
             self.emit(f"{name} = {'_float(' + e + ')' if kind_of(n.value) == _F else e}")
             return
+        if _TNAME.get(spec) == "reshape" and not kw and type(kind_of(n.value)) is tuple \
+                and type(self.kind(args[0])) is tuple:
+            # np.reshape of a float array to an array: the method, no wrapper calls
+            self.emit(f"{name} = {_p(vals[0])}.reshape({vals[1]})")
+            return
         fun = spec.fun
         if self.value_only:
             # a node made by hand (a super node) may do its reverse pass's work in
@@ -1223,6 +1228,8 @@ def _load_templates():
     _TNAME[ar.divide._spec] = "divide"
     _TNAME[ar.power._spec] = "power"
     _TNAME[la.matmul._spec] = "matmul"
+    from . import extend as ex
+    _TNAME[ex.reshape._spec] = "reshape"
     _RUNTIME["_ignore_fp"] = _ignore_fp
     _RUNTIME["_restore_fp"] = _restore_fp
     _RUNTIME["_il"] = el.inv_logit._spec.fun        # what sl.inv_logit(array) calls

@@ -358,7 +358,10 @@ def _quad_form_jvp_all(ts, ans, a, b, sym=False):
         if tb is not None:
             w = matmul(a + _mT(a), reshape(b, (n, 1)))
             w = reshape(w, shape_of(w)[:-1])
-            c = _rsum(_pad(tb, b, len(shape_of(w))) * w, axis=-1)
+            if is_identity_seed(tb) and shape_of(w) == (n,):
+                c = w                           # sum_j I[k, j] w[j] = w[k]
+            else:
+                c = _rsum(_pad(tb, b, len(shape_of(w))) * w, axis=-1)
             out = c if out is None else out + c
         return out
     # C = B^T A B: dC = dB^T A B + B^T dA B + B^T A dB; quad_form_sym: symmetrised

@@ -429,6 +429,8 @@ def test_retaped_hessian_replays_the_forward_over_reverse_hessian(rng):
     cases = [
         lambda b: sl.sum(yb * (X @ b) - sl.log1p_exp(X @ b)) - 0.5 * sl.sum(b * b),
         lambda x: -4.5 * sl.log1p(x @ P @ x / 5.0),                 # dense Student-t
+        lambda x: -4.5 * sl.log1p(sl.quad_form_sym(P, x) / 5.0),    # ... as Stan writes it
+        lambda x: sl.sum(sl.reshape(x, (2, 2)) ** 3),               # a reshape inlined
         lambda x: sl.sum(sl.exp(x) * x) - x[0] * x[1] * x[2] + sl.log_sum_exp(x),
         lambda x: sl.multi_normal_lpdf(x, np.zeros(4), P),          # constant Hessian
         lambda x: sl.sum(sl.where(x > 0, x ** 3, -x * x)),          # a guard per sign
