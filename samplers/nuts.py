@@ -175,9 +175,12 @@ def _transition(model, metric, z, eps, rng, max_depth, max_delta_h):
             sample = prop
         log_w = _lse(log_w, lw_sub)
         rho = rho_bck + rho_fwd
-        persist = (_criterion(v_bck_bck, v_fwd_fwd, rho)
-                   and _criterion(v_bck_bck, v_fwd_bck, rho_bck + p_fwd_bck)
-                   and _criterion(v_bck_fwd, v_fwd_fwd, rho_fwd + p_bck_fwd))
+        if depth == 1:                  # two single states: one check (see _build)
+            persist = _criterion(v_bck_bck, v_fwd_fwd, rho)
+        else:
+            persist = (_criterion(v_bck_bck, v_fwd_fwd, rho)
+                       and _criterion(v_bck_bck, v_fwd_bck, rho_bck + p_fwd_bck)
+                       and _criterion(v_bck_fwd, v_fwd_fwd, rho_fwd + p_bck_fwd))
         if not persist:
             break
     accept = t.sum_metro / t.n_leapfrog if t.n_leapfrog else 0.0
