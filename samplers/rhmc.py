@@ -563,9 +563,8 @@ class SoftAbsMetric:
 
     def _retaped(self, model):
         """Replay compiled Hessians and sweeps for this model? (an ``sl.Model`` with
-        retaping on; its Hessian and the trace program must both be replayable)."""
-        return self.retape and self._is_model and getattr(model, "compile", False) and \
-            (self._trace is None or self._trace.ok)
+        retaping on; each of the two falls back to the tape on its own)."""
+        return self.retape and self._is_model and getattr(model, "compile", False)
 
     def _tape(self, model, q, A=None):
         """What gives ``A`` at ``q`` and the sweeps ``d/dq tr(M A)``: the retaped

@@ -598,7 +598,11 @@ def _input(x):
         return x
     if t is np.ndarray and x.dtype == _f64 and x.ndim:
         return x
-    return _as_float_value(x)
+    try:
+        return _as_float_value(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"sl.compile: the argument must be a float or an array of floats, "
+                        f"got {type(x).__name__} {_short(x)} ({e})") from None
 
 
 def _key(x):

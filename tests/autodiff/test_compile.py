@@ -476,6 +476,10 @@ def test_bad_arguments():
         sl.compile(lambda x: sl.sum(x), np.ones(2), max_recordings=0)
     with pytest.raises(sl.DifferentiationError, match="scalar"):
         sl.compile(lambda x: x * 2.0, np.ones(2))
+    vg = sl.compile(lambda x: sl.sum(x ** 3), np.ones(2))
+    for call in (vg, vg.hessian):
+        with pytest.raises(TypeError, match="must be a float or an array of floats, got str"):
+            call("abc")
     with sl.nested():
         with pytest.raises(TypeError, match="plain"):
             sl.compile(lambda x: sl.sum(x), sl.Var(np.ones(2)))
