@@ -734,6 +734,22 @@ def test_hessian_quad_form_closed_form():
     assert np.allclose(H[9:, 9:], a + a.T)
 
 
+def test_hessian_quad_form_of_the_seeded_vector():
+    # the vector itself traced (its tangent is the Hessian's identity seed: the JVP
+    # takes a shortcut there): closed form A + A^T, and a nonlinear function of it
+    # against central differences of the gradient
+    r = _rng(45)
+    a, x = r.standard_normal((4, 4)), r.standard_normal(4)
+    for qf in (sl.quad_form, lambda A, v: sl.quad_form_sym(A + A.T, v)):
+        np.testing.assert_allclose(sl.hessian(lambda v: qf(a, v))(x),
+                                   a + a.T if qf is sl.quad_form else 2 * (a + a.T),
+                                   rtol=1e-13, atol=1e-13)
+    s = a @ a.T + np.eye(4)
+    sl.assert_hessian(lambda v: -4.5 * sl.log1p(sl.quad_form_sym(s, v) / 5.0), x)
+    # J = d/dx (the vector output of) quad_form's JVP path with a batch of tangents
+    sl.assert_jvp(lambda v: sl.quad_form(a, v), x)
+
+
 def test_hessian_gp_marginal_likelihood_closed_form():
     # L(theta) = -y^T K^-1 y / 2 - log det K / 2, K = alpha^2 E(rho) + sigma^2 I,
     # theta = log(alpha, rho, sigma):
