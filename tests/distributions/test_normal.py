@@ -62,3 +62,21 @@ def test_rng_moments():
     assert abs(d.mean() - 1.5) < 4 * se
     assert isinstance(sl.normal_rng(0.0, 1.0, rng=1), float)
     assert sl.std_normal_rng(size=(3, 2), rng=1).shape == (3, 2)
+
+
+def test_plain_path_for_constant_location_and_scale():
+    # normal_lpdf(y, mu, sigma) with numbers mu and sigma (a prior) takes its own path:
+    # value against scipy, gradient in y against central differences, float and vector
+    import scipy.stats as st
+    rng = np.random.default_rng(11)
+    for mu, sigma in ((0, 2.5), (1.5, 0.3), (-2.0, 1)):
+        y = rng.normal(mu, 2 * sigma, 7)
+        assert sl.normal_lpdf(y, mu, sigma) == pytest.approx(
+            st.norm.logpdf(y, mu, sigma).sum(), rel=1e-13)
+        sl.assert_grad(lambda v: sl.normal_lpdf(v, mu, sigma), y)
+        sl.assert_grad(lambda v: sl.normal_lpdf(v[0], mu, sigma) * 1.0, y[:1])
+        g = sl.grad(lambda v: sl.normal_lpdf(v, mu, sigma))(y)
+        np.testing.assert_allclose(g, -(y - mu) / sigma ** 2, rtol=1e-13)
+        t = float(y[0])
+        np.testing.assert_allclose(sl.grad(lambda v: sl.normal_lpdf(v, mu, sigma))(t),
+                                   -(t - mu) / sigma ** 2, rtol=1e-13)
