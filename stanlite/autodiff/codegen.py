@@ -223,6 +223,9 @@ class _Gen:
         self.output = output
         self.exact = exact
         self.fused = {}             # id(sum node) -> x: sum(x * x) as one dot product
+        # a fused density asked for its value alone, where the tape asked for partials:
+        # its kernel may take another (cheaper) path, equal within a few ulps
+        self.value_paths = False
         self.skip = set()           # ids of nodes folded into another (not computed)
         self.cse = {}               # (primitive, arguments) -> name of its value
         self.uid = {}               # id(Var) -> its own name, where vname is shared
@@ -724,6 +727,8 @@ class _Gen:
         name = self.vname[id(n)]
         pairs, parts = n.y
         need = tuple(type(a) is Var and not self.value_only for a in args)
+        if self.value_only and any(type(a) is Var for a in args):
+            self.value_paths = True
         vals = [self.val(a) for a in args]
         if spec.check is not None:
             self.emit(f"{self.fn(spec.check, 'chk')}({', '.join(vals)})")
@@ -1246,7 +1251,8 @@ class _Program:
         self.source = source
         self.guards = guards
         self.nodes = nodes
-        self.inexact = inexact      # fusions: equal to the tape within a few ulps
+        self.inexact = inexact      # fusions, value-only kernels: equal to the tape
+        #                             within a few ulps
 
 
 def build(rec, inputs, output, exact=False, value_only=False, name="retaped"):
@@ -1261,4 +1267,5 @@ def build(rec, inputs, output, exact=False, value_only=False, name="retaped"):
     ns.update(gen.consts)
     code = builtins.compile(src, f"<sl.compile {name}>", "exec")
     exec(code, ns)
-    return _Program(ns[name], src, rec.guards, len(rec.nodes), bool(gen.fused))
+    return _Program(ns[name], src, rec.guards, len(rec.nodes),
+                    bool(gen.fused) or gen.value_paths)

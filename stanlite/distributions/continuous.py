@@ -75,7 +75,8 @@ def _normal(need, y, mu, sigma):
 
     d/dmu = z/sigma = -d/dy;  d/dsigma = (z^2 - 1)/sigma.
     """
-    if type(mu) in _NUMBER and type(sigma) in _NUMBER and not (need[1] or need[2]):
+    if (type(mu) in _NUMBER and type(sigma) in _NUMBER and not (need[1] or need[2])
+            and 1e-100 < sigma < 1e100):      # (1/sigma^2 neither over- nor underflows)
         ty = type(y)
         if ty is float or ty is np.ndarray and y.dtype is _F64 and y.ndim == 1:
             return _normal_plain(need, y, mu, sigma)      # a prior, a likelihood
@@ -105,17 +106,19 @@ def _normal_plain(need, y, mu, sigma):
     ``sigma`` (a prior on a parameter or a parameter vector, the common case): the sum
     of squares as one dot product and Python floats for the scalars - a third of the
     general path's calls."""
-    inv_s = 1.0 / sigma
+    # with d = y - mu and w = 1/sigma^2: lp = -w d.d/2 - ..., d/dy = -w d (for a
+    # vector, two numpy calls when mu is 0: the dot product and the partial)
+    w = 1.0 / (sigma * sigma)
     if type(y) is float:
-        z = (y - mu) * inv_s
-        zz, n = z * z, 1
+        d = y - mu
+        dd, n = d * d, 1
     else:
-        z = (y - mu) * inv_s
-        zz, n = float(z.dot(z)), y.shape[0]
-    lp = -0.5 * zz - n * _HALF_LOG_TWO_PI_F - n * math.log(sigma)
+        d = y - mu if mu else y
+        dd, n = float(d.dot(d)), y.shape[0]
+    lp = -0.5 * w * dd - n * _HALF_LOG_TWO_PI_F - n * math.log(sigma)
     parts = [None, None, None]
     if need[0]:
-        parts[0] = -(z * inv_s)
+        parts[0] = d * -w
     return lp, parts
 
 

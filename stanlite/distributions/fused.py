@@ -237,6 +237,20 @@ else:                                                   # pragma: no cover
         e.__exit__(None, None, None)
 
 
+class fp_ignored:
+    """``with fp_ignored():`` - numpy's divide/invalid/overflow warnings off for the
+    block, like ``np.errstate`` with those three ignored at a quarter of its cost
+    (for kernels that can also be called outside a fused node)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self):
+        self._token = _ignore_fp()
+
+    def __exit__(self, *exc):
+        _restore_fp(self._token)
+
+
 def _contract(p, t, x):
     """sum over the value axes of ``p * t``: the tangent of a scalar log density.
 
@@ -331,6 +345,12 @@ def check_nonnegative(fn, arg, x):
 _CONSTANT_CACHE = {}
 
 
+def is_constant(x):
+    """A read-only ndarray: model data (or a value derived from it), which
+    :func:`once_for_constant` may remember results for."""
+    return type(x) is np.ndarray and not x.flags.writeable
+
+
 def once_for_constant(key, x, compute):
     """``compute(x)``, remembered per ``key`` for a read-only ndarray ``x``.
 
@@ -341,12 +361,33 @@ def once_for_constant(key, x, compute):
         return compute(x)
     k = (key, id(x))
     hit = _CONSTANT_CACHE.get(k)
-    if hit is not None and hit[0]() is x:
+    if hit is not None and hit[0][0]() is x:
         return hit[1]
-    out = compute(x)
+    return _remember(k, (x,), compute(x))
+
+
+def once_for_constants(key, arrays, compute):
+    """``compute(*arrays)`` remembered per ``key`` while every one of ``arrays`` (all
+    read-only ndarrays: the caller checks with :func:`is_constant`) lives: a result
+    derived from two data arrays (a design matrix and its outcomes)."""
+    k = (key, *map(id, arrays))
+    hit = _CONSTANT_CACHE.get(k)
+    if hit is not None and all(map(_is_alive_as, hit[0], arrays)):
+        return hit[1]
+    return _remember(k, arrays, compute(*arrays))
+
+
+def _is_alive_as(ref, a):
+    return ref() is a
+
+
+def _remember(k, arrays, out):
     if type(out) is np.ndarray:
         out.setflags(write=False)      # shared from now on: never written through
-    _CONSTANT_CACHE[k] = (weakref.ref(x, lambda _, k=k: _CONSTANT_CACHE.pop(k, None)), out)
+
+    def drop(_, k=k):                  # any of the arrays gone: the result goes too
+        _CONSTANT_CACHE.pop(k, None)
+    _CONSTANT_CACHE[k] = (tuple(weakref.ref(a, drop) for a in arrays), out)
     return out
 
 

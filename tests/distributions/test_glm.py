@@ -298,3 +298,90 @@ def test_outcome_arrays_that_cannot_change_are_checked_once(rng):
     for _ in range(2):
         with pytest.raises(sl.DomainError, match="0 or 1"):
             sl.bernoulli_logit_glm_lpmf(bad, x, 0.2, beta)
+
+
+def _read_only(*arrays):
+    out = []
+    for a in arrays:
+        a = np.array(a)
+        a.setflags(write=False)
+        out.append(a)
+    return out
+
+
+@pytest.mark.parametrize("N", [30, 3000])
+def test_logistic_data_form_against_numpy(rng, N, monkeypatch):
+    # x and y as model data (read-only) with a number alpha: the signed design
+    # [s, s x] is formed once per (y, x) and one exp does the elementwise work
+    K = 4
+    x, beta = _data(rng, N, K)
+    y = rng.integers(0, 2, N)
+    xr, yr = _read_only(x, y)
+    made = []
+    real = glm_module._signed_design
+    monkeypatch.setattr(glm_module, "_signed_design",
+                        lambda y, x: made.append(1) or real(y, x))
+    for alpha in (-0.3, 1.1):
+        lp, ga, gb, _ = _np_logistic(y, x, alpha, beta)
+        w = np.concatenate([[alpha], beta])
+        v, g = sl.value_and_grad(
+            lambda w: sl.bernoulli_logit_glm_lpmf(yr, xr, w[0], w[1:]))(w)
+        assert np.isclose(v, lp, rtol=1e-12)
+        np.testing.assert_allclose(g, np.concatenate([[ga], gb]), rtol=1e-10, atol=1e-10)
+        assert np.isclose(sl.bernoulli_logit_glm_lpmf(yr, xr, alpha, beta), lp,
+                          rtol=1e-12)
+    assert len(made) == 1                     # kept between calls
+    # central differences at a random point of the coefficients
+    f = lambda w: sl.bernoulli_logit_glm_lpmf(yr, xr, w[0], w[1:])  # noqa: E731
+    w = rng.normal(size=K + 1) * 0.5
+    g = sl.grad(f)(w)
+    h = 1e-6
+    fd = [(f(w + h * e) - f(w - h * e)) / (2 * h) for e in np.eye(K + 1)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+    # a writable copy of x takes the |t| form: the same numbers
+    v1 = sl.value_and_grad(f)(w)
+    v2 = sl.value_and_grad(lambda w: sl.bernoulli_logit_glm_lpmf(y, x, w[0], w[1:]))(w)
+    assert np.isclose(v1[0], v2[0], rtol=1e-13)
+    np.testing.assert_allclose(v1[1], v2[1], rtol=1e-11, atol=1e-13)
+
+
+def test_logistic_data_form_overflow_and_bad_coefficients():
+    # exp(-t) overflows for t < -709: the |t| form takes over, with the stable result
+    x = np.repeat(np.array([[1000.0], [-1000.0], [0.5]]), 200, axis=0)
+    y = np.repeat(np.array([0, 1, 1]), 200)
+    xr, yr = _read_only(x, y)
+    b = np.array([1.0])
+    want = 200 * (-2000.0 + np.log(expit(0.5)))
+    v, g = sl.value_and_grad(lambda b: sl.bernoulli_logit_glm_lpmf(yr, xr, 0.0, b))(b)
+    assert np.isclose(v, want, rtol=1e-12)
+    assert np.isclose(g[0], 200 * (-2000.0 + 0.5 * (1 - expit(0.5))), rtol=1e-12)
+    # a NaN coefficient is named, not returned
+    with pytest.raises(sl.DomainError, match=r"beta\[0\]"):
+        sl.bernoulli_logit_glm_lpmf(yr, xr, 0.0, np.array([np.nan]))
+    with pytest.raises(sl.DomainError, match="alpha"):
+        sl.bernoulli_logit_glm_lpmf(yr, xr, np.inf, b)
+
+
+def test_constant_cache_follows_every_array():
+    # a result derived from two data arrays is dropped when either array goes
+    import gc
+    import importlib
+    fused = importlib.import_module("stanlite.distributions.fused")
+    calls = []
+
+    def compute(a, b):
+        calls.append(1)
+        return a + b
+    a, b = _read_only(np.ones(3), np.arange(3.0))
+    r1 = fused.once_for_constants(("test-pair",), (a, b), compute)
+    assert fused.once_for_constants(("test-pair",), (a, b), compute) is r1
+    assert len(calls) == 1 and not r1.flags.writeable
+    keys = [k for k in fused._CONSTANT_CACHE if k[0] == ("test-pair",)]
+    assert len(keys) == 1
+    del b
+    gc.collect()
+    assert not [k for k in fused._CONSTANT_CACHE if k[0] == ("test-pair",)]
+    c, = _read_only(np.zeros(3))
+    np.testing.assert_array_equal(fused.once_for_constants(("test-pair",), (a, c),
+                                                           compute), np.ones(3))
+    assert len(calls) == 2
