@@ -41,9 +41,9 @@ Second table, the cost of a gradient and of the sampler around it:
   us/grad      every library the same way: median CPU time of its log density +
                gradient (compiled, for the peers) in a timed loop, at one point
   in sampler   stanlite: CPU time per call inside ``log_density_gradient`` while
-               sampling (all chains; each process sums its calls and adds the sums to
-               shared memory every 32 calls; two ``process_time`` calls, ~0.6 us each,
-               are the cost of measuring)
+               sampling (all chains; each process times its first 64 calls, then a
+               random eighth, and adds the sums to shared memory every 256 calls; two
+               ``process_time`` calls, ~0.6 us each, are the cost of one measurement)
   overhead     stanlite only: (CPU time of the chain processes - CPU time in the
                gradient) / gradient evaluations, i.e. the sampler's own cost per
                leapfrog step (trajectory, U-turn checks, adaptation, bookkeeping,
@@ -70,6 +70,7 @@ import json
 import math
 import os
 import pathlib
+import random
 import statistics
 import subprocess
 import sys
@@ -163,15 +164,16 @@ def min_bulk_ess(arrays):
 # ------------------------------------------------------------------------------------
 # workers: one (library, case) per fresh process; each returns a dict
 # ------------------------------------------------------------------------------------
-_COUNTER = None            # shared (count, cpu seconds) of gradient calls, set per run
-_LOCAL = [0, 0.0, None]    # this process's unflushed (count, cpu seconds), its pid
+_COUNTER = None            # shared (calls, CPU seconds) of gradient calls, set per run
+_LOCAL = [0, 0.0, 0]       # this process's unflushed calls and CPU seconds, and all its calls
+_ALWAYS = 64               # a process's first calls (its retaping among them) are all timed
+_RATE = 0.125              # ... then a random eighth, each standing for 1 / _RATE calls
+# a forked chain process starts its own count
+os.register_at_fork(after_in_child=lambda: _LOCAL.__setitem__(slice(None), [0, 0.0, 0]))
 
 
 def _flush():
     loc = _LOCAL
-    if loc[2] != os.getpid():              # a forked worker: start from zero
-        loc[:] = [0, 0.0, os.getpid()]
-        return
     c = _COUNTER
     if c is not None:
         with c.get_lock():
@@ -187,21 +189,30 @@ def _stanlite_models():
         sys.path.insert(0, str(REPO))
         import stanlite as sl
 
+    base = sl.Model.log_density_gradient
+    timed = random.Random(SEED).random
+
     class Counting:
-        """Counts gradient evaluations and their CPU time (in the chain processes,
-        through shared memory inherited by fork). Each process sums locally and adds
-        its sums to the shared ones every 32 calls (a lock per call would cost ~2 us,
-        counted as sampler overhead); the exact number of evaluations comes from the
-        fit's leapfrog counts, the time per evaluation from these sums."""
+        """Measures the CPU time of gradient evaluations in the chain processes
+        (through shared memory inherited by fork): a process's first calls (which
+        retape the model) all, then a random eighth, each standing for eight calls.
+        Timing one costs two ``process_time`` calls (~1.2 us), which would otherwise
+        land in the sampler's overhead at every step. Each process adds its sums to
+        the shared ones every 256 calls (a lock per call would cost ~2 us); the exact
+        number of evaluations comes from the fit's leapfrog counts, the time per
+        evaluation from these sums."""
 
         def log_density_gradient(self, x, jacobian=True):
-            t0 = time.process_time()
-            out = super().log_density_gradient(x, jacobian)
-            dt = time.process_time() - t0
             loc = _LOCAL
             loc[0] += 1
-            loc[1] += dt
-            if loc[0] >= 32:
+            loc[2] += 1
+            if loc[2] > _ALWAYS and timed() >= _RATE:
+                return base(self, x, jacobian)
+            t0 = time.process_time()
+            out = base(self, x, jacobian)
+            dt = time.process_time() - t0
+            loc[1] += dt if loc[2] <= _ALWAYS else dt / _RATE
+            if loc[0] >= 256:
                 _flush()
             return out
 
