@@ -470,8 +470,11 @@ def test_nuts_tree_runs_on_softabs_with_a_protocol_object(rng):
     m = ProtocolBanana()
     met = SoftAbsMetric(2)
     z = Point(np.zeros(2), None, *m.log_density_gradient(np.zeros(2)))
+    # a step size at which the implicit steps converge: at 0.3 about one transition
+    # in seven diverges on this banana, so "no divergence in five" held only for
+    # some random streams
     for _ in range(5):
-        z, info = nuts.transition(m, met, z, 0.3, rng)
+        z, info = nuts.transition(m, met, z, 0.1, rng)
         assert info.n_leapfrog >= 1 and not info.divergent
         assert isinstance(z.aux, Geometry) and z.aux.q is z.q   # the cache travels
 
