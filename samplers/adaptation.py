@@ -20,6 +20,8 @@ size is re-initialised and its dual averaging restarted at ``mu = log(10 eps)``.
 The schedule is a pure function (:func:`window_ends`), so it is testable as a list.
 """
 
+import math
+
 import numpy as np
 
 __all__ = ["DualAveraging", "Welford", "window_ends", "WindowedAdaptation"]
@@ -40,21 +42,30 @@ class DualAveraging:
         self.s_bar = 0.0
         self.x_bar = 0.0
         if eps is not None:
-            self.mu = np.log(10.0 * eps)
+            self.mu = float(np.log(10.0 * eps))
 
     def update(self, accept_stat):
         """One iteration's acceptance statistic in; the next step size out."""
+        # scalar math on floats (math, not numpy: a numpy call on a number costs
+        # a microsecond, and this runs every warmup iteration)
         self.counter += 1
-        a = min(1.0, accept_stat) if np.isfinite(accept_stat) else 0.0
+        a = min(1.0, accept_stat) if math.isfinite(accept_stat) else 0.0
         eta = 1.0 / (self.counter + self.t0)
         self.s_bar = (1.0 - eta) * self.s_bar + eta * (self.delta - a)
-        x = self.mu - self.s_bar * np.sqrt(self.counter) / self.gamma
+        x = self.mu - self.s_bar * math.sqrt(self.counter) / self.gamma
         x_eta = self.counter ** (-self.kappa)
         self.x_bar = (1.0 - x_eta) * self.x_bar + x_eta * x
-        return float(np.exp(x))
+        return _exp(x)
 
     def final(self):
-        return float(np.exp(self.x_bar))
+        return _exp(self.x_bar)
+
+
+def _exp(x):
+    try:
+        return math.exp(x)
+    except OverflowError:          # as np.exp: an infinite step size, not an error
+        return math.inf
 
 
 class Welford:

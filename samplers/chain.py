@@ -161,58 +161,64 @@ def run(model, state, n_iterations=None, on_iteration=None):
         metric, kernel = make_kernel(dim, getattr(state, "sampler_options", None))
     else:
         metric = make_metric(state.metric, dim, state.inv_metric)
-        kernel = nuts.transition if state.sampler == "nuts" else _static_hmc
+        # NUTS without its own errstate: the run sets it once (below)
+        kernel = nuts._transition if state.sampler == "nuts" else _static_hmc
     da = _da_from(state.da)
     welford = _welford_from(state.welford, dim)
     ends = set(state.window_ends)
     z = Point(state.q, None, state.lp, state.grad)
     eps = state.stepsize
-    total = state.num_warmup + state.num_draws
+    num_warmup, adapt, thin = state.num_warmup, state.adapt, state.thin
+    save_warmup, max_depth = state.save_warmup, state.max_treedepth
+    total = num_warmup + state.num_draws
     stop = total if n_iterations is None else min(total, state.iteration + n_iterations)
-    while state.iteration < stop:
-        i = state.iteration
-        warm = i < state.num_warmup
-        if state.adapt and not state.stepsize_initialized:
-            # part of this iteration: committed with it (an interrupt reruns both)
-            eps = init_stepsize(model, metric, z, eps, rng)
-            da.restart(eps)
-        z_new, info = kernel(model, metric, z, eps, rng, max_depth=state.max_treedepth)
-        state.n_rejected += info.n_failed
-        z = z_new
-        used_eps = eps
-        if warm and state.adapt:
-            eps = da.update(info.accept_stat)
-            if state.init_buffer <= i < state.num_warmup - state.term_buffer and ends:
-                welford.add(z.q)
-            if i in ends:
-                inv = welford.regularized()
-                welford.restart()
-                metric = make_metric(state.metric, dim, inv)
+    # where a kept iteration goes: the draw, then the statistics in STAT_NAMES order
+    sinks = {warm: [draws.append] + [stats[k].append for k in STAT_NAMES]
+             for warm, draws, stats in ((True, state.warmup_draws, state.warmup_stats),
+                                        (False, state.draws, state.stats))}
+    # a non-finite value in the sampler's arithmetic is a rejected proposal, not news
+    # (set once here rather than per transition: it costs a microsecond)
+    with np.errstate(all="ignore"):
+        while state.iteration < stop:
+            i = state.iteration
+            warm = i < num_warmup
+            if adapt and not state.stepsize_initialized:
+                # part of this iteration: committed with it (an interrupt reruns both)
                 eps = init_stepsize(model, metric, z, eps, rng)
                 da.restart(eps)
-            if i == state.num_warmup - 1:
-                eps = da.final()
-        stats = (z.lp, info.accept_stat, used_eps, info.treedepth, info.n_leapfrog,
-                 int(info.divergent), info.energy, info.energy_error, info.max_energy_error)
-        # commit the iteration: only now does the state move
-        keep = warm and state.save_warmup or (not warm and (i - state.num_warmup)
-                                               % state.thin == 0)
-        if keep:
-            target_draws = state.warmup_draws if warm else state.draws
-            target_stats = state.warmup_stats if warm else state.stats
-            target_draws.append(z.q)
-            for k, v in zip(STAT_NAMES, stats):
-                target_stats[k].append(v)
-        state.q, state.lp, state.grad = z.q, z.lp, z.grad
-        state.stepsize = eps
-        state.inv_metric = metric.inv      # metrics replace, never mutate, their arrays
-        state.da = _da_dict(da)
-        state.welford = _welford_dict(welford) if warm else state.welford
-        state.rng_state = rng.bit_generator.state
-        state.stepsize_initialized = state.stepsize_initialized or state.adapt
-        state.iteration = i + 1
-        if on_iteration is not None:
-            on_iteration(state, info)
+            z, info = kernel(model, metric, z, eps, rng, max_depth=max_depth)
+            used_eps = eps
+            if warm and adapt:
+                eps = da.update(info.accept_stat)
+                if state.init_buffer <= i < num_warmup - state.term_buffer and ends:
+                    welford.add(z.q)
+                if i in ends:
+                    inv = welford.regularized()
+                    welford.restart()
+                    metric = make_metric(state.metric, dim, inv)
+                    eps = init_stepsize(model, metric, z, eps, rng)
+                    da.restart(eps)
+                if i == num_warmup - 1:
+                    eps = da.final()
+            # commit the iteration: only now does the state move
+            if warm and save_warmup or (not warm and (i - num_warmup) % thin == 0):
+                for append, v in zip(sinks[warm], (
+                        z.q, z.lp, info.accept_stat, used_eps, info.treedepth,
+                        info.n_leapfrog, int(info.divergent), info.energy,
+                        info.energy_error, info.max_energy_error)):
+                    append(v)
+            state.n_rejected += info.n_failed
+            state.q, state.lp, state.grad = z.q, z.lp, z.grad
+            state.stepsize = eps
+            state.inv_metric = metric.inv  # metrics replace, never mutate, their arrays
+            if warm:                       # (adaptation only changes in warmup)
+                state.da = _da_dict(da)
+                state.welford = _welford_dict(welford)
+            state.rng_state = rng.bit_generator.state
+            state.stepsize_initialized = state.stepsize_initialized or adapt
+            state.iteration = i + 1
+            if on_iteration is not None:
+                on_iteration(state, info)
     return state
 
 

@@ -10,11 +10,25 @@ posterior variance) gives
 
 ``unit_e`` has ``M = I``, ``diag_e`` a diagonal ``M^-1``, ``dense_e`` a full one
 (kept with its Cholesky factor, since p is drawn as ``L^-T z`` with ``M^-1 = L L^T``).
+
+Whitened momentum. With any factor ``M^-1 = L L^T`` (``L = sqrt(M^-1)`` for the
+diagonal metrics, the Cholesky factor for the dense one) the momentum
+``p~ = L^T p`` is standard normal, and
+
+    K = p~.p~ / 2,   q' = q + eps L p~,   p~' = p~ + (eps/2) L^T grad,
+    (M^-1 p_a) . (p_b + p_c + ...) = p~_a . (p~_b + p~_c + ...)
+
+so a trajectory integrated in ``p~`` needs no velocity ``M^-1 p`` at all: the U-turn
+dot products and the kinetic energy are plain dot products of whitened momenta, and
+``eps L`` and ``eps/2 L^T`` are computed once per step size
+(:meth:`UnitMetric.whitened_steps`, used by NUTS).
+
 Samplers (NUTS, static HMC, and the Riemannian sampler with its own metric) are
 written against these small pieces, BlackJAX-style, not against a model.
 """
 
 import math
+import operator
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -73,6 +87,24 @@ class UnitMetric:
     def __init__(self, dim):
         self.dim = dim
         self.inv = np.ones(dim)
+        self._factor(np.ones(dim))
+
+    def _factor(self, L, apply=operator.mul):
+        # L with M^-1 = L L^T, and how it multiplies a vector (elementwise for the
+        # diagonal metrics, a matrix product for the dense one)
+        self._L, self._LT, self._apply = L, L.T, apply
+        self._steps = (None, None)
+
+    def whitened_steps(self, eps):
+        """``(eps L, eps/2 L^T, apply)`` for the leapfrog in the whitened momentum
+        ``p~ = L^T p`` (module docstring): a step is ``p~ += apply(half, grad)``,
+        ``q += apply(drift, p~)``, ``p~ += apply(half, grad)`` with the gradient at
+        the new ``q``; backwards, each ``+`` is a ``-``. Cached for the last step
+        size."""
+        c = self._steps
+        if c[0] != eps:
+            c = self._steps = (eps, (eps * self._L, (0.5 * eps) * self._LT, self._apply))
+        return c[1]
 
     def sample_momentum(self, rng):
         return rng.standard_normal(self.dim)
@@ -88,8 +120,9 @@ class UnitMetric:
         """``eps M^-1 p``: the position update of a leapfrog step."""
         return eps * self.velocity(p)
 
-    # ---- the interface the trajectory code (nuts.py, static HMC) is written against;
-    # the Riemannian metric implements the same two methods with its own integrator
+    # ---- the interface the trajectory code (static HMC, the step-size search, NUTS
+    # for metrics without whitened_steps) is written against; the Riemannian metric
+    # implements the same two methods with its own integrator
     def start(self, model, z, rng):
         """``z`` with a fresh momentum ``p ~ N(0, M)``, its velocity and Hamiltonian."""
         p = self.sample_momentum(rng)
@@ -124,8 +157,10 @@ class DiagMetric(UnitMetric):
             raise ValueError(f"diag_e inverse metric must be {self.dim} positive finite "
                              "numbers")
         self.inv = inv
-        self._sd = 1.0 / np.sqrt(inv)
+        root = np.sqrt(inv)
+        self._sd = 1.0 / root
         self._drift = (None, None, None, None)
+        self._factor(root)
 
     def sample_momentum(self, rng):
         return rng.standard_normal(self.dim) * self._sd
@@ -169,6 +204,8 @@ class DenseMetric(UnitMetric):
         except np.linalg.LinAlgError:
             raise ValueError("dense_e inverse metric must be positive definite") from None
         self.inv = inv
+        # ndarray.dot, not @: a third of the call cost on short vectors
+        self._factor(self._chol, np.ndarray.dot)
 
     def sample_momentum(self, rng):
         # p = L^-T z has covariance (L L^T)^-1 = M

@@ -20,13 +20,37 @@ One transition from point ``z`` with step size ``eps``:
 * ``accept_stat`` = mean over all new states of ``min(1, exp(H0 - H))`` (drives the
   step-size adaptation).
 
-The tree is built recursively as in Stan's ``base_nuts``; the random choices use the
-chain's own generator, so a seed reproduces a chain exactly.
+The tree is Stan's ``base_nuts`` recursion, unrolled into a loop (the same merges in
+the same order); the random choices use the chain's own generator, so a seed
+reproduces a chain exactly.
+
+How it is made cheap (in Python every numpy call costs ~0.3 us on short vectors,
+a function call ~0.1 us; both are counted here):
+
+* Two integrators feed the same tree code (:func:`_transition`). A Euclidean
+  metric (``whitened_steps``) is integrated inline in the whitened momentum
+  ``p~ = L^T p`` (:mod:`.hamiltonian`), where the velocity is ``p~`` itself: six
+  numpy calls a step, no point objects. Any other metric (the Riemannian one) goes
+  through its ``start`` / ``step`` methods.
+* The U-turn dot products are computed by linearity. A subtree carries, besides
+  ``rho``, the products ``d = v . rho`` at its two ends and ``k = v . p`` of its two
+  end states; merging ``A`` (built first) with ``B``,
+
+      v_Abeg . (rho_A + rho_B)   = d_Abeg + v_Abeg . rho_B
+      v_Bbeg . (rho_A + p_Bbeg)  = v_Bbeg . rho_A + k_Bbeg          (and so on)
+
+  so each of the six tests costs one dot product and no vector sum. Two single
+  states need one (Euclidean) or two, since their cross checks are the whole check
+  again; two pairs of states (Euclidean) four.
+* The uniforms come in batches (:func:`_uniforms`).
 """
 
 import math
+import operator
 
 import numpy as np
+
+from .hamiltonian import Point, RejectedPoint
 
 
 __all__ = ["transition", "TransitionInfo"]
@@ -50,140 +74,274 @@ class TransitionInfo:
         self.max_energy_error = max_energy_error    # the largest |H - H0| on the trajectory
 
 
-def _lse(a, b):
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    m = a if a > b else b
-    return m + math.log(math.exp(a - m) + math.exp(b - m))
+def _lse(a, b, exp=math.exp, log1p=math.log1p):
+    # log(e^a + e^b); every log weight here is finite (a state with an infinite
+    # energy is a divergence and never merged)
+    return a + log1p(exp(b - a)) if a > b else b + log1p(exp(a - b))
 
 
-class _Tree:
-    """Mutable bookkeeping shared by one transition's recursion."""
-
-    __slots__ = ("model", "metric", "eps", "rng", "H0", "max_delta_h", "n_leapfrog",
-                 "sum_metro", "divergent", "n_failed", "max_err")
-
-    def __init__(self, model, metric, eps, rng, H0, max_delta_h):
-        self.model = model
-        self.metric = metric
-        self.eps = eps
-        self.rng = rng
-        self.H0 = H0
-        self.max_delta_h = max_delta_h
-        self.n_leapfrog = 0
-        self.sum_metro = 0.0
-        self.divergent = False
-        self.n_failed = 0
-        self.max_err = 0.0
+def _uniforms(rng, n=16):
+    """Uniforms on [0, 1) drawn in batches (16, then 32, 64, ...): a transition
+    needs about one per state, and ``Generator.random(n)`` costs about as much as
+    three single draws. What a transition leaves unused is discarded."""
+    while True:
+        yield from rng.random(n).tolist()
+        n *= 2
 
 
-def _criterion(v_minus, v_plus, rho):
+def _pair(pa, va, ka, pb, vb, kb):
+    """The U-turn summary of two adjacent single states ``a`` then ``b``, or None:
+    their cross checks are the whole check again, and ``v_a . p_b = v_b . p_a`` when
+    ``v`` is ``p`` (the whitened momentum)."""
+    x = va.dot(pb)
+    d_beg = ka + x
+    d_end = kb + (x if va is pa and vb is pb else vb.dot(pa))
+    if d_beg > 0.0 and d_end > 0.0:
+        return (pa + pb, pa, va, pb, vb, ka, kb, d_beg, d_end)
+    return None
+
+
+def _merge(a, b):
+    """The U-turn summary of subtree ``a`` followed by ``b`` (``a``'s last state next
+    to ``b``'s first), or None when the merged trajectory makes a U-turn.
+
+    A summary is ``(rho, p_beg, v_beg, p_end, v_end, k_beg, k_end, d_beg, d_end)``
+    with ``k = v . p`` of an end state and ``d = v . rho`` (module docstring)."""
+    rho_a, pab, vab, pae, vae, kab, kae, dab, dae = a
+    rho_b, pbb, vbb, pbe, vbe, kbb, kbe, dbb, dbe = b
+    if pab is pae and pbb is pbe:
+        return _pair(pab, vab, kab, pbb, vbb, kbb)
     # ndarray.dot: a third of the call cost of ``@`` on short vectors (the matmul
     # ufunc's dispatch), and these dot products are most of a merge's work
-    return v_plus.dot(rho) > 0 and v_minus.dot(rho) > 0
+    d_beg = dab + vab.dot(rho_b)
+    d_end = dbe + vbe.dot(rho_a)
+    if (d_beg > 0.0 and d_end > 0.0
+            # a extended by b's first state
+            and dab + vab.dot(pbb) > 0.0 and kbb + vbb.dot(rho_a) > 0.0
+            # b extended by a's last state
+            and kae + vae.dot(rho_b) > 0.0 and dbe + vbe.dot(pae) > 0.0):
+        return (rho_a + rho_b, pab, vab, pbe, vbe, kab, kbe, d_beg, d_end)
+    return None
 
 
-def _build(t, z, depth, sign):
-    """Build a subtree of ``2^depth`` steps from ``z`` in direction ``sign``.
+def _merge_pairs(a, b):
+    """:func:`_merge` of two pairs of states ``(a0, a1)`` then ``(b0, b1)``: when
+    ``v`` is ``p`` (the whitened momentum) its six dot products are sums of the four
+    ``a_i . b_j``, since ``rho_a = a0 + a1`` and ``rho_b = b0 + b1``."""
+    rho_a, a0, va0, a1, va1, ka0, ka1, da0, da1 = a
+    rho_b, b0, vb0, b1, vb1, kb0, kb1, db0, db1 = b
+    if va0 is not a0 or vb0 is not b0:
+        return _merge(a, b)
+    g00 = a0.dot(b0)
+    g01 = a0.dot(b1)
+    g11 = a1.dot(b1)
+    d_beg = da0 + g00 + g01
+    d_end = db1 + g01 + g11
+    if d_beg > 0.0 and d_end > 0.0 and da0 + g00 > 0.0 and db1 + g11 > 0.0:
+        g10 = a1.dot(b0)
+        if kb0 + g00 + g10 > 0.0 and ka1 + g10 + g11 > 0.0:
+            return (rho_a + rho_b, a0, va0, b1, vb1, ka0, kb1, d_beg, d_end)
+    return None
 
-    Returns ``(valid, z_end, proposal, log_weight, rho, p_beg, p_end, v_beg, v_end)``
-    where ``z_end`` is the last state integrated (the next subtree starts there).
-    """
-    if depth == 0:
-        z = t.metric.step(t.model, z, sign * t.eps)
-        t.n_leapfrog += 1
-        h = z.h                          # inf for a failed point (and for NaN energy)
-        if h == math.inf:
-            t.n_failed += z.lp == -math.inf
-        err = h - t.H0
-        if abs(err) > abs(t.max_err):
-            t.max_err = err
-        if err > t.max_delta_h:
-            t.divergent = True
-        d = -err
-        t.sum_metro += 1.0 if d > 0 else math.exp(d)
-        return (not t.divergent, z, z, d, z.p, z.p, z.p, z.v, z.v)
 
-    ok, z, prop, lw_init, rho_init, p_beg, p_init_end, v_beg, v_init_end = \
-        _build(t, z, depth - 1, sign)
-    if not ok:
-        return (False,) + (None,) * 8
-    ok, z, prop_final, lw_final, rho_final, p_final_beg, p_end, v_final_beg, v_end = \
-        _build(t, z, depth - 1, sign)
-    if not ok:
-        return (False,) + (None,) * 8
-    lw = _lse(lw_init, lw_final)
-    # multinomial: the final half's proposal with probability W_final / W_subtree
-    if lw_final > lw or t.rng.random() < math.exp(lw_final - lw):
-        prop = prop_final
-    rho = rho_init + rho_final
-    if depth == 1:
-        # two single states: the cross-subtree checks are the whole-subtree check
-        # again (v_final_beg is v_end, rho_init + p_final_beg is rho, and so on)
-        persist = _criterion(v_beg, v_end, rho)
-    else:
-        persist = (_criterion(v_beg, v_end, rho)
-                   and _criterion(v_beg, v_final_beg, rho_init + p_final_beg)
-                   and _criterion(v_init_end, v_end, rho_final + p_init_end))
-    return (persist, z, prop, lw, rho, p_beg, p_end, v_beg, v_end)
+def _whitened(model, metric, z, eps, rng, add=operator.add, sub=operator.sub,
+              inf=math.inf):
+    """The leapfrog of a Euclidean metric in the whitened momentum, inline:
+    ``(z0, p0, v0, k0, leaf, turn)`` (see :func:`_transition`)."""
+    drift, half, apply = metric.whitened_steps(eps)
+    grad = model.log_density_gradient
+    p0 = rng.standard_normal(metric.dim)
+    k0 = float(p0.dot(p0))
+    H0 = 0.5 * k0 - z.lp
+    # the start point; like every point this path returns, without its momentum
+    # (the next transition draws its own)
+    z0 = Point(z.q, None, z.lp, z.grad, None, H0 if -inf < H0 < inf else inf, z.aux)
+    # the integration state at the end being extended: position, momentum and the
+    # half kick that ended the last step, which starts the next one in the same
+    # direction (backwards, both are subtracted: the step with -eps); the start
+    # point's kick serves both directions
+    q, p, kick = z.q, p0, apply(half, z.grad)
+    other = (q, p, kick)
+    step = add
+
+    def turn(forward):
+        nonlocal q, p, kick, other, step
+        s = add if forward else sub
+        if s is not step:
+            other, (q, p, kick) = (q, p, kick), other
+            step = s
+
+    def leaf():
+        nonlocal q, p, kick
+        ph = step(p, kick)
+        q = step(q, apply(drift, ph))
+        try:
+            lp, g = grad(q)
+        except RejectedPoint:
+            return None, inf, None, None, None
+        kick = apply(half, g)
+        p = step(ph, kick)
+        k = float(p.dot(p))
+        h = 0.5 * k - lp
+        if -inf < h < inf:
+            return (q, None, lp, g, None, h), h, p, p, k
+        return None, inf, None, None, None    # a NaN or infinite density or energy
+
+    return z0, p0, p0, k0, leaf, turn
+
+
+def _stepped(model, metric, z, eps, rng, inf=math.inf):
+    """Any metric through its ``start`` / ``step`` (the Riemannian one):
+    ``(z0, p0, v0, k0, leaf, turn)`` (see :func:`_transition`)."""
+    z0 = metric.start(model, z, rng)
+    cur = other = z0
+    e = eps
+    forward_now = True
+
+    def turn(forward):
+        nonlocal cur, other, e, forward_now
+        if forward is not forward_now:
+            cur, other = other, cur
+            e = eps if forward else -eps
+            forward_now = forward
+
+    def leaf():
+        nonlocal cur
+        cur = metric.step(model, cur, e)
+        h = cur.h                        # inf for a failed point (and for NaN energy)
+        if h == inf:
+            # no proposal when the density failed (not when a Riemannian step did)
+            return (None if cur.lp == -inf else cur), inf, None, None, None
+        return cur, h, cur.p, cur.v, float(cur.v.dot(cur.p))
+
+    return z0, z0.p, z0.v, float(z0.v.dot(z0.p)), leaf, turn
 
 
 def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     """One NUTS transition from point ``z`` (its ``q``, ``lp``, ``grad``; the momentum
     is resampled). Returns ``(new point, TransitionInfo)``.
 
-    ``metric`` supplies ``start(model, z, rng)`` (fresh momentum, velocity and
-    Hamiltonian) and ``step(model, z, eps)`` (one integrator step): the Euclidean
-    metrics with the leapfrog, the Riemannian one with the implicit leapfrog."""
+    ``metric`` is a Euclidean metric of :mod:`.hamiltonian` (integrated inline in the
+    whitened momentum; the new point carries no momentum) or supplies
+    ``start(model, z, rng)`` (fresh momentum, velocity and Hamiltonian) and
+    ``step(model, z, eps)`` (one integrator step), as the Riemannian metric does with
+    the implicit leapfrog."""
     with np.errstate(all="ignore"):
         return _transition(model, metric, z, eps, rng, max_depth, max_delta_h)
 
 
-def _transition(model, metric, z, eps, rng, max_depth, max_delta_h):
-    z = metric.start(model, z, rng)
-    H0 = z.h
-    t = _Tree(model, metric, eps, rng, H0, max_delta_h)
-    sample = z
-    z_fwd = z_bck = z
-    p0, v0 = z.p, z.v
-    p_fwd_bck = p_fwd_fwd = p_bck_fwd = p_bck_bck = p0
-    v_fwd_bck = v_fwd_fwd = v_bck_fwd = v_bck_bck = v0
-    rho = p0
+def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
+    # transition() without the errstate (chain.run sets it once for the whole run)
+    # the integrator: ``z0`` the start point with its Hamiltonian ``h``, ``p0, v0,
+    # k0 = v0 . p0`` its momentum, and two functions, ``turn(forward)`` (integrate
+    # from that end of the trajectory from now on) and ``leaf()``, one step from
+    # there: ``(proposal, h, p, v, v . p)``, ``h`` infinite for a failed step and the
+    # proposal None when the density failed (a Point, or a Point's arguments)
+    make = _whitened if hasattr(metric, "whitened_steps") else _stepped
+    z0, p0, v0, k0, leaf, turn = make(model, metric, z, eps, rng)
+    H0 = z0.h
+    uniform = _uniforms(rng).__next__
+    exp, log1p = math.exp, math.log1p
+    n_leapfrog = 0
+    sum_metro = 0.0
+    max_err = 0.0
+    max_abs = 0.0
+    divergent = False
+    n_failed = 0
+
+    def build(depth):
+        """A subtree of ``2^depth`` new states from the current end:
+        ``(proposal, log weight, U-turn summary)``, or None when it diverged or made
+        a U-turn (the whole transition stops).
+
+        Stan's recursion, unrolled: states come in pairs, and after pair ``c`` the
+        pending subtrees of equal size are merged, as many as ``c`` has trailing
+        one bits (a binary counter), in the order the recursion merges them."""
+        nonlocal n_leapfrog, sum_metro, max_err, max_abs, divergent, n_failed
+        size = 1 << depth
+        pending = []
+        for i in range(size):
+            prop, h, p, v, k = leaf()
+            err = h - H0
+            if err > 0.0:
+                if err > max_abs:
+                    max_abs = max_err = err
+                if err > max_delta_h:
+                    divergent = True
+                    n_failed += prop is None
+                    n_leapfrog += i + 1
+                    return None
+                sum_metro += exp(-err)
+            else:
+                sum_metro += 1.0
+                if -err > max_abs:
+                    max_abs, max_err = -err, err
+            if not i & 1:
+                prop_a, lw_a, pa, va, ka = prop, -err, p, v, k
+                continue
+            # the U-turn checks come first: a subtree that fails them is discarded
+            # whole, so its proposal needs no draw
+            summary = _pair(pa, va, ka, p, v, k)
+            if summary is None:
+                n_leapfrog += i + 1
+                return None
+            # multinomial: the final half's proposal with probability
+            # W_final / W_subtree (here and in every merge below); lw = log W_subtree
+            # (_lse written out: this runs once per state)
+            lw = -err
+            lw = lw + log1p(exp(lw_a - lw)) if lw > lw_a else lw_a + log1p(exp(lw - lw_a))
+            if uniform() >= exp(-err - lw):
+                prop = prop_a
+            c = i >> 1
+            merge = _merge_pairs                     # the first merge joins two pairs
+            while c & 1:
+                prop_a, lw_a, u_a = pending.pop()
+                summary = merge(u_a, summary)
+                merge = _merge
+                if summary is None:
+                    n_leapfrog += i + 1
+                    return None
+                lw_all = (lw + log1p(exp(lw_a - lw)) if lw > lw_a
+                          else lw_a + log1p(exp(lw - lw_a)))
+                if uniform() >= exp(lw - lw_all):
+                    prop = prop_a
+                lw = lw_all
+                c >>= 1
+            pending.append((prop, lw, summary))
+        n_leapfrog += size
+        if size == 1:
+            return prop_a, lw_a, (pa, pa, va, pa, va, ka, ka, ka, ka)
+        return pending[0]
+
+    sample = z0
+    # the trajectory's U-turn summary, its "end" the forward end when end_forward
+    traj = (p0, p0, v0, p0, v0, k0, k0, k0, k0)
+    end_forward = True
     log_w = 0.0                                       # the initial point: exp(H0 - H0)
     depth = 0
-    # Generator.random() is uniform() on [0, 1) - the same numbers from the same bits -
-    # at a quarter of its call cost
-    uniform = rng.random
     while depth < max_depth:
-        if uniform() > 0.5:
-            rho_bck = rho
-            p_bck_fwd, v_bck_fwd = p_fwd_fwd, v_fwd_fwd
-            ok, z_fwd, prop, lw_sub, rho_fwd, p_fwd_bck, p_fwd_fwd, v_fwd_bck, v_fwd_fwd = \
-                _build(t, z_fwd, depth, 1.0)
-        else:
-            rho_fwd = rho
-            p_fwd_bck, v_fwd_bck = p_bck_bck, v_bck_bck
-            ok, z_bck, prop, lw_sub, rho_bck, p_bck_fwd, p_bck_bck, v_bck_fwd, v_bck_bck = \
-                _build(t, z_bck, depth, -1.0)
-        if not ok:
+        forward = uniform() > 0.5
+        turn(forward)
+        sub = build(depth)
+        if sub is None:
             break
         depth += 1
+        prop, lw_sub, u = sub
         # biased progressive sampling: prefer the new subtree
-        if lw_sub > log_w or uniform() < math.exp(lw_sub - log_w):
+        if lw_sub > log_w or uniform() < exp(lw_sub - log_w):
             sample = prop
         log_w = _lse(log_w, lw_sub)
-        rho = rho_bck + rho_fwd
-        if depth == 1:                  # two single states: one check (see _build)
-            persist = _criterion(v_bck_bck, v_fwd_fwd, rho)
-        else:
-            persist = (_criterion(v_bck_bck, v_fwd_fwd, rho)
-                       and _criterion(v_bck_bck, v_fwd_bck, rho_bck + p_fwd_bck)
-                       and _criterion(v_bck_fwd, v_fwd_fwd, rho_fwd + p_bck_fwd))
-        if not persist:
+        if forward is not end_forward:          # the end the subtree grew from
+            rho, pb, vb, pe, ve, kb, ke, db, de = traj
+            traj = (rho, pe, ve, pb, vb, ke, kb, de, db)
+            end_forward = forward
+        # at depth 2: the start point and one state, then a pair
+        traj = (_merge_pairs if depth == 2 else _merge)(traj, u)
+        if traj is None:
             break
-    accept = t.sum_metro / t.n_leapfrog if t.n_leapfrog else 0.0
+    accept = sum_metro / n_leapfrog if n_leapfrog else 0.0
+    if not isinstance(sample, Point):         # a Euclidean state's Point arguments
+        sample = Point(*sample)
     energy = sample.h
-    return sample, TransitionInfo(accept, t.n_leapfrog, depth, t.divergent, energy,
-                                  t.n_failed, energy - H0, t.max_err)
+    return sample, TransitionInfo(accept, n_leapfrog, depth, divergent, energy,
+                                  n_failed, energy - H0, max_err)
