@@ -149,6 +149,147 @@ def test_nuts_transition_on_protocol_object(rng):
         assert_sd_within_mcse(d[..., j], 1.0)
 
 
+class _CorrGauss:
+    """A correlated Gaussian through the log-density protocol."""
+
+    def __init__(self, S):
+        self.P = np.linalg.inv(S)
+        self.dim = len(S)
+
+    def log_density_gradient(self, q):
+        g = -self.P @ q
+        return 0.5 * float(q @ g), g
+
+
+def _reference_tree(m, Minv, q0, p0, eps, forward, max_depth=10):
+    """Stan's base_nuts written plainly, as the yardstick of the fast tree: leapfrog
+    in the momentum p (not whitened), velocities M^-1 p, explicit sums rho and the
+    three U-turn checks of every merge. All doublings go one way, so the tree's
+    stopping point is deterministic (the multinomial draws cannot change it).
+    Returns (number of leapfrog steps, tree depth)."""
+    def crit(p_minus, p_plus, rho):
+        return (Minv @ p_minus) @ rho > 0 and (Minv @ p_plus) @ rho > 0
+
+    lp0, g0 = m.log_density_gradient(q0)
+    H0 = -lp0 + 0.5 * p0 @ Minv @ p0
+    e = eps if forward else -eps
+    n = [0]
+
+    def build(z, depth):
+        if depth == 0:
+            q, p, g = z
+            p = p + 0.5 * e * g
+            q = q + e * Minv @ p
+            lp, g = m.log_density_gradient(q)
+            p = p + 0.5 * e * g
+            n[0] += 1
+            ok = -lp + 0.5 * p @ Minv @ p - H0 <= 1000.0
+            return ok, (q, p, g), p, p, p
+        ok, z, rho_a, a_beg, a_end = build(z, depth - 1)
+        if not ok:
+            return (False,) + (None,) * 4
+        ok, z, rho_b, b_beg, b_end = build(z, depth - 1)
+        if not ok:
+            return (False,) + (None,) * 4
+        rho = rho_a + rho_b
+        ok = (crit(a_beg, b_end, rho) and crit(a_beg, b_beg, rho_a + b_beg)
+              and crit(a_end, b_end, rho_b + a_end))
+        return ok, z, rho, a_beg, b_end
+
+    z = (q0, p0, g0)
+    rho, far, adj = p0, p0, p0          # the trajectory's sum, far end, growing end
+    for depth in range(max_depth):
+        ok, z, rho_s, s_beg, s_end = build(z, depth)
+        if not ok:
+            return n[0], depth
+        ok = (crit(far, s_end, rho + rho_s) and crit(far, s_beg, rho + s_beg)
+              and crit(adj, s_end, rho_s + adj))
+        rho, adj = rho + rho_s, s_end
+        if not ok:
+            return n[0], depth + 1
+    return n[0], max_depth
+
+
+@pytest.mark.parametrize("kind", ["unit_e", "diag_e", "dense_e"])
+def test_tree_stops_where_plain_nuts_does(kind, monkeypatch):
+    # the fast tree (whitened momenta, U-turn dot products by linearity, the
+    # recursion unrolled) against the plain one, trajectory by trajectory: same
+    # number of leapfrog steps and same depth, forwards and backwards
+    import itertools
+    S = np.array([[4.0, 1.8, 0.3], [1.8, 1.0, 0.2], [0.3, 0.2, 0.25]])
+    m = _CorrGauss(S)
+    inv = {"unit_e": None, "diag_e": np.array([3.0, 0.8, 0.3]), "dense_e": S * 0.9}[kind]
+    metric = hamiltonian.make_metric(kind, 3, inv)
+    Minv = np.eye(3) if inv is None else (np.diag(inv) if inv.ndim == 1 else inv)
+    L = np.linalg.cholesky(Minv)              # p~ = L^T p for every metric kind
+    seen = set()
+    for seed in range(40):
+        rs = np.random.default_rng(seed)
+        q0 = rs.normal(size=3) * 1.5
+        eps = rs.uniform(0.05, 0.9)
+        p0 = np.linalg.solve(L.T, np.random.default_rng(seed).standard_normal(3))
+        if kind != "dense_e":                 # the diagonal factor is sqrt(inv)
+            p0 = np.random.default_rng(seed).standard_normal(3) / np.sqrt(np.diag(Minv))
+        for forward in (True, False):
+            monkeypatch.setattr(nuts, "_uniforms",
+                                lambda rng, u=0.9 if forward else 0.1: itertools.repeat(u))
+            z = Point(q0, None, *m.log_density_gradient(q0))
+            _, info = nuts.transition(m, metric, z, eps, np.random.default_rng(seed))
+            want = _reference_tree(m, Minv, q0, p0, eps, forward)
+            assert (info.n_leapfrog, info.treedepth) == want, (seed, forward, eps)
+            seen.add(want[1])
+    assert len(seen) >= 3                     # trees of several depths were compared
+
+
+def _summary(states):
+    """The fast tree's U-turn summary of a run of states [(p, v), ...], plainly."""
+    rho = sum(p for p, _ in states)
+    (pb, vb), (pe, ve) = states[0], states[-1]
+    return (rho, pb, vb, pe, ve, vb @ pb, ve @ pe, vb @ rho, ve @ rho)
+
+
+@pytest.mark.parametrize("whitened", [True, False])
+def test_merge_checks_equal_the_three_plain_checks(whitened):
+    # the merges compute the six U-turn dot products by linearity from what each
+    # subtree carries; here against the plain checks on explicit sums, for runs of
+    # 1, 2 and 4 states (whitened: v is p itself; else v = A(q) p with a metric
+    # that changes along the trajectory, as SoftAbs does)
+    rng = np.random.default_rng(7)
+    d = 4
+
+    def velocity(p):
+        B = rng.normal(size=(d, d))
+        return (B @ B.T + np.eye(d)) @ p
+
+    def crit(va, vb, rho):
+        return va @ rho > 0 and vb @ rho > 0
+
+    outcomes = set()
+    for trial in range(3000):
+        na, nb = [(1, 1), (2, 2), (4, 4), (4, 2), (2, 4)][trial % 5]
+        mu = rng.normal(size=d)
+        # momenta that keep or reverse direction, so that every check sometimes fails
+        ps = [mu * rng.choice([1.0, -0.3]) + 0.8 * rng.normal(size=d)
+              for _ in range(na + nb)]
+        states = [(p, p if whitened else velocity(p)) for p in ps]
+        a, b = _summary(states[:na]), _summary(states[na:])
+        rho_a, rho_b = a[0], b[0]
+        (pab, vab), (pae, vae) = states[0], states[na - 1]
+        (pbb, vbb), (pbe, vbe) = states[na], states[-1]
+        want = (crit(vab, vbe, rho_a + rho_b) and crit(vab, vbb, rho_a + pbb)
+                and crit(vae, vbe, rho_b + pae))
+        merge = nuts._merge_pairs if (na, nb) == (2, 2) else nuts._merge
+        got = merge(a, b)
+        assert (got is not None) == want, (trial, na, nb)
+        outcomes.add(want)
+        if got is not None:
+            ref = _summary(states)
+            np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
+            assert got[1] is pab and got[3] is pbe
+            np.testing.assert_allclose(got[5:], ref[5:], rtol=1e-10, atol=1e-10)
+    assert outcomes == {True, False}
+
+
 # ---- exact posteriors through sl.Model ----------------------------------------------------
 class IidGauss(sl.Model):
     mu = sl.param.vector(4)
