@@ -360,6 +360,13 @@ def test_logistic_data_form_overflow_and_bad_coefficients():
         sl.bernoulli_logit_glm_lpmf(yr, xr, 0.0, np.array([np.nan]))
     with pytest.raises(sl.DomainError, match="alpha"):
         sl.bernoulli_logit_glm_lpmf(yr, xr, np.inf, b)
+    # a read-only design matrix given directly (not validated as model data) with a
+    # NaN: named too, by its row and column
+    xbad = x.copy()
+    xbad[7, 0] = np.nan
+    xbad, = _read_only(xbad)
+    with pytest.raises(sl.DomainError, match=r"x\[7, 0\]"):
+        sl.value_and_grad(lambda b: sl.bernoulli_logit_glm_lpmf(yr, xbad, 0.0, b))(b)
 
 
 def test_constant_cache_follows_every_array():
