@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 __all__ = ["Point", "UnitMetric", "DiagMetric", "DenseMetric", "make_metric",
-           "leapfrog", "log_density_point", "RejectedPoint"]
+           "leapfrog", "log_density_point", "RejectedPoint", "TransitionInfo"]
 
 #: what a failing log density may raise instead of returning NaN (domain errors,
 #: overflow, a singular matrix): the proposal is rejected, the chain goes on
@@ -62,6 +62,24 @@ class Point:
 
     def copy(self):
         return Point(self.q, self.p, self.lp, self.grad, self.v, self.h, self.aux)
+
+
+class TransitionInfo:
+    """What one transition reports (Stan's sampler diagnostics)."""
+
+    __slots__ = ("accept_stat", "n_leapfrog", "treedepth", "divergent", "energy",
+                 "n_failed", "energy_error", "max_energy_error")
+
+    def __init__(self, accept_stat, n_leapfrog, treedepth, divergent, energy, n_failed=0,
+                 energy_error=0.0, max_energy_error=0.0):
+        self.accept_stat = accept_stat
+        self.n_leapfrog = n_leapfrog
+        self.treedepth = treedepth
+        self.divergent = divergent
+        self.energy = energy
+        self.n_failed = n_failed      # leapfrog steps whose log density failed (rejected)
+        self.energy_error = energy_error            # H(sample) - H(start)
+        self.max_energy_error = max_energy_error    # the largest |H - H0| on the trajectory
 
 
 def log_density_point(model, q):

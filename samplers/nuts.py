@@ -43,6 +43,11 @@ a function call ~0.1 us; both are counted here):
   states need one (Euclidean) or two, since their cross checks are the whole check
   again; two pairs of states (Euclidean) four.
 * The uniforms come in batches (:func:`_uniforms`).
+
+With numba installed (a dependency; ``STANLITE_JIT=0`` turns it off) a Euclidean
+metric's transition goes instead to :mod:`.nuts_jit`, the same tree with everything
+between two gradient calls compiled: one call a leapfrog step instead of ten numpy
+calls. The Python tree below then serves the Riemannian metric.
 """
 
 import math
@@ -50,28 +55,11 @@ import operator
 
 import numpy as np
 
-from .hamiltonian import Point, RejectedPoint
+from . import nuts_jit
+from .hamiltonian import Point, RejectedPoint, TransitionInfo
 
 
 __all__ = ["transition", "TransitionInfo"]
-
-
-class TransitionInfo:
-    """What one transition reports (Stan's sampler diagnostics)."""
-
-    __slots__ = ("accept_stat", "n_leapfrog", "treedepth", "divergent", "energy",
-                 "n_failed", "energy_error", "max_energy_error")
-
-    def __init__(self, accept_stat, n_leapfrog, treedepth, divergent, energy, n_failed=0,
-                 energy_error=0.0, max_energy_error=0.0):
-        self.accept_stat = accept_stat
-        self.n_leapfrog = n_leapfrog
-        self.treedepth = treedepth
-        self.divergent = divergent
-        self.energy = energy
-        self.n_failed = n_failed      # leapfrog steps whose log density failed (rejected)
-        self.energy_error = energy_error            # H(sample) - H(start)
-        self.max_energy_error = max_energy_error    # the largest |H - H0| on the trajectory
 
 
 def _lse(a, b, exp=math.exp, log1p=math.log1p):
@@ -230,8 +218,14 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         return _transition(model, metric, z, eps, rng, max_depth, max_delta_h)
 
 
+#: whether Euclidean metrics take the compiled tree (a test switches it)
+use_jit = nuts_jit.available()
+
+
 def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     # transition() without the errstate (chain.run sets it once for the whole run)
+    if use_jit and hasattr(metric, "whitened_steps"):
+        return nuts_jit.transition(model, metric, z, eps, rng, max_depth, max_delta_h)
     # the integrator: ``z0`` the start point with its Hamiltonian ``h``, ``p0, v0,
     # k0 = v0 . p0`` its momentum, and two functions, ``turn(forward)`` (integrate
     # from that end of the trajectory from now on) and ``leaf()``, one step from

@@ -181,6 +181,9 @@ def _run_pool(model, states, init_kwargs, executor, bars, chains):
         # forked workers inherit the model through the initializer's arguments (not
         # pickled): classes defined in a notebook or an exec'd string work too
         forked = ctx is not None
+        if forked:
+            from .nuts_jit import warm
+            warm()                  # the compiled NUTS kernel, inherited by the workers
         executor = cf.ProcessPoolExecutor(max_workers=min(chains, os.cpu_count() or 1),
                                           mp_context=ctx, initializer=_set_queue,
                                           initargs=(queue, model if forked else None))

@@ -3,6 +3,7 @@ posterior moments of exact posteriors within Monte Carlo standard errors, adapta
 the metric, reproducibility by seed (serial, processes, Dask), rejection of failing
 proposals, initialisation errors, interruption and bit-identical resumption."""
 
+import math
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import scipy.stats as st
 
 import stanlite as sl
-from stanlite.samplers import adaptation, hamiltonian, nuts
+from stanlite.samplers import adaptation, hamiltonian, nuts, nuts_jit
 from stanlite.samplers.hamiltonian import Point
 
 
@@ -210,12 +211,27 @@ def _reference_tree(m, Minv, q0, p0, eps, forward, max_depth=10):
     return n[0], max_depth
 
 
-@pytest.mark.parametrize("kind", ["unit_e", "diag_e", "dense_e"])
-def test_tree_stops_where_plain_nuts_does(kind, monkeypatch):
-    # the fast tree (whitened momenta, U-turn dot products by linearity, the
-    # recursion unrolled) against the plain one, trajectory by trajectory: same
-    # number of leapfrog steps and same depth, forwards and backwards
+_IMPLEMENTATIONS = ["python", pytest.param("compiled", marks=pytest.mark.skipif(
+    not nuts_jit.available(), reason="numba not installed or STANLITE_JIT=0"))]
+
+
+def _use(implementation, monkeypatch, uniform=None):
+    """Select the Python or the compiled tree; ``uniform``: every uniform it draws
+    (a constant stream makes every doubling go one way)."""
     import itertools
+    monkeypatch.setattr(nuts, "use_jit", implementation == "compiled")
+    if uniform is not None:
+        monkeypatch.setattr(nuts, "_uniforms", lambda rng: itertools.repeat(uniform))
+        monkeypatch.setattr(nuts_jit, "_uniform_batch", lambda rng, n: np.full(n, uniform))
+
+
+@pytest.mark.parametrize("implementation", _IMPLEMENTATIONS)
+@pytest.mark.parametrize("kind", ["unit_e", "diag_e", "dense_e"])
+def test_tree_stops_where_plain_nuts_does(kind, implementation, monkeypatch):
+    # the fast trees (whitened momenta, U-turn dot products by linearity, the
+    # recursion unrolled; in Python and compiled) against the plain one,
+    # trajectory by trajectory: same number of leapfrog steps and same depth,
+    # forwards and backwards
     S = np.array([[4.0, 1.8, 0.3], [1.8, 1.0, 0.2], [0.3, 0.2, 0.25]])
     m = _CorrGauss(S)
     inv = {"unit_e": None, "diag_e": np.array([3.0, 0.8, 0.3]), "dense_e": S * 0.9}[kind]
@@ -231,8 +247,7 @@ def test_tree_stops_where_plain_nuts_does(kind, monkeypatch):
         if kind != "dense_e":                 # the diagonal factor is sqrt(inv)
             p0 = np.random.default_rng(seed).standard_normal(3) / np.sqrt(np.diag(Minv))
         for forward in (True, False):
-            monkeypatch.setattr(nuts, "_uniforms",
-                                lambda rng, u=0.9 if forward else 0.1: itertools.repeat(u))
+            _use(implementation, monkeypatch, 0.9 if forward else 0.1)
             z = Point(q0, None, *m.log_density_gradient(q0))
             _, info = nuts.transition(m, metric, z, eps, np.random.default_rng(seed))
             want = _reference_tree(m, Minv, q0, p0, eps, forward)
@@ -246,6 +261,70 @@ def _summary(states):
     rho = sum(p for p, _ in states)
     (pb, vb), (pe, ve) = states[0], states[-1]
     return (rho, pb, vb, pe, ve, vb @ pb, ve @ pe, vb @ rho, ve @ rho)
+
+
+class _Walled(_CorrGauss):
+    """A correlated Gaussian whose density raises beyond one wall and is NaN beyond
+    another: rejected proposals and divergences inside trajectories."""
+
+    def log_density_gradient(self, q):
+        if q[0] > 2.0:
+            raise ValueError("beyond the wall")
+        if q[1] < -1.5:
+            return math.nan, np.zeros_like(q)
+        return super().log_density_gradient(q)
+
+
+@pytest.mark.skipif(not nuts_jit.available(), reason="numba not installed or "
+                    "STANLITE_JIT=0")
+@pytest.mark.parametrize("kind", ["unit_e", "diag_e", "dense_e"])
+def test_compiled_tree_equals_python_tree(kind, monkeypatch):
+    # with the same momentum and the same uniforms (a fixed sequence, restarted at
+    # every transition; each tree takes them in its own batches), the compiled and
+    # the Python tree make the same transitions, to rounding: same sample, tree,
+    # acceptance statistic, energies, divergences and rejected steps
+    S = np.array([[4.0, 1.8, 0.3], [1.8, 1.0, 0.2], [0.3, 0.2, 0.25]])
+    inv = {"unit_e": None, "diag_e": np.array([3.0, 0.8, 0.3]), "dense_e": S * 0.9}[kind]
+    m = _Walled(S)
+
+    def chain(implementation, seed):
+        seq = np.random.default_rng(seed + 1000).random(4000)
+        taken = [0]
+
+        def batch(rng, n):
+            taken[0] += n
+            return seq[taken[0] - n:taken[0]]
+
+        monkeypatch.setattr(nuts, "use_jit", implementation == "compiled")
+        monkeypatch.setattr(nuts, "_uniforms", lambda rng: iter(seq))
+        monkeypatch.setattr(nuts_jit, "_uniform_batch", batch)
+        metric = hamiltonian.make_metric(kind, 3, inv)
+        rng = np.random.default_rng(seed)
+        q = rng.normal(size=3) * 0.5
+        z = Point(q, None, *m.log_density_gradient(q))
+        out = []
+        for t in range(40):
+            taken[0] = 0
+            z, info = nuts.transition(m, metric, z, 0.05 + 1.5 * seq[3000 + t], rng)
+            out.append((z.q, z.lp, info))
+        return out
+
+    seen = {"divergent": 0, "failed": 0, "depths": set()}
+    for seed in range(8):
+        for (qa, lpa, a), (qb, lpb, b) in zip(chain("python", seed),
+                                              chain("compiled", seed)):
+            np.testing.assert_allclose(qb, qa, rtol=1e-10, atol=1e-12)
+            assert lpb == pytest.approx(lpa, rel=1e-10, abs=1e-12)
+            assert (b.n_leapfrog, b.treedepth, b.divergent, b.n_failed) == \
+                (a.n_leapfrog, a.treedepth, a.divergent, a.n_failed)
+            for name in ("accept_stat", "energy", "energy_error", "max_energy_error"):
+                assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-9,
+                                                         abs=1e-10), name
+            seen["divergent"] += a.divergent
+            seen["failed"] += a.n_failed
+            seen["depths"].add(a.treedepth)
+    # the comparison covered divergences, rejected steps and several tree depths
+    assert seen["divergent"] > 5 and seen["failed"] > 5 and len(seen["depths"]) >= 3
 
 
 @pytest.mark.parametrize("whitened", [True, False])
@@ -321,14 +400,29 @@ def test_correlated_gaussian_dense_metric():
     S = np.array([[1.0, 0.9, 0.5], [0.9, 1.0, 0.6], [0.5, 0.6, 2.0]])
     fit = CorrGauss(L=np.linalg.cholesky(S)).sample(chains=2, draws=800, warmup=500,
                                                      seed=3, metric="dense_e",
-                                                     progress=False, parallel=False)
+                                                     progress=False, parallel=False,
+                                                     save_warmup=True)
     d = fit["x"]
     for j in range(3):
         assert_mean_within_mcse(d[..., j], 0.0, np.sqrt(S[j, j]))
         assert_sd_within_mcse(d[..., j], np.sqrt(S[j, j]))
-    # the adapted dense inverse metric estimates the covariance
+    # the adapted dense inverse metric is the last slow window's covariance,
+    # regularised as Stan does: within 4 Monte Carlo standard errors of
+    # n/(n+5) S + 1e-3 (5/(n+5)) I, each entry's error from the window's own draws
+    # (the products of centred coordinates: their sd over the square root of
+    # their effective sample size)
     assert fit.inv_metric.shape == (2, 3, 3)
-    np.testing.assert_allclose(fit.inv_metric.mean(0), S, atol=0.35)
+    ends, _ = adaptation.window_ends(500)
+    window = fit.warmup("x")[:, ends[-2] + 1:ends[-1] + 1]
+    n = window.shape[1]
+    expected = n / (n + 5) * S + 1e-3 * 5 / (n + 5) * np.eye(3)
+    for c in range(2):
+        x = window[c] - window[c].mean(0)
+        for i in range(3):
+            for j in range(i + 1):
+                prod = x[:, i] * x[:, j]
+                se = prod.std() / np.sqrt(_ess(prod))
+                assert abs(fit.inv_metric[c, i, j] - expected[i, j]) < 4 * se, (c, i, j)
 
 
 class NormalNormal(sl.Model):
