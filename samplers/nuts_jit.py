@@ -78,7 +78,7 @@ _S_LEVEL0, _S_PER_LEVEL = 24, 7  # pending l: lp, h, lw, k_beg, k_end, d_beg, d_
  _N_PENDING, _T_BEG, _T_END, _U, _U_END, _MAX_DEPTH, _SAMPLE_MOVED) = range(15)
 _N_INT = 15
 
-_DONE, _NEED_UNIFORMS = -1, -2
+_DONE, _NEED_UNIFORMS, _BAD_GRADIENT = -1, -2, -3
 
 
 def _workspace(dim, max_depth):
@@ -193,6 +193,8 @@ def _begin(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h):
     """A transition from ``(q0, lp0, g0)`` with momentum ``p0``; ``u`` the first
     uniforms. Returns the row of the first position to evaluate (or _DONE)."""
     n = W.shape[1]
+    if q0.shape[0] != n or g0.shape[0] != n:
+        return _BAD_GRADIENT
     k0 = 0.0
     for j in range(n):
         k0 += p0[j] * p0[j]
@@ -251,6 +253,8 @@ def _advance(W, S, I, M, g, lp):
     h = math.inf
     k = 0.0
     ok = -math.inf < lp < math.inf
+    if ok and g.shape[0] != n:
+        return _BAD_GRADIENT            # (compiled code does not check its indices)
     if ok:
         _kick(W, M, g, e + 2)
         for j in range(n):
@@ -458,8 +462,15 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     p0 = rng.standard_normal(dim)
     r = _begin(W, S, I, M, z.q, z.lp, z.grad, p0, _uniform_batch(rng, n_uniforms),
                max_depth, max_delta_h)
+    g = z.grad
     grad = model.log_density_gradient
-    while r >= 0:
+    while r != _DONE:
+        if r == _BAD_GRADIENT:
+            from stanlite.errors import ModelError
+            raise ModelError(f"log_density_gradient returned a gradient of shape "
+                             f"{np.shape(g)} at a position of shape {np.shape(z.q)}; "
+                             f"expected ({dim},) for both, one entry per unconstrained "
+                             "parameter")
         try:
             lp, g = grad(W[r].copy())
             lp = float(lp)

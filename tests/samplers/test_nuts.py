@@ -327,6 +327,28 @@ def test_compiled_tree_equals_python_tree(kind, monkeypatch):
     assert seen["divergent"] > 5 and seen["failed"] > 5 and len(seen["depths"]) >= 3
 
 
+@pytest.mark.skipif(not nuts_jit.available(), reason="numba not installed or "
+                    "STANLITE_JIT=0")
+def test_compiled_tree_names_a_gradient_of_the_wrong_length(monkeypatch):
+    # compiled code does not check its indices: a protocol object whose gradient
+    # has the wrong length gets a clear error instead of a read past its end
+    class Short(_CorrGauss):
+        def log_density_gradient(self, q):
+            lp, g = super().log_density_gradient(q)
+            return lp, g[:2]
+
+    monkeypatch.setattr(nuts, "use_jit", True)
+    m = Short(np.eye(3))
+    metric = hamiltonian.make_metric("diag_e", 3)
+    q = np.zeros(3)
+    with pytest.raises(sl.ModelError, match=r"gradient of shape \(2,\).*expected \(3,\)"):
+        nuts.transition(m, metric, Point(q, None, 0.0, np.zeros(3)), 0.5,
+                        np.random.default_rng(0))
+    with pytest.raises(sl.ModelError, match=r"gradient of shape \(2,\)"):
+        nuts.transition(m, metric, Point(q, None, 0.0, np.zeros(2)), 0.5,
+                        np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("whitened", [True, False])
 def test_merge_checks_equal_the_three_plain_checks(whitened):
     # the merges compute the six U-turn dot products by linearity from what each
