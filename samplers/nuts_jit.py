@@ -401,7 +401,6 @@ def _advance(W, S, I, M, g, lp):
     return _start_subtree(W, S, I, M)
 
 
-
 _NO_GRADIENT = np.zeros(0)          # what a failed evaluation passes (never read)
 
 
