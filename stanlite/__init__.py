@@ -5,7 +5,17 @@
 array([1., 1.])
 """
 
-from . import _memory  # noqa: F401  (allocator tuning, before any large array)
+import os as _os
+
+# Imported from a checkout (the repository root on sys.path, as ``python -m stanlite``
+# run there has it, before any installed copy): the root's samplers/ and models/ are
+# this package's subpackages, as pyproject.toml maps them in an installed copy.
+_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if (_os.path.isfile(_os.path.join(_root, "pyproject.toml"))
+        and _os.path.isfile(_os.path.join(_root, "samplers", "__init__.py"))):
+    __path__.append(_root)
+
+from . import _memory  # noqa: F401,E402  (allocator tuning, before any large array)
 from .errors import StanliteError, DataError, ModelError, DifferentiationError, DomainError, SolverError  # noqa: F401
 from .autodiff import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403

@@ -70,3 +70,22 @@ print(stanlite.grad(lambda x: stanlite.sum(x * x))(np.ones(2)))
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "[2. 2.]" in r.stdout
+
+
+def test_a_checkout_imports_its_samplers_and_models_without_an_install():
+    # `python -m stanlite` run at the repository root (the README's first command,
+    # after a non-editable `pip install .`) imports stanlite from the checkout, not
+    # the installed copy: its samplers/ and models/ must come along. The editable
+    # install's finder, which would map them anyway, is removed first.
+    code = (
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "import stanlite, stanlite.samplers.nuts, stanlite.models\n"
+        "print(stanlite.samplers.nuts.__file__, stanlite.models.__file__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    nuts_file, models_file = out.stdout.split()
+    assert pathlib.Path(nuts_file) == ROOT / "samplers" / "nuts.py"
+    assert pathlib.Path(models_file) == ROOT / "models" / "__init__.py"
