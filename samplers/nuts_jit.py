@@ -226,7 +226,7 @@ def _begin(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h):
     I[_T_BEG], I[_T_END] = _TB0, _TE0
     S[_T_KB] = S[_T_KE] = S[_T_DB] = S[_T_DE] = k0
     I[_END_FORWARD] = 1
-    if max_depth < 1:
+    if max_depth < 1 or H0 == math.inf:     # (no energy error can be measured)
         return _finish(S, I)
     return _start_subtree(W, S, I, M)
 
