@@ -234,6 +234,12 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     make = _whitened if hasattr(metric, "whitened_steps") else _stepped
     z0, p0, v0, k0, leaf, turn = make(model, metric, z, eps, rng)
     H0 = z0.h
+    if not -math.inf < H0 < math.inf:
+        # no energy error can be measured from such a start (the chain never holds
+        # one; a caller may pass it): the transition stays put, as the compiled tree
+        if not isinstance(z0, Point):
+            z0 = Point(*z0)
+        return z0, TransitionInfo(0.0, 0, 0, False, math.inf, 0, math.nan, 0.0)
     uniform = _uniforms(rng).__next__
     exp, log1p = math.exp, math.log1p
     n_leapfrog = 0

@@ -83,7 +83,7 @@ _DONE, _NEED_UNIFORMS, _BAD_GRADIENT = -1, -2, -3
 
 def _workspace(dim, max_depth):
     """``(W, S, I, n_uniforms)``: S ends with room for ``n_uniforms`` uniforms,
-    enough for several calls (one may use up to ``max_depth + 2``)."""
+    enough for several calls (one may use up to ``max_depth + 3``)."""
     levels = max_depth + 1
     n_uniforms = max(32, 2 * (max_depth + 3))
     return (np.zeros((_LEVEL0 + _PER_LEVEL * levels, dim)),

@@ -106,6 +106,11 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
         raise ValueError(f"chains must be >= 1, got {chains}")
     if draws < 0 or warmup < 0 or thin < 1:
         raise ValueError("draws and warmup must be >= 0 and thin >= 1")
+    if isinstance(max_treedepth, bool) or not isinstance(max_treedepth, (int, np.integer)) \
+            or not 1 <= max_treedepth <= 30:
+        # 2**30 leapfrog steps a transition is already past any useful run; the
+        # trajectory workspace is sized by the depth, so a float or huge one fails here
+        raise ValueError(f"max_treedepth must be an integer in 1..30, got {max_treedepth!r}")
     if resume_from is not None:
         # deep copies: the run appends to the states' draw lists, which must not
         # grow inside resume_from's own states

@@ -327,6 +327,27 @@ def test_compiled_tree_equals_python_tree(kind, monkeypatch):
     assert seen["divergent"] > 5 and seen["failed"] > 5 and len(seen["depths"]) >= 3
 
 
+@pytest.mark.parametrize("implementation", _IMPLEMENTATIONS)
+@pytest.mark.parametrize("lp0", [-np.inf, np.nan])
+def test_start_with_infinite_energy_stays_put(lp0, implementation, monkeypatch):
+    # no energy error is measurable from such a start; both trees return it with
+    # no step taken (the compiled one used to read a failed step's empty gradient)
+    _use(implementation, monkeypatch)
+    m = _CorrGauss(np.eye(3))
+    q = np.array([0.3, -0.2, 0.1])
+    for kind in ("unit_e", "diag_e", "dense_e"):
+        metric = hamiltonian.make_metric(kind, 3)
+        z, info = nuts.transition(m, metric, Point(q, None, lp0, -q), 0.5,
+                                  np.random.default_rng(1))
+        np.testing.assert_array_equal(z.q, q)
+        assert (info.n_leapfrog, info.treedepth, info.divergent) == (0, 0, False)
+        assert info.accept_stat == 0.0 and info.energy == np.inf
+        # and a finite start moves
+        z, info = nuts.transition(m, metric, Point(q, None, *m.log_density_gradient(q)),
+                                  0.5, np.random.default_rng(1))
+        assert info.n_leapfrog > 0 and not np.array_equal(z.q, q)
+
+
 @pytest.mark.skipif(not nuts_jit.available(), reason="numba not installed or "
                     "STANLITE_JIT=0")
 def test_compiled_tree_names_a_gradient_of_the_wrong_length(monkeypatch):
@@ -558,6 +579,13 @@ def test_initialisation_failure_names_the_problem():
             return sl.normal_lpdf(a, 0.0, -1.0)
     with pytest.raises(sl.ModelError, match=r"initialise.*sigma"):
         Never().sample(chains=1, draws=10, warmup=10, seed=1, progress=False)
+
+
+@pytest.mark.parametrize("depth", [0, -1, 2.5, 31, True])
+def test_bad_max_treedepth_is_named(depth):
+    with pytest.raises(ValueError, match=r"max_treedepth must be an integer in 1\.\.30"):
+        Positive().sample(chains=1, draws=5, warmup=5, seed=1, progress=False,
+                          max_treedepth=depth)
 
 
 # ---- interruption and resumption ------------------------------------------------------------
