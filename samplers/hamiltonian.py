@@ -112,6 +112,7 @@ class UnitMetric:
         # diagonal metrics, a matrix product for the dense one)
         self._L, self._LT, self._apply = L, L.T, apply
         self._steps = (None, None)
+        self._jit_steps = None          # the compiled tree's copy of L (nuts_jit._steps)
 
     def whitened_steps(self, eps):
         """``(eps L, eps/2 L^T, apply)`` for the leapfrog in the whitened momentum

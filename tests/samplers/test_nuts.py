@@ -348,6 +348,26 @@ def test_start_with_infinite_energy_stays_put(lp0, implementation, monkeypatch):
         assert info.n_leapfrog > 0 and not np.array_equal(z.q, q)
 
 
+@pytest.mark.parametrize("implementation", _IMPLEMENTATIONS)
+@pytest.mark.parametrize("kind", ["diag_e", "dense_e"])
+def test_metric_set_takes_effect_at_the_next_transition(kind, implementation, monkeypatch):
+    # the trees cache the metric's factor and its step-size multiples; set() must
+    # not leave a stale copy behind
+    _use(implementation, monkeypatch)
+    m = _CorrGauss(np.array([[1.0, 0.5], [0.5, 2.0]]))
+    inv = np.array([0.5, 3.0]) if kind == "diag_e" else np.array([[0.5, 0.2], [0.2, 3.0]])
+    q = np.array([0.4, -0.3])
+    z = Point(q, None, *m.log_density_gradient(q))
+    reused = hamiltonian.make_metric(kind, 2)
+    nuts.transition(m, reused, z, 0.4, np.random.default_rng(2))   # fills the caches
+    reused.set(inv)
+    fresh = hamiltonian.make_metric(kind, 2, inv)
+    a, ia = nuts.transition(m, reused, z, 0.4, np.random.default_rng(3))
+    b, ib = nuts.transition(m, fresh, z, 0.4, np.random.default_rng(3))
+    np.testing.assert_array_equal(a.q, b.q)
+    assert ia.n_leapfrog == ib.n_leapfrog
+
+
 @pytest.mark.skipif(not nuts_jit.available(), reason="numba not installed or "
                     "STANLITE_JIT=0")
 def test_compiled_tree_names_a_gradient_of_the_wrong_length(monkeypatch):
