@@ -85,8 +85,21 @@ def _make_solver(fun, jac, t0, y0, t_bound, ctl, atol, first_step=None):
                      first_step=first_step)
         if not issparse(solver.J):
             _fast_lu(solver)
-        return solver
-    return RK45(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, first_step=first_step)
+    else:
+        solver = RK45(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol,
+                      first_step=first_step)
+    # scipy sizes the first step from f(t0, y0); a NaN there makes the step size NaN,
+    # and its step loop, whose exits compare against it, then never returns (seen
+    # with V = 0 proposed by a diverging warmup trajectory: x / V = inf, f = NaN)
+    f0 = solver.D[1] if ctl.method == "bdf" else solver.f    # (BDF keeps h f(t0, y0))
+    if not (np.isfinite(f0).all() and np.isfinite(solver.h_abs)):
+        raise _fail(ctl, f"the derivative at the initial state is not finite "
+                         f"(components {_nonfinite(f0)})", t0, 0)
+    return solver
+
+
+def _nonfinite(v):
+    return np.flatnonzero(~np.isfinite(v))[:3].tolist()
 
 
 def _fast_lu(solver):
@@ -117,8 +130,8 @@ def _check_step(solver, msg, ctl, total):
         raise _fail(ctl, f"scipy's {ctl.method.upper()} failed ({msg})", solver.t, total)
     y = solver.y
     if not np.isfinite(y).all():
-        bad = np.flatnonzero(~np.isfinite(y))[:3].tolist()
-        raise _fail(ctl, f"the solution is not finite (components {bad})", solver.t, total)
+        raise _fail(ctl, f"the solution is not finite (components {_nonfinite(y)})",
+                    solver.t, total)
 
 
 class _Stiffness:
@@ -177,7 +190,8 @@ def integrate(fun, y0, t0, ts, ctl, jac=None, dense=False):
     Y = np.empty((T, n))
     atol = ctl.atol_for(n)
     t_end = float(ts[-1])
-    solver = _make_solver(fun, jac, float(t0), y0, t_end, ctl, atol)
+    with np.errstate(all="ignore"):     # (a non-finite f(t0, y0) is reported below)
+        solver = _make_solver(fun, jac, float(t0), y0, t_end, ctl, atol)
     pieces = [] if dense else None
     stiff = _Stiffness() if ctl.method == "rk45" else None
     max_steps = ctl.max_num_steps

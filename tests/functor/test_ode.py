@@ -593,6 +593,30 @@ def test_a_solution_that_blows_up_is_a_solver_error():
             solve(lambda t, y: y * y, [1.0], 0.0, [2.0], rel_tol=1e-6, abs_tol=1e-6)
 
 
+@pytest.mark.parametrize("solve", [sl.ode_rk45, sl.ode_bdf, sl.ode_adjoint])
+def test_a_derivative_that_is_nan_at_the_start_is_a_solver_error(solve):
+    # scipy sizes the first step from f(t0, y0): a NaN there made the step size NaN
+    # and scipy's step loop spun forever (a sampler proposing V = 0 in a PK model
+    # hung a chain for 40 minutes). The alarm turns a regression into a failure.
+    import signal
+
+    def hang(*_):
+        raise TimeoutError("the solve did not return")
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(30)
+    try:
+        # y' = -k y / (V y) with V = 0: inf / inf at the start
+        with pytest.raises(sl.SolverError, match=r"derivative at the initial state is "
+                                                 r"not finite \(components \[0\]\) at t = 0"):
+            solve(lambda t, y, k: -k * y / (0.0 * y), [1.0], 0.0, [1.0], 2.0)
+        with pytest.raises(sl.SolverError, match=r"not finite"):
+            sl.grad(lambda k: sl.sum(solve(lambda t, y, k: -k * y / (0.0 * y), [1.0], 0.0,
+                                           [1.0], k)))(2.0)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def test_solver_errors_reject_proposals_and_surface_from_gradients():
     assert issubclass(sl.SolverError, ArithmeticError)
     with pytest.raises(sl.SolverError, match="ode_rk45 \\(sensitivities\\)"):

@@ -153,11 +153,18 @@ def test_outputs_round_trip_and_bad_data():
 def test_nuts_matches_the_posteriordb_reference(shared_dir):
     """4 chains x (500 warmup + 500 draws) against posteriordb's reference summary:
     medians within 4 combined Monte Carlo standard errors (ours from ArviZ's quantile
-    MCSE; the reference's from its 10,000 draws), no divergences."""
+    MCSE; the reference's from its 10,000 draws), no divergences.
+
+    ``adapt_delta=0.99`` as the reference run used: at Stan's default 0.8 the heavy
+    K_m tail (Cauchy prior, only V_m/K_m identified when K_m >> C) gives a few genuine
+    divergences - at seed 2024, 3 in 2000 draws, at K_m = 0.006, 6.5 and 21, energy
+    errors 1100-2300 with the ODE solved - which is what Stan's advice to raise
+    adapt_delta is for; at 0.99 none."""
     import arviz as az
     folder = shared_dir / "posteriordb" / POSTERIOR
     ref = json.loads((folder / "summary.json").read_text())["params"]
-    fit = zoo.get(NAME).sample(chains=4, warmup=500, draws=500, seed=2024, progress=False)
+    fit = zoo.get(NAME).sample(chains=4, warmup=500, draws=500, seed=2024, progress=False,
+                               adapt_delta=0.99)
     assert int(np.sum(fit["divergent__"])) == 0
     for name, r in ref.items():
         x = fit[name]
