@@ -216,7 +216,10 @@ class MmMultidoseSs(sl.Model):
     equation turns stiff as the concentration falls below ``Km`` and the explicit
     solver would creep for minutes; capped, it raises ``SolverError`` at once and NUTS
     rejects the proposal. ``Vmax`` and ``Km`` are strongly correlated a posteriori:
-    sample with ``metric="dense_e"``.
+    sample with ``metric="dense_e"``, and from initial estimates (``init=``, typical
+    values such as ``V = 50``, ``Vmax = 35``, ``Km = 5``, jittered per chain): the
+    default uniform(-2, 2) box on the log scale puts ``V`` below 7.4 L, where the
+    density is so steep that warmup starts from step sizes near 1e-6.
 
     Source: written for stanlite (issue 8: a general-ODE steady state inside NUTS);
     kinetics of Wagner (1973), "Properties of the Michaelis-Menten equation and its
