@@ -27,3 +27,19 @@ from .declarations import data, param  # noqa: F401
 from . import autodiff, math, distributions, transforms, functor, pk  # noqa: F401
 
 __version__ = "0.1.0"
+
+# The zoo and the samplers import stanlite themselves, so they cannot be imported
+# eagerly here; ``sl.models.get(...)`` after a bare ``import stanlite as sl`` loads
+# them on first use (PEP 562).
+_LAZY = ("models", "samplers")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
