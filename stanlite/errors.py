@@ -10,10 +10,16 @@ computed correctly (a primitive without the needed rule, a closed tape).
 ``SolverError`` is an iterative super node (algebraic solver, ODE integrator) that
 did not converge; it names the solver, the tolerance reached and the steps taken, and
 like ``DomainError`` it rejects a proposal during sampling.
+``FitFileError`` is a fit file that cannot be written or read back (a full disk, a
+truncated, corrupted or hand-edited file); it names the path and what is wrong, and is
+an ``OSError`` as the file libraries' own errors are (``except OSError`` keeps working).
+``ArgumentError`` is a bad argument of an inference method (``sample``, ``variational``,
+``optimize``, ``laplace``, ``pathfinder``, their ``init`` included): it names the
+argument, the accepted values and what came (validators: :mod:`stanlite.arguments`).
 """
 
 __all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError", "DomainError",
-           "SolverError"]
+           "SolverError", "FitFileError", "ArgumentError"]
 
 
 class StanliteError(Exception):
@@ -26,6 +32,14 @@ class DataError(StanliteError, ValueError):
 
 class ModelError(StanliteError, ValueError):
     """A model that cannot be evaluated: names the parameter or expression."""
+
+
+class ArgumentError(DataError, TypeError):
+    """A bad argument of an inference method: names it, the accepted values and what
+    came (``stepsize must be a finite number > 0, got nan``).
+
+    Bad input as a ``DataError`` is, and both a ``ValueError`` and a ``TypeError``:
+    code that caught what Python or numpy raise for a bad value or type keeps working."""
 
 
 class DifferentiationError(StanliteError, TypeError):
@@ -42,3 +56,18 @@ class SolverError(StanliteError, ArithmeticError):
     """An iterative solver that failed (names solver, tolerance reached, steps taken).
 
     During sampling this rejects the proposal instead of stopping the chain."""
+
+
+class FitFileError(StanliteError, OSError):
+    """A fit file that cannot be written or read: names the path and what is wrong.
+
+    Saving never damages an existing file (the new one is written aside and renamed
+    into place), so after this error from ``fit.save`` the old file is intact."""
+
+    def __init__(self, path, message):
+        super().__init__(f"fit file {path!r}: {message}")
+        self.path = path
+        self.problem = message
+
+    def __reduce__(self):                   # picklable with its two arguments
+        return type(self), (self.path, self.problem)

@@ -1,7 +1,9 @@
 """The result of a fit: draws by name, summary, diagnostics in words, ArviZ export.
 
 ``fit[name]`` is an array ``(chains, draws, *shape)`` for every parameter,
-transformed parameter and generated quantity; ``fit.summary()`` a pandas DataFrame
+transformed parameter and generated quantity (chains of unequal length, left by an
+interrupted run, cut to the shortest with a warning; ``fit.draws(chain=i)`` gives
+chain ``i`` whole); ``fit.summary()`` a pandas DataFrame
 (mean, sd, 5/50/95% quantiles, MCSE, bulk/tail ESS, rank-normalised split R-hat, the
 last four computed by ArviZ); ``fit.diagnose()`` the checks Stan's ``diagnose``
 runs, each in words with advice; ``fit.to_arviz()`` an ``arviz.InferenceData``.
@@ -27,6 +29,8 @@ import json
 import os
 
 import numpy as np
+
+from .errors import DataError, FitFileError, ModelError
 
 __all__ = ["Fit", "load_fit"]
 
@@ -72,24 +76,36 @@ class Fit:
         self._build()
 
     # ---- assembling the arrays ---------------------------------------------------------
+    #: chains whose whole draws (all quantities) are computed: ``{index: {name: array}}``
+    _whole = None
+
     def _build(self):
         states = self.chain_states
-        n = min(len(s.draws) for s in states) if states else 0
+        rows, n = _rows(states)
+        kept = [states[i] for i in rows]
         rngs = [np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]))
-                for s in states]
-        self._draws = output_arrays(self.model, [s.draws[:n] for s in states], rngs)
+                for s in kept]
+        # every chain whole (output_arrays pads the shorter ones with NaN), fit[name]
+        # the first n of each: generated quantities are drawn in draw order from the
+        # chain's own stream, so a cut changes none of them
+        full = output_arrays(self.model, [s.draws for s in kept], rngs)
+        self._whole = {i: {k: v[j, :len(states[i].draws)] for k, v in full.items()}
+                       for j, i in enumerate(rows)}
+        self._draws = {k: v[:, :n] for k, v in full.items()}
         # warmup draws (save_warmup=True): their generated quantities from streams of
         # their own, so that saving warmup changes nothing after it
-        nw = min(len(s.warmup_draws) for s in states) if states else 0
+        nw = min(len(s.warmup_draws) for s in kept) if kept else 0
         wrngs = [np.random.Generator(np.random.PCG64(self.gq_seeds[s.chain_id]).jumped())
-                 for s in states]
-        self._warmup_draws = output_arrays(self.model, [s.warmup_draws[:nw] for s in states],
-                                           wrngs) if nw else {}
+                 for s in kept]
+        self._warmup_draws = output_arrays(self.model, [s.warmup_draws[:nw] for s in kept],
+                                           wrngs, what="warmup draws") if nw else {}
         self._from_states(n, self.model.dim)
 
     def _from_states(self, n, dim):
-        """Sampler statistics and unconstrained draws from the chain states."""
-        states = self.chain_states
+        """Sampler statistics and unconstrained draws from the chain states (the
+        chains that have draws, cut to ``n``: :func:`_rows`)."""
+        self._rows, _ = _rows(self.chain_states)
+        states = [self.chain_states[i] for i in self._rows]
         self.num_draws = n
         self.num_chains = len(states)
         self._stats = {k: np.array([s.stats[k][:n] for s in states], dtype=float)
@@ -102,7 +118,36 @@ class Fit:
         self.unconstrained_draws = np.array([np.asarray(s.draws[:n]) for s in states]) \
             if states else np.empty((0, 0, dim))
 
-    def __getitem__(self, name):
+    @property
+    def chain_ids(self):
+        """The chains (0-based, as ``chain_states`` and ``draws(chain=i)`` number them)
+        whose draws are the rows of ``fit[name]``: all of them, unless an interrupted
+        run left some without draws."""
+        return [self.chain_states[i].chain_id for i in self._rows]
+
+    def _cut_note(self):
+        """What the cut of ``fit[name]`` to the shortest chain hides, or ``None``."""
+        lengths = [len(s.draws) for s in self.chain_states]
+        hidden = {i + 1: lengths[i] - self.num_draws for i in self._rows
+                  if lengths[i] > self.num_draws}
+        empty = [i + 1 for i in range(len(lengths)) if i not in self._rows]
+        if not hidden and not empty:
+            return None
+        note = f"cut to the shortest chain's {self.num_draws} draws"
+        if hidden:
+            note += (f", hiding {sum(hidden.values())} draws of chain(s) "
+                     + ", ".join(f"{c} ({k} more)" for c, k in hidden.items()))
+        if empty:
+            note += f"; chain(s) {', '.join(map(str, empty))} have no draws and are left out"
+        return note + " (an interrupted run); fit.draws(chain=i) gives chain i whole"
+
+    def _warn_cut(self, what):
+        note = self._cut_note()
+        if note is not None:
+            import warnings
+            warnings.warn(f"{what} is {note}", RuntimeWarning, stacklevel=3)
+
+    def _get(self, name):
         if name in self._draws:
             return self._draws[name]
         if name in self._stats:
@@ -110,6 +155,45 @@ class Fit:
         raise KeyError(f"'{name}' is not a parameter, transformed parameter, generated "
                        f"quantity or sampler statistic of this fit; known: "
                        f"{sorted(self._draws) + sorted(self._stats)}")
+
+    def __getitem__(self, name):
+        """``(chains, draws, *shape)``; chains of unequal length (an interrupted run)
+        are cut to the shortest, with a RuntimeWarning saying how much is hidden."""
+        v = self._get(name)
+        self._warn_cut(f"fit[{name!r}]")
+        return v
+
+    def draws(self, chain):
+        """Chain ``chain`` whole (0-based, as in ``chain_states``): ``{name: (draws,
+        *shape)}`` of every parameter, transformed parameter, generated quantity and
+        sampler statistic, however many draws the other chains have (``fit[name]``
+        cuts all chains to the shortest)."""
+        n_chains = len(self.chain_states)
+        if isinstance(chain, bool) or not isinstance(chain, (int, np.integer)) \
+                or not 0 <= chain < n_chains:
+            raise ValueError(f"chain must be an integer in 0..{n_chains - 1}, got {chain!r}")
+        st = self.chain_states[chain]
+        out = dict(self._whole_quantities(chain))
+        out.update({k: np.asarray(v, dtype=float) for k, v in st.stats.items()})
+        return out
+
+    def _whole_quantities(self, chain):
+        if self._whole is not None and chain in self._whole:
+            return self._whole[chain]
+        st = self.chain_states[chain]
+        if not st.draws:
+            return {k: np.empty((0,) + v.shape[2:]) for k, v in self._draws.items()}
+        if chain in self._rows and len(st.draws) == self.num_draws:
+            return {k: v[self._rows.index(chain)] for k, v in self._draws.items()}
+        if self.model is None:
+            from .errors import ModelError
+            raise ModelError(f"chain {chain} has {len(st.draws)} draws, more than this "
+                             f"loaded fit's arrays keep ({self.num_draws}): load it with "
+                             "sl.load_fit(path, model=model) to compute them")
+        rng = np.random.Generator(np.random.PCG64(self.gq_seeds[st.chain_id]))
+        whole = {k: v[0] for k, v in output_arrays(self.model, [st.draws], [rng]).items()}
+        self._whole = {**(self._whole or {}), chain: whole}
+        return whole
 
     def warmup(self, name):
         """``(chains, warmup draws, *shape)`` of a quantity or sampler statistic over
@@ -154,10 +238,12 @@ class Fit:
         log_likelihood (if the model defines ``log_likelihood``), observed_data (the
         data fields the model's ``observed`` attribute names), constant_data (the
         other data fields), and coords/dims per axis. A loaded fit returns what was
-        saved."""
+        saved. Chains of unequal length are cut to the shortest, as ``fit[name]``
+        (with a warning)."""
         if self._idata is not None:
             return self._idata
         az = _arviz()
+        self._warn_cut("to_arviz()")      # the same cut as fit[name]
         posterior = dict(self._draws)
         stats = self._arviz_stats(self._stats)
         dims, coords = {}, {}
@@ -276,13 +362,15 @@ class Fit:
     # ---- summaries ----------------------------------------------------------------------
     def summary(self, names=None):
         """A DataFrame, one row per scalar element (Stan-style names): mean, sd, 5%,
-        50%, 95%, mcse_mean, ess_bulk, ess_tail, r_hat."""
+        50%, 95%, mcse_mean, ess_bulk, ess_tail, r_hat. Over ``fit[name]``'s draws:
+        chains of unequal length are cut to the shortest (with a warning)."""
         import pandas as pd
         az = _arviz()
         from .model import element_names
         rows, index = [], []
+        self._warn_cut("summary()")       # the same cut as fit[name]
         for k in (names or self.names):
-            v = self[k]
+            v = self._get(k)
             shp = v.shape[2:]
             flat = v.reshape(v.shape[0], v.shape[1], -1)
             for j, en in enumerate(element_names(k, shp)):
@@ -369,22 +457,171 @@ def _diagnostics(az, x):
             _scalar(az.ess(x, method="tail")), rhat)
 
 
-def output_arrays(model, draws, rngs):
+def _rows(states):
+    """``(indices, n)``: the chains that make up ``fit[name]`` and its number of draws.
+    Chains of equal length are all kept; otherwise (an interrupted run) the chains
+    with draws, cut to the shortest of them."""
+    lengths = [len(s.draws) for s in states]
+    if len(set(lengths)) <= 1:
+        return list(range(len(states))), (lengths[0] if lengths else 0)
+    rows = [i for i, k in enumerate(lengths) if k > 0]
+    return rows, min(lengths[i] for i in rows)
+
+
+def output_arrays(model, draws, rngs, what="draws"):
     """``{name: (chains, draws, *shape)}`` of everything a draw reports (parameters,
     transformed parameters, generated quantities: ``model.output(x, rng)``) from the
     unconstrained draws of each chain (``draws[c][d]`` a point of R^dim), the
-    generated quantities of chain ``c`` drawn with ``rngs[c]`` in draw order."""
-    out = {}
-    chains = len(draws)
+    generated quantities of chain ``c`` drawn with ``rngs[c]`` in draw order.
+
+    Nothing here loses a draw (the draws are paid for; the quantities are derived):
+
+    * ``generated_quantities`` raising at a draw - any ``Exception``, the user's bugs
+      included, as only ``KeyboardInterrupt``/``SystemExit`` are not - gives NaN for
+      that draw's generated quantities, as cmdstan writes them, and one
+      RuntimeWarning with the count and the first error. Names and shapes come
+      from the first draw that succeeds (not from the origin, where a quantity may
+      be undefined); if none succeeds the fit has no generated quantities, and the
+      warning says so. Integer quantities (``rng.poisson``) are floats here, as
+      they always were, so NaN fits them.
+    * Ctrl-C (``KeyboardInterrupt``) stops the generated quantities: the draws
+      not reached get their parameters (constrained: cheap) and NaN for the
+      transformed parameters and generated quantities, with a RuntimeWarning. A
+      second Ctrl-C stops that too (the rest NaN); the unconstrained draws are
+      kept either way (``fit.unconstrained_draws``, the chain states), and
+      ``model.sample(resume_from=fit)`` recomputes everything exactly.
+    """
+    table = _OutputTable(len(draws), max((len(xs) for xs in draws), default=0))
+    gq_fun = getattr(model, "generated_values", None)
+    split = callable(gq_fun) and getattr(model, "_has_gq", True)
+    stop = None                                   # (chain, draw) of a Ctrl-C
     for c, (xs, rng) in enumerate(zip(draws, rngs)):
-        n = len(xs)
-        for d in range(n):
-            vals = model.output(np.asarray(xs[d]), rng=rng)
-            for k, v in vals.items():
-                if k not in out:
-                    out[k] = np.empty((chains, n) + np.shape(v))
-                out[k][c, d] = v
-    return out
+        for d in range(len(xs)):
+            x = np.asarray(xs[d])
+            if stop is None:
+                based = False
+                try:
+                    base = model.output(x, rng=rng, include_gq=False) if split else \
+                        model.output(x, rng=rng)
+                    table.put(c, d, base)
+                    based = True
+                    if split:
+                        table.put_gq(c, d, gq_fun, x, rng)
+                    continue
+                except KeyboardInterrupt:
+                    stop = (c, d)
+                    if based:                     # its parameters are in; not its GQ
+                        table.done -= 1
+                        table.params_only += 1
+                        continue
+            table.put_params(c, d, model, x)
+    table.warn(what, stop)
+    return table.out
+
+
+class _OutputTable:
+    """The arrays :func:`output_arrays` fills: NaN until a draw's value is put, each
+    array allocated by the first value of its name (its shape)."""
+
+    def __init__(self, chains, n):
+        self.shape = (chains, n)
+        self.out = {}
+        self.gq_names = None          # fixed by the first draw whose quantities succeed
+        self.gq_failed = 0
+        self.gq_first = None          # (chain, draw, exception) of the first failure
+        self.done = 0                 # draws with everything computed
+        self.params_only = 0          # after a Ctrl-C: draws given their parameters
+        self.params_stopped = False   # a second Ctrl-C stopped that too
+        self.total = 0
+
+    def _array(self, k, v):
+        a = self.out.get(k)
+        if a is None:
+            a = self.out[k] = np.full(self.shape + np.shape(v), np.nan)
+        return a
+
+    def put(self, c, d, vals):
+        self.total += 1
+        for k, v in vals.items():
+            self._array(k, v)[c, d] = v
+        self.done += 1
+
+    def put_gq(self, c, d, gq_fun, x, rng):
+        try:
+            gq = gq_fun(x, rng)
+            vals = {k: np.asarray(v, dtype=float) for k, v in gq.items()}
+            if self.gq_names is None:
+                self.gq_names = {k: v.shape for k, v in vals.items()}
+            else:
+                _same_quantities(vals, self.gq_names)
+        except Exception as e:       # noqa: BLE001 - any error of the user's code: NaN, counted
+            self.done -= 1
+            self.gq_failed += 1
+            if self.gq_first is None:
+                self.gq_first = (c, d, e)
+            return
+        for k, v in vals.items():
+            self._array(k, v)[c, d] = v
+
+    def put_params(self, c, d, model, x):
+        """After a Ctrl-C: this draw's parameters only (the rest stays NaN)."""
+        self.total += 1
+        if self.params_stopped or not callable(getattr(model, "constrain", None)):
+            return
+        try:
+            vals = model.constrain(x)
+        except KeyboardInterrupt:
+            self.params_stopped = True
+            return
+        for k, v in vals.items():
+            self._array(k, v)[c, d] = v
+        self.params_only += 1
+
+    def warn(self, what, stop):
+        import warnings
+        if self.gq_failed:
+            c, d, e = self.gq_first
+            first = (f"the first at chain {c + 1}, draw {d + 1}: "
+                     f"{type(e).__name__}: {e}")
+            attempted = self.gq_failed + self.done
+            if self.gq_names is None:
+                msg = (f"generated_quantities failed at every one of the {attempted} "
+                       f"{what} ({first}): this fit has no generated quantities; the "
+                       "parameter draws are all kept. Fix generated_quantities and "
+                       "recompute them with model.sample(resume_from=fit)")
+            else:
+                msg = (f"generated_quantities failed at {self.gq_failed} of {attempted} "
+                       f"{what} ({first}): their generated quantities "
+                       f"({', '.join(self.gq_names)}) are NaN, as Stan writes them; "
+                       "the parameter draws are all kept")
+            warnings.warn(msg, RuntimeWarning, stacklevel=6)
+        if stop is not None:
+            c, d = stop
+            left = self.total - self.done
+            kept = ("every draw keeps its parameters" if not self.params_stopped else
+                    f"a second Ctrl-C left the parameters of {left - self.params_only} "
+                    "of them NaN too")
+            warnings.warn(f"interrupted while computing the transformed parameters and "
+                          f"generated quantities of the {what} (at chain {c + 1}, draw "
+                          f"{d + 1}): {left} of {self.total} {what} have NaN for them; "
+                          f"{kept}, and the unconstrained draws are all in the fit. "
+                          "model.sample(resume_from=fit) recomputes them exactly",
+                          RuntimeWarning, stacklevel=6)
+
+
+def _same_quantities(vals, shapes):
+    """Raise if a draw's generated quantities differ in names or shapes from the
+    first successful draw's (Stan's are declared; a draw that differs failed)."""
+    if vals.keys() != shapes.keys():
+        extra, missing = sorted(set(vals) - set(shapes)), sorted(set(shapes) - set(vals))
+        raise ModelError("generated_quantities returned other names than at the first "
+                         "draw: " + "; ".join(
+                             ([f"new {', '.join(extra)}"] if extra else [])
+                             + ([f"no {', '.join(missing)}"] if missing else [])))
+    for k, v in vals.items():
+        if v.shape != shapes[k]:
+            raise ModelError(f"generated quantity '{k}' has shape {v.shape} here and "
+                             f"{shapes[k]} at the first draw")
 
 
 def _scalar(v):

@@ -33,9 +33,11 @@ optimizer does by default). Element names follow Stan (``theta[1]``, ``L[2,1]``,
 1-based); flattening is row-major (C order), as numpy's.
 """
 
+import difflib
 import inspect
 import json
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -44,7 +46,7 @@ from .autodiff.functional import hessian
 from .autodiff.tape import gc_paused_nested, sweep
 from .autodiff.var import Box, Var, shape_of, value_of
 from .declarations import DataDecl, ParamDecl
-from .errors import DataError, DifferentiationError, ModelError
+from .errors import ArgumentError, DataError, DifferentiationError, ModelError
 
 __all__ = ["Model", "element_names"]
 
@@ -118,6 +120,20 @@ class _ParamSlot:
 
 
 _FREE, _SCALAR, _SHAPED = 0, 1, 2      # how a parameter's free values are cut from x
+
+
+def _is_skeleton(cls):
+    """Whether ``cls`` has nothing of its own but dunders (``__module__``, ``__doc__``,
+    ...): how cloudpickle's reconstruction creates a class before filling it."""
+    return all(k.startswith("__") and k.endswith("__") for k in vars(cls))
+
+
+def _no_log_prob(cls):
+    return ModelError(f"model class '{cls.__name__}' must define "
+                      "log_prob(self, <parameters>) (the model block)")
+
+
+_SHAPE_POINTS = 21                     # points output_shapes tries (the origin first)
 _new = object.__new__
 
 
@@ -150,12 +166,17 @@ class Model:
                     params[name] = v
         cls._data_decls = data
         cls._param_decls = params
-        if "log_prob" not in dir(cls) or cls.log_prob is Model.log_prob:
-            raise ModelError(f"model class '{cls.__name__}' must define "
-                             "log_prob(self, <parameters>) (the model block)")
+        # cloudpickle (Dask, a class defined in __main__ or a notebook) rebuilds a class
+        # as an empty skeleton and fills its attributes afterwards: only dunders at
+        # creation time. Such a class is checked when it is instantiated instead.
+        if cls.log_prob is Model.log_prob and not _is_skeleton(cls):
+            raise _no_log_prob(cls)
 
     # ---- construction -----------------------------------------------------------------
     def __init__(self, **data):
+        if type(self).log_prob is Model.log_prob:
+            raise _no_log_prob(type(self))      # an empty class body (see __init_subclass__)
+        _check_unknown_fields(type(self), data)
         env = {}
         for name, decl in self._data_decls.items():
             if name not in data:
@@ -169,10 +190,8 @@ class Model:
         slots = []
         k = 0
         for name, decl in self._param_decls.items():
-            try:
-                shape = decl.shape(env)
-            except DataError as e:
-                raise DataError(f"parameter '{name}': {e}") from None
+            shape = decl.shape(env)                # sizes named, memory checked
+            decl.free_size(shape)                  # a shape the constraint can take
             s = _ParamSlot(name, decl, shape, k)
             k = s.stop
             slots.append(s)
@@ -180,6 +199,7 @@ class Model:
         self.dim = k
         names = frozenset(s.name for s in slots)
         for s in slots:
+            s.decl.check_bounds(s.shape, env, names)   # data bounds: now, not at a gradient
             s.plan(env, names)
         self._param_set = names
         # the env of data and earlier parameters is built per point only if some bound
@@ -199,22 +219,12 @@ class Model:
         """Build the model from a JSON file path, a JSON string or a dict.
 
         Stan's JSON conventions: ``"NaN"``, ``"Inf"``, ``"-Inf"`` strings are floats;
-        extra fields are ignored; ``overrides`` replace fields."""
-        if isinstance(source, dict):
-            d = dict(source)
-        else:
-            src = os.fspath(source) if isinstance(source, os.PathLike) else source
-            if isinstance(src, str) and src.lstrip().startswith("{"):
-                d = json.loads(src)
-            else:
-                try:
-                    with open(src) as f:
-                        d = json.load(f)
-                except FileNotFoundError:
-                    raise DataError(f"data file {src!r} does not exist") from None
-                except json.JSONDecodeError as e:
-                    raise DataError(f"data file {src!r} is not valid JSON: {e}") from None
-        d = {k: _stan_json_value(v) for k, v in d.items()}
+        fields the model does not declare are ignored, as CmdStan ignores them (but a
+        missing field with a near namesake among them is reported as a likely typo);
+        ``overrides`` replace fields and, like keyword data, must be declared."""
+        d = _read_json_data(source)
+        _check_json_typos(cls, d, overrides)
+        d = {k: _stan_json_value(v) for k, v in d.items() if k in cls._data_decls}
         d.update(overrides)
         return cls(**d)
 
@@ -472,33 +482,67 @@ class Model:
         params, _ = self._constrain(self._point(x), False)
         return {k: _plain(v) for k, v in params.items()}
 
-    def unconstrain(self, values):
-        """The unconstrained point of a dict of constrained parameter values (every
-        parameter must be given; each is checked against its constraint)."""
+    def unconstrain(self, values, fill=None):
+        """The unconstrained point of a dict of constrained parameter values, each
+        checked against its constraint (a :class:`~stanlite.DataError` naming it).
+
+        Every parameter must be given, unless ``fill`` (an unconstrained point of
+        length ``dim``) is: a parameter missing from ``values`` then takes its
+        coordinates from ``fill`` - how a partial init is completed with random
+        values (``samplers/inits.py``), as Stan completes one."""
+        return self._unconstrain(values, fill)
+
+    def _unconstrain(self, values, fill=None, label="parameter {name!r}", error=DataError,
+                     strict=False):
+        """:meth:`unconstrain`, its errors of class ``error`` starting with ``label``
+        (formatted with the parameter's ``name`` and declaration ``decl``); ``strict``
+        also rejects booleans and infinite values (an init: Stan would reject it at
+        the first evaluation, less clearly)."""
         if not isinstance(values, dict):
-            raise DataError(f"unconstrain expects a dict of parameter values, got "
-                            f"{type(values).__name__}")
+            raise error(f"{label.format(name='values', decl='')}: expected a dict of "
+                        f"parameter values, got {type(values).__name__}"
+                        if strict else f"unconstrain expects a dict of parameter values, "
+                        f"got {type(values).__name__}")
+        if fill is not None:
+            fill = np.asarray(fill, dtype=np.float64)
+            if fill.shape != (self.dim,):
+                raise ValueError(f"fill must be an unconstrained point of shape "
+                                 f"({self.dim},), got {fill.shape}")
         env = dict(self._data)
         out = np.empty(self.dim)
         for s in self._slots:
+            bounds = [_plain(b) for b in s.decl.bound_args(env)]
             if s.name not in values:
-                raise DataError(f"parameter '{s.name}' has no value (expected "
-                                f"{s.decl.describe(s.shape)})")
+                if fill is None:
+                    raise error(f"{label.format(name=s.name, decl=s.decl.describe(s.shape))}"
+                                f" has no value (expected {s.decl.describe(s.shape)})")
+                out[s.start:s.stop] = fill[s.start:s.stop]
+                if self._dynamic:          # later bounds may depend on this parameter
+                    piece = s.piece(fill)
+                    y, _ = (s.shaped(piece) if s.shaped is not None else
+                            s.transform.constrain(piece, s.shape, *bounds))
+                    env[s.name] = _plain(y)
+                continue
+            where = label.format(name=s.name, decl=s.decl.describe(s.shape))
+            raw = values[s.name]
             try:
-                v = np.asarray(values[s.name], dtype=np.float64)
+                v = np.asarray(raw, dtype=np.float64)
             except (TypeError, ValueError):
-                raise DataError(f"parameter '{s.name}': expected real values, got "
-                                f"{values[s.name]!r}") from None
+                raise error(f"{where}: expected real values, got {raw!r}") from None
+            if strict and np.asarray(raw).dtype.kind == "b":
+                raise error(f"{where}: expected real values, got booleans {raw!r}")
             if v.shape != s.shape:
                 if v.size == 1 and int(np.prod(s.shape, dtype=np.int64)) == 1:
                     v = v.reshape(s.shape)
                 else:
-                    raise DataError(f"parameter '{s.name}': expected shape {s.shape}, got "
-                                    f"{v.shape}")
-            bounds = [_plain(b) for b in s.decl.bound_args(env)]
+                    raise error(f"{where}: expected shape {s.shape}, got {v.shape}")
+            if strict and np.isinf(v).any():
+                i = np.unravel_index(np.argmax(np.isinf(v)), v.shape)
+                at = f"element {list(i)} " if v.ndim else ""
+                raise error(f"{where}: must be finite, but {at}is {v[i]}")
             msg = s.transform.check(v if v.ndim else float(v), s.shape, *bounds)
             if msg:
-                raise DataError(f"parameter '{s.name}': {msg}")
+                raise error(f"{where}: {msg}")
             out[s.start:s.stop] = s.transform.unconstrain(v if v.ndim else float(v),
                                                            s.shape, *bounds)
             env[s.name] = v if v.ndim else float(v)
@@ -564,23 +608,38 @@ class Model:
 
     def output_shapes(self):
         """``({tp name: shape}, {gq name: shape})``, found by one evaluation at the
-        origin of the unconstrained space (shapes may depend on data only)."""
+        origin of the unconstrained space (shapes may depend on data only) or, where
+        a block fails there (a quantity undefined at zero), at the first of up to
+        20 further points uniform in (-2, 2) - Stan's initial box, from a fixed seed
+        - where both succeed. A ModelError naming the first failure if none does.
+        (A fit does not depend on this: it takes its shapes from its draws.)"""
         if self._shapes is None:
-            x = np.zeros(self.dim)
-            tp = {k: np.shape(v) for k, v in self.transformed_values(x).items()}
-            try:
-                gq = {k: np.shape(v) for k, v in self.generated_values(x, 0).items()}
-            except Exception as e:                       # noqa: BLE001 - reported below
-                raise ModelError(f"generated_quantities failed at the origin of the "
-                                 f"unconstrained space: {e}") from e
-            self._shapes = (tp, gq)
+            rng = np.random.default_rng(20240611)
+            first = None
+            for i in range(_SHAPE_POINTS):
+                x = np.zeros(self.dim) if i == 0 else rng.uniform(-2.0, 2.0, self.dim)
+                try:
+                    tp = {k: np.shape(v) for k, v in self.transformed_values(x).items()}
+                    gq = {k: np.shape(v) for k, v in self.generated_values(x, 0).items()}
+                except Exception as e:               # noqa: BLE001 - reported below
+                    first = first or e
+                    continue
+                self._shapes = (tp, gq)
+                break
+            else:
+                raise ModelError(f"{type(self).__name__}: transformed_parameters or "
+                                 "generated_quantities failed at the origin of the "
+                                 f"unconstrained space and at {_SHAPE_POINTS - 1} random "
+                                 f"points; the first failure: {type(first).__name__}: "
+                                 f"{first}") from first
         return self._shapes
 
     # ---- inference ---------------------------------------------------------------------
     def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
-               resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None):
+               resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
+               blas_threads=None, max_workers=None):
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
@@ -593,7 +652,14 @@ class Model:
         (SoftAbs sharpness, 1.0), ``num_steps`` (None: NUTS; an int: static
         trajectories of that many steps), ``fixed_point_tol`` (1e-8) and
         ``max_fixed_point`` (50) of the implicit leapfrog. See
-        :mod:`stanlite.samplers.rhmc`."""
+        :mod:`stanlite.samplers.rhmc`.
+
+        ``executor``: any ``concurrent.futures.Executor`` or a Dask ``Client``.
+        ``max_workers``: processes of the default pool (default: one per chain, at
+        most one per core). ``blas_threads``: BLAS threads per chain (default: 1 in
+        worker processes, so parallel chains do not oversubscribe the cores; not
+        limited when the chains run in this process). Ctrl-C returns the draws so far
+        (see :mod:`stanlite.samplers.runner`)."""
         from .fit import Fit
         from .samplers.runner import sample_chains
         if resume_from is not None:
@@ -604,10 +670,19 @@ class Model:
             draws = st0.num_draws if draws is None else draws
         elif draws is None:
             draws = 1000
-        if sampler not in ("nuts", "hmc", "rhmc"):
-            raise ValueError(f"sampler must be 'nuts', 'hmc' or 'rhmc', got {sampler!r}")
+        # every argument checked here, before a chain starts (stanlite/arguments.py)
+        a = _sample_arguments(
+            self, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
+            adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
+            save_warmup=save_warmup, progress=progress, parallel=parallel,
+            sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
+            resumed=resume_from is not None)
+        chains, draws, warmup, seed, adapt_delta, max_treedepth, init, thin, \
+            stepsize, inv_metric = (a[k] for k in (
+                "chains", "draws", "warmup", "seed", "adapt_delta", "max_treedepth",
+                "init", "thin", "stepsize", "inv_metric"))
         if sampler_options is not None and sampler != "rhmc":
-            raise ValueError(f"sampler_options are for sampler='rhmc', not {sampler!r}")
+            raise ArgumentError(f"sampler_options are for sampler='rhmc', not {sampler!r}")
         if sampler == "rhmc":
             from .samplers.rhmc import check_options
             check_options(sampler_options)          # a bad option fails here, not in a worker
@@ -616,7 +691,8 @@ class Model:
             adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
             save_warmup=save_warmup, progress=progress, parallel=parallel,
             executor=executor, sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
-            resume_from=resume_from, sampler_options=sampler_options)
+            resume_from=resume_from, sampler_options=sampler_options,
+            blas_threads=blas_threads, max_workers=max_workers)
         return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
                    max_treedepth=max_treedepth)
 
@@ -626,6 +702,8 @@ class Model:
         a fit with the same ``fit[name]``/``summary()``/``to_arviz()`` interface (draws
         from the approximation). See :func:`stanlite.samplers.advi.variational`."""
         from .samplers.advi import variational
+        from .arguments import no_unknown
+        no_unknown("variational", kwargs, variational)
         return variational(self, method=method, seed=seed, **kwargs)
 
     def optimize(self, method="lbfgs", jacobian=False, seed=None, **kwargs):
@@ -633,6 +711,8 @@ class Model:
         space) or penalised MLE with L-BFGS on the AD gradient. ``opt[name]`` gives the
         estimate. See :func:`stanlite.samplers.optimize.optimize`."""
         from .samplers.optimize import optimize
+        from .arguments import no_unknown
+        no_unknown("optimize", kwargs, optimize)
         return optimize(self, method=method, jacobian=jacobian, seed=seed, **kwargs)
 
     def laplace(self, mode=None, draws=1000, seed=None, **kwargs):
@@ -645,6 +725,8 @@ class Model:
         """Pathfinder variational inference (single- or multi-path with PSIS
         resampling). See :func:`stanlite.samplers.pathfinder.pathfinder`."""
         from .samplers.pathfinder import pathfinder
+        from .arguments import no_unknown
+        no_unknown("pathfinder", kwargs, pathfinder)
         return pathfinder(self, seed=seed, **kwargs)
 
     def __repr__(self):
@@ -652,11 +734,125 @@ class Model:
         return f"<{type(self).__name__} dim={self.dim} ({ps})>"
 
 
+def _sample_arguments(model, resumed, **a):
+    """:meth:`Model.sample`'s arguments checked (:mod:`stanlite.arguments`) and in the
+    form the runner takes; ``init`` becomes one init per chain (each checked)."""
+    from . import arguments as A
+    from .samplers.inits import per_run
+    a["chains"] = A.positive_int("chains", a["chains"])
+    a["draws"] = A.nonneg_int("draws", a["draws"])
+    a["warmup"] = A.nonneg_int("warmup", a["warmup"])
+    a["thin"] = A.positive_int("thin", a["thin"])
+    a["seed"] = A.seed("seed", a["seed"], sequence=False)
+    metric = A.choice("metric", a["metric"], ("diag_e", "dense_e", "unit_e"))
+    sampler = A.choice("sampler", a["sampler"], ("nuts", "hmc", "rhmc"))
+    a["adapt_delta"] = A.unit_interval("adapt_delta", a["adapt_delta"])
+    # 2**30 leapfrog steps a transition is already past any useful run; the
+    # trajectory workspace is sized by the depth, so a huge one fails here
+    a["max_treedepth"] = A.integer("max_treedepth", a["max_treedepth"], 1, 30)
+    a["stepsize"] = A.positive_real("stepsize", a["stepsize"])
+    for k in ("save_warmup", "progress", "parallel"):
+        A.boolean(k, a[k])
+    if sampler != "rhmc":               # rhmc's metric is the local Hessian's SoftAbs
+        a["inv_metric"] = A.inv_metric("inv_metric", a["inv_metric"], metric, model.dim)
+    if not resumed:                     # a resumed chain has its point already
+        a["init"] = per_run(model, a["init"], a["chains"], "chains")
+    return a
+
+
 def _plain(v):
     v = value_of(v)
     if isinstance(v, np.ndarray):
         return v.copy()
     return float(v) if isinstance(v, (float, int, np.floating, np.integer)) else v
+
+
+# ---- data: field names and JSON ------------------------------------------------------
+def _check_unknown_fields(cls, data):
+    """Keyword data the model does not declare are an error (a typo such as ``sigmma=``
+    would otherwise be dropped silently, or a parameter given as data be ignored)."""
+    declared = cls._data_decls
+    unknown = [k for k in data if k not in declared]
+    if not unknown:
+        return
+    name = unknown[0]
+    model = cls.__name__
+    if name in cls._param_decls:
+        raise DataError(f"'{name}' is a parameter of {model}, not a data field: data "
+                        "cannot fix it (give a starting value with init=, or declare "
+                        "it with sl.data to make it data)")
+    close = difflib.get_close_matches(name, list(declared), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    others = f"; unknown too: {', '.join(map(repr, unknown[1:]))}" if unknown[1:] else ""
+    raise DataError(f"unknown data field '{name}'{hint}: {model} declares "
+                    f"{', '.join(declared) or 'no data'}{others} (Model.from_json "
+                    "ignores undeclared fields of Stan JSON data, as CmdStan does)")
+
+
+def _check_json_typos(cls, d, overrides):
+    """A declared field missing from JSON data that has a near namesake there is
+    reported as a typo (the namesake would otherwise be ignored without a word)."""
+    extras = [k for k in d if k not in cls._data_decls]
+    for name in cls._data_decls:
+        if name in d or name in overrides:
+            continue
+        close = difflib.get_close_matches(name, extras, n=1)
+        if close:
+            raise DataError(f"missing data field '{name}'; the data have '{close[0]}', "
+                            f"which {cls.__name__} does not declare: a typo?")
+
+
+def _read_json_data(source):
+    """The data dict of ``source``: a dict, a JSON string or a path to a JSON file;
+    each failure is a DataError naming the file and what is wrong."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        raise DataError(f"from_json takes a path, a JSON string or a dict, got "
+                        f"{type(source).__name__}")
+    if source.lstrip().startswith("{"):
+        where = "the JSON data"
+        d = _parse_json(source, where)
+    else:
+        where = f"data file {source!r}"
+        d = _parse_json(_read_text(source, where), where)
+    if not isinstance(d, dict):
+        raise DataError(f"{where} must hold a JSON object of field: value pairs, got "
+                        f"a JSON {type(d).__name__}")
+    return d
+
+
+def _read_text(path, where):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise DataError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise DataError(f"{where} is a directory, not a JSON file") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"{where} is not UTF-8 text: {e}") from None
+    except OSError as e:
+        raise DataError(f"{where} cannot be read: {e.strerror or e}") from None
+
+
+def _parse_json(text, where):
+    def no_duplicates(pairs):
+        # json keeps the last of repeated keys silently; CmdStan refuses them
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise DataError(f"{where}: field '{k}' appears more than once")
+            seen.add(k)
+        return dict(pairs)
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{where} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise DataError(f"{where} nests too deeply to be data") from None
 
 
 _JSON_FLOATS = {"NaN": np.nan, "nan": np.nan, "Inf": np.inf, "+Inf": np.inf,
