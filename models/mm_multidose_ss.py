@@ -81,8 +81,8 @@ import numpy as np
 
 import stanlite as sl
 
-__all__ = ["MmMultidoseSs", "mm_elimination", "concentration_exact", "trough_exact",
-           "profile_exact", "simulate_data", "TRUTH", "REGIMENS", "DATA_SEED"]
+__all__ = ["MmMultidoseSs", "steady_state_floor", "mm_elimination", "concentration_exact",
+           "trough_exact", "profile_exact", "simulate_data", "TRUTH", "REGIMENS", "DATA_SEED"]
 
 #: the values the default data are simulated from
 TRUTH = {"V": 50.0, "Vmax": 40.0, "Km": 4.0, "sigma": 0.1}
@@ -187,6 +187,19 @@ def simulate_data(seed=DATA_SEED, regimens=REGIMENS, **truth):
             "conc": [round(float(v), 6) for v in conc]}
 
 
+def steady_state_floor(dose, ii):
+    """``Vmax``'s lower bound ``max(dose / ii)`` (a steady state exists above it),
+    computed from the data when the model is built. A regimen needs ``dose > 0`` and
+    ``ii > 0``: checked here, before the division."""
+    for name, v in (("dose", dose), ("ii", ii)):
+        if not np.all(v > 0):
+            i = int(np.flatnonzero(~(v > 0))[0])
+            raise sl.DataError(f"data field '{name}': a steady-state regimen needs "
+                               f"dose > 0 and ii > 0, element [{i + 1}] is "
+                               f"{float(v[i])!r}")
+    return float(np.max(dose / ii))
+
+
 class MmMultidoseSs(sl.Model):
     r"""Michaelis-Menten elimination at the steady states of multiple-dose regimens,
     solved by ``sl.pk.ode`` (one event schedule per regimen with an ``ss = 1`` dose,
@@ -240,7 +253,7 @@ class MmMultidoseSs(sl.Model):
     conc = sl.data.vector("N", lower=0)
 
     V = sl.param.real(lower=0)
-    Vmax = sl.param.real(lower=lambda dose, ii: float(np.max(dose / ii)))
+    Vmax = sl.param.real(lower=steady_state_floor)
     Km = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
@@ -257,13 +270,6 @@ class MmMultidoseSs(sl.Model):
             bad = float(self.conc[i])
             raise sl.DataError(f"data field 'conc': log-normal errors need positive "
                                f"concentrations, element [{i + 1}] is {bad!r}")
-        for name in ("dose", "ii"):
-            v = getattr(self, name)
-            if not np.all(v > 0):
-                i = int(np.flatnonzero(~(v > 0))[0])
-                raise sl.DataError(f"data field '{name}': a steady-state regimen needs "
-                                   f"dose > 0 and ii > 0, element [{i + 1}] is "
-                                   f"{float(v[i])!r}")
         # one schedule per regimen: its steady-state dose at 0, then its observations
         # in time order; C is gathered back into data order by self._order
         self.events, order = [], []

@@ -19,10 +19,23 @@ the values to the transform, so the Jacobian accounts for them.
 This module owns *what a declaration means*: resolving its shape, validating a data
 value (each failure is a :class:`~stanlite.errors.DataError` naming the field, what
 was expected and what came) and choosing the constraint transform of a parameter.
+
+Data are read as Stan's JSON reader reads them: numbers only. Booleans, strings,
+complex numbers, dicts, sets, ragged lists and missing values (None, ``pd.NA``, masked
+entries of a numpy masked array) are errors, never silently converted; an int field
+takes whole numbers (``2`` or ``2.0``, not ``2.5``) within 64 bits ("too large"
+otherwise, never a wrapped value). pandas Series/DataFrames of numbers are accepted
+(their values; a nullable column's ``pd.NA`` is a missing value). A size that would
+allocate more than the machine's physical memory is refused before anything is
+allocated, naming the field and the size. Bounds of a parameter that are data are
+checked when the model is built (:meth:`ParamDecl.check_bounds`).
 """
 
+import functools
 import inspect
+import math
 import numbers
+import os
 import weakref
 
 import numpy as np
@@ -56,6 +69,11 @@ class Decl:
     def __set_name__(self, owner, name):
         self.name = name
 
+    @property
+    def label(self):
+        """How messages name this variable: ``data field 'y'``, ``parameter 'theta'``."""
+        return f"{'data field' if self.block == 'data' else 'parameter'} '{self.name}'"
+
     def __repr__(self):
         dims = ", ".join(map(repr, self.dims))
         extra = "".join(f", {k}={getattr(self, k)!r}" for k in
@@ -71,6 +89,7 @@ class Decl:
             dims = (dims[0], dims[0])
         if self.kind in ("cholesky_factor_corr", "corr_matrix", "cov_matrix"):
             dims = (dims[0], dims[0])
+        _check_allocation(self, dims)
         return dims
 
     def describe(self, shape):
@@ -94,19 +113,71 @@ def _show(b):
 
 
 def _resolve_size(decl, d, env):
+    """One size of ``decl``: a non-negative int. A bad size that came from data is a
+    DataError naming the size's source; a bad literal size is a ModelError (the
+    declaration itself is wrong)."""
     if isinstance(d, str):
         if d not in env:
-            raise ModelError(f"'{decl.name}': its size '{d}' names no earlier data field")
+            raise ModelError(f"{decl.label}: its size '{d}' names no earlier data field")
         v = env[d]
     elif callable(d):
-        v = call_with_names(d, env, f"the size of '{decl.name}'")
+        v = call_with_names(d, env, f"the size of {decl.label}")
     else:
         v = d
+    err = DataError if isinstance(d, str) or callable(d) else ModelError
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-        raise DataError(f"'{decl.name}': its size {d!r} must be an int, got {v!r}")
+        raise err(f"{decl.label}: its size {_size_source(d)} must be a single int >= 0, "
+                  f"got {_got(v)}")
     if v < 0:
-        raise DataError(f"'{decl.name}': its size {d!r} is negative ({v})")
+        raise err(f"{decl.label}: its size {_size_source(d)} is negative ({v}); sizes "
+                  "must be >= 0")
     return int(v)
+
+
+def _size_source(d):
+    """How a message names a size expression: ``'J'``, ``<function of N>``, ``3``."""
+    return f"'{d}'" if isinstance(d, str) else _show(d)
+
+
+def _sizes_note(decl, dims):
+    """``"J = 8, K = 3"``: the size expressions of ``decl`` with their values."""
+    return ", ".join(f"{d if isinstance(d, str) else _size_source(d)} = {v}"
+                     for d, v in zip(decl.dims, dims))
+
+
+#: bytes an element takes once validated (float64 or int64)
+_ITEM_BYTES = 8
+
+
+@functools.lru_cache(maxsize=None)
+def physical_memory():
+    """The machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_allocation(decl, dims):
+    """Refuse a shape whose values would not fit in the machine's memory, before
+    anything of that size is allocated (a typo'd size would otherwise end in a
+    MemoryError or the OOM killer, far from the field that caused it)."""
+    count = math.prod(dims)                          # Python ints: no overflow
+    need = count * _ITEM_BYTES
+    limit = physical_memory()
+    if limit is None:
+        limit = 2 ** 63                              # unknown: only the impossible
+    if need > limit:
+        raise DataError(f"{decl.label}: {decl.describe(dims)} has {count:,} elements "
+                        f"({_bytes(need)}), more than this machine's memory "
+                        f"({_bytes(limit)}); check its size ({_sizes_note(decl, dims)})")
+
+
+def _bytes(n):
+    for unit, k in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= k:
+            return f"{n / k:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def call_with_names(fun, env, what):
@@ -173,68 +244,301 @@ class DataDecl(Decl):
         self.allow_nonfinite = allow_nonfinite
 
     def validate(self, value, env):
-        """Convert ``value`` to the declared type or raise DataError naming the field."""
+        """Convert ``value`` to the declared type or raise DataError naming the field.
+
+        One check per concern, in order: what the value is (numbers only: no
+        booleans, strings, missing values...), int-ness (whole numbers within int64),
+        shape, finiteness, bounds."""
         shape = self.shape(env)
-        expected = self.describe(shape)
-        name = self.name
         is_int = self.kind == "int" or self.dtype == "int"
-        if isinstance(value, str) or value is None:
-            raise DataError(f"data field '{name}': expected {expected}, got {_got(value)}")
-        try:
-            arr = np.asarray(value)
-        except Exception:                                  # ragged lists and the like
-            raise DataError(f"data field '{name}': expected {expected}, got a value numpy "
-                            f"cannot read as an array ({type(value).__name__})") from None
-        if arr.dtype == object:
-            raise DataError(f"data field '{name}': expected {expected}, got a ragged or "
-                            "mixed-type sequence")
-        if arr.dtype.kind not in "biuf":
-            raise DataError(f"data field '{name}': expected {expected}, got {_got(value)}")
-        if is_int:
-            if arr.dtype.kind == "f":
-                raise DataError(f"data field '{name}': expected {expected}, got a float "
-                                f"value ({_first(arr)}); integer data must be given as "
-                                "ints")
-            arr = arr.astype(np.int64)
-        else:
-            arr = arr.astype(np.float64)
-        if arr.shape != shape:
-            if arr.size == 1 and int(np.prod(shape, dtype=np.int64)) == 1 and shape:
-                arr = arr.reshape(shape)       # a length-1 vector given as a scalar
-            else:
-                raise DataError(f"data field '{name}': expected {expected} (shape "
-                                f"{shape}), got shape {arr.shape}")
+        field = _Field(self.name, self.describe(shape), is_int)
+        arr = _numeric_array(value, field, is_int)
+        arr = _as_ints(arr, field) if is_int else _as_reals(arr, field)
+        arr = _fit_shape(arr, shape, field)
         if not is_int and not self.allow_nonfinite:
-            bad = ~np.isfinite(arr)
-            if bad.any():
-                raise DataError(f"data field '{name}': expected finite values, "
-                                f"{_at(bad, arr)}")
-        for b, op, word in ((self.lower, np.greater_equal, ">="),
-                            (self.upper, np.less_equal, "<=")):
-            if b is None:
-                continue
-            bv = resolve_bound(self, b, env)
-            ok = op(arr, bv)
-            if not np.all(ok):
-                bad = ~np.broadcast_to(ok, arr.shape)
-                raise DataError(f"data field '{name}': expected every value {word} "
-                                f"{_show_value(bv)}, {_at(bad, arr)}")
+            _check_finite(arr, field)
+        for which in ("lower", "upper"):
+            _check_data_bound(self, which, arr, env, field)
         if not shape:
             return int(arr) if is_int else float(arr)
         arr.setflags(write=False)
         return arr
 
 
+class _Field:
+    """A data field as messages name it: ``data field 'y': expected vector[8], ...``."""
+
+    __slots__ = ("name", "expected", "is_int")
+
+    def __init__(self, name, expected, is_int):
+        self.name, self.expected, self.is_int = name, expected, is_int
+
+    def error(self, problem):
+        return DataError(f"data field '{self.name}': {problem}")
+
+    def wrong(self, got):
+        return self.error(f"expected {self.expected}, got {got}")
+
+
+# ---- what the value is: numbers only ------------------------------------------------
+_INT64 = np.iinfo(np.int64)
+_NO_MISSING = ("missing values are not supported (Stan's data have none): drop or "
+               "impute them, or model them as parameters")
+
+
+def _numeric_array(value, field, is_int):
+    """``value`` as a numeric ndarray (dtype kind i, u or f), or a DataError saying what
+    it is instead: a missing value, a boolean, a string, a mapping, a ragged list..."""
+    if _is_missing(value):
+        raise field.error(f"{_NO_MISSING}; got {_show_element(value)}")
+    if _is_pandas(value) and hasattr(value, "to_numpy"):
+        value = _from_pandas(value)
+    if isinstance(value, np.ma.MaskedArray):
+        value = _unmasked(value, field)
+    if isinstance(value, (str, bytes, dict, set, frozenset)) or \
+            not isinstance(value, (list, tuple, np.ndarray)) and _is_mapping(value):
+        raise field.wrong(_got(value))
+    try:
+        arr = np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) \
+            else np.asarray(value)
+    except Exception:                                  # noqa: BLE001 - reported below
+        raise field.wrong(f"a value numpy cannot read as an array "
+                          f"({type(value).__name__})") from None
+    if arr.dtype == object:
+        return _from_objects(arr, field, is_int)
+    if arr.dtype.kind == "b":
+        got = _got(value) if arr.ndim == 0 else f"an array of booleans (shape {arr.shape})"
+        raise field.wrong(f"{got}; Stan data take numbers only (use 0 and 1)")
+    if arr.dtype.kind not in "iuf":
+        raise field.wrong(f"{_dtype_words(arr.dtype)} ({_short(value)})")
+    return arr
+
+
+def _is_pandas(value):
+    return type(value).__module__.partition(".")[0] == "pandas"
+
+
+def _is_mapping(value):
+    from collections.abc import Mapping
+    return isinstance(value, Mapping)
+
+
+def _from_pandas(value):
+    """A pandas Series/DataFrame/Index/array as numpy: numpy-backed columns give their
+    values (NaN stays a float); nullable columns give objects, so ``pd.NA`` is found
+    and reported as a missing value instead of silently becoming NaN."""
+    dtypes = list(value.dtypes) if hasattr(value, "columns") else [value.dtype]
+    if all(isinstance(t, np.dtype) for t in dtypes):
+        return value.to_numpy()
+    return value.to_numpy(dtype=object)
+
+
+def _unmasked(value, field):
+    """A masked array without masked entries as its data; masked entries are missing
+    values, reported with their number and the first position."""
+    mask = np.ma.getmaskarray(value)
+    if mask.any():
+        k = int(mask.sum())
+        raise field.error(f"{_NO_MISSING}; the masked array has {k} masked "
+                          f"element{'s' if k > 1 else ''}, the first "
+                          f"{_position(np.argwhere(mask)[0]) or 'the value'}")
+    return np.asarray(value.data)
+
+
+def _is_missing(e):
+    """None, pandas' NA/NaT, numpy's masked constant: a missing value, not a number."""
+    return e is None or e is np.ma.masked or type(e).__name__ in ("NAType", "NaTType")
+
+
+def _is_number(t):
+    """Whether elements of type ``t`` are numbers Stan data may hold (not booleans)."""
+    return issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_))
+
+
+def _from_objects(arr, field, is_int):
+    """An object array (from lists, or object-dtype input) as numbers: each element
+    must be a real number; a nested sequence here means ragged rows."""
+    flat = arr.ravel()
+    types = set(map(type, flat))
+    if not all(_is_number(t) for t in types):
+        if any(issubclass(t, _SEQUENCES) for t in types):
+            _check_ragged(arr, field)
+        i = next(i for i, e in enumerate(flat) if not _is_number(type(e)))
+        raise _element_error(field, flat[i], np.unravel_index(i, arr.shape))
+    if is_int:
+        _check_integral(arr, field, _to_float(arr, field))
+        try:
+            return arr.astype(np.int64)
+        except OverflowError:                       # a Python int beyond int64
+            i = next(i for i, e in enumerate(flat) if not _INT64.min <= e <= _INT64.max)
+            raise _too_large(field, flat[i], np.unravel_index(i, arr.shape)) from None
+    return _to_float(arr, field)
+
+
+def _to_float(arr, field):
+    """An object array of real numbers as float64 ("too large" beyond float range)."""
+    try:
+        return arr.astype(np.float64)
+    except OverflowError:
+        flat = arr.ravel()
+        i = next(i for i, e in enumerate(flat) if not _fits_float(e))
+        raise _too_large(field, flat[i], np.unravel_index(i, arr.shape)) from None
+
+
+def _fits_float(e):
+    try:
+        float(e)
+    except OverflowError:
+        return False
+    return True
+
+
+_SEQUENCES = (list, tuple, np.ndarray)
+
+
+def _check_ragged(arr, field):
+    """Rows of different lengths (numpy keeps them as objects): name the first row
+    whose length differs from the first's."""
+    flat = arr.ravel()
+    lengths = [len(e) if isinstance(e, _SEQUENCES) else None for e in flat]
+    for i, n in enumerate(lengths):
+        if n != lengths[0]:
+            def row(j):
+                return (f"{_position(np.unravel_index(j, arr.shape))} is "
+                        + (f"a sequence of length {lengths[j]}" if lengths[j] is not None
+                           else f"a single value {_short(flat[j])}"))
+            raise field.wrong(f"a ragged sequence: {row(0)} but {row(i)}; every row "
+                              "must have the same length")
+
+
+def _element_error(field, e, index):
+    at = _position(index)
+    where = f" ({at})" if at else ""
+    if _is_missing(e):
+        return field.error(f"{_NO_MISSING}; got {_show_element(e)}{where}")
+    if isinstance(e, (bool, np.bool_)):
+        return field.wrong(f"a boolean {bool(e)}{where}; Stan data take numbers only "
+                           "(use 0 and 1)")
+    if isinstance(e, (list, tuple, np.ndarray)):
+        return field.wrong(f"a ragged or nested sequence: {at or 'the value'} is a "
+                           f"{type(e).__name__} of length {len(e)}; every row must have "
+                           "the same length")
+    return field.wrong(f"{_got(e)}{where}")
+
+
+def _too_large(field, e, index):
+    at = _position(index)
+    if isinstance(e, (numbers.Integral, np.integer)) or field.is_int:
+        limit = "integers must fit in 64 bits (|n| < 2**63)"
+    else:
+        limit = "reals must fit in float64 (|x| <= 1.8e308)"
+    return field.error(f"{at or 'the value'} is too large ({_short(e)}): {limit}")
+
+
+# ---- int fields: whole numbers within int64 -------------------------------------------
+def _as_ints(arr, field):
+    if arr.dtype.kind == "f":
+        _check_integral(arr, field, arr)
+    elif arr.dtype.kind == "u" and arr.size and arr.max() > _INT64.max:
+        i = np.unravel_index(int(np.argmax(arr > _INT64.max)), arr.shape)
+        raise _too_large(field, arr[i], i)
+    return arr.astype(np.int64)
+
+
+def _check_integral(arr, field, values):
+    """Floats given for an int field must be whole numbers within int64 (``2.0`` is
+    2; ``2.5``, NaN or ``1e20`` are errors naming the first such element)."""
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(values) & (values == np.trunc(values))
+    if not whole.all():
+        i = tuple(np.argwhere(~whole)[0])
+        raise field.wrong(f"a float that is not a whole number: "
+                          f"{_position(i) or 'the value'} is {_short(arr[i])}; integer "
+                          "data must be whole numbers")
+    big = np.abs(values) >= 2.0 ** 63
+    if big.any():
+        i = tuple(np.argwhere(big)[0])
+        raise _too_large(field, arr[i], i)
+
+
+def _as_reals(arr, field):
+    return arr.astype(np.float64)
+
+
+# ---- shape, finiteness, bounds ----------------------------------------------------------
+def _fit_shape(arr, shape, field):
+    if arr.shape == shape:
+        return arr
+    if arr.size == 1 and math.prod(shape) == 1 and shape:
+        return arr.reshape(shape)           # a length-1 vector given as a scalar
+    raise field.wrong(f"shape {arr.shape} (expected shape {shape})")
+
+
+def _check_finite(arr, field):
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise field.error(f"expected finite values, {_at(bad, arr)}; declare the field "
+                          "with allow_nonfinite=True to accept NaN and inf")
+
+
+def _check_data_bound(decl, which, arr, env, field):
+    """``lower``/``upper`` of a data field: the bound must broadcast to the field's
+    shape (a data bound of the wrong shape names both), every value must satisfy it."""
+    b = getattr(decl, which)
+    if b is None:
+        return
+    bv = resolve_bound(decl, b, env)
+    try:
+        bv = np.asarray(bv, dtype=np.float64)
+        ok = np.broadcast_to(bv, arr.shape) if bv.ndim else bv
+    except (TypeError, ValueError):
+        raise field.error(f"its {which} bound {_show(b)} has shape {np.shape(bv)}, which "
+                          f"does not fit the field's shape {arr.shape}") from None
+    op, word = (np.greater_equal, ">=") if which == "lower" else (np.less_equal, "<=")
+    good = op(arr, ok)
+    if not np.all(good):
+        bad = ~np.broadcast_to(good, arr.shape)
+        raise field.error(f"expected every value {word} {_show_value(bv)}, "
+                          f"{_at(bad, arr)}")
+
+
+# ---- message pieces ----------------------------------------------------------------------
 def _got(value):
     if isinstance(value, str):
-        return f"a string {value!r}"
+        return f"a string {_short(value)}"
     if value is None:
         return "None"
-    return f"{type(value).__name__} {value!r}"[:80]
+    if isinstance(value, (dict, set, frozenset)) or _is_mapping(value):
+        return f"a {type(value).__name__} {_short(value)}"
+    if isinstance(value, (bool, np.bool_)):
+        return f"a boolean {bool(value)}"
+    if isinstance(value, (complex, np.complexfloating)):
+        return f"a complex number {value!r}"
+    return f"{type(value).__name__} {_short(value)}"
 
 
-def _first(arr):
-    return arr.flat[0] if arr.size else arr
+def _short(value, n=60):
+    if isinstance(value, np.generic) and value.ndim == 0:
+        value = value.item()                     # 8.5, not np.float64(8.5)
+    r = repr(value)
+    return r if len(r) <= n else r[:n - 3] + "..."
+
+
+def _show_element(e):
+    return "None" if e is None else "a masked value" if e is np.ma.masked else repr(e)
+
+
+def _dtype_words(dtype):
+    return {"c": "complex numbers", "U": "strings", "S": "bytes", "M": "dates",
+            "m": "time deltas", "V": "structured records"}.get(dtype.kind,
+                                                               f"dtype {dtype}")
+
+
+def _position(index):
+    """``element [2, 1]`` (1-based, as Stan and param_names() count) or '' for 0-d."""
+    if len(index) == 0:
+        return ""
+    return f"element [{', '.join(str(int(i) + 1) for i in index)}]"
 
 
 def _show_value(v):
@@ -246,8 +550,7 @@ def _at(bad, arr):
     if arr.ndim == 0:
         return f"got {arr.item()!r}"
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
-    # element names are 1-based, as in Stan's messages and param_names()
-    return f"element [{', '.join(str(i + 1) for i in idx)}] is {arr[idx].item()!r}"
+    return f"{_position(idx)} is {arr[idx].item()!r}"
 
 
 class _DataNamespace:
@@ -320,6 +623,74 @@ class ParamDecl(Decl):
         """The evaluated bounds, in the order the transform takes them."""
         return tuple(resolve_bound(self, getattr(self, n), env)
                      for n in self.transform().bound_names)
+
+    def free_size(self, shape):
+        """The number of free reals of a value of ``shape``; a shape the constraint
+        cannot take (a simplex or unit vector of size 0, a Cholesky factor with more
+        columns than rows) names the parameter and its sizes: a DataError when a
+        size came from data, a ModelError when the declaration fixed it."""
+        transform = self.transform()
+        try:
+            return transform.free_size(shape)
+        except ValueError as e:
+            err = DataError if any(isinstance(d, str) or callable(d)
+                                   for d in self.dims) else ModelError
+            what = str(e).split(": ", 1)[-1]
+            raise err(f"{self.label}: {self.kind} of shape {shape} is not possible: "
+                      f"{self.kind} {what} ({_sizes_note(self, shape)})") from None
+
+    def check_bounds(self, shape, env, param_names):
+        """Check the bounds (or offset/multiplier) that do not depend on parameters
+        once, when the model is built: a data bound of the wrong shape, an inverted
+        or NaN pair, a non-positive multiplier name the parameter and the bound here
+        rather than at the first gradient. Bounds that are functions of earlier
+        parameters are checked by the transform at each point."""
+        transform = self.transform()
+        values, known = [], []
+        for k in transform.bound_names:
+            b = getattr(self, k)
+            if b is None or _depends_on(b, param_names):
+                values.append(None)
+                continue
+            values.append(self._evaluate_bound(k, b, env))
+            known.append(k)
+        if not known:
+            return
+        msg = transform.check_bounds(shape, *values)
+        if msg:
+            from_data = any(isinstance(getattr(self, k), str) or callable(getattr(self, k))
+                            for k in known)
+            shown = ", ".join(f"{k}={_show_bound(getattr(self, k), v)}"
+                              for k, v in zip(transform.bound_names, values) if k in known)
+            raise (DataError if from_data else ModelError)(
+                f"{self.label} ({shown}): {msg}")
+
+    def _evaluate_bound(self, k, b, env):
+        try:
+            return resolve_bound(self, b, env)
+        except (DataError, ModelError):
+            raise
+        except Exception as e:                       # noqa: BLE001 - named and re-raised
+            raise ModelError(f"{self.label}: its {k} bound {_show(b)} failed on the "
+                             f"data: {type(e).__name__}: {e}") from e
+
+
+def _depends_on(b, names):
+    """Whether bound ``b`` (a name or a callable of names) refers to one of ``names``."""
+    if isinstance(b, str):
+        return b in names
+    if callable(b):
+        return any(n in names for n in argument_names(b))
+    return False
+
+
+def _show_bound(b, value):
+    """``'L' = 1.0``: a bound as declared, with its value when it came from data."""
+    if not (isinstance(b, str) or callable(b)):
+        return repr(b)
+    a = np.asarray(value)
+    v = _short(a.item() if a.ndim == 0 else a)
+    return f"{_show(b)} = {v}"
 
 
 class _ParamNamespace:

@@ -45,7 +45,7 @@ from .autodiff.extend import reshape
 from .autodiff.functional import hessian
 from .autodiff.tape import gc_paused_nested, sweep
 from .autodiff.var import Box, Var, shape_of, value_of
-from .declarations import DataDecl, ParamDecl
+from .declarations import DataDecl, ParamDecl, argument_names
 from .errors import ArgumentError, DataError, DifferentiationError, ModelError
 
 __all__ = ["Model", "element_names"]
@@ -84,15 +84,17 @@ class _ParamSlot:
         self.free_shape = None
 
     def plan(self, data, param_names):
-        """Fix what does not change between evaluations (bounds given as numbers or
-        data names) and choose how the free values are cut from the vector."""
+        """Fix what does not change between evaluations (bounds given as numbers,
+        data names or callables of data only: evaluated once, here) and choose how
+        the free values are cut from the vector."""
         fixed = True
         for k in self.transform.bound_names:
             b = getattr(self.decl, k)
             if isinstance(b, str):
                 fixed = fixed and b in data and b not in param_names
             elif callable(b):
-                fixed = False
+                fixed = fixed and all(n in data and n not in param_names
+                                      for n in argument_names(b))
         if fixed:
             self.bounds = self.decl.bound_args(data)
             fast = self.transform.shaped_constrain(self.shape, *self.bounds)
@@ -327,15 +329,30 @@ class Model:
         if tp:
             avail = {**params, **tp}
         lp = self.log_prob(**self._pick(self._lp_args, avail, "log_prob"))
-        if lp is None:
-            raise ModelError(f"{type(self).__name__}.log_prob returned None; it must return "
-                             "the log density (e.g. sl.normal_lpdf(...) + ...)")
-        if not isinstance(lp, Box) and np.ndim(lp) != 0:
-            raise ModelError(f"{type(self).__name__}.log_prob must return a scalar, got "
-                             f"shape {np.shape(lp)}")
+        t = type(lp)
+        if not (t is Var and type(lp.value) is float or t is float):
+            self._check_log_prob(lp)            # (the common cases above need no check)
         if not jacobian or type(lj) is float and lj == 0.0:
             return lp
         return lp + lj
+
+    def _check_log_prob(self, lp):
+        """A ModelError unless ``lp`` (what ``log_prob`` returned) is a real scalar: a
+        float or int, a numpy real scalar or 0-d array, a 0-d traced value. Anything
+        else is a programming error in the model, raised at once - never a rejected
+        proposal (samplers reject only DomainError and non-finite densities)."""
+        if isinstance(lp, Box):
+            if shape_of(lp) == ():
+                return
+        elif isinstance(lp, (bool, np.bool_)):
+            pass
+        elif isinstance(lp, (int, float, np.integer, np.floating)):
+            return
+        elif isinstance(lp, np.ndarray) and lp.ndim == 0 and lp.dtype.kind in "iuf":
+            return
+        raise ModelError(f"{type(self).__name__}.log_prob must return the log density as "
+                         f"a real scalar (e.g. sl.normal_lpdf(...) + ...), but it returned "
+                         f"{_describe_value(lp)}")
 
     # ---- the log-density protocol ------------------------------------------------------
     def _point(self, x):
@@ -639,7 +656,7 @@ class Model:
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
-               blas_threads=None, max_workers=None):
+               blas_threads=None, max_workers=None, data_changed_ok=False):
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
@@ -659,10 +676,13 @@ class Model:
         most one per core). ``blas_threads``: BLAS threads per chain (default: 1 in
         worker processes, so parallel chains do not oversubscribe the cores; not
         limited when the chains run in this process). Ctrl-C returns the draws so far
-        (see :mod:`stanlite.samplers.runner`)."""
-        from .fit import Fit
+        (see :mod:`stanlite.samplers.runner`). ``resume_from`` a fit made with other
+        data (another model instance, a loaded file) is a DataError naming the fields
+        that differ, unless ``data_changed_ok=True``: it would mix two posteriors."""
+        from .fit import Fit, check_resume_data
         from .samplers.runner import sample_chains
         if resume_from is not None:
+            check_resume_data(resume_from, self, data_changed_ok)
             # a resumed run keeps its settings; draws (if given) extends it
             st0 = resume_from.chain_states[0]
             max_treedepth = st0.max_treedepth
@@ -760,6 +780,23 @@ def _sample_arguments(model, resumed, **a):
     return a
 
 
+def _describe_value(v):
+    """What a value is, for an error message: its type, and its shape or a short repr."""
+    if v is None:
+        return "None"
+    name = type(v).__name__
+    if isinstance(v, Box) or isinstance(v, np.ndarray):
+        shape = shape_of(v)
+        hint = " (sl.sum(...) adds up elementwise terms)" if shape else ""
+        if isinstance(v, np.ndarray):
+            name = "numpy array" + ("" if v.dtype.kind in "iuf" else f" of dtype {v.dtype}")
+        return f"a {name} of shape {shape}{hint}"
+    if isinstance(v, (list, tuple, dict, set)):
+        return f"a {name} of length {len(v)}"
+    r = repr(v)
+    return f"a {name} ({r if len(r) <= 40 else r[:37] + '...'})"
+
+
 def _plain(v):
     v = value_of(v)
     if isinstance(v, np.ndarray):
@@ -781,8 +818,8 @@ def _check_unknown_fields(cls, data):
         raise DataError(f"'{name}' is a parameter of {model}, not a data field: data "
                         "cannot fix it (give a starting value with init=, or declare "
                         "it with sl.data to make it data)")
-    close = difflib.get_close_matches(name, list(declared), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    close = _close_name(name, declared)
+    hint = f" (did you mean '{close}'?)" if close else ""
     others = f"; unknown too: {', '.join(map(repr, unknown[1:]))}" if unknown[1:] else ""
     raise DataError(f"unknown data field '{name}'{hint}: {model} declares "
                     f"{', '.join(declared) or 'no data'}{others} (Model.from_json "
@@ -796,10 +833,18 @@ def _check_json_typos(cls, d, overrides):
     for name in cls._data_decls:
         if name in d or name in overrides:
             continue
-        close = difflib.get_close_matches(name, extras, n=1)
+        close = _close_name(name, extras)
         if close:
-            raise DataError(f"missing data field '{name}'; the data have '{close[0]}', "
+            raise DataError(f"missing data field '{name}'; the data have '{close}', "
                             f"which {cls.__name__} does not declare: a typo?")
+
+
+def _close_name(name, candidates):
+    """The candidate nearest ``name`` (difflib, ignoring case: ``n`` finds ``N``), or
+    None if none is close."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return by_lower[close[0]] if close else None
 
 
 def _read_json_data(source):
@@ -812,7 +857,7 @@ def _read_json_data(source):
     if not isinstance(source, str):
         raise DataError(f"from_json takes a path, a JSON string or a dict, got "
                         f"{type(source).__name__}")
-    if source.lstrip().startswith("{"):
+    if source.lstrip()[:1] in ("{", "["):
         where = "the JSON data"
         d = _parse_json(source, where)
     else:

@@ -210,6 +210,13 @@ class Transform:
     def check(self, y, shape, *bounds):
         raise NotImplementedError
 
+    def check_bounds(self, shape, *bounds):
+        """A message if evaluated ``bounds`` (in ``bound_names`` order, ``None`` for one
+        not known yet) cannot serve a value of ``shape``, else None: used to check
+        bounds given by data once, when a model is built. Structured transforms take
+        no bounds."""
+        return None
+
     def shaped_constrain(self, shape, *bounds):
         """Optional shortcut for the model layer, for bounds fixed in advance:
         ``(f, free_shape)`` where ``f(x)`` is ``constrain`` of the free values given
@@ -517,6 +524,16 @@ class _Elementwise(Transform):
             return str(e).split(": ", 1)[-1]
         return _bounds_message(v, lv, uv)
 
+    def check_bounds(self, shape, *bounds):
+        """See :meth:`Transform.check_bounds`: shapes that broadcast, no NaN, lower <
+        upper elementwise."""
+        try:
+            lb, ub = self._lu(bounds)
+            _bound_values(_shape(shape), lb, ub, self.name)
+        except (TypeError, ValueError) as e:
+            return str(e).split(": ", 1)[-1]
+        return None
+
 
 class Identity(_Elementwise):
     """No constraint: ``y = x``, ``log_jac = 0``.
@@ -672,6 +689,15 @@ class OffsetMultiplier(_Elementwise):
         except ValueError as e:
             return str(e).split(": ", 1)[-1]
         return _bounds_message(v, np.full(shape, -np.inf), np.full(shape, np.inf))
+
+    def check_bounds(self, shape, *bounds):
+        """See :meth:`Transform.check_bounds`: shapes that broadcast, a finite offset,
+        a positive finite multiplier."""
+        try:
+            self._om(bounds, _shape(shape))
+        except (TypeError, ValueError) as e:
+            return str(e).split(": ", 1)[-1]
+        return None
 
 
 # --------------------------------------------------------------------------------------

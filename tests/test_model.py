@@ -104,7 +104,7 @@ def test_unconstrain_rejects_bad_values(model):
 
 # ---- data validation: each failure names the field, what was expected, what came -----
 @pytest.mark.parametrize("change, pattern", [
-    ({"J": 8.0}, r"'J'.*int.*float"),
+    ({"J": 8.5}, r"'J'.*int.*float.*whole number.*8\.5"),       # 8.0 is accepted
     ({"J": 0}, r"'J'.*>= 1.*0"),
     ({"J": "8"}, r"'J'.*string"),
     ({"y": [1, 2, 3]}, r"'y'.*vector\[8\].*shape \(3,\)"),
@@ -119,12 +119,16 @@ def test_data_errors(change, pattern):
         EightSchools(**{**DATA, **change})
 
 
-def test_missing_field_and_extras_ignored():
+def test_missing_field_and_unknown_field():
     d = dict(DATA)
     del d["sigma"]
     with pytest.raises(sl.DataError, match=r"missing data field 'sigma'.*vector\[8\]"):
         EightSchools(**d)
-    m = EightSchools(**DATA, unused=[1, 2, 3], note="ignored")
+    # keyword data must be declared (a typo is not dropped silently); from_json
+    # ignores undeclared fields of JSON data, as CmdStan does
+    with pytest.raises(sl.DataError, match=r"unknown data field 'unused'"):
+        EightSchools(**DATA, unused=[1, 2, 3])
+    m = EightSchools.from_json({**DATA, "unused": [1, 2, 3], "note": "ignored"})
     assert not hasattr(m, "unused")
 
 
