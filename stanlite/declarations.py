@@ -366,13 +366,19 @@ def _from_objects(arr, field, is_int):
         i = next(i for i, e in enumerate(flat) if not _is_number(type(e)))
         raise _element_error(field, flat[i], np.unravel_index(i, arr.shape))
     if is_int:
-        _check_integral(arr, field, _to_float(arr, field))
+        _check_whole(arr, field, _to_float(arr, field))
         try:
-            return arr.astype(np.int64)
-        except OverflowError:                       # a Python int beyond int64
-            i = next(i for i, e in enumerate(flat) if not _INT64.min <= e <= _INT64.max)
+            return arr.astype(np.int64)             # exact for Python ints
+        except OverflowError:                       # a number beyond int64
+            i = next(i for i, e in enumerate(flat) if not _in_int64(e))
             raise _too_large(field, flat[i], np.unravel_index(i, arr.shape)) from None
     return _to_float(arr, field)
+
+
+def _in_int64(e):
+    # compared as Python numbers: exact (numpy would round 2**63 - 1 to a float)
+    e = e.item() if isinstance(e, np.generic) else e
+    return _INT64.min <= e <= _INT64.max
 
 
 def _to_float(arr, field):
@@ -429,7 +435,7 @@ def _element_error(field, e, index):
 def _too_large(field, e, index):
     at = _position(index)
     if isinstance(e, (numbers.Integral, np.integer)) or field.is_int:
-        limit = "integers must fit in 64 bits (|n| < 2**63)"
+        limit = "integers must fit in 64 bits (-2**63 <= n < 2**63)"
     else:
         limit = "reals must fit in float64 (|x| <= 1.8e308)"
     return field.error(f"{at or 'the value'} is too large ({_short(e)}): {limit}")
@@ -438,16 +444,20 @@ def _too_large(field, e, index):
 # ---- int fields: whole numbers within int64 -------------------------------------------
 def _as_ints(arr, field):
     if arr.dtype.kind == "f":
-        _check_integral(arr, field, arr)
+        _check_whole(arr, field, arr)
+        big = np.abs(arr) >= 2.0 ** 63             # floats: 2**63 - 1 is 2**63 here
+        if big.any():
+            i = tuple(np.argwhere(big)[0])
+            raise _too_large(field, arr[i], i)
     elif arr.dtype.kind == "u" and arr.size and arr.max() > _INT64.max:
         i = np.unravel_index(int(np.argmax(arr > _INT64.max)), arr.shape)
         raise _too_large(field, arr[i], i)
     return arr.astype(np.int64)
 
 
-def _check_integral(arr, field, values):
-    """Floats given for an int field must be whole numbers within int64 (``2.0`` is
-    2; ``2.5``, NaN or ``1e20`` are errors naming the first such element)."""
+def _check_whole(arr, field, values):
+    """Floats given for an int field must be whole numbers (``2.0`` is 2; ``2.5``,
+    NaN or inf are errors naming the first such element)."""
     with np.errstate(invalid="ignore"):
         whole = np.isfinite(values) & (values == np.trunc(values))
     if not whole.all():
@@ -455,10 +465,6 @@ def _check_integral(arr, field, values):
         raise field.wrong(f"a float that is not a whole number: "
                           f"{_position(i) or 'the value'} is {_short(arr[i])}; integer "
                           "data must be whole numbers")
-    big = np.abs(values) >= 2.0 ** 63
-    if big.any():
-        i = tuple(np.argwhere(big)[0])
-        raise _too_large(field, arr[i], i)
 
 
 def _as_reals(arr, field):

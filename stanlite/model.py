@@ -142,8 +142,9 @@ _new = object.__new__
 class Model:
     """Base class of user models (see the module docstring for an example).
 
-    Construct with the data as keyword arguments (extra fields are ignored) or with
-    :meth:`from_json`. Class attributes made with ``sl.data.*`` become validated
+    Construct with the data as keyword arguments or one dict (``Model(**data)``,
+    ``Model(data)``; every field must be declared) or with :meth:`from_json` (which
+    ignores undeclared fields, as CmdStan does). Class attributes made with ``sl.data.*`` become validated
     instance attributes (``self.y``); ``sl.param.*`` declare the parameters.
     """
 
@@ -175,9 +176,10 @@ class Model:
             raise _no_log_prob(cls)
 
     # ---- construction -----------------------------------------------------------------
-    def __init__(self, **data):
+    def __init__(self, *args, **data):
         if type(self).log_prob is Model.log_prob:
             raise _no_log_prob(type(self))      # an empty class body (see __init_subclass__)
+        data = _positional_data(type(self), args, data)
         _check_unknown_fields(type(self), data)
         env = {}
         for name, decl in self._data_decls.items():
@@ -805,6 +807,23 @@ def _plain(v):
 
 
 # ---- data: field names and JSON ------------------------------------------------------
+def _positional_data(cls, args, data):
+    """``Model(data_dict)`` (cmdstanpy's habit) reads the dict as keyword data (keywords
+    given too replace its fields); any other positional argument is a DataError."""
+    if not args:
+        return data
+    if len(args) == 1 and isinstance(args[0], Mapping):
+        bad = [k for k in args[0] if not isinstance(k, str)]
+        if bad:
+            raise DataError(f"{cls.__name__}: data field names must be strings, got "
+                            f"{bad[0]!r}")
+        return {**args[0], **data}
+    raise DataError(f"{cls.__name__} takes its data as keyword arguments "
+                    f"({cls.__name__}(**data)), one dict, or {cls.__name__}.from_json(...); "
+                    f"got {len(args)} positional argument(s) "
+                    f"({', '.join(type(a).__name__ for a in args)})")
+
+
 def _check_unknown_fields(cls, data):
     """Keyword data the model does not declare are an error (a typo such as ``sigmma=``
     would otherwise be dropped silently, or a parameter given as data be ignored)."""

@@ -383,6 +383,10 @@ def test_missing_field_is_named(model, field):
     ("counts", {"y": [0.0, 3.0, 1.0, 4.0, 2.0, 7.0]}, lambda m: m.y.dtype == np.int64),
     ("counts", {"y": np.asarray(COUNTS["y"], np.uint8)}, lambda m: m.y[5] == 7),
     ("counts", {"y": with_item(COUNTS["y"], 2 ** 62, 0)}, lambda m: m.y[0] == 2 ** 62),
+    # the int64 boundary is exact for Python ints (not compared through a float)
+    ("counts", {"y": with_item(COUNTS["y"], 2 ** 63 - 1, 0)},
+     lambda m: m.y[0] == 2 ** 63 - 1),
+    ("counts", {"a_lo": -2 ** 63, "width": 2 ** 64}, lambda m: m.a_lo == -2.0 ** 63),
     ("regression", {"X": np.asarray(REG_X)}, lambda m: m.X.shape == (4, 3)),
     ("regression", {"N": 0, "X": np.zeros((0, 3)), "y": []}, lambda m: m.y.shape == (0,)),
     ("regression", {"K": 0, "X": np.zeros((4, 0)), "S": 0, "scale": []},
@@ -393,6 +397,37 @@ def test_missing_field_is_named(model, field):
 ])
 def test_accepted(model, change, check):
     assert check(build(model, **change))
+
+
+def test_data_as_one_positional_dict():
+    # cmdstanpy's habit: Model(data) reads the dict; keywords given too replace fields
+    m = EightSchools(SCHOOLS)
+    assert m.J == 8
+    assert EightSchools(SCHOOLS, y=[0.0] * 8).y[0] == 0.0
+    with pytest.raises(sl.DataError, match=r"keyword arguments.*one dict.*from_json"):
+        EightSchools(SCHOOLS, SCHOOLS)
+    with pytest.raises(sl.DataError, match=r"keyword arguments.*got 1 positional.*list"):
+        EightSchools([8])
+    with pytest.raises(sl.DataError, match=r"unknown data field 'sigmma'"):
+        EightSchools({**SCHOOLS, "sigmma": 1})
+
+
+def test_int64_boundary_and_beyond():
+    with pytest.raises(sl.DataError, match=r"'y'.*\[1\] is too large"):
+        build("counts", y=with_item(COUNTS["y"], 2 ** 63, 0))
+    with pytest.raises(sl.DataError, match=r"'y'.*\[2\] is too large"):
+        build("counts", y=with_item(COUNTS["y"], float(2 ** 63), 1))
+
+    class Ints(sl.Model):
+        n = sl.data.array(2, dtype="int")
+        a = sl.param.real()
+
+        def log_prob(self, a):
+            return -a * a
+
+    assert Ints(n=[-2 ** 63, 2 ** 63 - 1]).n.tolist() == [-2 ** 63, 2 ** 63 - 1]
+    with pytest.raises(sl.DataError, match=r"'n'.*\[1\] is too large.*-2\*\*63 <= n"):
+        Ints(n=[-2 ** 63 - 1, 0])
 
 
 def test_counts_model_evaluates():
