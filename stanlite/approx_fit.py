@@ -58,8 +58,6 @@ its result the same way, from unconstrained draws::
     PSIS effective sample size: 46 of 1000 draws.
 """
 
-import os
-
 import numpy as np
 
 from .fit import Fit, _arviz, output_arrays
@@ -288,10 +286,12 @@ class ApproximateFit(Fit):
     def save(self, path):
         """Write the InferenceData (``arviz.from_netcdf`` reads it) plus a group
         ``stanlite_approximation`` with the unconstrained draws and the numeric
-        extras (ELBO history, mean, covariance...). Returns the path."""
+        extras (ELBO history, mean, covariance...). Returns the path. Written
+        aside and renamed into place, as ``Fit.save`` (an existing file is never
+        damaged; a failure is a FitFileError naming the path)."""
         import xarray as xr
-        path = os.fspath(path)
-        self.to_arviz().to_netcdf(path)
+        from ._fitio import write_netcdf
+        idata = self.to_arviz()
         arrays = {"unconstrained_draws": self.unconstrained_draws[0]}
         for k, v in self.extras.items():
             a = np.asarray(v)
@@ -300,8 +300,9 @@ class ApproximateFit(Fit):
         ds = xr.Dataset({k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v)
                          for k, v in arrays.items()},
                         attrs={"method": self.method, "notes": "\n".join(self.notes)})
-        ds.to_netcdf(path, mode="a", group="stanlite_approximation", engine="h5netcdf")
-        return path
+        groups = {g: idata[g] for g in idata.groups()}
+        groups["stanlite_approximation"] = ds
+        return write_netcdf(path, groups, attrs=getattr(idata, "attrs", None))
 
     def __repr__(self):
         k = self.pareto_k

@@ -120,6 +120,20 @@ def format_summary(df):
     return df.to_string(formatters=fmt)
 
 
+def _check_output(path):
+    """``--output`` checked before anything runs (hours of sampling must not end in
+    "no such folder"): its folder exists and is writable, and it is not a folder.
+    (The file itself is written aside and renamed into place: see stanlite/_fitio.py.)"""
+    if not path:
+        return
+    from ._fitio import check_writable
+    from .errors import FitFileError
+    try:
+        check_writable(path)
+    except FitFileError as e:
+        raise CLIError(f"--output {path!r} {e.problem}") from None
+
+
 def _print_fit(fit, out):
     print(format_summary(fit.summary()), file=out)
     print("", file=out)
@@ -132,7 +146,8 @@ def _cmd_sample(args, out):
     fit = model.sample(chains=args.chains, draws=args.draws, warmup=args.warmup,
                        seed=args.seed, metric=args.metric, adapt_delta=args.adapt_delta,
                        max_treedepth=args.max_treedepth, thin=args.thin,
-                       progress=not args.no_progress, parallel=not args.serial)
+                       init=_read_init(args.init), progress=not args.no_progress,
+                       parallel=not args.serial)
     seed = "" if args.seed is None else f", seed {args.seed}"
     print(f"{ALIASES.get(args.model, args.model)}: {fit.num_chains} chains x "
           f"{fit.num_draws} draws (warmup {args.warmup}{seed})\n", file=out)
@@ -184,9 +199,15 @@ def _warnings_to_stderr():
 
 
 def _read_init(path):
-    """Initial values from a JSON file of parameter values (Stan's JSON)."""
+    """``--init``: a JSON file of parameter values (Stan's JSON; parameters it leaves
+    out are drawn at random), or a number: the radius R of uniform(-R, R) on the
+    unconstrained space (0: the origin), as CmdStan's ``init=``."""
     if path is None:
         return None
+    try:
+        return float(path)
+    except ValueError:
+        pass
     from .model import _stan_json_value
     try:
         with open(path) as f:
@@ -365,7 +386,10 @@ def make_parser():
 
     def init_arg(sp):
         sp.add_argument("--init", metavar="init.json",
-                        help="initial parameter values as Stan JSON (missing ones random)")
+                        help="initial parameter values as Stan JSON (missing ones random), "
+                        "or a radius R: uniform(-R, R) on the unconstrained space")
+
+    init_arg(s)
 
     def tol_args(sp):
         for name, default in (("tol-obj", "1e-12"), ("tol-rel-obj", "1e4"),
@@ -441,6 +465,7 @@ def main(argv=None, out=None):
     out = out if out is not None else sys.stdout
     args = make_parser().parse_args(argv)
     try:
+        _check_output(getattr(args, "output", None))
         return args.run(args, out)
     except CLIError as e:
         _error(e, args, e.code)

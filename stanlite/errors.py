@@ -69,5 +69,8 @@ class FitFileError(StanliteError, OSError):
         self.path = path
         self.problem = message
 
+    def __str__(self):                      # not OSError's "[Errno n] ..." form
+        return f"fit file {self.path!r}: {self.problem}"
+
     def __reduce__(self):                   # picklable with its two arguments
         return type(self), (self.path, self.problem)

@@ -30,14 +30,15 @@ import os
 
 import numpy as np
 
-from .errors import DataError, FitFileError, ModelError
+from . import _fitio
+from .errors import FitFileError, ModelError
 
 __all__ = ["Fit", "load_fit"]
 
 #: name of the netCDF group holding the resumable state (ignored by ArviZ)
 STATE_GROUP = "stanlite_state"
 _FORMAT = "stanlite-fit"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2     # 2: data fingerprint, checksums of every group
 
 #: Stan's sampler statistics -> ArviZ's sample_stats names
 ARVIZ_STATS = {"lp__": "lp", "accept_stat__": "acceptance_rate", "stepsize__": "step_size",
@@ -89,6 +90,8 @@ class Fit:
         # the first n of each: generated quantities are drawn in draw order from the
         # chain's own stream, so a cut changes none of them
         full = output_arrays(self.model, [s.draws for s in kept], rngs)
+        if n == 0 and not full:
+            full = _empty_arrays(self.model, len(kept))   # fit[name] is (chains, 0, ...)
         self._whole = {i: {k: v[j, :len(states[i].draws)] for k, v in full.items()}
                        for j, i in enumerate(rows)}
         self._draws = {k: v[:, :n] for k, v in full.items()}
@@ -339,13 +342,22 @@ class Fit:
     def save(self, path):
         """Write the fit to a netCDF file: ArviZ's groups (``arviz.from_netcdf``
         reads them) plus the ``stanlite_state`` group needed to resume; read it
-        back with ``sl.load_fit(path)``. Returns the path."""
+        back with ``sl.load_fit(path)``. Returns the path.
+
+        The file is written whole to a temporary file in the same folder and renamed
+        over ``path`` (:func:`write_netcdf`): an existing file is never damaged, and
+        a full disk or any other failure is a :class:`~stanlite.FitFileError` naming
+        the path. The state records a fingerprint of the model's data and checksums
+        of every group, which :func:`load_fit` checks."""
         import xarray as xr
-        path = os.fspath(path)
+        idata = self.to_arviz()
+        groups = {g: idata[g] for g in idata.groups()}
         meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "method": self.method,
                 "max_treedepth": self.max_treedepth, "interrupted": bool(self.interrupted),
                 "names": self.names, "model": _model_id(self.model),
                 "unconstrained_names": _unconstrained_names(self.model),
+                "data_fingerprint": fit_fingerprint(self),
+                "checksums": {g: _fitio.dataset_digests(ds) for g, ds in groups.items()},
                 "gq_seeds": [_seed_to_json(s) for s in self.gq_seeds],
                 "chain_states": [s.to_dict() for s in self.chain_states]}
         arrays = {}
@@ -355,9 +367,9 @@ class Fit:
                          for k, v in arrays.items()})
         ds["state_json"] = (("state_json_bytes",), np.frombuffer(text, dtype=np.uint8))
         ds.attrs["format"] = f"{_FORMAT} {_FORMAT_VERSION}"
-        self.to_arviz().to_netcdf(path)
-        ds.to_netcdf(path, mode="a", group=STATE_GROUP, engine="h5netcdf")
-        return path
+        ds.attrs["checksum"] = _fitio.state_digest(text, arrays)
+        groups[STATE_GROUP] = ds
+        return _fitio.write_netcdf(path, groups, attrs=getattr(idata, "attrs", None))
 
     # ---- summaries ----------------------------------------------------------------------
     def summary(self, names=None):
@@ -423,7 +435,11 @@ class Fit:
         if self.num_draws >= 4:
             s = self.summary()
             bad_r = s.index[s["r_hat"] > 1.01].tolist()
-            if bad_r:
+            if self.num_chains < 2:
+                # R-hat compares chains: one chain cannot show that it has not mixed
+                msgs.append("R-hat not computed: it needs two chains or more (this fit "
+                            "has one); run chains=4 to check convergence.")
+            elif bad_r:
                 msgs.append(f"R-hat above 1.01 for {', '.join(bad_r[:8])}"
                             + (" ..." if len(bad_r) > 8 else "") + ": the chains have "
                             "not mixed; run longer or check the model.")
@@ -437,9 +453,37 @@ class Fit:
                             + ": estimates of their quantiles are unreliable; run longer.")
             else:
                 msgs.append("Effective sample sizes satisfactory.")
+        rejected = self._rejections_message()
+        if rejected:
+            msgs.append(rejected)
         if self.interrupted:
             msgs.append("The run was interrupted: these are the draws completed so far.")
         return "\n".join(msgs)
+
+    def _rejections_message(self):
+        """How many proposals (integrator steps, warmup included) were rejected because
+        the log density failed there, and why (the chains' ``rejections`` counts)."""
+        states = [s for s in self.chain_states if hasattr(s, "n_rejected")]
+        if not states:
+            return None
+        total = sum(int(s.n_rejected) for s in states)
+        if not total:
+            return "No proposals were rejected (the log density was finite everywhere " \
+                "the sampler went)."
+        counts = {}
+        for s in states:
+            for why, n in (getattr(s, "rejections", None) or {}).items():
+                counts[why] = counts.get(why, 0) + int(n)
+        missing = total - sum(counts.values())
+        if missing > 0:
+            counts["(reason not recorded)"] = counts.get("(reason not recorded)", 0) + missing
+        top = sorted(counts.items(), key=lambda kv: -kv[1])
+        parts = "; ".join(f"{n} x {why}" for why, n in top[:5])
+        more = f"; and {len(top) - 5} other reasons" if len(top) > 5 else ""
+        return (f"{total} proposal(s) were rejected (warmup included) because the log "
+                f"density failed there: {parts}{more}. A few during warmup are normal "
+                "(large early steps); many mean the sampler keeps hitting a region where "
+                "the density is undefined: check the constraints of the parameters.")
 
     def __repr__(self):
         return (f"<Fit {self.method}: {self.num_chains} chains x {self.num_draws} draws, "
@@ -466,6 +510,17 @@ def _rows(states):
         return list(range(len(states))), (lengths[0] if lengths else 0)
     rows = [i for i, k in enumerate(lengths) if k > 0]
     return rows, min(lengths[i] for i in rows)
+
+
+def _empty_arrays(model, chains):
+    """``{name: (chains, 0, *shape)}`` for a run without draws (interrupted in
+    warmup), so that ``fit[name]`` still has the quantity's shape."""
+    try:
+        tp, gq = model.output_shapes()
+        shapes = {**model.param_shapes(), **tp, **gq}
+    except Exception:              # noqa: BLE001 - no shapes: the fit has no arrays
+        return {}
+    return {k: np.empty((chains, 0) + tuple(v)) for k, v in shapes.items()}
 
 
 def output_arrays(model, draws, rngs, what="draws"):
@@ -750,71 +805,270 @@ def _unpack(obj, arrays):
 
 
 # ---- loading --------------------------------------------------------------------------
-def load_fit(path, model=None):
+def load_fit(path, model=None, data_changed_ok=False):
     """Read a fit written by ``fit.save(path)``.
 
     The result has ``fit[name]``, ``summary()``, ``diagnose()``, ``to_arviz()``,
-    ``step_size`` and ``inv_metric`` without the model; with ``model`` (checked to
-    have the same unconstrained parameters) nothing changes but the check, and
-    either way ``model.sample(resume_from=loaded, draws=...)`` continues the chains
-    exactly where they stopped."""
-    import xarray as xr
-    from .errors import ModelError
-    from .samplers.chain import ChainState
+    ``step_size`` and ``inv_metric`` without the model; with ``model`` nothing changes
+    but two checks, and either way ``model.sample(resume_from=loaded, draws=...)``
+    continues the chains exactly where they stopped. The checks: ``model`` has the
+    same unconstrained parameters (a ModelError otherwise), and its data are the data
+    the fit was made with (the file's fingerprint: each field's sha256; a
+    :class:`~stanlite.DataError` naming the fields that differ, unless
+    ``data_changed_ok=True`` - continuing a run on other data mixes two posteriors).
+    Files of format version 1 (no fingerprint) are compared with the data they
+    store in ``constant_data``/``observed_data``.
+
+    A file that is empty, truncated, corrupted (checksums of every group and of the
+    state are checked), hand-edited or of a newer format is a
+    :class:`~stanlite.FitFileError` naming the path and what is wrong; a missing
+    file a ``FileNotFoundError``."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no fit file {path!r}")
+    problem = _fitio.file_kind(path)
+    if problem:
+        raise FitFileError(path, problem)
     try:
-        import h5netcdf
-        with h5netcdf.File(path, mode="r") as f:
-            groups = list(f.groups)
-    except OSError as e:
-        raise ValueError(f"{path!r} is not a netCDF-4 file written by fit.save(): {e}") \
-            from None
+        datasets, meta, version = _read_fit_file(path)
+        fit = _fit_from_file(path, datasets, meta, version)
+    except (FitFileError, MemoryError):
+        raise
+    except Exception as e:                   # noqa: BLE001 - whatever the damage, named
+        raise FitFileError(path, f"is damaged or was edited: {type(e).__name__}: {e}") \
+            from e
+    if model is not None:
+        _check_model(path, fit, meta, model, data_changed_ok)
+        fit.model = model
+    return fit
+
+
+def _read_fit_file(path):
+    """``(datasets by group, state dict, format version)`` of a fit file, every
+    checksum checked; a FitFileError saying what is wrong."""
+    import h5py
+    import xarray as xr
+    try:
+        # h5py, not h5netcdf: a failed h5netcdf.File prints an ignored error at exit
+        with h5py.File(path, mode="r") as f:
+            groups = [k for k in f if isinstance(f.get(k), h5py.Group)]
+    except Exception as e:                   # noqa: BLE001 - h5py's errors vary with the damage
+        raise FitFileError(path, f"cannot be opened as netCDF-4 (truncated or corrupted): "
+                           f"{type(e).__name__}: {e}") from None
     if STATE_GROUP not in groups:
-        raise ValueError(f"{path!r} has no '{STATE_GROUP}' group: it was not written by "
-                         "stanlite's fit.save() (open it with arviz.from_netcdf instead)")
+        if "stanlite_approximation" in groups:
+            raise FitFileError(path, "holds an approximation (ADVI, Laplace, Pathfinder), "
+                               "not MCMC chains to resume: read it with arviz.from_netcdf")
+        raise FitFileError(path, f"has no '{STATE_GROUP}' group: it was not written by "
+                           "stanlite's fit.save() (open it with arviz.from_netcdf instead)")
     datasets = {}
     for g in groups:
         # the state's arrays are read raw (no fill-value masking): bit for bit
         raw = dict(mask_and_scale=False, decode_times=False, decode_timedelta=False) \
             if g == STATE_GROUP else {}
-        with xr.open_dataset(path, group=g, engine="h5netcdf", **raw) as ds:
-            datasets[g] = ds.load()
+        try:
+            # phony_dims: a variable without dimension scales (written by h5py, not
+            # netCDF) gets made-up dimensions instead of a warning
+            with xr.open_dataset(path, group=g, engine="h5netcdf", phony_dims="access",
+                                 **raw) as ds:
+                datasets[g] = ds.load()
+        except Exception as e:               # noqa: BLE001
+            raise FitFileError(path, f"its group '{g}' cannot be read (truncated or "
+                               f"corrupted): {type(e).__name__}: {e}") from None
     state = datasets.pop(STATE_GROUP)
+    if "state_json" not in state.variables:
+        raise FitFileError(path, f"its '{STATE_GROUP}' group has no variable 'state_json' "
+                           "(edited?)")
+    raw_text = state["state_json"].values
+    if raw_text.dtype != np.uint8 or raw_text.ndim != 1:
+        raise FitFileError(path, f"its 'state_json' is {raw_text.dtype} of shape "
+                           f"{raw_text.shape}, not bytes (edited?)")
+    text = raw_text.tobytes()
     arrays = {k: state[k].values for k in state.data_vars if k != "state_json"}
-    meta = _unpack(json.loads(state["state_json"].values.tobytes().decode("utf-8")),
-                   arrays)
-    if meta.get("format") != _FORMAT or meta.get("version", 0) > _FORMAT_VERSION:
-        raise ValueError(f"{path!r}: unsupported fit file format {meta.get('format')!r} "
-                         f"version {meta.get('version')!r}")
-    if model is not None:
-        want = meta.get("unconstrained_names")
-        have = _unconstrained_names(model)
-        if want is not None and have is not None and want != have:
-            raise ModelError(f"the fit in {path!r} was made with a model ({meta['model']}) "
-                             f"whose unconstrained parameters are {_short(want)}; "
-                             f"{type(model).__name__} has {_short(have)}")
-    az = _arviz()
+    try:
+        packed = json.loads(text.decode("utf-8"))
+    except ValueError as e:                  # UnicodeDecodeError, JSONDecodeError
+        raise FitFileError(path, f"its state (JSON) is not valid: {e}") from None
+    if not isinstance(packed, dict):
+        raise FitFileError(path, f"its state is a JSON {type(packed).__name__}, not an "
+                           "object (edited?)")
+    version = _format_version(path, packed)
+    if version >= 2:
+        want = state.attrs.get("checksum")
+        if want is None:
+            raise FitFileError(path, f"its '{STATE_GROUP}' group has lost its checksum "
+                               "(edited?)")
+        if _fitio.state_digest(text, arrays) != want:
+            raise FitFileError(path, "its state (chain states, seeds) does not match its "
+                               "checksum: the file was damaged or edited")
+    try:
+        meta = _unpack(packed, arrays)
+    except KeyError as e:
+        raise FitFileError(path, f"its state refers to the array {e}, which is missing "
+                           "(edited?)") from None
+    if version >= 2:
+        _check_group_digests(path, datasets, _need(path, meta, "checksums", dict))
+    return datasets, meta, version
+
+
+def _format_version(path, packed):
+    fmt, version = packed.get("format"), packed.get("version")
+    if fmt != _FORMAT:
+        raise FitFileError(path, f"its state has format {fmt!r}, not {_FORMAT!r}")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise FitFileError(path, f"its format version {version!r} is not valid (edited?)")
+    if version > _FORMAT_VERSION:
+        raise FitFileError(path, f"was written by a newer stanlite (format version "
+                           f"{version}; this one reads up to {_FORMAT_VERSION}): upgrade "
+                           "stanlite to read it")
+    return version
+
+
+def _check_group_digests(path, datasets, checksums):
+    for g, sums in checksums.items():
+        if g not in datasets:
+            raise FitFileError(path, f"its group '{g}' is missing (deleted or renamed?)")
+        have = _fitio.dataset_digests(datasets[g])
+        missing = [k for k in sums if k not in have]
+        if missing:
+            raise FitFileError(path, f"its group '{g}' has lost the variable(s) "
+                               f"{', '.join(missing)} (edited?)")
+        bad = [k for k in sums if have[k] != sums[k]]
+        if bad:
+            raise FitFileError(path, f"the values of {', '.join(bad)} in group '{g}' do "
+                               "not match their checksums: the file was damaged or edited")
+
+
+def _need(path, d, key, types, what="its state"):
+    if not isinstance(d, dict) or key not in d:
+        raise FitFileError(path, f"{what} has no '{key}' (edited?)")
+    v = d[key]
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in
+                                    (types if isinstance(types, tuple) else (types,))):
+        raise FitFileError(path, f"{what}: '{key}' is {type(v).__name__} {_clip(v)}, not "
+                           f"{_type_names(types)} (edited?)")
+    return v
+
+
+def _type_names(types):
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join("None" if t is type(None) else t.__name__ for t in types)
+
+
+def _clip(v, k=60):
+    r = repr(v)
+    return r if len(r) <= k else r[:k] + "..."
+
+
+def _fit_from_file(path, datasets, meta, version):
+    """The Fit a checked file describes; its pieces checked against each other."""
+    from .samplers.chain import ChainState
+    names = _need(path, meta, "names", list)
+    seeds = _need(path, meta, "gq_seeds", list)
+    raw_states = _need(path, meta, "chain_states", list)
+    unames = _need(path, meta, "unconstrained_names", (list, type(None)))
+    dim = len(unames) if unames is not None else None
+    states = []
+    for i, d in enumerate(raw_states):
+        states.append(ChainState.from_dict(_checked_state(path, d, i, dim, len(seeds))))
     fit = Fit.__new__(Fit)
-    fit.model = model
-    fit.chain_states = [ChainState.from_dict(d) for d in meta["chain_states"]]
-    fit.gq_seeds = [_seed_from_json(d) for d in meta["gq_seeds"]]
-    fit.interrupted = meta["interrupted"]
-    fit.method = meta["method"]
-    fit.max_treedepth = meta["max_treedepth"]
-    fit._idata = az.InferenceData(**datasets)
+    fit.model = None
+    fit.chain_states = states
+    fit.gq_seeds = [_seed_from_json(d) for d in seeds]
+    fit.interrupted = _need(path, meta, "interrupted", bool)
+    fit.method = _need(path, meta, "method", str)
+    fit.max_treedepth = _need(path, meta, "max_treedepth", (int, type(None)))
+    fit._fingerprint = meta.get("data_fingerprint") if version >= 2 else \
+        _fingerprint_from_groups(datasets)
     post = datasets.get("posterior")
-    fit._draws = {k: np.asarray(post[k].values) for k in meta["names"]} \
-        if post is not None else {}
+    rows, n = _rows(states)
+    if post is None:
+        if n and names:
+            raise FitFileError(path, "has no 'posterior' group (deleted or renamed?)")
+        post = {}
+    for k in names:
+        if k not in post:
+            raise FitFileError(path, f"its posterior has no '{k}' (edited?)")
+        got = post[k].shape[:2]
+        if got != (len(rows), n):
+            raise FitFileError(path, f"its posterior '{k}' has {got[0]} chains x "
+                               f"{got[1] if len(got) > 1 else 0} draws; the chain states "
+                               f"have {len(rows)} x {n} (edited?)")
+    fit._idata = _arviz().InferenceData(**datasets)
+    fit._draws = {k: np.asarray(post[k].values) for k in names}
     wpost = datasets.get("warmup_posterior")
-    fit._warmup_draws = {k: np.asarray(wpost[k].values) for k in meta["names"]
+    fit._warmup_draws = {k: np.asarray(wpost[k].values) for k in names
                          if k in wpost} if wpost is not None else {}
-    n = post.sizes.get("draw", 0) if post is not None else 0
-    dim = len(meta.get("unconstrained_names") or []) or \
-        (len(fit.chain_states[0].q) if fit.chain_states else 0)
-    fit._from_states(n, dim)
+    fit._from_states(n, dim if dim is not None else
+                     (len(states[0].q) if states else 0))
     return fit
+
+
+def _checked_state(path, d, i, dim, n_seeds):
+    """Chain state ``i`` (a dict) with the fields a fit is built from checked."""
+    what = f"its chain state {i + 1}"
+    if not isinstance(d, dict):
+        raise FitFileError(path, f"{what} is {type(d).__name__}, not a dict (edited?)")
+    cid = _need(path, d, "chain_id", int, what)
+    if not 0 <= cid < n_seeds:
+        raise FitFileError(path, f"{what} has chain_id {cid}, but there are {n_seeds} "
+                           "generated-quantities seeds (edited?)")
+    for key in ("iteration", "num_warmup", "num_draws"):
+        if _need(path, d, key, int, what) < 0:
+            raise FitFileError(path, f"{what}: '{key}' is negative (edited?)")
+    for draws_key, stats_key in (("draws", "stats"), ("warmup_draws", "warmup_stats")):
+        draws = _need(path, d, draws_key, list, what)
+        stats = _need(path, d, stats_key, dict, what)
+        for j, x in enumerate(draws):
+            if not isinstance(x, np.ndarray) or x.ndim != 1 or \
+                    (dim is not None and x.shape != (dim,)):
+                shape = getattr(x, "shape", type(x).__name__)
+                raise FitFileError(path, f"{what}: draw {j + 1} of '{draws_key}' has "
+                                   f"shape {shape}, not ({dim},) (edited?)")
+        for k, v in stats.items():
+            if draws_key == "draws" and (not isinstance(v, list) or len(v) != len(draws)):
+                raise FitFileError(path, f"{what}: statistic '{k}' has "
+                                   f"{len(v) if isinstance(v, list) else _clip(v)} values "
+                                   f"for {len(draws)} draws (edited?)")
+    return d
+
+
+def _fingerprint_from_groups(datasets):
+    """The data fingerprint of a format-1 file, from the data it stores."""
+    data = {}
+    for g in ("constant_data", "observed_data"):
+        ds = datasets.get(g)
+        if ds is not None:
+            data.update({str(k): ds[k].values for k in ds.data_vars})
+    return _fitio.fingerprint_of_data(None, data) if data else None
+
+
+def _check_model(path, fit, meta, model, data_changed_ok):
+    want = meta.get("unconstrained_names")
+    have = _unconstrained_names(model)
+    if want is not None and have is not None and want != have:
+        raise ModelError(f"the fit in {path!r} was made with a model ({meta.get('model')}) "
+                         f"whose unconstrained parameters are {_short(want)}; "
+                         f"{type(model).__name__} has {_short(have)}")
+    _fitio.compare_fingerprints(fit._fingerprint, model, f"the fit in {path!r}",
+                                changed_ok=data_changed_ok)
+
+
+def fit_fingerprint(fit):
+    """The fingerprint of the data ``fit`` was made with: its model's data, or (a fit
+    loaded without a model) what its file recorded; None if unknown."""
+    m = getattr(fit, "model", None)
+    fp = _fitio.data_fingerprint(m) if m is not None else None
+    return fp if fp is not None else getattr(fit, "_fingerprint", None)
+
+
+def check_resume_data(fit, model, data_changed_ok=False):
+    """For ``model.sample(resume_from=fit)``: a DataError if ``fit`` was made with
+    other data than ``model`` has (unless ``data_changed_ok``)."""
+    if getattr(fit, "model", None) is model:
+        return
+    _fitio.compare_fingerprints(fit_fingerprint(fit), model, "resume_from (the fit)",
+                                changed_ok=data_changed_ok)
 
 
 def _short(names, k=6):

@@ -890,7 +890,7 @@ def _read_json_data(source):
 
 def _read_text(path, where):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:      # a BOM is no error
             return f.read()
     except FileNotFoundError:
         raise DataError(f"{where} does not exist") from None

@@ -143,6 +143,24 @@ def test_errors_are_one_line(args, message, model_file, tmp_path, capsys):
     assert re.search(message, err), err
 
 
+@pytest.mark.parametrize("command", ["sample", "laplace", "optimize"])
+def test_output_is_checked_before_anything_runs(command, tmp_path, capsys, monkeypatch):
+    # a model that would fail when run: the --output error comes first, so nothing ran
+    calls = []
+    monkeypatch.setattr(cli, "build_model", lambda *a: calls.append(a))
+    name = "mode.csv" if command == "optimize" else "fit.nc"
+    for output, message in ((tmp_path / "no_such" / name, "cannot be written: its "
+                             "folder '.*no_such' does not exist"),
+                            (tmp_path, "is a folder, not a file name")):
+        code, text = run([command, "eight_schools", "--output", str(output)])
+        err = capsys.readouterr().err
+        assert code == 1 and text == "" and not calls
+        assert len(err.strip().splitlines()) == 1, err
+        import re
+        assert re.search(f"stanlite: error: --output '{re.escape(str(output))}' "
+                         f"{message}", err), err
+
+
 def test_model_error_is_one_line(tmp_path, capsys):
     path = tmp_path / "never.py"
     path.write_text(textwrap.dedent('''

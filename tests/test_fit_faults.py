@@ -100,9 +100,14 @@ def test_gq_changing_shape_counts_as_a_failure():
 
 
 # ---- real signals and rlimits in child processes --------------------------------------------
-def _child(code, tmp_path, **kw):
-    script = tmp_path / "child.py"
+def _script(code, folder):
+    script = folder / "child.py"
     script.write_text(textwrap.dedent(code))
+    return script
+
+
+def _child(code, tmp_path, **kw):
+    script = _script(code, tmp_path)
     env = dict(os.environ, PYTHONWARNINGS="default", STANLITE_COMPILE="0")
     return subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -158,3 +163,228 @@ def test_ctrl_c_during_generated_quantities_keeps_every_draw(tmp_path, parallel)
     fit = sl.load_fit(tmp_path / "fit.nc")
     assert fit["mu"].shape == (3, 200) and np.isfinite(fit["mu"]).all()
     assert fit.unconstrained_draws.shape == (3, 200, 1)
+
+
+# ---- damaged, hand-edited and foreign files ---------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A small fit, its file and the file's bytes."""
+    from stanlite.models import get
+    m = get("eight_schools_noncentered")
+    fit = m.sample(chains=2, draws=30, warmup=30, seed=1, progress=False, parallel=False)
+    path = fit.save(tmp_path_factory.mktemp("good") / "good.nc")
+    with open(path, "rb") as f:
+        raw = f.read()
+    return m, fit, path, raw
+
+
+def _same(a, b):
+    assert a.names == b.names
+    for k in a.names:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    for k, v in a.sampler_stats.items():
+        np.testing.assert_array_equal(v, b[k], err_msg=k)
+
+
+def _load_damaged(path, m):
+    """Load a damaged file: a FitFileError naming the path (None if it loads)."""
+    try:
+        return sl.load_fit(path, model=m)
+    except sl.FitFileError as e:
+        assert str(path) in str(e) and e.path == str(path)
+        return e
+
+
+def test_truncated_files(saved, tmp_path):
+    m, fit, _, raw = saved
+    offsets = [0, 1, 4, 8, 100, 511, 512, 2048, len(raw) // 4, len(raw) // 2,
+               3 * len(raw) // 4, len(raw) - 100, len(raw) - 1]
+    for k in offsets:
+        p = tmp_path / f"cut{k}.nc"
+        p.write_bytes(raw[:k])
+        e = _load_damaged(p, m)
+        assert isinstance(e, sl.FitFileError), k
+        if k == 0:
+            assert "is empty" in str(e)
+
+
+def test_flipped_bytes_never_load_silently_wrong(saved, tmp_path):
+    # 120 files with 1-3 bytes changed at random offsets (fixed seed): each is either
+    # a FitFileError naming the path, or loads to exactly the saved fit (a byte HDF5
+    # does not use); measured at seed 20261126: 61 errors, 59 identical
+    m, fit, _, raw = saved
+    rng = np.random.default_rng(20261126)
+    outcomes = {"error": 0, "identical": 0}
+    p = tmp_path / "flipped.nc"
+    for _ in range(120):
+        b = bytearray(raw)
+        for off in rng.integers(0, len(raw), size=rng.integers(1, 4)):
+            b[off] ^= int(rng.integers(1, 256))
+        p.write_bytes(bytes(b))
+        got = _load_damaged(p, m)
+        if isinstance(got, sl.FitFileError):
+            outcomes["error"] += 1
+        else:
+            _same(fit, got)
+            outcomes["identical"] += 1
+    assert outcomes["error"] > 20 and outcomes["identical"] > 0, outcomes
+
+
+def test_foreign_files(saved, tmp_path):
+    m, fit, _, raw = saved
+    cases = {"text.nc": (b"not netCDF at all\n", "is not a netCDF-4 .HDF5. file"),
+             "random.nc": (np.random.default_rng(3).bytes(5000), "is not a netCDF-4"),
+             "nc3.nc": (b"CDF\x01" + bytes(200), "netCDF-3 file"),
+             "empty.nc": (b"", "is empty")}
+    for name, (content, msg) in cases.items():
+        p = tmp_path / name
+        p.write_bytes(content)
+        with pytest.raises(sl.FitFileError, match=f"{name}.*{msg}"):
+            sl.load_fit(p)
+    with pytest.raises(sl.FitFileError, match="is a folder"):
+        sl.load_fit(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no fit file"):
+        sl.load_fit(tmp_path / "missing.nc")
+    # an approximation's file (ApproximateFit.save's groups) is named as such
+    import xarray as xr
+    from stanlite import _fitio
+    approx = _fitio.write_netcdf(tmp_path / "laplace.nc", {
+        "posterior": fit.to_arviz().posterior,
+        "stanlite_approximation": xr.Dataset({"u": (("d",), np.zeros(3))})})
+    with pytest.raises(sl.FitFileError, match="holds an approximation"):
+        sl.load_fit(approx)
+
+
+def _edited(saved, tmp_path, name, edit):
+    import shutil
+
+    import h5py
+    p = tmp_path / name
+    shutil.copy(saved[2], p)
+    with h5py.File(p, "r+") as f:
+        edit(f)
+    return p
+
+
+def _replace_state_json(f, text):
+    import hashlib  # noqa: F401 - the checksum below is recomputed by stanlite's own code
+    from stanlite import _fitio
+    g = f["stanlite_state"]
+    arrays = {k: g[k][()] for k in g if k != "state_json" and not k.endswith("_bytes")
+              and g[k].ndim and "_dim_" not in k}
+    del g["state_json"]
+    g.create_dataset("state_json", data=np.frombuffer(text, dtype=np.uint8))
+    return _fitio.state_digest(text, arrays)
+
+
+@pytest.mark.parametrize("case, edit, msg", [
+    ("no_posterior", lambda f: f.__delitem__("posterior"),
+     "group 'posterior' is missing"),
+    ("renamed_stats", lambda f: f.move("sample_stats", "stats"),
+     "group 'sample_stats' is missing"),
+    ("no_state", lambda f: f.__delitem__("stanlite_state"), "has no 'stanlite_state'"),
+    ("no_mu", lambda f: f["posterior"].__delitem__("mu"),
+     "cannot be read|lost the variable.*mu"),
+    ("edited_value", lambda f: f["posterior/theta"].__setitem__((0, 0, 0), 1.5),
+     "values of theta in group 'posterior' do not match their checksums"),
+    ("no_checksum", lambda f: f["stanlite_state"].attrs.__delitem__("checksum"),
+     "lost its checksum"),
+    ("bad_checksum", lambda f: f["stanlite_state"].attrs.__setitem__("checksum", "00"),
+     "does not match its checksum"),
+    ("no_json", lambda f: f["stanlite_state"].__delitem__("state_json"),
+     "cannot be read|no variable 'state_json'"),
+])
+def test_hand_edited_files(saved, tmp_path, case, edit, msg):
+    p = _edited(saved, tmp_path, f"{case}.nc", edit)
+    with pytest.raises(sl.FitFileError, match=f"{case}.nc.*({msg})"):
+        sl.load_fit(p, model=saved[0])
+
+
+@pytest.mark.parametrize("text, msg", [
+    (b"{not json", "its state .JSON. is not valid"),
+    (b"[1, 2]", "JSON list, not an object"),
+    (b'{"format": "other", "version": 1}', "has format 'other'"),
+    (b'{"format": "stanlite-fit", "version": 99}', "newer stanlite .format version 99"),
+    (b'{"format": "stanlite-fit", "version": "2"}', "format version '2' is not valid"),
+    (b'{"format": "stanlite-fit", "version": 2}', "no 'checksums'"),
+])
+def test_bad_state_json(saved, tmp_path, text, msg):
+    def edit(f):
+        f["stanlite_state"].attrs["checksum"] = _replace_state_json(f, text)
+    p = _edited(saved, tmp_path, "state.nc", edit)
+    with pytest.raises(sl.FitFileError, match=msg):
+        sl.load_fit(p)
+
+
+def test_inconsistent_state_is_named(saved, tmp_path):
+    # a state whose checksums are right but whose pieces disagree (a tool that
+    # rewrote the file): the pieces are checked against each other
+    import copy
+    m, fit, _, _ = saved
+    bad = copy.copy(fit)
+    bad.chain_states = [copy.deepcopy(s) for s in fit.chain_states]
+    bad.chain_states[1].stats["lp__"] = bad.chain_states[1].stats["lp__"][:-3]
+    p = bad.save(tmp_path / "stats.nc")
+    with pytest.raises(sl.FitFileError, match="chain state 2: statistic 'lp__' has 27 "
+                       "values for 30 draws"):
+        sl.load_fit(p)
+    bad.chain_states[1] = copy.deepcopy(fit.chain_states[1])
+    bad.chain_states[0].draws = [x[:5] for x in bad.chain_states[0].draws]
+    p = bad.save(tmp_path / "dim.nc")
+    with pytest.raises(sl.FitFileError, match=r"chain state 1: draw 1 of 'draws' has "
+                       r"shape \(5,\), not \(10,\)"):
+        sl.load_fit(p)
+
+
+# ---- a full disk while saving ---------------------------------------------------------------
+_FULL_DISK = """
+    import resource, signal, sys
+    import stanlite as sl
+
+    fit = sl.load_fit(sys.argv[1])
+    limit = int(sys.argv[3])
+    # a file-size limit is a full disk for this process: writes past it fail (EFBIG)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        fit.save(sys.argv[2])
+    except sl.FitFileError as e:
+        print(f"FitFileError errno={e.errno}: {e}")
+        sys.exit(3)
+    print("saved")
+"""
+
+
+@pytest.mark.parametrize("limit", [1, 4096, 100_000])
+def test_full_disk_never_damages_the_file_it_replaces(saved, tmp_path, limit):
+    m, fit, good, raw = saved
+    target = tmp_path / "fit.nc"
+    target.write_bytes(raw)
+    os.chmod(target, 0o640)
+    assert len(raw) > limit
+    script = _script(_FULL_DISK, tmp_path)
+    r = subprocess.run([sys.executable, str(script), good, str(target), str(limit)],
+                       capture_output=True, text=True, timeout=300)
+    # an error the program can handle, not a signal (it segfaulted before)
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert f"fit file '{target}': could not be written (File too large); the " \
+           "existing file is unchanged" in r.stdout
+    assert "errno=27" in r.stdout                # EFBIG
+    assert target.read_bytes() == raw
+    assert sorted(os.listdir(tmp_path)) == ["child.py", "fit.nc"]   # no temporary file
+    _same(fit, sl.load_fit(target, model=m))
+
+
+def test_save_is_atomic_and_keeps_permissions(saved, tmp_path):
+    m, fit, good, raw = saved
+    target = tmp_path / "fit.nc"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o640)
+    assert fit.save(target) == str(target)
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["fit.nc"]
+    _same(fit, sl.load_fit(target))
+    with pytest.raises(sl.FitFileError, match="is a folder"):
+        fit.save(tmp_path)
+    with pytest.raises(sl.FitFileError, match="its folder .* does not exist"):
+        fit.save(tmp_path / "no" / "such" / "fit.nc")

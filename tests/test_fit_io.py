@@ -182,11 +182,11 @@ def test_load_errors(short_fit, eight_schools, tmp_path):
         sl.load_fit(tmp_path / "missing.nc")
     plain = tmp_path / "plain.nc"
     short_fit.to_arviz().to_netcdf(str(plain))
-    with pytest.raises(ValueError, match="stanlite_state"):
+    with pytest.raises(sl.FitFileError, match="plain.nc.*has no 'stanlite_state' group"):
         sl.load_fit(plain)
     junk = tmp_path / "junk.nc"
     junk.write_text("not netCDF")
-    with pytest.raises(ValueError, match="not a netCDF-4 file"):
+    with pytest.raises(sl.FitFileError, match="junk.nc.*is not a netCDF-4 .HDF5. file"):
         sl.load_fit(junk)
     path = short_fit.save(tmp_path / "es.nc")
     with pytest.raises(sl.ModelError, match="unconstrained parameters"):
@@ -317,3 +317,66 @@ def test_save_warmup_keeps_the_warmup_iterations(eight_schools, short_fit, tmp_p
     np.testing.assert_array_equal(loaded.warmup("theta"), fit.warmup("theta"))
     with pytest.raises(KeyError, match="save_warmup=True"):
         short_fit.warmup("theta")
+
+
+# ---- the data a fit was made with --------------------------------------------------------------
+def test_load_for_resume_refuses_other_data(short_fit, tmp_path):
+    from stanlite.models import get
+    path = short_fit.save(tmp_path / "es.nc")
+    es = get("eight_schools_noncentered")
+    other = type(es)(**{**es.data, "y": np.asarray(es.data["y"]) + 1.0})
+    with pytest.raises(sl.DataError, match=r"es.nc.* was made with other data .*\(y "
+                       r"differ\).*mix two posteriors.*data_changed_ok=True"):
+        sl.load_fit(path, model=other)
+    with pytest.warns(RuntimeWarning, match="other data"):
+        loaded = sl.load_fit(path, model=other, data_changed_ok=True)
+    assert loaded.model is other
+    # the same data in a new instance is fine; a loaded fit without a model keeps the
+    # fingerprint (it saves it again, and resume_from compares against it)
+    assert sl.load_fit(path, model=type(es)(**es.data)).num_draws == 40
+    bare = sl.load_fit(path)
+    again = sl.load_fit(bare.save(tmp_path / "again.nc"))
+    with pytest.raises(sl.DataError, match="y differ"):
+        other.sample(resume_from=again, draws=41, progress=False, parallel=False)
+
+
+def test_resume_from_a_fit_on_other_data_refuses():
+    data = _reg_data()
+    kw = dict(chains=1, draws=20, warmup=20, seed=1, progress=False, parallel=False)
+    fit = Regression(**data).sample(**kw)
+    changed = Regression(**{**data, "x": data["x"] * 2, "y": data["y"][::-1]})
+    with pytest.raises(sl.DataError, match=r"resume_from .* other data .*\(x, y differ\)"):
+        changed.sample(resume_from=fit, draws=25, progress=False, parallel=False)
+    with pytest.warns(RuntimeWarning, match="other data"):
+        more = changed.sample(resume_from=fit, draws=25, progress=False, parallel=False,
+                              data_changed_ok=True)
+    assert more.num_draws == 25
+    # another instance with equal data resumes quietly
+    same = Regression(**{k: np.array(v, copy=True) for k, v in data.items()})
+    assert same.sample(resume_from=fit, draws=25, progress=False,
+                       parallel=False).num_draws == 25
+
+
+def test_version_1_file_is_checked_against_its_data_groups(short_fit, tmp_path):
+    # a file as stanlite wrote it before fingerprints and checksums (format 1)
+    import json
+    import xarray as xr
+    path = str(tmp_path / "v1.nc")
+    meta = {"format": "stanlite-fit", "version": 1, "method": short_fit.method,
+            "max_treedepth": 10, "interrupted": False, "names": short_fit.names,
+            "model": "x.EightSchools", "unconstrained_names":
+                fitmod._unconstrained_names(short_fit.model),
+            "gq_seeds": [fitmod._seed_to_json(s) for s in short_fit.gq_seeds],
+            "chain_states": [s.to_dict() for s in short_fit.chain_states]}
+    arrays = {}
+    text = json.dumps(fitmod._pack(meta, arrays)).encode()
+    ds = xr.Dataset({k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v)
+                     for k, v in arrays.items()})
+    ds["state_json"] = (("state_json_bytes",), np.frombuffer(text, dtype=np.uint8))
+    short_fit.to_arviz().to_netcdf(path)
+    ds.to_netcdf(path, mode="a", group=fitmod.STATE_GROUP, engine="h5netcdf")
+    es = short_fit.model
+    _same_fit(short_fit, sl.load_fit(path, model=type(es)(**es.data)))
+    other = type(es)(**{**es.data, "sigma": np.asarray(es.data["sigma"]) * 2})
+    with pytest.raises(sl.DataError, match="sigma differ"):
+        sl.load_fit(path, model=other)
