@@ -500,6 +500,9 @@ def _check_data_bound(decl, which, arr, env, field):
     except (TypeError, ValueError):
         raise field.error(f"its {which} bound {_show(b)} has shape {np.shape(bv)}, which "
                           f"does not fit the field's shape {arr.shape}") from None
+    if np.isnan(bv).any():
+        raise field.error(f"its {which} bound {_show(b)} is NaN, so no value can "
+                          "satisfy it")
     op, word = (np.greater_equal, ">=") if which == "lower" else (np.less_equal, "<=")
     good = op(arr, ok)
     if not np.all(good):

@@ -538,6 +538,33 @@ def test_bound_of_earlier_parameter_still_checked_per_point():
     assert M().dim == 2
 
 
+def test_data_bound_that_is_nan_on_data_field():
+    class M(sl.Model):
+        lo = sl.data.real(allow_nonfinite=True)
+        y = sl.data.vector(2, lower="lo")
+        mu = sl.param.real()
+
+        def log_prob(self, mu):
+            return -mu * mu
+
+    with pytest.raises(sl.DataError, match=r"data field 'y'.*lower bound 'lo' is NaN"):
+        M(lo=float("nan"), y=[1.0, 2.0])
+
+
+def test_callable_size_that_is_not_an_int():
+    class M(sl.Model):
+        N = sl.data.int(lower=0)
+        x = sl.data.vector(lambda N: N / 2)
+        mu = sl.param.real()
+
+        def log_prob(self, mu):
+            return -mu * mu
+
+    with pytest.raises(sl.DataError, match=r"data field 'x'.*size <function of N>.*"
+                                           r"single int.*float 1.5"):
+        M(N=3, x=[1.0])
+
+
 def test_data_bound_of_wrong_shape_on_data_field():
     class M(sl.Model):
         N = sl.data.int(lower=0)
@@ -622,6 +649,11 @@ def test_from_json_overrides_must_be_declared():
 def test_from_json_files(tmp_path, make, pattern):
     with pytest.raises(sl.DataError, match=pattern):
         EightSchools.from_json(make(tmp_path))
+
+
+def test_from_json_reads_a_file_with_a_bom(tmp_path):
+    path = _write(tmp_path / "bom.json", b"\xef\xbb\xbf" + SCHOOLS_JSON.encode())
+    assert EightSchools.from_json(path).J == 8
 
 
 def test_from_json_rejects_other_sources():
