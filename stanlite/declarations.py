@@ -168,7 +168,8 @@ def _check_allocation(decl, dims):
     if limit is None:
         limit = 2 ** 63                              # unknown: only the impossible
     if need > limit:
-        raise DataError(f"{decl.label}: {decl.describe(dims)} has {count:,} elements "
+        from_data = any(isinstance(d, str) or callable(d) for d in decl.dims)
+        raise (DataError if from_data else ModelError)(f"{decl.label}: {decl.describe(dims)} has {count:,} elements "
                         f"({_bytes(need)}), more than this machine's memory "
                         f"({_bytes(limit)}); check its size ({_sizes_note(decl, dims)})")
 
@@ -477,7 +478,7 @@ def _fit_shape(arr, shape, field):
         return arr
     if arr.size == 1 and math.prod(shape) == 1 and shape:
         return arr.reshape(shape)           # a length-1 vector given as a scalar
-    raise field.wrong(f"shape {arr.shape} (expected shape {shape})")
+    raise field.error(f"expected {field.expected} (shape {shape}), got shape {arr.shape}")
 
 
 def _check_finite(arr, field):

@@ -505,12 +505,9 @@ def test_pandas_rejected(case):
     (lambda: sl.param.vector(10 ** 13), r"parameter 'p'.*memory"),
 ])
 def test_bad_declarations_are_model_errors(decl, pattern):
-    with pytest.raises((sl.ModelError, sl.DataError), match=pattern) as info:
-        M = type("M", (sl.Model,), {"p": decl(),
-                                    "log_prob": lambda self, p: sl.sum(p) * 0.0})
+    M = type("M", (sl.Model,), {"p": decl(), "log_prob": lambda self, p: sl.sum(p) * 0.0})
+    with pytest.raises(sl.ModelError, match=pattern):
         M()
-    if "memory" not in pattern:                 # a literal size beyond memory: data-like
-        assert info.type is sl.ModelError
 
 
 def test_failing_data_bound_is_named():
