@@ -31,6 +31,7 @@ allocated, naming the field and the size. Bounds of a parameter that are data ar
 checked when the model is built (:meth:`ParamDecl.check_bounds`).
 """
 
+import decimal
 import functools
 import inspect
 import math
@@ -299,6 +300,8 @@ def _numeric_array(value, field, is_int):
     if isinstance(value, (str, bytes, dict, set, frozenset)) or \
             not isinstance(value, (list, tuple, np.ndarray)) and _is_mapping(value):
         raise field.wrong(_got(value))
+    if isinstance(value, (list, tuple)):
+        _check_masked_rows(value, field)
     try:
         arr = np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) \
             else np.asarray(value)
@@ -346,14 +349,29 @@ def _unmasked(value, field):
     return np.asarray(value.data)
 
 
+def _check_masked_rows(rows, field):
+    """A list of masked arrays (rows of a matrix, say): numpy would read the masked
+    entries' hidden data as values; a masked entry is a missing value."""
+    for i, row in enumerate(rows):
+        if isinstance(row, np.ma.MaskedArray):
+            mask = np.ma.getmaskarray(row)
+            if mask.any():
+                at = _position((i, *np.argwhere(mask)[0]))
+                raise field.error(f"{_NO_MISSING}; row {i + 1} is a masked array with "
+                                  f"{int(mask.sum())} masked element(s), the first "
+                                  f"{at}")
+
+
 def _is_missing(e):
     """None, pandas' NA/NaT, numpy's masked constant: a missing value, not a number."""
     return e is None or e is np.ma.masked or type(e).__name__ in ("NAType", "NaTType")
 
 
 def _is_number(t):
-    """Whether elements of type ``t`` are numbers Stan data may hold (not booleans)."""
-    return issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_))
+    """Whether elements of type ``t`` are numbers Stan data may hold: reals (a
+    Decimal, as ``json.loads(parse_float=Decimal)`` gives, too), not booleans."""
+    return issubclass(t, (numbers.Real, decimal.Decimal)) and \
+        not issubclass(t, (bool, np.bool_))
 
 
 def _from_objects(arr, field, is_int):

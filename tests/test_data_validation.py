@@ -11,6 +11,8 @@ each row is a data mutation, the error class and a pattern the message must matc
 """
 
 import json
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -156,6 +158,8 @@ def bad_scalar_int(model, field, valid):
             f"{field}=dict"),
         Row(model, {field: {valid}}, sl.DataError, rf"{f}.*set", f"{field}=set"),
         Row(model, {field: object()}, sl.DataError, rf"{f}.*object", f"{field}=object"),
+        Row(model, {field: Decimal(valid) + Decimal("0.5")}, sl.DataError,
+            rf"{f}.*whole number", f"{field}=Decimal x.5"),
     ]
 
 
@@ -267,6 +271,10 @@ REG_ROWS = (bad_scalar_int("regression", "K", 3)
                     r"K = 10000000", "N=K=1e7"),
                 Row("regression", {"X": masked(REG_X, (2, 1))}, sl.DataError,
                     r"'X'.*missing.*\[3, 2\]", "X masked"),
+                Row("regression", {"X": [np.asarray(REG_X[0]), masked(REG_X[1], 2),
+                                         *REG_X[2:]]},
+                    sl.DataError, r"'X'.*missing.*row 2 is a masked array.*\[2, 3\]",
+                    "X masked row"),
                 Row("regression", {"X": [REG_X[0], REG_X[1][:1], *REG_X[2:]]},
                     sl.DataError, r"'X'.*ragged.*\[1\] is a sequence of length 3 "
                     r"but element \[2\] "
@@ -381,6 +389,9 @@ def test_missing_field_is_named(model, field):
     ("schools", {"y": with_item(SCHOOLS["y"], 2 ** 70, 0)},     # a real: no wrapping
      lambda m: m.y[0] == float(2 ** 70)),
     ("counts", {"y": [0.0, 3.0, 1.0, 4.0, 2.0, 7.0]}, lambda m: m.y.dtype == np.int64),
+    ("counts", {"y": [Decimal(v) for v in COUNTS["y"]], "a_lo": Decimal("-1.5")},
+     lambda m: m.y.tolist() == COUNTS["y"] and m.a_lo == -1.5),
+    ("schools", {"y": [Fraction(v, 2) for v in SCHOOLS["y"]]}, lambda m: m.y[0] == 14.0),
     ("counts", {"y": np.asarray(COUNTS["y"], np.uint8)}, lambda m: m.y[5] == 7),
     ("counts", {"y": with_item(COUNTS["y"], 2 ** 62, 0)}, lambda m: m.y[0] == 2 ** 62),
     # the int64 boundary is exact for Python ints (not compared through a float)
