@@ -76,9 +76,11 @@ def write_netcdf(path, groups, attrs=None):
 
 
 def _replace_with_bytes(path, data):
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = _file_mode(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+    # a symbolic link keeps pointing at the new file: the file it names is replaced
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    folder = os.path.dirname(os.path.abspath(target))
+    mode = _file_mode(target)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.",
                                suffix=".tmp")
     try:
         try:
@@ -90,7 +92,7 @@ def _replace_with_bytes(path, data):
         finally:
             os.close(fd)
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as e:               # Ctrl-C too: never leave the temporary file
         try:
             os.unlink(tmp)

@@ -15,7 +15,10 @@ or extended with ``model.sample(resume_from=fit)``.
 chains' states and the generated-quantities seeds; :func:`load_fit` reads it back
 into a fit with the same ``fit[name]``, ``summary()``, ``diagnose()``,
 ``to_arviz()``, ``step_size`` and ``inv_metric``, from which
-``model.sample(resume_from=loaded)`` continues bit-identically.
+``model.sample(resume_from=loaded)`` continues bit-identically. The file is written
+aside and renamed into place, with checksums of every group and a fingerprint of the
+model's data, which ``load_fit`` checks (:mod:`stanlite._fitio`): a damaged or edited
+file is a :class:`~stanlite.FitFileError`, resuming on other data a ``DataError``.
 
 A model may define ``log_likelihood(self, <names>)`` returning the pointwise
 log-likelihood (an array, or a dict name -> array); it goes to the InferenceData's
@@ -354,8 +357,11 @@ class Fit:
         groups = {g: idata[g] for g in idata.groups()}
         meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "method": self.method,
                 "max_treedepth": self.max_treedepth, "interrupted": bool(self.interrupted),
-                "names": self.names, "model": _model_id(self.model),
-                "unconstrained_names": _unconstrained_names(self.model),
+                "names": self.names,
+                # a fit loaded without its model keeps what its file said
+                "model": _model_id(self.model) or getattr(self, "_model_id", None),
+                "unconstrained_names": _unconstrained_names(self.model)
+                or getattr(self, "_unconstrained_names", None),
                 "data_fingerprint": fit_fingerprint(self),
                 "checksums": {g: _fitio.dataset_digests(ds) for g, ds in groups.items()},
                 "gq_seeds": [_seed_to_json(s) for s in self.gq_seeds],
@@ -463,7 +469,8 @@ class Fit:
     def _rejections_message(self):
         """How many proposals (integrator steps, warmup included) were rejected because
         the log density failed there, and why (the chains' ``rejections`` counts)."""
-        states = [s for s in self.chain_states if hasattr(s, "n_rejected")]
+        states = [s for s in getattr(self, "chain_states", None) or ()
+                  if hasattr(s, "n_rejected")]
         if not states:
             return None
         total = sum(int(s.n_rejected) for s in states)
@@ -980,6 +987,7 @@ def _fit_from_file(path, datasets, meta, version):
     fit.max_treedepth = _need(path, meta, "max_treedepth", (int, type(None)))
     fit._fingerprint = meta.get("data_fingerprint") if version >= 2 else \
         _fingerprint_from_groups(datasets)
+    fit._model_id, fit._unconstrained_names = meta.get("model"), unames
     post = datasets.get("posterior")
     rows, n = _rows(states)
     if post is None:

@@ -384,6 +384,12 @@ def test_save_is_atomic_and_keeps_permissions(saved, tmp_path):
     assert os.stat(target).st_mode & 0o777 == 0o640
     assert os.listdir(tmp_path) == ["fit.nc"]
     _same(fit, sl.load_fit(target))
+    # through a symbolic link: the file it names is replaced, the link stays
+    link = tmp_path / "link.nc"
+    link.symlink_to(target)
+    fit.save(link)
+    assert link.is_symlink() and sorted(os.listdir(tmp_path)) == ["fit.nc", "link.nc"]
+    _same(fit, sl.load_fit(link))
     with pytest.raises(sl.FitFileError, match="is a folder"):
         fit.save(tmp_path)
     with pytest.raises(sl.FitFileError, match="its folder .* does not exist"):

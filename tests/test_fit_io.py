@@ -202,7 +202,10 @@ def test_state_codec_is_exact():
              "inf": -np.inf, "arr": np.array([[1.0, 2.0], [3.0, np.nextafter(1, 2)]]),
              "ints": np.arange(3), "draws": [np.array([0.1, 0.2]), np.array([0.3, 1e-300])],
              "empty": [], "stats": {"lp__": [-1.5, np.float64(2.25), 3], "td": [1, 2, 3]},
-             "mixed": [1, "a", None], "big": [2 ** 70, 1]}
+             "mixed": [1, "a", None], "big": [2 ** 70, 1],
+             # per-reason counts (a chain's rejections): dicts with string keys
+             "rejected": {"DomainError": 3, "non-finite log density": np.int64(1)},
+             "one": {"x": 2}, "no_keys": {}}
     arrays = {}
     packed = fitmod._pack(state, arrays)
     import json
@@ -220,6 +223,9 @@ def test_state_codec_is_exact():
     assert back["empty"] == [] and back["mixed"] == [1, "a", None]
     assert back["stats"] == {"lp__": [-1.5, 2.25, 3.0], "td": [1, 2, 3]}
     assert back["big"] == [2 ** 70, 1]
+    assert back["rejected"] == {"DomainError": 3, "non-finite log density": 1}
+    assert type(back["rejected"]["non-finite log density"]) is int
+    assert back["one"] == {"x": 2} and back["no_keys"] == {}
     ss = np.random.SeedSequence(None).spawn(3)[2]
     ss2 = fitmod._seed_from_json(json.loads(json.dumps(fitmod._seed_to_json(ss))))
     np.testing.assert_array_equal(ss2.generate_state(4), ss.generate_state(4))
@@ -336,6 +342,8 @@ def test_load_for_resume_refuses_other_data(short_fit, tmp_path):
     assert sl.load_fit(path, model=type(es)(**es.data)).num_draws == 40
     bare = sl.load_fit(path)
     again = sl.load_fit(bare.save(tmp_path / "again.nc"))
+    with pytest.raises(sl.ModelError, match="unconstrained parameters"):
+        sl.load_fit(again.save(tmp_path / "third.nc"), model=Interrupting(y=0.0))
     with pytest.raises(sl.DataError, match="y differ"):
         other.sample(resume_from=again, draws=41, progress=False, parallel=False)
 
