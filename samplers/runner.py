@@ -7,17 +7,34 @@ quantities use a second, independent family of streams, so that recomputing them
 (after a resume) reproduces them exactly.
 
 Chains run in processes by default (``fork`` where the platform has it, so models
-defined in a notebook need no pickling); any ``concurrent.futures.Executor`` may be
-given instead (a Dask ``Client.get_executor()`` included). Ctrl-C returns the draws
-completed so far, with a warning; ``resume_from=fit`` continues or extends a run.
+defined in a notebook need no pickling; ``STANLITE_START_METHOD=spawn`` or
+``forkserver`` chooses another start method, as Windows and macOS use by default);
+any ``concurrent.futures.Executor`` may be given instead, a Dask ``Client`` or its
+``get_executor()`` included. Worker processes run with one BLAS thread unless
+``blas_threads`` says otherwise: chains in parallel already use the cores, and
+BLAS threads on top of them oversubscribe (a 200x200 Cholesky gradient 10-100x
+slower).
+
+Ctrl-C (SIGINT) while chains run: the runner's own handler tells every chain to
+stop after its current iteration (queued chains do not start; a chain running in
+this process stops at once, its partial iteration discarded), collects what was
+drawn, and returns it with a warning; further Ctrl-Cs while it collects are
+absorbed, so the draws are never lost. Chains that never started are initialised
+here (deterministically, from their own seeds), so that ``resume_from=fit``
+continues every chain and gives the draws of an uninterrupted run.
 """
 
 import concurrent.futures as cf
+from concurrent.futures.process import BrokenProcessPool
+import contextlib
 import copy
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
+import uuid
 import warnings
 
 import numpy as np
@@ -25,45 +42,72 @@ import numpy as np
 from . import chain as _chain
 from .progress import wanted
 
-__all__ = ["sample_chains"]
+__all__ = ["sample_chains", "START_METHOD_ENV"]
+
+#: environment variable choosing the worker processes' start method
+START_METHOD_ENV = "STANLITE_START_METHOD"
 
 _QUEUE = None          # progress queue inside a worker process (set by the initializer)
-
-
 _MODEL = None          # the model inside a forked worker (inherited, never pickled)
+_STOP = None           # the pool's stop event inside a worker (set by the initializer)
 
 
-def _set_queue(q, model=None):
-    global _QUEUE, _MODEL
-    _QUEUE = q
-    _MODEL = model
+def _init_worker(q, model, stop):
+    """Initializer of the runner's own worker processes: the progress queue, the
+    model (forked workers only), the stop event; SIGINT is ignored there, the parent
+    handles Ctrl-C and sets the stop event (a worker killed by a KeyboardInterrupt
+    while idle would break the whole pool and lose every chain's draws)."""
+    global _QUEUE, _MODEL, _STOP
+    _QUEUE, _MODEL, _STOP = q, model, stop
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run_inherited(state, init_kwargs, report_every):
-    return _run_one(_MODEL, state, init_kwargs, report_every)
+def _run_inherited(state, init_kwargs, report_every, blas_threads):
+    return _run_one(_MODEL, state, init_kwargs, report_every, blas_threads)
 
 
-def _run_one(model, state, init_kwargs, report_every):
-    """Worker: initialise (if needed) and run one chain; never loses its draws."""
+def blas_limit(n):
+    """A context in which BLAS libraries use at most ``n`` threads (threadpoolctl);
+    ``None`` leaves them alone."""
+    if n is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(limits=int(n), user_api="blas")
+
+
+def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=None):
+    """Worker: initialise (if needed) and run one chain; never loses its draws.
+
+    Returns the state, or ``None`` for a chain told to stop before it started.
+    ``stop`` (or the pool's ``_STOP``) is checked before the chain starts and after
+    each iteration."""
+    stop = stop if stop is not None else _STOP
+    if stop is not None and stop.is_set():
+        return state                 # queued when Ctrl-C came: never started
     t0 = time.perf_counter()
-    if state is None:
-        state = _chain.initialize(model, **init_kwargs)
     q = _QUEUE
     last = [0.0]
     divs = [0]
 
     def tick(st, info):
         divs[0] += info.divergent
-        if q is not None:
-            now = time.perf_counter()
-            if now - last[0] > report_every or st.done:
-                last[0] = now
-                q.put((st.chain_id, st.iteration, divs[0]))
-    try:
-        _chain.run(model, state, on_iteration=tick)
-        state.interrupted = False
-    except KeyboardInterrupt:
-        state.interrupted = True
+        now = time.perf_counter()
+        if q is not None and (now - last[0] > report_every or st.done):
+            last[0] = now
+            q.put((st.chain_id, st.iteration, divs[0]))
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt  # after a committed iteration: the state is whole
+    with blas_limit(blas_threads):
+        try:
+            if state is None:
+                state = _chain.initialize(model, **init_kwargs)
+            _chain.run(model, state, on_iteration=tick)
+            state.interrupted = False
+        except KeyboardInterrupt:
+            if state is None:
+                return None
+            state.interrupted = True
     state.elapsed = getattr(state, "elapsed", 0.0) + time.perf_counter() - t0
     return state
 
@@ -90,27 +134,73 @@ class _Progress:
         if divergences:
             b.set_postfix(divergences=divergences, refresh=False)
 
+    def finished(self, state):
+        """A chain's result arrived (executors without a progress queue)."""
+        if state is not None:
+            self.update(state.chain_id, state.iteration,
+                        int(np.sum(state.stats.get("divergent__", ()))))
+
     def close(self):
         if self.bars is not None:
             for b in self.bars:
                 b.close()
 
 
+class _Interrupts:
+    """Ctrl-C (SIGINT) during a run, handled by the runner (main thread only).
+
+    The first Ctrl-C sets ``stopped`` (the pool's loop then tells the workers) and,
+    while a chain runs in this process (``armed``), raises KeyboardInterrupt there so
+    that it stops at once; every later one is absorbed with a note on stderr:
+    collecting the draws must not be interrupted. Nothing else happens in the
+    handler (a Dask stop is a network call: the loop makes it)."""
+
+    def __init__(self):
+        self.presses = 0
+        self.stopped = False
+        self.armed = False
+        self._prev = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            with contextlib.suppress(ValueError, TypeError):
+                self._prev = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, self._prev)
+        return False
+
+    def interrupt(self):
+        """Record an interrupt (also a KeyboardInterrupt caught without the handler,
+        or raised by the model); the pool's loop tells the workers."""
+        self.stopped = True
+
+    def _handler(self, signum, frame):
+        self.presses += 1
+        self.stopped = True
+        if self.presses == 1 and self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        if self.presses == 2:
+            print("stanlite: stopping - the chains finish their current iteration and "
+                  "their draws are kept", file=sys.stderr, flush=True)
+
+
 def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                   metric="diag_e", adapt_delta=0.8, max_treedepth=10, init=None, thin=1,
                   save_warmup=False, progress=True, parallel=True, executor=None,
                   sampler="nuts", inv_metric=None, stepsize=1.0, resume_from=None,
-                  sampler_options=None):
-    """Run the chains; returns ``(states, seeds, interrupted)``."""
-    if chains < 1:
-        raise ValueError(f"chains must be >= 1, got {chains}")
-    if draws < 0 or warmup < 0 or thin < 1:
-        raise ValueError("draws and warmup must be >= 0 and thin >= 1")
-    if isinstance(max_treedepth, bool) or not isinstance(max_treedepth, (int, np.integer)) \
-            or not 1 <= max_treedepth <= 30:
-        # 2**30 leapfrog steps a transition is already past any useful run; the
-        # trajectory workspace is sized by the depth, so a float or huge one fails here
-        raise ValueError(f"max_treedepth must be an integer in 1..30, got {max_treedepth!r}")
+                  sampler_options=None, blas_threads=None, max_workers=None):
+    """Run the chains; returns ``(states, seeds, interrupted)``.
+
+    ``blas_threads``: BLAS threads per chain; ``None`` means 1 in worker processes
+    (chains in parallel) and no limit in this process. ``max_workers``: processes of
+    the runner's own pool (default: one per chain, at most one per core)."""
+    # the arguments were checked by Model.sample (stanlite/arguments.py)
+    _check_not_importing_main()
     if resume_from is not None:
         # deep copies: the run appends to the states' draw lists, which must not
         # grow inside resume_from's own states
@@ -132,35 +222,83 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                             adapt_delta=adapt_delta, max_treedepth=max_treedepth,
                             sampler=sampler, init=_chain_init(init, c),
                             save_warmup=save_warmup, sampler_options=sampler_options)
-                        for c in range(chains)]
+                       for c in range(chains)]
     total = (states[0].num_warmup + states[0].num_draws) if states[0] is not None else \
         warmup + draws
-    show = wanted(progress)
-    bars = _Progress(chains, total, show)
-    try:
-        if executor is None and (not parallel or chains == 1):
-            out = []
-            for c in range(chains):
-                _set_queue(_DirectQueue(bars))
-                try:
-                    out.append(_run_one(model, states[c], init_kwargs[c], 0.1))
-                finally:
-                    _set_queue(None)
-                if out[-1].interrupted:
-                    # the user pressed Ctrl-C: the remaining chains do not start
-                    break
-            interrupted = any(s.interrupted for s in out) or len(out) < chains
-        else:
-            out, interrupted = _run_pool(model, states, init_kwargs, executor, bars,
-                                         chains)
-    finally:
-        bars.close()
+    bars = _Progress(chains, total, wanted(progress))
+    executor = _as_executor(executor)
+    with _Interrupts() as intr:
+        try:
+            if executor is None and (not parallel or chains == 1):
+                with blas_limit(blas_threads):
+                    _run_serial(model, states, init_kwargs, bars, intr)
+            else:
+                _run_pool(model, states, init_kwargs, executor, bars, intr,
+                          blas_threads=1 if blas_threads is None else blas_threads,
+                          max_workers=max_workers)
+        finally:
+            bars.close()
+        interrupted = intr.stopped or any(s is None or getattr(s, "interrupted", False)
+                                          for s in states)
+        out = _start_the_rest(model, states, init_kwargs) if interrupted else states
     if interrupted:
-        done = sum(s.iteration for s in out)
-        warnings.warn(f"sampling was interrupted: returning the {done} iterations "
-                      f"completed in {len(out)} chain(s); continue with "
-                      "model.sample(resume_from=fit)", RuntimeWarning, stacklevel=3)
+        _warn_interrupted(out, chains)
     return out, gq_seeds, interrupted
+
+
+def _run_serial(model, states, init_kwargs, bars, intr):
+    """The chains one after another in this process; after a Ctrl-C (or a
+    KeyboardInterrupt raised in the model) the remaining chains do not start."""
+    global _QUEUE
+    for c in range(len(states)):
+        if intr.stopped:
+            break
+        _QUEUE = _DirectQueue(bars)
+        try:
+            intr.armed = True
+            if states[c] is None:
+                # initialised here, not in _run_one: whatever interrupts, states[c]
+                # holds every committed iteration (run advances it in place)
+                states[c] = _chain.initialize(model, **init_kwargs[c])
+            _run_one(model, states[c], None, 0.1)
+        except KeyboardInterrupt:
+            intr.interrupt()
+        finally:
+            intr.armed = False
+            _QUEUE = None
+        if states[c] is not None and states[c].interrupted:
+            intr.interrupt()
+
+
+def _start_the_rest(model, states, init_kwargs):
+    """After an interrupt: the chains that never started are initialised here, from
+    their own seeds (what their worker would have done), so that a resumed run
+    continues all of them; one whose initialisation fails is left out (it would have
+    failed in the uninterrupted run too)."""
+    out = []
+    for s, kw in zip(states, init_kwargs):
+        if s is None and kw is not None:
+            try:
+                s = _chain.initialize(model, **kw)
+                s.interrupted = True
+            except (Exception, KeyboardInterrupt):     # noqa: BLE001 - reported below
+                s = None
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def _warn_interrupted(out, chains):
+    done = sum(s.iteration for s in out)
+    idle = [s.chain_id + 1 for s in out if s.iteration == 0]
+    lost = chains - len(out)
+    warnings.warn(
+        f"sampling was interrupted: returning the {done} iterations completed in "
+        f"{len(out) - len(idle)} of {chains} chain(s)"
+        + (f"; chain(s) {', '.join(map(str, idle))} had not started" if idle else "")
+        + (f"; {lost} chain(s) could not be initialised" if lost else "")
+        + "; continue every chain with model.sample(resume_from=fit)",
+        RuntimeWarning, stacklevel=4)
 
 
 class _DirectQueue:
@@ -177,42 +315,162 @@ def _chain_init(init, c):
     return init
 
 
-def _run_pool(model, states, init_kwargs, executor, bars, chains):
+def _check_not_importing_main():
+    """A spawn/forkserver worker imports the user's main module; a script that samples
+    at its top level (no ``if __name__ == "__main__":``) would start sampling again
+    there, recursively. Say so instead."""
+    if getattr(mp.current_process(), "_inheriting", False):
+        from stanlite.errors import StanliteError
+        raise StanliteError(
+            "model.sample() was called while a worker process was importing your "
+            "script's main module: with the 'spawn' start method (the default on "
+            "Windows and macOS) each worker re-imports the script. Put the code that "
+            "samples under  if __name__ == \"__main__\":  (model classes may stay at "
+            "the top level).")
+
+
+def _as_executor(executor):
+    """A Dask ``Client`` becomes its ``get_executor()``; executors pass through."""
+    if executor is None or isinstance(executor, cf.Executor):
+        return executor
+    get = getattr(executor, "get_executor", None)
+    if callable(get):
+        return get()
+    raise TypeError("executor must be a concurrent.futures.Executor or a Dask Client, "
+                    f"got {type(executor).__name__}")
+
+
+def _start_method():
+    """The worker start method: ``STANLITE_START_METHOD``, else the one the program
+    set (``multiprocessing.set_start_method``), else fork where it exists."""
+    methods = mp.get_all_start_methods()
+    want = os.environ.get(START_METHOD_ENV, "").strip().lower() or \
+        mp.get_start_method(allow_none=True)
+    if want:
+        if want not in methods:
+            raise ValueError(f"{START_METHOD_ENV}={want!r}: this platform's start methods "
+                             f"are {', '.join(methods)}")
+        return want
+    return "fork" if "fork" in methods else None
+
+
+class _DaskStop:
+    """A stop flag a Dask task can read: a named ``distributed.Event``, looked at
+    most every half second (each look is a round trip to the scheduler)."""
+
+    def __init__(self, name):
+        self.name = name
+        self._next = 0.0
+        self._set = False
+
+    def set(self):
+        from distributed import Event
+        Event(self.name).set()
+
+    def is_set(self):
+        now = time.monotonic()
+        if not self._set and now >= self._next:
+            from distributed import Event
+            self._next = now + 0.5
+            with contextlib.suppress(Exception):
+                self._set = Event(self.name).is_set()
+        return self._set
+
+    def __getstate__(self):
+        return {"name": self.name}
+
+    def __setstate__(self, d):
+        self.__init__(d["name"])
+
+
+def _is_dask(executor):
+    return type(executor).__module__.startswith("distributed")
+
+
+def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
+              max_workers=None):
+    chains = len(states)
     own = executor is None
-    queue = None
+    queue = stop = None
+    forked = False
     if own:
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        queue = (ctx or mp).Queue() if bars.bars is not None else None
-        # forked workers inherit the model through the initializer's arguments (not
-        # pickled): classes defined in a notebook or an exec'd string work too
-        forked = ctx is not None
+        method = _start_method()
+        ctx = mp.get_context(method) if method else mp.get_context()
+        forked = method == "fork"
+        queue = ctx.Queue() if bars.bars is not None else None
+        stop = ctx.Event()
         if forked:
             from .nuts_jit import warm
             warm()                  # the compiled NUTS kernel, inherited by the workers
-        executor = cf.ProcessPoolExecutor(max_workers=min(chains, os.cpu_count() or 1),
-                                          mp_context=ctx, initializer=_set_queue,
-                                          initargs=(queue, model if forked else None))
-    interrupted = False
+        workers = max_workers or min(chains, os.cpu_count() or 1)
+        # forked workers inherit the model through the initializer's arguments (not
+        # pickled): classes defined in a notebook or an exec'd string work too
+        executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                          initializer=_init_worker,
+                                          initargs=(queue, model if forked else None,
+                                                    stop))
+    elif _is_dask(executor):
+        # a Dask task cannot be cancelled without losing what it drew: it is told
+        # to stop through a named distributed.Event instead
+        stop = _DaskStop(f"stanlite-stop-{uuid.uuid4().hex}")
+    elif isinstance(executor, cf.ThreadPoolExecutor):
+        stop = threading.Event()             # threads of this process share it
     try:
-        if own and forked:
-            futs = [executor.submit(_run_inherited, states[c], init_kwargs[c], 0.2)
-                    for c in range(chains)]
-        else:
-            futs = [executor.submit(_run_one, model, states[c], init_kwargs[c], 0.2)
-                    for c in range(chains)]
-        pending = set(futs)
-        while pending:
-            try:
-                _, pending = cf.wait(pending, timeout=0.1)
-                _drain(queue, bars)
-            except KeyboardInterrupt:
-                interrupted = True      # workers got the signal too and return their draws
-        _drain(queue, bars)
-        out = [f.result() for f in futs]
+        futs = [_submit(executor, own and forked, model, states[c], init_kwargs[c],
+                        blas_threads, None if own else stop) for c in range(chains)]
+        _collect(futs, states, queue, bars, intr, stop)
+    except BrokenProcessPool as e:
+        raise _broken_pool(e) from e
     finally:
         if own:
-            executor.shutdown(wait=True)
-    return out, interrupted or any(s.interrupted for s in out)
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _broken_pool(e):
+    from stanlite.errors import StanliteError
+    return StanliteError(
+        f"a chain's worker process died ({e}). If the script samples at its top "
+        "level under the 'spawn' start method (Windows, macOS), put that code under "
+        " if __name__ == \"__main__\":  ; otherwise the worker ran out of memory or "
+        "crashed in compiled code")
+
+
+def _submit(executor, inherited, model, state, init_kwargs, blas_threads, stop):
+    if inherited:
+        return executor.submit(_run_inherited, state, init_kwargs, 0.2, blas_threads)
+    return executor.submit(_run_one, model, state, init_kwargs, 0.2, blas_threads, stop)
+
+
+def _collect(futs, states, queue, bars, intr, stop):
+    """Wait for the chains, feeding the bars; after Ctrl-C tell them to stop (``stop``
+    is an event every chain reads after each iteration and before it starts; without
+    one the queued futures are cancelled, which standard executors allow only for
+    chains not yet running). ``states[c]`` gets each chain's result."""
+    pending = set(futs)
+    told = False
+    while pending:
+        try:
+            done, pending = cf.wait(pending, timeout=0.1)
+            _drain(queue, bars)
+            for f in done:
+                if queue is None and not f.cancelled() and f.exception() is None:
+                    bars.finished(f.result())
+            if intr.stopped and not told:
+                told = True
+                if stop is not None:
+                    stop.set()
+                else:
+                    for f in pending:
+                        f.cancel()
+        except KeyboardInterrupt:
+            intr.interrupt()             # no handler (not the main thread's SIGINT)
+    _drain(queue, bars)
+    for c, f in enumerate(futs):
+        if f.cancelled():
+            continue                     # never started: states[c] stays as it was
+        res = f.result()                 # a model error in a worker is raised here
+        if res is not None:
+            states[c] = res
 
 
 def _drain(queue, bars):

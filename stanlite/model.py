@@ -160,6 +160,7 @@ class Model:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        skeleton = _is_skeleton(cls)        # before the attributes set below
         data, params = {}, {}
         for klass in reversed(cls.__mro__):
             for name, v in vars(klass).items():
@@ -172,7 +173,7 @@ class Model:
         # cloudpickle (Dask, a class defined in __main__ or a notebook) rebuilds a class
         # as an empty skeleton and fills its attributes afterwards: only dunders at
         # creation time. Such a class is checked when it is instantiated instead.
-        if cls.log_prob is Model.log_prob and not _is_skeleton(cls):
+        if cls.log_prob is Model.log_prob and not skeleton:
             raise _no_log_prob(cls)
 
     # ---- construction -----------------------------------------------------------------
