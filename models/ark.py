@@ -32,8 +32,8 @@ class ArK(sl.Model):
     beta = sl.param.vector("K")
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, **data):
-        super().__init__(**data)
+    def __init__(self, *args, **data):            # data as keywords or one dict
+        super().__init__(*args, **data)
         K, T = self.K, self.T
         # transformed data: lags[t - K, k - 1] = y[t - k] (0-based t = K..T-1)
         self._lags = np.stack([self.y[K - k:T - k] for k in range(1, K + 1)], axis=1) \

@@ -263,8 +263,8 @@ class MmMultidoseSs(sl.Model):
     #: and algebraic solves, which retaping would not change.
     compile = False
 
-    def __init__(self, rel_tol=1e-8, abs_tol=1e-8, max_num_steps=1000, **data):
-        super().__init__(**data)
+    def __init__(self, *args, rel_tol=1e-8, abs_tol=1e-8, max_num_steps=1000, **data):
+        super().__init__(*args, **data)
         if not np.all(self.conc > 0):
             i = int(np.flatnonzero(~(self.conc > 0))[0])
             bad = float(self.conc[i])

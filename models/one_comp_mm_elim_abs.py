@@ -83,8 +83,8 @@ class OneCompMmElimAbs(sl.Model):
     V_m = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
-        super().__init__(**data)
+    def __init__(self, *args, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
+        super().__init__(*args, **data)
         if np.any(np.diff(self.times) < 0) or not np.all(self.times > self.t0):
             raise sl.DataError("times must be non-decreasing and after t0, got "
                                f"t0 = {self.t0}, times = {self.times}")

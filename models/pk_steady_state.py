@@ -370,8 +370,8 @@ class PkSteadyState(sl.Model):
     k2 = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, **data):
-        super().__init__(**data)
+    def __init__(self, *args, **data):            # data as keywords or one dict
+        super().__init__(*args, **data)
         self._log_c_obs = np.log(self.C_obs)
         self._x_guess = np.full(2 * self.N, X_GUESS)
 

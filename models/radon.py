@@ -45,8 +45,8 @@ class Radon(sl.Model):
     sigma_alpha = sl.param.real(lower=0)
     sigma_y = sl.param.real(lower=0)
 
-    def __init__(self, **data):
-        super().__init__(**data)
+    def __init__(self, *args, **data):            # data as keywords or one dict
+        super().__init__(*args, **data)
         self._county = self.county_idx - 1            # 0-based (transformed data)
 
     def log_prob(self, alpha, beta, mu_alpha, sigma_alpha, sigma_y):

@@ -225,8 +225,8 @@ class Theophylline(sl.Model):
 
     observed = ("conc",)
 
-    def __init__(self, **data):
-        super().__init__(**data)
+    def __init__(self, *args, **data):            # data as keywords or one dict
+        super().__init__(*args, **data)
         self.events, self._rec = self.schedule(self.subject, self.time, self.dose)
         self._obs_subj = self.subject - 1
 

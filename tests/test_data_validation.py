@@ -423,6 +423,16 @@ def test_data_as_one_positional_dict():
         EightSchools({**SCHOOLS, "sigmma": 1})
 
 
+@pytest.mark.parametrize("name", ["radon", "ark", "theophylline", "pk_steady_state",
+                                  "mm_multidose_ss", "one_comp_mm_elim_abs"])
+def test_zoo_models_with_their_own_init_take_one_dict(name):
+    # zoo models that define __init__ pass a positional dict on; their solver options
+    # are keyword-only (a dict given positionally used to become rel_tol)
+    cls = zoo.model_class(name)
+    data = {k: v for k, v in zoo.default_data(name).items() if k in cls._data_decls}
+    assert cls(data).dim == zoo.get(name).dim
+
+
 def test_int64_boundary_and_beyond():
     with pytest.raises(sl.DataError, match=r"'y'.*\[1\] is too large"):
         build("counts", y=with_item(COUNTS["y"], 2 ** 63, 0))
