@@ -38,6 +38,7 @@ import math
 import numbers
 import os
 import weakref
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -254,7 +255,7 @@ class DataDecl(Decl):
         shape = self.shape(env)
         is_int = self.kind == "int" or self.dtype == "int"
         field = _Field(self.name, self.describe(shape), is_int)
-        arr = _numeric_array(value, field, is_int)
+        arr = _numeric_array(value, field)
         arr = _as_ints(arr, field) if is_int else _as_reals(arr, field)
         arr = _fit_shape(arr, shape, field)
         if not is_int and not self.allow_nonfinite:
@@ -288,7 +289,7 @@ _NO_MISSING = ("missing values are not supported (Stan's data have none): drop o
                "impute them, or model them as parameters")
 
 
-def _numeric_array(value, field, is_int):
+def _numeric_array(value, field):
     """``value`` as a numeric ndarray (dtype kind i, u or f), or a DataError saying what
     it is instead: a missing value, a boolean, a string, a mapping, a ragged list..."""
     if _is_missing(value):
@@ -297,8 +298,7 @@ def _numeric_array(value, field, is_int):
         value = _from_pandas(value)
     if isinstance(value, np.ma.MaskedArray):
         value = _unmasked(value, field)
-    if isinstance(value, (str, bytes, dict, set, frozenset)) or \
-            not isinstance(value, (list, tuple, np.ndarray)) and _is_mapping(value):
+    if isinstance(value, (str, bytes, Mapping, set, frozenset)):
         raise field.wrong(_got(value))
     if isinstance(value, (list, tuple)):
         _check_masked_rows(value, field)
@@ -309,7 +309,7 @@ def _numeric_array(value, field, is_int):
         raise field.wrong(f"a value numpy cannot read as an array "
                           f"({type(value).__name__})") from None
     if arr.dtype == object:
-        return _from_objects(arr, field, is_int)
+        return _from_objects(arr, field)
     if arr.dtype.kind == "b":
         got = _got(value) if arr.ndim == 0 else f"an array of booleans (shape {arr.shape})"
         raise field.wrong(f"{got}; Stan data take numbers only (use 0 and 1)")
@@ -320,11 +320,6 @@ def _numeric_array(value, field, is_int):
 
 def _is_pandas(value):
     return type(value).__module__.partition(".")[0] == "pandas"
-
-
-def _is_mapping(value):
-    from collections.abc import Mapping
-    return isinstance(value, Mapping)
 
 
 def _from_pandas(value):
@@ -374,7 +369,7 @@ def _is_number(t):
         not issubclass(t, (bool, np.bool_))
 
 
-def _from_objects(arr, field, is_int):
+def _from_objects(arr, field):
     """An object array (from lists, or object-dtype input) as numbers: each element
     must be a real number; a nested sequence here means ragged rows."""
     flat = arr.ravel()
@@ -384,7 +379,7 @@ def _from_objects(arr, field, is_int):
             _check_ragged(arr, field)
         i = next(i for i, e in enumerate(flat) if not _is_number(type(e)))
         raise _element_error(field, flat[i], np.unravel_index(i, arr.shape))
-    if is_int:
+    if field.is_int:
         _check_whole(arr, field, _to_float(arr, field))
         try:
             return arr.astype(np.int64)             # exact for Python ints
@@ -536,7 +531,7 @@ def _got(value):
         return f"a string {_short(value)}"
     if value is None:
         return "None"
-    if isinstance(value, (dict, set, frozenset)) or _is_mapping(value):
+    if isinstance(value, (Mapping, set, frozenset)):
         return f"a {type(value).__name__} {_short(value)}"
     if isinstance(value, (bool, np.bool_)):
         return f"a boolean {bool(value)}"
