@@ -502,27 +502,35 @@ def _check_finite(arr, field):
 
 
 def _check_data_bound(decl, which, arr, env, field):
-    """``lower``/``upper`` of a data field: the bound must broadcast to the field's
-    shape (a data bound of the wrong shape names both), every value must satisfy it."""
+    """``lower``/``upper`` of a data field: the bound must be numbers that broadcast to
+    the field's shape (a data bound of the wrong shape names both) and not NaN; every
+    value must satisfy it."""
     b = getattr(decl, which)
     if b is None:
         return
-    bv = resolve_bound(decl, b, env)
+    raw = resolve_bound(decl, b, env)
     try:
-        bv = np.asarray(bv, dtype=np.float64)
-        ok = np.broadcast_to(bv, arr.shape) if bv.ndim else bv
+        bv = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError):
-        raise field.error(f"its {which} bound {_show(b)} has shape {np.shape(bv)}, which "
+        raise field.error(f"its {which} bound {_show(b)} is not a number "
+                          f"({_got(raw)})") from None
+    try:
+        full = np.broadcast_to(bv, arr.shape)
+    except ValueError:
+        raise field.error(f"its {which} bound {_show(b)} has shape {bv.shape}, which "
                           f"does not fit the field's shape {arr.shape}") from None
     if np.isnan(bv).any():
         raise field.error(f"its {which} bound {_show(b)} is NaN, so no value can "
                           "satisfy it")
     op, word = (np.greater_equal, ">=") if which == "lower" else (np.less_equal, "<=")
-    good = op(arr, ok)
-    if not np.all(good):
-        bad = ~np.broadcast_to(good, arr.shape)
-        raise field.error(f"expected every value {word} {_show_value(bv)}, "
-                          f"{_at(bad, arr)}")
+    bad = ~op(arr, full)
+    if bad.any():
+        if bv.ndim == 0:
+            want = _show_value(bv)
+        else:                                        # the bound's element at that place
+            want = f"its {which} bound {_show(b)} there, " \
+                   f"{full[tuple(np.argwhere(bad)[0])].item()!r}"
+        raise field.error(f"expected every value {word} {want}, {_at(bad, arr)}")
 
 
 # ---- message pieces ----------------------------------------------------------------------

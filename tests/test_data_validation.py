@@ -583,6 +583,23 @@ def test_callable_size_that_is_not_an_int():
         M(N=3, x=[1.0])
 
 
+def test_data_bound_that_is_a_vector_names_its_element():
+    class M(sl.Model):
+        lo = sl.data.vector(3)
+        y = sl.data.vector(3, lower="lo", upper=lambda lo: "high")
+        mu = sl.param.real()
+
+        def log_prob(self, mu):
+            return -mu * mu
+
+    with pytest.raises(sl.DataError, match=r"data field 'y'.*>= its lower bound 'lo' "
+                                           r"there, 2.5, element \[2\] is 2.0"):
+        M(lo=[0.0, 2.5, 0.0], y=[1.0, 2.0, 3.0])
+    with pytest.raises(sl.DataError, match=r"data field 'y'.*upper bound <function of "
+                                           r"lo> is not a number.*'high'"):
+        M(lo=[0.0, 0.0, 0.0], y=[1.0, 2.0, 3.0])
+
+
 def test_data_bound_of_wrong_shape_on_data_field():
     class M(sl.Model):
         N = sl.data.int(lower=0)
