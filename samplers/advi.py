@@ -75,10 +75,12 @@ import warnings
 
 import numpy as np
 
-from stanlite.errors import ModelError
+from stanlite import arguments as args
+from stanlite.errors import ArgumentError, ModelError
 
-from .chain import _initial_point
 from .hamiltonian import RejectedPoint
+from .inits import check_init, initial_point
+from .optimize import seed_streams
 from .progress import Bar, wanted
 
 __all__ = ["variational", "ConvergenceWarning", "ETA_SEQUENCE"]
@@ -293,22 +295,6 @@ class _Estimator:
 
 
 # ---- the algorithm ------------------------------------------------------------------------
-def _check_int(name, v, minimum=1):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
-
-
-def _check_positive(name, v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        f = math.nan
-    if not (f > 0 and math.isfinite(f)) or isinstance(v, bool):
-        raise ValueError(f"{name} must be a positive number, got {v!r}")
-    return f
-
-
 def _sga(est, theta, eta, iterations, on_check=None, check_every=0, robust=False):
     """Stan's stochastic gradient ascent steps from ``theta`` (updated in place).
 
@@ -435,35 +421,34 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     0.6
     """
     from stanlite.approx_fit import ApproximateFit
-    if method not in ("meanfield", "fullrank"):
-        raise ValueError(f"method must be 'meanfield' or 'fullrank', got {method!r}")
+    method = args.choice("method", method, ("meanfield", "fullrank"))
+    seed = args.seed("seed", seed, generator=True)
     if max_iter is not None:
+        max_iter = args.positive_int("max_iter", max_iter)
         if iter != 10000 and iter != max_iter:
-            raise ValueError(f"iter={iter!r} and max_iter={max_iter!r} disagree (they are "
-                             "the same setting: give one)")
+            raise ArgumentError(f"iter={iter!r} and max_iter={max_iter!r} disagree (they "
+                                "are the same setting: give one)")
         iter = max_iter
-    max_iter = _check_int("iter", iter)
-    grad_samples = _check_int("grad_samples", grad_samples)
-    elbo_samples = _check_int("elbo_samples", elbo_samples)
-    eval_elbo = _check_int("eval_elbo", eval_elbo)
-    adapt_iter = _check_int("adapt_iter", adapt_iter)
-    output_samples = _check_int("output_samples", output_samples, minimum=0)
-    tol_rel_obj = _check_positive("tol_rel_obj", tol_rel_obj)
+    max_iter = args.positive_int("iter", iter)
+    grad_samples = args.positive_int("grad_samples", grad_samples)
+    elbo_samples = args.positive_int("elbo_samples", elbo_samples)
+    eval_elbo = args.positive_int("eval_elbo", eval_elbo)
+    adapt_iter = args.positive_int("adapt_iter", adapt_iter)
+    output_samples = args.nonneg_int("output_samples", output_samples)
+    tol_rel_obj = args.positive_real("tol_rel_obj", tol_rel_obj)
     if eta is not None:
-        eta = _check_positive("eta", eta)
+        eta = args.positive_real("eta", eta)
+    adapt_engaged = args.boolean("adapt_engaged", adapt_engaged)
+    progress = args.boolean("progress", progress)
+    check_init(model, init)
     dim = getattr(model, "dim", None)
     if not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ModelError(f"ADVI needs a model with at least one parameter (dim >= 1), "
                          f"got dim={dim!r}")
 
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    alg_ss, gq_ss = ss.spawn(2)
+    alg_ss, gq_ss = seed_streams(seed, 2)
     rng = np.random.default_rng(alg_ss)
-    try:
-        x0, _, _ = _initial_point(model, init, rng)
-    except ModelError as e:
-        raise ModelError(str(e).replace("initialise the chain", "initialise ADVI")) \
-            from None
+    x0, _, _ = initial_point(model, init, rng, what="ADVI")
     fam = _Family(int(dim), method == "fullrank")
     theta0 = fam.initial(x0)
     est = _Estimator(model, fam, rng, grad_samples, elbo_samples)

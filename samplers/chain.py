@@ -19,7 +19,7 @@ import numpy as np
 
 from . import nuts
 from .adaptation import DualAveraging, Welford, init_stepsize, window_ends
-from .hamiltonian import Point, log_density_point, make_metric
+from .hamiltonian import NON_FINITE_DENSITY, Point, make_metric
 
 __all__ = ["ChainState", "initialize", "run", "STAT_NAMES"]
 
@@ -47,44 +47,11 @@ class ChainState:
 
 
 def _initial_point(model, init, rng, tries=100):
-    """Uniform(-2, 2) on the unconstrained space (or the user's init), up to 100
-    tries for a finite log density and gradient; else a ModelError saying what
-    was non-finite where."""
-    from stanlite.errors import ModelError
-    dim = model.dim
-    last = None
-    for k in range(tries if init is None or isinstance(init, (int, float)) else 1):
-        if init is None:
-            q = rng.uniform(-2.0, 2.0, dim)
-        elif isinstance(init, (int, float)) and not isinstance(init, bool):
-            q = rng.uniform(-float(init), float(init), dim) if init else np.zeros(dim)
-        elif isinstance(init, dict):
-            q = model.unconstrain(init)
-        else:
-            q = np.asarray(init, dtype=float)
-            if q.shape != (dim,):
-                raise ModelError(f"init must be a dict of parameter values, a radius, or "
-                                 f"an unconstrained vector of length {dim}; got shape "
-                                 f"{q.shape}")
-        lp, g, err = log_density_point(model, q)
-        if math.isfinite(lp):
-            return q, lp, g
-        last = (q, lp, g, err)
-    q, lp, g, err = last
-    names = getattr(model, "unconstrained_param_names", lambda: [f"x[{i + 1}]"
-                                                                 for i in range(dim)])()
-    if err is not None:
-        why = f"the log density raised {type(err).__name__}: {err}"
-    elif g is not None and not np.all(np.isfinite(g)) and np.isfinite(
-            getattr(model, "log_density", lambda x: np.nan)(q)):
-        bad = [names[i] for i in np.flatnonzero(~np.isfinite(g))]
-        why = f"the gradient is not finite w.r.t. {', '.join(bad[:5])}"
-    else:
-        why = "the log density is not finite (-inf or NaN)"
-    where = "the given init" if init is not None and not isinstance(init, (int, float)) \
-        else f"{tries} random initial points (uniform(-2, 2) on the unconstrained space)"
-    raise ModelError(f"could not initialise the chain: at {where}, {why}. Check the "
-                     "parameters' constraints and the priors, or pass init=")
+    """The chain's starting point ``(q, lp, grad)`` from ``init`` (uniform(-2, 2) on
+    the unconstrained space, a radius, a possibly partial dict, a vector): the
+    rules every method shares, in :func:`.inits.initial_point`."""
+    from .inits import initial_point
+    return initial_point(model, init, rng, tries=tries, what="the chain")
 
 
 def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
@@ -113,7 +80,8 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
         term_buffer=term_buf, q=q, lp=lp, grad=g, rng_state=None,
         da=None, welford=None, stepsize_initialized=False,
         draws=[], warmup_draws=[], stats={k: [] for k in STAT_NAMES},
-        warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, gq_seed=None,
+        warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, rejections={},
+        gq_seed=None,
         sampler_options=sampler_options)
     da = DualAveraging(delta=adapt_delta)
     state.da = _da_dict(da)
@@ -207,7 +175,8 @@ def run(model, state, n_iterations=None, on_iteration=None):
                         info.n_leapfrog, int(info.divergent), info.energy,
                         info.energy_error, info.max_energy_error)):
                     append(v)
-            state.n_rejected += info.n_failed
+            if info.n_failed:
+                _count_rejections(state, info)
             state.q, state.lp, state.grad = z.q, z.lp, z.grad
             state.stepsize = eps
             state.inv_metric = metric.inv  # metrics replace, never mutate, their arrays
@@ -220,6 +189,17 @@ def run(model, state, n_iterations=None, on_iteration=None):
             if on_iteration is not None:
                 on_iteration(state, info)
     return state
+
+
+def _count_rejections(state, info):
+    """Add a transition's rejected proposals to the chain's totals: ``n_rejected``
+    and ``rejections``, ``{reason: count}`` (``fit.diagnose()`` reports both; a
+    state saved before the reasons were kept has no ``rejections`` yet)."""
+    state.n_rejected += info.n_failed
+    counts = dict(getattr(state, "rejections", None) or {})   # a new dict: snapshots
+    for why, n in (info.rejected or {"(reason not recorded)": info.n_failed}).items():
+        counts[why] = counts.get(why, 0) + n
+    state.rejections = counts
 
 
 def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
@@ -238,5 +218,7 @@ def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
     accept = min(1.0, math.exp(H0 - h)) if h < math.inf else 0.0
     divergent = h - H0 > 1000.0
     out = z1 if rng.random() < accept else z0
-    return out, nuts.TransitionInfo(accept, n, 0, divergent, out.h,
-                                    int(z1.lp == -math.inf), out.h - H0, h - H0)
+    failed = z1.lp == -math.inf
+    return out, nuts.TransitionInfo(accept, n, 0, divergent, out.h, int(failed),
+                                    out.h - H0, h - H0,
+                                    {z1.why or NON_FINITE_DENSITY: 1} if failed else None)

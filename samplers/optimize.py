@@ -69,6 +69,7 @@ As in CmdStan the mode is found with ``jacobian=True`` unless given.
 (2.1602, (1, 200))
 """
 
+import inspect
 import math
 import warnings
 from collections import deque
@@ -77,9 +78,11 @@ import numpy as np
 from scipy import linalg as _la
 from scipy import optimize as _sopt
 
-from stanlite.errors import DataError, ModelError
+from stanlite import arguments as args
+from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
+from .inits import check_names, initial_point
 from .progress import Bar, wanted
 
 __all__ = ["optimize", "laplace", "OptimizationResult", "initial_point"]
@@ -167,96 +170,6 @@ class Objective:
         return hit if hit is not None else self(x)
 
 
-# ---- initial points ----------------------------------------------------------------------------
-def initial_point(model, init, rng, *, jacobian=True, radius=2.0, tries=100,
-                  what="the optimizer"):
-    """The starting point on the unconstrained space, with a finite log density and
-    gradient: ``(x, lp, grad)``.
-
-    ``init`` is ``None`` (uniform(-radius, radius) per coordinate, up to ``tries``
-    draws, as Stan initialises), a number (that radius; 0 is the origin), a dict of
-    constrained parameter values (parameters it leaves out are drawn at random, as
-    in Stan), an unconstrained vector of length ``dim``, or a result with an
-    ``unconstrained`` attribute (an optimum). Unknown names, wrong shapes or values
-    outside a constraint are a :class:`~stanlite.DataError`; a point where the log
-    density is not finite a :class:`~stanlite.ModelError` saying what failed.
-    """
-    dim = model.dim
-    random_radius = None
-    fixed = None
-    partial = None
-    if init is None:
-        random_radius = float(radius)
-    elif isinstance(init, (int, float, np.integer, np.floating)) and \
-            not isinstance(init, (bool, np.bool_)):
-        if not init >= 0:
-            raise ValueError(f"init as a number is a radius (>= 0), got {init}")
-        random_radius = float(init)
-    elif isinstance(init, dict):
-        _check_init_names(model, init)
-        shapes = getattr(model, "param_shapes", None)
-        missing = [k for k in shapes() if k not in init] if callable(shapes) else []
-        if missing:
-            partial = dict(init)
-            random_radius = float(radius)
-        else:
-            fixed = model.unconstrain(init)
-    elif hasattr(init, "unconstrained"):
-        fixed = np.asarray(init.unconstrained, dtype=np.float64)
-    else:
-        try:
-            fixed = np.asarray(init, dtype=np.float64)
-        except (TypeError, ValueError):
-            fixed = None
-        if fixed is None or fixed.shape != (dim,):
-            raise DataError(f"init must be None, a radius, a dict of parameter values or "
-                            f"an unconstrained vector of length {dim}; got "
-                            f"{type(init).__name__}"
-                            + (f" of shape {fixed.shape}" if fixed is not None else ""))
-    n_try = 1 if fixed is not None else (tries if random_radius else 1)
-    last = None
-    for _ in range(n_try):
-        if fixed is not None:
-            x = fixed
-        else:
-            x = rng.uniform(-random_radius, random_radius, dim) if random_radius \
-                else np.zeros(dim)
-            if partial is not None:
-                vals = model.constrain(x)
-                vals.update(partial)
-                x = model.unconstrain(vals)
-        lp, g, err = _log_density_gradient(model, x, jacobian)
-        if math.isfinite(lp):
-            return x, lp, g
-        last = (x, g, err)
-    x, g, err = last
-    names = _unconstrained_names(model)
-    if err is not None:
-        why = f"the log density raised {type(err).__name__}: {err}"
-    elif g is not None and not np.all(np.isfinite(g)):
-        bad = [names[i] for i in np.flatnonzero(~np.isfinite(g))]
-        why = f"the gradient is not finite w.r.t. {', '.join(bad[:5])}"
-    else:
-        why = "the log density is not finite (-inf or NaN)"
-    where = "the given init" if random_radius is None or partial is not None and \
-        n_try == 1 else (f"{n_try} random initial points (uniform(-{random_radius:g}, "
-                         f"{random_radius:g}) on the unconstrained space)")
-    raise ModelError(f"could not initialise {what}: at {where}, {why}. Check the "
-                     "parameters' constraints and the priors, or pass init=")
-
-
-def _check_init_names(model, init):
-    shapes = getattr(model, "param_shapes", None)
-    if not callable(shapes):
-        return
-    known = list(shapes())
-    unknown = [k for k in init if k not in known]
-    if unknown:
-        raise DataError(f"init gives {', '.join(map(repr, unknown))}, which "
-                        f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'}"
-                        f" of {type(model).__name__} (its parameters: {', '.join(known)})")
-
-
 def _unconstrained_names(model):
     f = getattr(model, "unconstrained_param_names", None)
     return list(f()) if callable(f) else [f"x[{i + 1}]" for i in range(model.dim)]
@@ -277,16 +190,11 @@ class Criteria:
 
     def __init__(self, tol_obj=1e-12, tol_rel_obj=1e4, tol_grad=1e-8, tol_rel_grad=1e7,
                  tol_param=1e-8):
-        for k, v in (("tol_obj", tol_obj), ("tol_rel_obj", tol_rel_obj),
-                     ("tol_grad", tol_grad), ("tol_rel_grad", tol_rel_grad),
-                     ("tol_param", tol_param)):
-            if not (isinstance(v, (int, float, np.integer, np.floating)) and v >= 0):
-                raise ValueError(f"{k} must be a number >= 0, got {v!r}")
-        self.tol_obj = float(tol_obj)
-        self.tol_rel_obj = float(tol_rel_obj)
-        self.tol_grad = float(tol_grad)
-        self.tol_rel_grad = float(tol_rel_grad)
-        self.tol_param = float(tol_param)
+        self.tol_obj = args.nonneg_real("tol_obj", tol_obj)
+        self.tol_rel_obj = args.nonneg_real("tol_rel_obj", tol_rel_obj)
+        self.tol_grad = args.nonneg_real("tol_grad", tol_grad)
+        self.tol_rel_grad = args.nonneg_real("tol_rel_grad", tol_rel_grad)
+        self.tol_param = args.nonneg_real("tol_param", tol_param)
 
     def check(self, f_prev, f, g, dx, Hg):
         """``(code, sentence)`` of the first test passed, or None. ``Hg`` is the
@@ -637,13 +545,15 @@ def optimize(model, method="lbfgs", jacobian=False, seed=None, init=None, iter=2
     ...                                                   "tol_rel_obj", "tol_obj")
     (0.666667, True)
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got "
-                         f"{method!r}")
-    if not isinstance(iter, (int, np.integer)) or isinstance(iter, bool) or iter < 0:
-        raise ValueError(f"iter must be an integer >= 0, got {iter!r}")
-    if not isinstance(history_size, (int, np.integer)) or history_size < 1:
-        raise ValueError(f"history_size must be an integer >= 1, got {history_size!r}")
+    method = args.choice("method", method, METHODS)
+    jacobian = args.boolean("jacobian", jacobian)
+    seed = args.seed("seed", seed, generator=True)
+    iter = args.nonneg_int("iter", iter)
+    history_size = args.positive_int("history_size", history_size)
+    verbose = args.boolean("verbose", verbose)
+    refresh = args.positive_int("refresh", refresh)
+    init_radius = args.nonneg_real("init_radius", init_radius)
+    progress = args.boolean("progress", progress)
     criteria = Criteria(tol_obj, tol_rel_obj, tol_grad, tol_rel_grad, tol_param)
     init_ss, gq_ss = seed_streams(seed, 2)
     rng = np.random.default_rng(init_ss)
@@ -685,6 +595,9 @@ def optimize(model, method="lbfgs", jacobian=False, seed=None, init=None, iter=2
     return result
 
 
+_OPTIMIZE_ARGS = list(inspect.signature(optimize).parameters)
+
+
 def _output(model, x, rng):
     out = getattr(model, "output", None)
     if callable(out):
@@ -724,8 +637,13 @@ def laplace(model, mode=None, draws=1000, jacobian=True, seed=None, **optimize_k
     >>> round(float(fit.extras["covariance"][0, 0]), 12)
     0.25
     """
-    if not isinstance(draws, (int, np.integer)) or isinstance(draws, bool) or draws < 0:
-        raise ValueError(f"draws must be an integer >= 0, got {draws!r}")
+    draws = args.nonneg_int("draws", draws)
+    jacobian = args.boolean("jacobian", jacobian)
+    seed = args.seed("seed", seed, generator=True)
+    # the optimizer's own arguments, checked by it; laplace sets jacobian and seed
+    args.no_unknown("laplace", optimize_kwargs,
+                    [n for n in _LAPLACE_ARGS if n not in ("model", "optimize_kwargs")] +
+                    [n for n in _OPTIMIZE_ARGS if n not in ("model", "jacobian", "seed")])
     from stanlite.approx_fit import ApproximateFit
     opt_ss, draw_ss, gq_ss = seed_streams(seed, 3)
     opt = None
@@ -733,25 +651,31 @@ def laplace(model, mode=None, draws=1000, jacobian=True, seed=None, **optimize_k
         opt = optimize(model, jacobian=jacobian, seed=opt_ss, **optimize_kwargs)
         x = opt.unconstrained
     elif optimize_kwargs:
-        raise TypeError(f"laplace got optimizer arguments {sorted(optimize_kwargs)} with "
-                        "a given mode: they are used only to find the mode")
+        raise ArgumentError(f"laplace got optimizer arguments {sorted(optimize_kwargs)} "
+                            "with a given mode: they are used only to find the mode")
     elif isinstance(mode, OptimizationResult):
         if mode.jacobian != bool(jacobian):
-            raise ValueError(f"the mode was found with jacobian={mode.jacobian} but laplace "
-                             f"was asked for jacobian={bool(jacobian)}: the normal "
-                             "approximation belongs at the mode of the same density "
-                             f"(use model.optimize(jacobian={bool(jacobian)}))")
+            raise ArgumentError(f"the mode was found with jacobian={mode.jacobian} but "
+                                f"laplace was asked for jacobian={bool(jacobian)}: the "
+                                "normal approximation belongs at the mode of the same "
+                                f"density (use model.optimize(jacobian={bool(jacobian)}))")
         opt = mode
         x = mode.unconstrained
     elif isinstance(mode, dict):
-        _check_init_names(model, mode)
-        x = model.unconstrain(mode)
+        check_names(model, mode, "mode")
+        x = (model._unconstrain(mode, None, "mode for {name!r} ({decl})", ArgumentError,
+                                strict=True) if hasattr(model, "_unconstrain")
+             else model.unconstrain(mode))
     else:
-        x = np.asarray(mode, dtype=np.float64)
-        if x.shape != (model.dim,):
-            raise DataError(f"mode must be an optimization result, a dict of parameter "
-                            f"values or an unconstrained vector of length {model.dim}; "
-                            f"got shape {x.shape}")
+        try:
+            x = np.asarray(mode, dtype=np.float64)
+        except (TypeError, ValueError):
+            x = None
+        if x is None or x.shape != (model.dim,) or not np.all(np.isfinite(x)):
+            raise ArgumentError(f"mode must be an optimization result, a dict of "
+                                f"parameter values or a finite unconstrained vector of "
+                                f"length {model.dim}; got {type(mode).__name__}"
+                                + (f" of shape {x.shape}" if x is not None else ""))
     try:
         with np.errstate(all="ignore"):
             lp, g, H = (model.log_density_hessian(x) if jacobian
@@ -796,6 +720,9 @@ def laplace(model, mode=None, draws=1000, jacobian=True, seed=None, **optimize_k
                      "approximation is centred at the wrong place.")
     return ApproximateFit(model, xs, "laplace", log_p=log_p, log_q=log_q, extras=extras,
                           seed=np.random.default_rng(gq_ss), notes=notes)
+
+
+_LAPLACE_ARGS = list(inspect.signature(laplace).parameters)
 
 
 def _precision_cholesky(P, model):

@@ -81,10 +81,12 @@ import warnings
 
 import numpy as np
 
+from stanlite import arguments as args
 from stanlite.approx_fit import K_GOOD, ApproximateFit, pareto_k_threshold
-from stanlite.errors import ModelError
+from stanlite.errors import ArgumentError, ModelError
 
-from .optimize import (Criteria, Objective, _log_density, initial_point, run_quasi_newton,
+from .inits import initial_point, per_run
+from .optimize import (Criteria, Objective, _log_density, run_quasi_newton,
                        seed_streams)
 from .progress import Bar, wanted
 
@@ -492,12 +494,6 @@ def _run_paths(model, seeds, kws, parallel, executor, bar):
             executor.shutdown(wait=True)
 
 
-def _check_int(name, v, low):
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    return int(v)
-
-
 def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=None,
                max_lbfgs_iters=1000, num_elbo_draws=25, history_size=5, init_radius=2.0,
                psis_resample=True, calculate_lp=True, init=None, tol_obj=1e-12,
@@ -525,26 +521,24 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     the module docstring). Failed paths (no finite ELBO) are left out with a warning;
     if all fail, a :class:`~stanlite.ModelError` gives their reasons.
     """
-    num_paths = _check_int("num_paths", num_paths, 1)
-    num_draws = _check_int("num_draws", num_draws, 1)
+    seed = args.seed("seed", seed, generator=True)
+    num_paths = args.positive_int("num_paths", num_paths)
+    num_draws = args.positive_int("num_draws", num_draws)
     num_single_draws = num_draws if num_single_draws is None else \
-        _check_int("num_single_draws", num_single_draws, 1)
-    max_lbfgs_iters = _check_int("max_lbfgs_iters", max_lbfgs_iters, 1)
-    num_elbo_draws = _check_int("num_elbo_draws", num_elbo_draws, 1)
-    history_size = _check_int("history_size", history_size, 1)
-    if not (isinstance(init_radius, (int, float)) and init_radius >= 0):
-        raise ValueError(f"init_radius must be a number >= 0, got {init_radius!r}")
-    resample = bool(psis_resample) and num_paths > 1
+        args.positive_int("num_single_draws", num_single_draws)
+    max_lbfgs_iters = args.positive_int("max_lbfgs_iters", max_lbfgs_iters)
+    num_elbo_draws = args.positive_int("num_elbo_draws", num_elbo_draws)
+    history_size = args.positive_int("history_size", history_size)
+    init_radius = args.nonneg_real("init_radius", init_radius)
+    psis_resample = args.boolean("psis_resample", psis_resample)
+    calculate_lp = args.boolean("calculate_lp", calculate_lp)
+    progress = args.boolean("progress", progress)
+    parallel = args.boolean("parallel", parallel)
+    resample = psis_resample and num_paths > 1
     if resample and not calculate_lp:
-        raise ValueError("psis_resample needs the log density of the draws: pass "
-                         "calculate_lp=True or psis_resample=False")
-    if isinstance(init, (list, tuple)):
-        if len(init) != num_paths:
-            raise ValueError(f"init as a list needs one entry per path ({num_paths}), got "
-                             f"{len(init)}")
-        inits = list(init)
-    else:
-        inits = [init] * num_paths
+        raise ArgumentError("psis_resample needs the log density of the draws: pass "
+                            "calculate_lp=True or psis_resample=False")
+    inits = per_run(model, init, num_paths, "paths")
     criteria = Criteria(tol_obj, tol_rel_obj, tol_grad, tol_rel_grad, tol_param)
     streams = seed_streams(seed, num_paths + 3)
     path_seeds, resample_ss, gq_ss, init_ss = (streams[:num_paths], streams[num_paths],

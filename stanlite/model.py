@@ -565,6 +565,10 @@ class Model:
                 raise error(f"{where}: {msg}")
             out[s.start:s.stop] = s.transform.unconstrain(v if v.ndim else float(v),
                                                            s.shape, *bounds)
+            if strict and not np.all(np.isfinite(out[s.start:s.stop])):
+                raise error(f"{where}: {_plain(v)} is on the boundary of the support (its "
+                            "unconstrained value is infinite); give a value strictly "
+                            "inside")
             env[s.name] = v if v.ndim else float(v)
         return out
 

@@ -474,11 +474,11 @@ def test_interrupt_returns_the_current_approximation():
 
 
 def test_bad_arguments(gauss3):
-    for kw, msg in [({"method": "full"}, "method must be 'meanfield' or 'fullrank'"),
+    for kw, msg in [({"method": "full"}, "method must be one of 'meanfield', 'fullrank'"),
                     ({"iter": 0}, "iter must be an integer >= 1, got 0"),
                     ({"grad_samples": 1.5}, "grad_samples must be an integer"),
-                    ({"tol_rel_obj": -1}, "tol_rel_obj must be a positive number"),
-                    ({"eta": float("nan")}, "eta must be a positive number"),
+                    ({"tol_rel_obj": -1}, "tol_rel_obj must be a finite number > 0"),
+                    ({"eta": float("nan")}, "eta must be a finite number > 0"),
                     ({"output_samples": -1}, "output_samples must be an integer >= 0"),
                     ({"iter": 5, "max_iter": 6}, "disagree")]:
         with pytest.raises(ValueError, match=msg):

@@ -307,7 +307,7 @@ def test_inits(rng):
     (dict(init=-1.0), ValueError, "radius"),
     (dict(iter=-1), ValueError, "iter must be an integer"),
     (dict(history_size=0), ValueError, "history_size"),
-    (dict(tol_rel_grad=-1), ValueError, "tol_rel_grad must be a number >= 0"),
+    (dict(tol_rel_grad=-1), ValueError, "tol_rel_grad must be a finite number >= 0"),
 ])
 def test_bad_arguments_are_named(kw, err, match, rng):
     m = Regression(**regression_data(rng))
