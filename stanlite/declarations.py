@@ -141,6 +141,12 @@ def _size_source(d):
     return f"'{d}'" if isinstance(d, str) else _show(d)
 
 
+def _data_sizes_note(decl, dims):
+    """``"J = 8"``: the sizes of ``decl`` given by data (names or callables), or ''."""
+    return ", ".join(f"{d if isinstance(d, str) else _size_source(d)} = {v}"
+                     for d, v in zip(decl.dims, dims) if isinstance(d, str) or callable(d))
+
+
 def _sizes_note(decl, dims):
     """``"J = 8, K = 3"``: the size expressions of ``decl`` with their values."""
     return ", ".join(f"{d if isinstance(d, str) else _size_source(d)} = {v}"
@@ -254,7 +260,8 @@ class DataDecl(Decl):
         shape, finiteness, bounds."""
         shape = self.shape(env)
         is_int = self.kind == "int" or self.dtype == "int"
-        field = _Field(self.name, self.describe(shape), is_int)
+        field = _Field(self.name, self.describe(shape), is_int,
+                       _data_sizes_note(self, shape))
         arr = _numeric_array(value, field)
         arr = _as_ints(arr, field) if is_int else _as_reals(arr, field)
         arr = _fit_shape(arr, shape, field)
@@ -271,10 +278,11 @@ class DataDecl(Decl):
 class _Field:
     """A data field as messages name it: ``data field 'y': expected vector[8], ...``."""
 
-    __slots__ = ("name", "expected", "is_int")
+    __slots__ = ("name", "expected", "is_int", "sizes")
 
-    def __init__(self, name, expected, is_int):
+    def __init__(self, name, expected, is_int, sizes=""):
         self.name, self.expected, self.is_int = name, expected, is_int
+        self.sizes = sizes                 # "J = 8": the sizes that came from data
 
     def error(self, problem):
         return DataError(f"data field '{self.name}': {problem}")
@@ -298,8 +306,9 @@ def _numeric_array(value, field):
         value = _from_pandas(value)
     if isinstance(value, np.ma.MaskedArray):
         value = _unmasked(value, field)
-    if isinstance(value, (str, bytes, Mapping, set, frozenset)):
-        raise field.wrong(_got(value))
+    if isinstance(value, (str, bytes, bytearray, Mapping, set, frozenset)) or \
+            isinstance(value, memoryview) and value.format in ("B", "b", "c"):
+        raise field.wrong(_got(value))      # (numpy would read bytes as small ints)
     if isinstance(value, (list, tuple)):
         _check_masked_rows(value, field)
     try:
@@ -476,6 +485,9 @@ def _check_whole(arr, field, values):
         whole = np.isfinite(values) & (values == np.trunc(values))
     if not whole.all():
         i = tuple(np.argwhere(~whole)[0])
+        if np.isnan(values[i]):
+            raise field.error(f"{_position(i) or 'the value'} is NaN, which an int "
+                              f"(expected {field.expected}) cannot be; {_NO_MISSING}")
         raise field.wrong(f"a float that is not a whole number: "
                           f"{_position(i) or 'the value'} is {_short(arr[i])}; integer "
                           "data must be whole numbers")
@@ -491,7 +503,10 @@ def _fit_shape(arr, shape, field):
         return arr
     if arr.size == 1 and math.prod(shape) == 1 and shape:
         return arr.reshape(shape)           # a length-1 vector given as a scalar
-    raise field.error(f"expected {field.expected} (shape {shape}), got shape {arr.shape}")
+    # a wrong size field shows up as a wrong shape here: name the size's value too
+    sizes = f"; its size comes from the data: {field.sizes}" if field.sizes else ""
+    raise field.error(f"expected {field.expected} (shape {shape}), got shape "
+                      f"{arr.shape}{sizes}")
 
 
 def _check_finite(arr, field):

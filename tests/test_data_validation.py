@@ -133,7 +133,7 @@ def bad_scalar_int(model, field, valid):
             f"{field}=np.bool_"),
         Row(model, {field: valid + 0.5}, sl.DataError, rf"{f}.*whole number",
             f"{field}=x.5"),
-        Row(model, {field: float("nan")}, sl.DataError, rf"{f}.*whole number.*nan",
+        Row(model, {field: float("nan")}, sl.DataError, rf"{f}.*NaN.*int.*missing",
             f"{field}=nan"),
         Row(model, {field: float("inf")}, sl.DataError, rf"{f}.*whole number.*inf",
             f"{field}=inf"),
@@ -199,6 +199,12 @@ def bad_vector(model, field, values, is_int=False, pos=2):
         Row(model, {field: dict(enumerate(values))}, sl.DataError, f"{f}.*dict",
             f"{field}=dict"),
         Row(model, {field: set(range(n))}, sl.DataError, f"{f}.*set", f"{field}=set"),
+        Row(model, {field: bytearray(n)}, sl.DataError, f"{f}.*bytearray",
+            f"{field}=bytearray"),
+        Row(model, {field: memoryview(bytes(n))}, sl.DataError, f"{f}.*memoryview",
+            f"{field}=memoryview"),
+        Row(model, {field: iter(values)}, sl.DataError, f"{f}.*iterator",
+            f"{field}=iterator"),
         Row(model, {field: values[:-1]}, sl.DataError, rf"{f}.*shape \({n - 1},\)",
             f"{field}=short"),
         Row(model, {field: [values]}, sl.DataError, rf"{f}.*shape \(1, {n}\)",
@@ -217,7 +223,7 @@ def bad_vector(model, field, values, is_int=False, pos=2):
             Row(model, {field: np.asarray(values, np.uint64) + np.uint64(2 ** 63)},
                 sl.DataError, f"{f}.*too large", f"{field}=uint64"),
             Row(model, {field: with_item(values, float("nan"), pos)}, sl.DataError,
-                f"{f}.*whole number.*{at}.*nan", f"{field}=nan"),
+                f"{f}.*{at} is NaN.*int.*missing values", f"{field}=nan"),
             Row(model, {field: with_item(values, -2 ** 64, pos)}, sl.DataError,
                 f"{f}.*{at}.*too large", f"{field}=-2**64"),
         ]
@@ -255,6 +261,11 @@ SCHOOLS_ROWS = (bad_scalar_int("schools", "J", 8)
                 + bad_vector("schools", "y", SCHOOLS["y"])
                 + bad_vector("schools", "sigma", SCHOOLS["sigma"])
                 + [Row("schools", {"J": -1}, sl.DataError, r"'J'.*>= 0.*-1", "J=-1"),
+                   Row("schools", {"J": 0}, sl.DataError,
+                       r"'y'.*vector\[0\].*shape \(8,\).*size comes from the data: "
+                       r"J = 0", "J=0"),
+                   Row("schools", {"J": 9}, sl.DataError, r"'y'.*shape \(8,\).*J = 9",
+                       "J=9"),
                    Row("schools", {"sigma": with_item(SCHOOLS["sigma"], -1.0, 3)},
                        sl.DataError, r"'sigma'.*>= 0.*\[4\].*-1", "sigma<0")])
 
