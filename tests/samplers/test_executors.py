@@ -177,3 +177,59 @@ def test_executor_must_be_an_executor():
     with pytest.raises(TypeError, match="executor must be a concurrent.futures.Executor"):
         _Threads().sample(chains=2, draws=5, warmup=5, seed=1, progress=False,
                           executor="dask")
+
+
+def test_dask_ctrl_c_stops_running_chains_and_queued_ones_do_not_start(tmp_path):
+    pytest.importorskip("distributed")
+    import signal
+    import time
+    script = tmp_path / "dask_interrupt.py"
+    script.write_text(textwrap.dedent('''
+        import json, os, sys, time, warnings
+        import numpy as np
+        import stanlite as sl
+
+        class Slow(sl.Model):
+            mu = sl.param.vector(2)
+            compile = False
+
+            def log_prob(self, mu):
+                time.sleep(0.004)
+                return sl.normal_lpdf(mu, 0.0, 1.0)
+
+        if __name__ == "__main__":
+            from distributed import Client, LocalCluster
+            warnings.simplefilter("ignore")
+            with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                client.submit(sum, [1]).result()          # the workers are up
+                os.write(1, b"SAMPLING\\n")
+                t0 = time.time()
+                fit = Slow().sample(chains=4, warmup=20, draws=1000, seed=2,
+                                    progress=False, executor=client)
+                t1 = time.time()
+            print(json.dumps({"t0": t0, "t_return": t1,
+                              "iterations": [s.iteration for s in fit.chain_states],
+                              "interrupted": fit.interrupted}))
+    '''))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        while "SAMPLING" not in p.stdout.readline():
+            assert p.poll() is None, p.stderr.read()[-3000:]
+        time.sleep(2.5)
+        t_signal = time.time()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-3000:]
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["interrupted"]
+    it = r["iterations"]
+    ran = [c for c in range(4) if it[c] > 0]
+    assert len(ran) == 2 and all(it[c] < 1020 for c in ran), it     # stopped mid-way
+    # a chain would take 1020 iterations at the rate the running ones went
+    rate = sum(it) / 2 / (t_signal - r["t0"])
+    assert r["t_return"] - t_signal < 0.25 * 1020 / rate, (r["t_return"] - t_signal, rate)
