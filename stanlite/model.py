@@ -229,7 +229,10 @@ class Model:
         ``overrides`` replace fields and, like keyword data, must be declared."""
         d = _read_json_data(source)
         _check_json_typos(cls, d, overrides)
-        d = {k: _stan_json_value(v) for k, v in d.items() if k in cls._data_decls}
+        try:
+            d = {k: _stan_json_value(v) for k, v in d.items() if k in cls._data_decls}
+        except RecursionError:
+            raise DataError("the JSON data nest too deeply to be data") from None
         d.update(overrides)
         return cls(**d)
 

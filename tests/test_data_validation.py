@@ -657,6 +657,7 @@ def schools_json(**replace):
     (schools_json(sigma="[15, 10, 16, 11, 9, 11, 10, " + "9" * 400 + "]"),
      r"'sigma'.*\[8\].*too large"),
     ('{"J": 8, "J": 9}', r"field 'J' appears more than once"),
+    ('{"J": 8, "y": ' + "[" * 950 + "]" * 950 + "}", r"nests? too deeply"),
     ("[1, 2]", r"JSON object"),
     ('{"J": 8, ', r"not valid JSON"),
     (SCHOOLS_JSON.replace('"sigma"', '"sigmma"'),
