@@ -112,7 +112,7 @@ import numpy as np
 
 from stanlite.autodiff.functional import hessian as _hessian
 
-from .hamiltonian import Point, RejectedPoint
+from .hamiltonian import Point, RejectedPoint, rejection_reason
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative",
            "softabs_divided_differences", "make_kernel", "static_transition",
@@ -689,8 +689,8 @@ class SoftAbsMetric:
         PROFILE["steps"] += 1
         try:
             return self._step(model, z, eps)
-        except RejectedPoint:
-            return Point(z.q, z.p, -math.inf, None, z.v, math.inf)
+        except RejectedPoint as e:
+            return Point(z.q, z.p, -math.inf, None, z.v, math.inf, why=rejection_reason(e))
         finally:
             PROFILE["t_step"] += _clock() - t_start
 
@@ -744,10 +744,12 @@ class SoftAbsMetric:
         #    the Hessian whose eigendecomposition the new point carries
         lp, grad = model.log_density_gradient(q)
         if not (math.isfinite(lp) and _finite(grad)):
-            return Point(q, p_h, -math.inf, None, p_h, math.inf)
+            return Point(q, p_h, -math.inf, None, p_h, math.inf,
+                         why=rejection_reason(None, lp, grad))
         with self._tape(model, q) as rec:
             if not _finite(rec.A):
-                return Point(q, p_h, -math.inf, None, p_h, math.inf)
+                return Point(q, p_h, -math.inf, None, p_h, math.inf,
+                             why="non-finite Hessian")
             geo1 = Geometry(q, rec.A, self.alpha)
             force = rec.grad_trace(geo1.trace_matrix(p_h)) - grad
         p1 = p_h - half * force
@@ -823,29 +825,30 @@ def static_transition(model, metric, z, eps, rng, max_depth=10, num_steps=10):
 
 
 def check_options(options):
-    """``sampler_options`` completed with :data:`OPTION_DEFAULTS`, checked."""
+    """``sampler_options`` completed with :data:`OPTION_DEFAULTS`, checked (an
+    :class:`~stanlite.ArgumentError` naming the option)."""
+    from stanlite import arguments as A
+    from stanlite.errors import ArgumentError
     if options is None:
         options = {}
     if not isinstance(options, dict):
-        raise ValueError(f"sampler_options must be a dict, got {type(options).__name__}")
-    unknown = set(options) - set(OPTION_DEFAULTS)
+        raise ArgumentError(f"sampler_options must be a dict, got "
+                            f"{type(options).__name__}")
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
-        raise ValueError(f"unknown sampler_options {sorted(unknown)} for sampler='rhmc'; "
-                         f"known: {sorted(OPTION_DEFAULTS)}")
+        raise ArgumentError(f"unknown sampler_options {unknown} for sampler='rhmc'"
+                            f"{A.suggest(unknown[0], OPTION_DEFAULTS)}; known: "
+                            f"{sorted(OPTION_DEFAULTS)}")
     out = dict(OPTION_DEFAULTS)
     out.update(options)
-    L = out["num_steps"]
-    if L is not None and not (isinstance(L, (int, np.integer)) and not isinstance(L, bool)
-                              and L >= 1):
-        raise ValueError(f"sampler_options['num_steps'] must be None (NUTS) or an int "
-                         f">= 1 (static trajectories), got {L!r}")
-    if L is not None:
-        out["num_steps"] = int(L)
-    if not isinstance(out["retape"], bool):
-        raise ValueError(f"sampler_options['retape'] must be True or False, got "
-                         f"{out['retape']!r}")
-    # the metric's constructor checks the rest
-    SoftAbsMetric(1, out["alpha"], out["fixed_point_tol"], out["max_fixed_point"])
+    if out["num_steps"] is not None:    # None: NUTS; an int: static trajectories
+        out["num_steps"] = A.positive_int("sampler_options['num_steps']", out["num_steps"])
+    out["retape"] = A.boolean("sampler_options['retape']", out["retape"])
+    out["alpha"] = A.positive_real("sampler_options['alpha']", out["alpha"])
+    out["fixed_point_tol"] = A.positive_real("sampler_options['fixed_point_tol']",
+                                             out["fixed_point_tol"])
+    out["max_fixed_point"] = A.positive_int("sampler_options['max_fixed_point']",
+                                            out["max_fixed_point"])
     return out
 
 

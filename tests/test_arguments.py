@@ -65,6 +65,13 @@ SAMPLE = (
                  [[1.0, NAN], [NAN, 1.0]], [1.0, 1.0], np.eye(3), [[-1.0, 0], [0, 1.0]])]
     + [("sample", {"metric": "unit_e", "inv_metric": [1.0, 1.0]}, "inv_metric")]
     + [("sample", {"sampler_options": {"alpha": 1.0}}, "sampler_options")]
+    + [("sample", {"sampler": "rhmc", "sampler_options": {k: v}}, f"sampler_options.*{k}")
+       for k, bad in (("alpha", REAL_POSITIVE_BAD[:-3]), ("num_steps", [0, 2.5, True, "x"]),
+                      ("fixed_point_tol", REAL_POSITIVE_BAD[:-3]),
+                      ("max_fixed_point", [0, -1, 2.5, None, True]),
+                      ("retape", BOOL_BAD[:-1]), ("alpah", [1.0]))
+       for v in bad]
+    + [("sample", {"sampler": "rhmc", "sampler_options": [1]}, "sampler_options")]
 )
 
 INIT_BAD = [({"sigma": -1.0}, "sigma"), ({"sigma": 0.0}, "sigma"),
