@@ -535,23 +535,27 @@ def output_arrays(model, draws, rngs, what="draws"):
     transformed parameters, generated quantities: ``model.output(x, rng)``) from the
     unconstrained draws of each chain (``draws[c][d]`` a point of R^dim), the
     generated quantities of chain ``c`` drawn with ``rngs[c]`` in draw order.
+    Chains of unequal length: arrays as long as the longest, NaN after a chain's end.
 
     Nothing here loses a draw (the draws are paid for; the quantities are derived):
 
     * ``generated_quantities`` raising at a draw - any ``Exception``, the user's bugs
-      included, as only ``KeyboardInterrupt``/``SystemExit`` are not - gives NaN for
-      that draw's generated quantities, as cmdstan writes them, and one
-      RuntimeWarning with the count and the first error. Names and shapes come
-      from the first draw that succeeds (not from the origin, where a quantity may
-      be undefined); if none succeeds the fit has no generated quantities, and the
-      warning says so. Integer quantities (``rng.poisson``) are floats here, as
-      they always were, so NaN fits them.
-    * Ctrl-C (``KeyboardInterrupt``) stops the generated quantities: the draws
-      not reached get their parameters (constrained: cheap) and NaN for the
-      transformed parameters and generated quantities, with a RuntimeWarning. A
-      second Ctrl-C stops that too (the rest NaN); the unconstrained draws are
-      kept either way (``fit.unconstrained_draws``, the chain states), and
-      ``model.sample(resume_from=fit)`` recomputes everything exactly.
+      included; only ``KeyboardInterrupt``/``SystemExit`` are not caught - gives NaN
+      for that draw's generated quantities, as cmdstan writes them, and one
+      RuntimeWarning with the count and the first error (its type and message).
+      ``transformed_parameters`` failing at a draw (it succeeded there during
+      sampling, on traced values) likewise gives NaN for its quantities and the
+      generated ones. Names and shapes come from the first draw that succeeds (not
+      from the origin, where a quantity may be undefined); if none succeeds the
+      fit has none of them, and the warning says so. Integer quantities
+      (``rng.poisson``) are floats here, as they always were, so NaN fits them.
+    * Ctrl-C (``KeyboardInterrupt``) stops the computation: the draws not reached
+      get their parameters (constrained: cheap) and NaN for the transformed
+      parameters and generated quantities, with a RuntimeWarning. A second Ctrl-C
+      stops that too (the rest NaN); the unconstrained draws are kept either way
+      (``fit.unconstrained_draws``, the chain states), and
+      ``model.sample(resume_from=fit)`` recomputes everything exactly (the
+      generated quantities' seeds are kept).
     """
     table = _OutputTable(len(draws), max((len(xs) for xs in draws), default=0))
     gq_fun = getattr(model, "generated_values", None)
@@ -560,21 +564,14 @@ def output_arrays(model, draws, rngs, what="draws"):
     for c, (xs, rng) in enumerate(zip(draws, rngs)):
         for d in range(len(xs)):
             x = np.asarray(xs[d])
+            table.total += 1
             if stop is None:
-                based = False
                 try:
-                    base = model.output(x, rng=rng, include_gq=False) if split else \
-                        model.output(x, rng=rng)
-                    table.put(c, d, base)
-                    based = True
-                    if split:
-                        table.put_gq(c, d, gq_fun, x, rng)
+                    table.draw(c, d, model, x, rng, gq_fun if split else None)
                     continue
                 except KeyboardInterrupt:
                     stop = (c, d)
-                    if based:                     # its parameters are in; not its GQ
-                        table.done -= 1
-                        table.params_only += 1
+                    if (c, d) in table.have_params:
                         continue
             table.put_params(c, d, model, x)
     table.warn(what, stop)
@@ -583,51 +580,64 @@ def output_arrays(model, draws, rngs, what="draws"):
 
 class _OutputTable:
     """The arrays :func:`output_arrays` fills: NaN until a draw's value is put, each
-    array allocated by the first value of its name (its shape)."""
+    array allocated by the first value of its name (its shape); the failures, by
+    block, for one warning each."""
 
     def __init__(self, chains, n):
         self.shape = (chains, n)
         self.out = {}
-        self.gq_names = None          # fixed by the first draw whose quantities succeed
-        self.gq_failed = 0
-        self.gq_first = None          # (chain, draw, exception) of the first failure
+        self.names = {}               # block -> {name: shape} of its first success
+        self.failed = {}              # block -> [count, (chain, draw, exception)]
+        self.tried = {"transformed_parameters": 0, "generated_quantities": 0, "output": 0}
+        self.have_params = set()      # (chain, draw) whose parameters are in
         self.done = 0                 # draws with everything computed
-        self.params_only = 0          # after a Ctrl-C: draws given their parameters
-        self.params_stopped = False   # a second Ctrl-C stopped that too
         self.total = 0
+        self.params_stopped = False   # a second Ctrl-C stopped the parameters too
 
-    def _array(self, k, v):
-        a = self.out.get(k)
-        if a is None:
-            a = self.out[k] = np.full(self.shape + np.shape(v), np.nan)
-        return a
-
-    def put(self, c, d, vals):
-        self.total += 1
-        for k, v in vals.items():
-            self._array(k, v)[c, d] = v
+    def draw(self, c, d, model, x, rng, gq_fun):
+        """One draw: everything, each block's failure counted (its values NaN)."""
+        block = "transformed_parameters" if gq_fun is not None else "output"
+        self.tried[block] += 1
+        try:
+            base = model.output(x, rng=rng, include_gq=False) if gq_fun is not None \
+                else model.output(x, rng=rng)
+        except Exception as e:       # noqa: BLE001 - the user's code: NaN, counted
+            self._fail(block, c, d, e)
+            self.put_params(c, d, model, x)
+            return
+        self._put(c, d, base)
+        self.have_params.add((c, d))
+        if gq_fun is not None:
+            self.tried["generated_quantities"] += 1
+            try:
+                vals = self._checked("generated_quantities", gq_fun(x, rng))
+            except Exception as e:   # noqa: BLE001 - the user's code: NaN, counted
+                self._fail("generated_quantities", c, d, e)
+                return
+            self._put(c, d, vals)
         self.done += 1
 
-    def put_gq(self, c, d, gq_fun, x, rng):
-        try:
-            gq = gq_fun(x, rng)
-            vals = {k: np.asarray(v, dtype=float) for k, v in gq.items()}
-            if self.gq_names is None:
-                self.gq_names = {k: v.shape for k, v in vals.items()}
-            else:
-                _same_quantities(vals, self.gq_names)
-        except Exception as e:       # noqa: BLE001 - any error of the user's code: NaN, counted
-            self.done -= 1
-            self.gq_failed += 1
-            if self.gq_first is None:
-                self.gq_first = (c, d, e)
-            return
+    def _checked(self, block, values):
+        vals = {k: np.asarray(v, dtype=float) for k, v in values.items()}
+        if block not in self.names:
+            self.names[block] = {k: v.shape for k, v in vals.items()}
+        else:
+            _same_quantities(vals, self.names[block])
+        return vals
+
+    def _fail(self, block, c, d, e):
+        rec = self.failed.setdefault(block, [0, (c, d, e)])
+        rec[0] += 1
+
+    def _put(self, c, d, vals):
         for k, v in vals.items():
-            self._array(k, v)[c, d] = v
+            a = self.out.get(k)
+            if a is None:
+                a = self.out[k] = np.full(self.shape + np.shape(v), np.nan)
+            a[c, d] = v
 
     def put_params(self, c, d, model, x):
-        """After a Ctrl-C: this draw's parameters only (the rest stays NaN)."""
-        self.total += 1
+        """This draw's parameters only (the rest stays NaN)."""
         if self.params_stopped or not callable(getattr(model, "constrain", None)):
             return
         try:
@@ -635,40 +645,43 @@ class _OutputTable:
         except KeyboardInterrupt:
             self.params_stopped = True
             return
-        for k, v in vals.items():
-            self._array(k, v)[c, d] = v
-        self.params_only += 1
+        self._put(c, d, vals)
+        self.have_params.add((c, d))
 
     def warn(self, what, stop):
         import warnings
-        if self.gq_failed:
-            c, d, e = self.gq_first
-            first = (f"the first at chain {c + 1}, draw {d + 1}: "
-                     f"{type(e).__name__}: {e}")
-            attempted = self.gq_failed + self.done
-            if self.gq_names is None:
-                msg = (f"generated_quantities failed at every one of the {attempted} "
-                       f"{what} ({first}): this fit has no generated quantities; the "
-                       "parameter draws are all kept. Fix generated_quantities and "
-                       "recompute them with model.sample(resume_from=fit)")
+        for block, (count, (c, d, e)) in self.failed.items():
+            first = f"the first at chain {c + 1}, draw {d + 1}: {type(e).__name__}: {e}"
+            noun = _BLOCK_NOUNS[block]
+            if count == self.tried[block]:
+                msg = (f"{block} failed at every one of the {count} {what} ({first}): "
+                       f"this fit has no {noun}; the parameter draws are all kept. Fix "
+                       f"{block} and recompute them with model.sample(resume_from=fit)")
             else:
-                msg = (f"generated_quantities failed at {self.gq_failed} of {attempted} "
-                       f"{what} ({first}): their generated quantities "
-                       f"({', '.join(self.gq_names)}) are NaN, as Stan writes them; "
+                names = self.names.get(block)
+                which = f" ({', '.join(names)})" if names else ""
+                msg = (f"{block} failed at {count} of {self.tried[block]} {what} "
+                       f"({first}): their {noun}{which} are NaN, as Stan writes them; "
                        "the parameter draws are all kept")
             warnings.warn(msg, RuntimeWarning, stacklevel=6)
         if stop is not None:
             c, d = stop
             left = self.total - self.done
-            kept = ("every draw keeps its parameters" if not self.params_stopped else
-                    f"a second Ctrl-C left the parameters of {left - self.params_only} "
-                    "of them NaN too")
+            no_params = self.total - len(self.have_params)
+            kept = ("every draw keeps its parameters" if not no_params else
+                    f"a second Ctrl-C left the parameters of {no_params} of them NaN too")
             warnings.warn(f"interrupted while computing the transformed parameters and "
                           f"generated quantities of the {what} (at chain {c + 1}, draw "
                           f"{d + 1}): {left} of {self.total} {what} have NaN for them; "
                           f"{kept}, and the unconstrained draws are all in the fit. "
                           "model.sample(resume_from=fit) recomputes them exactly",
                           RuntimeWarning, stacklevel=6)
+
+
+#: what a failing block leaves NaN (output_arrays' warnings)
+_BLOCK_NOUNS = {"generated_quantities": "generated quantities",
+                "transformed_parameters": "transformed parameters and generated quantities",
+                "output": "quantities but the parameters"}
 
 
 def _same_quantities(vals, shapes):

@@ -99,6 +99,42 @@ def test_gq_changing_shape_counts_as_a_failure():
     assert np.isfinite(fit["v"][same]).all() and np.isnan(fit["v"][~same]).all()
 
 
+class TPBreaks(sl.Model):
+    """transformed_parameters that fails where mu > 0.5 once ``broken`` is set (after
+    sampling: a block that worked on traced values and fails on plain floats)."""
+    mu = sl.param.real()
+    broken = False
+
+    def transformed_parameters(self, mu):
+        if TPBreaks.broken and mu > 0.5:
+            raise ValueError("tp")
+        return {"mu2": 2 * mu}
+
+    def log_prob(self, mu):
+        return sl.normal_lpdf(mu, 0.0, 1.0)
+
+    def generated_quantities(self, rng, mu, mu2):
+        return {"g": mu2 + 1}
+
+
+def test_transformed_parameters_failing_after_sampling_keeps_the_draws():
+    from stanlite.fit import Fit
+    m = TPBreaks()
+    fit = m.sample(**_KW)
+    TPBreaks.broken = True
+    try:
+        with pytest.warns(RuntimeWarning, match=r"transformed_parameters failed at \d+ "
+                          r"of 120 draws .*ValueError: tp\): their transformed parameters "
+                          "and generated quantities are NaN"):
+            again = Fit(m, fit.chain_states, fit.gq_seeds)
+    finally:
+        TPBreaks.broken = False
+    bad = fit["mu"] > 0.5
+    np.testing.assert_array_equal(again["mu"], fit["mu"])
+    assert np.isnan(again["mu2"][bad]).all() and np.isnan(again["g"][bad]).all()
+    np.testing.assert_array_equal(again["g"][~bad], fit["g"][~bad])
+
+
 # ---- real signals and rlimits in child processes --------------------------------------------
 def _script(code, folder):
     script = folder / "child.py"
