@@ -367,7 +367,10 @@ class Fit:
                 "gq_seeds": [_seed_to_json(s) for s in self.gq_seeds],
                 "chain_states": [s.to_dict() for s in self.chain_states]}
         arrays = {}
-        packed = _pack(meta, arrays)
+        try:
+            packed = _pack(meta, arrays)
+        except TypeError as e:               # a value the format has no place for
+            raise FitFileError(os.fspath(path), f"cannot be written: {e}") from e
         text = json.dumps(packed, allow_nan=True).encode("utf-8")
         ds = xr.Dataset({k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v)
                          for k, v in arrays.items()})

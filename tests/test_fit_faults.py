@@ -428,5 +428,31 @@ def test_save_is_atomic_and_keeps_permissions(saved, tmp_path):
     _same(fit, sl.load_fit(link))
     with pytest.raises(sl.FitFileError, match="is a folder"):
         fit.save(tmp_path)
+    # a value the file format has no place for: named with the path
+    import copy
+    odd = copy.copy(fit)
+    odd.chain_states = [copy.copy(s) for s in fit.chain_states]
+    odd.chain_states[0].extra = object()
+    with pytest.raises(sl.FitFileError, match="fit.nc.*cannot save a value of type object"):
+        odd.save(target)
+    _same(fit, sl.load_fit(target))
     with pytest.raises(sl.FitFileError, match="its folder .* does not exist"):
         fit.save(tmp_path / "no" / "such" / "fit.nc")
+
+
+def test_ctrl_c_while_saving_leaves_the_old_file(saved, tmp_path, monkeypatch):
+    m, fit, good, raw = saved
+    target = tmp_path / "fit.nc"
+    target.write_bytes(raw)
+    from stanlite import _fitio
+
+    real_write = os.write
+
+    def interrupted_write(fd, data):
+        real_write(fd, bytes(data[:100]))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(_fitio.os, "write", interrupted_write)
+    with pytest.raises(KeyboardInterrupt):
+        fit.save(target)
+    monkeypatch.undo()
+    assert target.read_bytes() == raw and os.listdir(tmp_path) == ["fit.nc"]

@@ -388,3 +388,12 @@ def test_version_1_file_is_checked_against_its_data_groups(short_fit, tmp_path):
     other = type(es)(**{**es.data, "sigma": np.asarray(es.data["sigma"]) * 2})
     with pytest.raises(sl.DataError, match="sigma differ"):
         sl.load_fit(path, model=other)
+    # no checksums in format 1: a posterior of the wrong shape is found by its shape
+    cut = str(tmp_path / "v1_cut.nc")
+    idata = short_fit.to_arviz()
+    idata.posterior = idata.posterior.isel(chain=[0])
+    idata.to_netcdf(cut)
+    ds.to_netcdf(cut, mode="a", group=fitmod.STATE_GROUP, engine="h5netcdf")
+    with pytest.raises(sl.FitFileError, match=r"v1_cut.nc.*its posterior '\w+' has 1 "
+                       r"chains x 40 draws; the chain states have 2 x 40"):
+        sl.load_fit(cut)
