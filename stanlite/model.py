@@ -666,7 +666,7 @@ class Model:
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
-               blas_threads=None, max_workers=None, data_changed_ok=False):
+               blas_threads=None, max_workers=None, data_changed_ok=False, **unknown):
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
@@ -706,11 +706,13 @@ class Model:
             adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
             save_warmup=save_warmup, progress=progress, parallel=parallel,
             sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
+            blas_threads=blas_threads, max_workers=max_workers,
+            data_changed_ok=data_changed_ok, unknown=unknown,
             resumed=resume_from is not None)
         chains, draws, warmup, seed, adapt_delta, max_treedepth, init, thin, \
-            stepsize, inv_metric = (a[k] for k in (
+            stepsize, inv_metric, blas_threads, max_workers = (a[k] for k in (
                 "chains", "draws", "warmup", "seed", "adapt_delta", "max_treedepth",
-                "init", "thin", "stepsize", "inv_metric"))
+                "init", "thin", "stepsize", "inv_metric", "blas_threads", "max_workers"))
         if sampler_options is not None and sampler != "rhmc":
             raise ArgumentError(f"sampler_options are for sampler='rhmc', not {sampler!r}")
         if sampler == "rhmc":
@@ -769,6 +771,8 @@ def _sample_arguments(model, resumed, **a):
     form the runner takes; ``init`` becomes one init per chain (each checked)."""
     from . import arguments as A
     from .samplers.inits import per_run
+    # a typo (draw=) names the closest argument, as the other methods do
+    A.no_unknown("sample", a.pop("unknown"), Model.sample)
     a["chains"] = A.positive_int("chains", a["chains"])
     a["draws"] = A.nonneg_int("draws", a["draws"])
     a["warmup"] = A.nonneg_int("warmup", a["warmup"])
@@ -781,8 +785,11 @@ def _sample_arguments(model, resumed, **a):
     # trajectory workspace is sized by the depth, so a huge one fails here
     a["max_treedepth"] = A.integer("max_treedepth", a["max_treedepth"], 1, 30)
     a["stepsize"] = A.positive_real("stepsize", a["stepsize"])
-    for k in ("save_warmup", "progress", "parallel"):
+    for k in ("save_warmup", "progress", "parallel", "data_changed_ok"):
         A.boolean(k, a[k])
+    for k in ("blas_threads", "max_workers"):      # None: the runner's default
+        if a[k] is not None:
+            a[k] = A.positive_int(k, a[k])
     if sampler != "rhmc":               # rhmc's metric is the local Hessian's SoftAbs
         a["inv_metric"] = A.inv_metric("inv_metric", a["inv_metric"], metric, model.dim)
     if not resumed:                     # a resumed chain has its point already

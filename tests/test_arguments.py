@@ -72,6 +72,9 @@ SAMPLE = (
                       ("retape", BOOL_BAD[:-1]), ("alpah", [1.0]))
        for v in bad]
     + [("sample", {"sampler": "rhmc", "sampler_options": [1]}, "sampler_options")]
+    + cases("sample", "blas_threads", [0, -1, 2.5, True, "x"])
+    + cases("sample", "max_workers", [0, -1, 2.5, True, "x"])
+    + cases("sample", "data_changed_ok", BOOL_BAD)
 )
 
 INIT_BAD = [({"sigma": -1.0}, "sigma"), ({"sigma": 0.0}, "sigma"),
@@ -151,7 +154,9 @@ INITS += [("sample", {"init": [{"mu": 0.0}] * 3, "chains": 2},
           ("sample", {"init": [{"mu": 0.0}, {"sigma": -2.0}], "chains": 2},
            "init\\[1\\]|sigma")]
 
-TYPOS = [("variational", "draws", "output_samples"), ("variational", "iterations", "iter"),
+TYPOS = [("sample", "draw", "draws"), ("sample", "iter_sampling", "draws"),
+         ("sample", "num_warmup", "warmup"), ("sample", "adapt_detla", "adapt_delta"),
+         ("variational", "draws", "output_samples"), ("variational", "iterations", "iter"),
          ("variational", "grad_sample", "grad_samples"), ("optimize", "itr", "iter"),
          ("optimize", "iterations", "iter"), ("optimize", "tol_grd", "tol_grad"),
          ("laplace", "draw", "draws"), ("laplace", "jacobain", "jacobian"),
