@@ -36,17 +36,15 @@ def per_run(model, init, n, what="chains"):
     """``n`` inits, one per run: ``init`` itself ``n`` times, or the entries of a list
     or tuple of length ``n`` (``what`` names the runs in the error). Each is checked
     (:func:`check_init`) here, before any run starts."""
-    if isinstance(init, (list, tuple)):
-        if len(init) != n:
-            raise ArgumentError(f"init as a list needs one entry per {what[:-1]} ({n}), "
-                                f"got {len(init)}")
-        inits = list(init)
-    else:
-        inits = [init] * n
-    for i, v in enumerate(inits):
-        check_init(model, v, what=f"init[{i}]" if isinstance(init, (list, tuple))
-                   else "init")
-    return inits
+    if not isinstance(init, (list, tuple)):
+        check_init(model, init)                  # once: the same init for every run
+        return [init] * n
+    if len(init) != n:
+        raise ArgumentError(f"init as a list needs one entry per {what[:-1]} ({n}), "
+                            f"got {len(init)}")
+    for i, v in enumerate(init):
+        check_init(model, v, what=f"init[{i}]")
+    return list(init)
 
 
 def _is_radius(init):
@@ -64,12 +62,12 @@ def check_init(model, init, what="init"):
         nonneg_real(f"{what} (a radius)", init)
         return
     if isinstance(init, dict):
-        check_names(model, init)
+        check_names(model, init, what)
         if hasattr(model, "_unconstrain"):
             complete = all(k in init for k in model.param_shapes())
             if complete or not getattr(model, "_dynamic", True):
                 model._unconstrain(init, None if complete else np.zeros(model.dim),
-                                   _INIT_LABEL, ArgumentError, strict=True)
+                                   what + _INIT_LABEL[4:], ArgumentError, strict=True)
         return
     _vector(model, init)
 

@@ -638,6 +638,7 @@ def laplace(model, mode=None, draws=1000, jacobian=True, seed=None, **optimize_k
     0.25
     """
     draws = args.nonneg_int("draws", draws)
+    args.fits_in_memory("draws", draws, model.dim)
     jacobian = args.boolean("jacobian", jacobian)
     seed = args.seed("seed", seed, generator=True)
     # the optimizer's own arguments, checked by it; laplace sets jacobian and seed

@@ -526,6 +526,9 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     num_draws = args.positive_int("num_draws", num_draws)
     num_single_draws = num_draws if num_single_draws is None else \
         args.positive_int("num_single_draws", num_single_draws)
+    # every path's draws are pooled before resampling
+    args.fits_in_memory("num_paths x num_single_draws", num_paths * num_single_draws,
+                        model.dim)
     max_lbfgs_iters = args.positive_int("max_lbfgs_iters", max_lbfgs_iters)
     num_elbo_draws = args.positive_int("num_elbo_draws", num_elbo_draws)
     history_size = args.positive_int("history_size", history_size)

@@ -29,7 +29,7 @@ from .errors import ArgumentError
 
 __all__ = ["integer", "positive_int", "nonneg_int", "real", "positive_real",
            "nonneg_real", "unit_interval", "boolean", "choice", "seed", "no_unknown",
-           "inv_metric", "suggest"]
+           "inv_metric", "suggest", "fits_in_memory"]
 
 
 def _is_int(v):
@@ -215,3 +215,17 @@ def inv_metric(name, value, metric, dim):
         raise ArgumentError(f"{name} for metric 'dense_e' must be positive definite, "
                             "but is not") from None
     return a
+
+
+def fits_in_memory(what, count, width):
+    """Refuse, before anything runs, a run that would keep ``count`` draws of
+    ``width`` float64 numbers each in memory beyond the machine's physical memory (a
+    typo'd ``draws=10**10`` would otherwise end in a MemoryError or the OOM killer
+    after hours). ``what`` says which arguments make the count."""
+    from .declarations import _bytes, physical_memory
+    need = int(count) * int(width) * 8
+    limit = physical_memory()
+    if limit is not None and need > limit:
+        raise ArgumentError(f"{what} would keep {int(count):,} draws of {int(width)} "
+                            f"numbers in memory ({_bytes(need)}), more than this "
+                            f"machine's memory ({_bytes(limit)})")

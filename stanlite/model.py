@@ -792,7 +792,11 @@ def _sample_arguments(model, resumed, **a):
             a[k] = A.positive_int(k, a[k])
     if sampler != "rhmc":               # rhmc's metric is the local Hessian's SoftAbs
         a["inv_metric"] = A.inv_metric("inv_metric", a["inv_metric"], metric, model.dim)
+    kept = -(-a["draws"] // a["thin"]) + (a["warmup"] if a["save_warmup"] else 0)
+    A.fits_in_memory("chains x draws / thin" + (" (+ warmup)" if a["save_warmup"] else ""),
+                     a["chains"] * kept, model.dim + 9)    # the draw and its 9 statistics
     if not resumed:                     # a resumed chain has its point already
+        # one init for all chains, or a list: one per chain (the runner picks them)
         a["init"] = per_run(model, a["init"], a["chains"], "chains")
     return a
 

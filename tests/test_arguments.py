@@ -75,6 +75,9 @@ SAMPLE = (
     + cases("sample", "blas_threads", [0, -1, 2.5, True, "x"])
     + cases("sample", "max_workers", [0, -1, 2.5, True, "x"])
     + cases("sample", "data_changed_ok", BOOL_BAD)
+    + [("sample", {"draws": 10 ** 15}, "draws.*more than this machine's memory"),
+       ("sample", {"chains": 10 ** 9, "draws": 10 ** 6}, "chains x draws"),
+       ("sample", {"warmup": 10 ** 15, "save_warmup": True}, "warmup.*memory")]
 )
 
 INIT_BAD = [({"sigma": -1.0}, "sigma"), ({"sigma": 0.0}, "sigma"),
@@ -98,6 +101,7 @@ VARIATIONAL = (
     + cases("variational", "tol_rel_obj", REAL_POSITIVE_BAD)
     + cases("variational", "adapt_engaged", BOOL_BAD)
     + cases("variational", "progress", BOOL_BAD)
+    + [("variational", {"output_samples": 10 ** 15}, "output_samples.*memory")]
 )
 
 OPTIMIZE = (
@@ -123,7 +127,8 @@ LAPLACE = (
        ("laplace", {"mode": {"mu": 0.0}}, "sigma"),
        ("laplace", {"mode": {"mu": 0.0, "sigma": 1.0, "tau": 1.0}}, "tau"),
        ("laplace", {"mode": [0.0, 0.0], "iter": 10}, "iter"),   # only to find a mode
-       ("laplace", {"iter": 2.5}, "iter"), ("laplace", {"method": "x"}, "method")]
+       ("laplace", {"iter": 2.5}, "iter"), ("laplace", {"method": "x"}, "method"),
+       ("laplace", {"draws": 10 ** 15}, "draws.*memory")]
 )
 
 PATHFINDER = (
@@ -143,7 +148,8 @@ PATHFINDER = (
        for c in cases("pathfinder", tol, REAL_NONNEG_BAD)]
     + [("pathfinder", {"init": [None, None], "num_paths": 4},
         "init.*one entry per path \\(4\\), got 2"),
-       ("pathfinder", {"calculate_lp": False, "num_paths": 2}, "calculate_lp")]
+       ("pathfinder", {"calculate_lp": False, "num_paths": 2}, "calculate_lp"),
+       ("pathfinder", {"num_draws": 10 ** 15}, "num_single_draws.*memory")]
 )
 
 INITS = [(m, {"init": v}, pattern) for m in ("sample", "variational", "optimize",
