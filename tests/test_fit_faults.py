@@ -245,14 +245,14 @@ def test_truncated_files(saved, tmp_path):
 
 
 def test_flipped_bytes_never_load_silently_wrong(saved, tmp_path):
-    # 120 files with 1-3 bytes changed at random offsets (fixed seed): each is either
+    # 80 files with 1-3 bytes changed at random offsets (fixed seed): each is either
     # a FitFileError naming the path, or loads to exactly the saved fit (a byte HDF5
-    # does not use); measured at seed 20261126: 61 errors, 59 identical
+    # does not use); measured at seed 20261126: 41 errors, 39 identical
     m, fit, _, raw = saved
     rng = np.random.default_rng(20261126)
     outcomes = {"error": 0, "identical": 0}
     p = tmp_path / "flipped.nc"
-    for _ in range(120):
+    for _ in range(80):
         b = bytearray(raw)
         for off in rng.integers(0, len(raw), size=rng.integers(1, 4)):
             b[off] ^= int(rng.integers(1, 256))
@@ -303,8 +303,7 @@ def _edited(saved, tmp_path, name, edit):
 
 
 def _replace_state_json(f, text):
-    import hashlib  # noqa: F401 - the checksum below is recomputed by stanlite's own code
-    from stanlite import _fitio
+    from stanlite import _fitio           # the checksum recomputed: only the JSON is bad
     g = f["stanlite_state"]
     arrays = {k: g[k][()] for k in g if k != "state_json" and not k.endswith("_bytes")
               and g[k].ndim and "_dim_" not in k}
