@@ -537,6 +537,7 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     calculate_lp = args.boolean("calculate_lp", calculate_lp)
     progress = args.boolean("progress", progress)
     parallel = args.boolean("parallel", parallel)
+    executor = args.executor("executor", executor)
     resample = psis_resample and num_paths > 1
     if resample and not calculate_lp:
         raise ArgumentError("psis_resample needs the log density of the draws: pass "

@@ -261,12 +261,14 @@ def _run_serial(model, states, init_kwargs, bars, intr):
                 # holds every committed iteration (run advances it in place)
                 states[c] = _chain.initialize(model, **init_kwargs[c])
             _run_one(model, states[c], None, 0.1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:       # between the chain's own frames
             intr.interrupt()
+            if states[c] is not None:
+                states[c].interrupted = True
         finally:
             intr.armed = False
             _QUEUE = None
-        if states[c] is not None and states[c].interrupted:
+        if states[c] is not None and getattr(states[c], "interrupted", False):
             intr.interrupt()
 
 
@@ -331,13 +333,8 @@ def _check_not_importing_main():
 
 def _as_executor(executor):
     """A Dask ``Client`` becomes its ``get_executor()``; executors pass through."""
-    if executor is None or isinstance(executor, cf.Executor):
-        return executor
-    get = getattr(executor, "get_executor", None)
-    if callable(get):
-        return get()
-    raise TypeError("executor must be a concurrent.futures.Executor or a Dask Client, "
-                    f"got {type(executor).__name__}")
+    from stanlite.arguments import executor as check_executor
+    return check_executor("executor", executor)
 
 
 def _start_method():

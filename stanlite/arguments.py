@@ -29,7 +29,7 @@ from .errors import ArgumentError
 
 __all__ = ["integer", "positive_int", "nonneg_int", "real", "positive_real",
            "nonneg_real", "unit_interval", "boolean", "choice", "seed", "no_unknown",
-           "inv_metric", "suggest", "fits_in_memory"]
+           "inv_metric", "suggest", "fits_in_memory", "executor"]
 
 
 def _is_int(v):
@@ -136,6 +136,19 @@ def seed(name, value, sequence=True, generator=False):
         + (["a numpy Generator"] if generator else [])
     raise ArgumentError(f"{name} must be {', '.join(kinds[:-1])} or {kinds[-1]}, "
                         f"got {value!r}")
+
+
+def executor(name, value):
+    """``None``, a ``concurrent.futures.Executor``, or a Dask ``Client`` (anything with
+    ``get_executor()``), which becomes its executor."""
+    import concurrent.futures as cf
+    if value is None or isinstance(value, cf.Executor):
+        return value
+    get = getattr(value, "get_executor", None)
+    if callable(get):
+        return get()
+    raise ArgumentError(f"{name} must be a concurrent.futures.Executor, a Dask Client "
+                        f"or None, got {type(value).__name__}")
 
 
 def suggest(name, valid):

@@ -552,8 +552,8 @@ class Model:
                 v = np.asarray(raw, dtype=np.float64)
             except (TypeError, ValueError):
                 raise error(f"{where}: expected real values, got {raw!r}") from None
-            if strict and np.asarray(raw).dtype.kind == "b":
-                raise error(f"{where}: expected real values, got booleans {raw!r}")
+            if strict and _not_numbers(raw):
+                raise error(f"{where}: expected real values, got {raw!r}")
             if v.shape != s.shape:
                 if v.size == 1 and int(np.prod(s.shape, dtype=np.int64)) == 1:
                     v = v.reshape(s.shape)
@@ -692,6 +692,7 @@ class Model:
         from .fit import Fit, check_resume_data
         from .samplers.runner import sample_chains
         if resume_from is not None:
+            _check_resume_from(resume_from)
             check_resume_data(resume_from, self, data_changed_ok)
             # a resumed run keeps its settings; draws (if given) extends it
             st0 = resume_from.chain_states[0]
@@ -706,7 +707,7 @@ class Model:
             adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
             save_warmup=save_warmup, progress=progress, parallel=parallel,
             sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
-            blas_threads=blas_threads, max_workers=max_workers,
+            blas_threads=blas_threads, max_workers=max_workers, executor=executor,
             data_changed_ok=data_changed_ok, unknown=unknown,
             resumed=resume_from is not None)
         chains, draws, warmup, seed, adapt_delta, max_treedepth, init, thin, \
@@ -766,6 +767,20 @@ class Model:
         return f"<{type(self).__name__} dim={self.dim} ({ps})>"
 
 
+def _check_resume_from(fit):
+    """``resume_from`` is a fit of Markov chains (``model.sample``, ``sl.load_fit``)."""
+    try:
+        states = fit.chain_states
+    except AttributeError as e:
+        # an approximation says itself why it has no chains
+        why = f": {e}" if hasattr(type(fit), "chain_states") else ""
+        raise ArgumentError(f"resume_from must be a fit made by model.sample (or "
+                            f"sl.load_fit of one), got {type(fit).__name__}{why}") from None
+    if not isinstance(states, (list, tuple)) or not states:
+        raise ArgumentError(f"resume_from must be a fit with at least one chain, got "
+                            f"{type(fit).__name__} with chain_states={states!r}")
+
+
 def _sample_arguments(model, resumed, **a):
     """:meth:`Model.sample`'s arguments checked (:mod:`stanlite.arguments`) and in the
     form the runner takes; ``init`` becomes one init per chain (each checked)."""
@@ -787,6 +802,7 @@ def _sample_arguments(model, resumed, **a):
     a["stepsize"] = A.positive_real("stepsize", a["stepsize"])
     for k in ("save_warmup", "progress", "parallel", "data_changed_ok"):
         A.boolean(k, a[k])
+    A.executor("executor", a.pop("executor"))      # (the runner converts a Client)
     for k in ("blas_threads", "max_workers"):      # None: the runner's default
         if a[k] is not None:
             a[k] = A.positive_int(k, a[k])
@@ -816,6 +832,16 @@ def _describe_value(v):
         return f"a {name} of length {len(v)}"
     r = repr(v)
     return f"a {name} ({r if len(r) <= 40 else r[:37] + '...'})"
+
+
+def _not_numbers(raw):
+    """Whether ``raw`` holds strings or booleans, which ``np.asarray(raw, float)``
+    would silently read as numbers ("0" -> 0.0, True -> 1.0)."""
+    if isinstance(raw, np.ndarray) and raw.dtype.kind != "O":
+        return raw.dtype.kind in "USb"
+    # lists (a list of numbers and True is a float array to numpy), objects
+    return any(isinstance(e, (str, bytes, bool, np.bool_))
+               for e in np.asarray(raw, dtype=object).ravel())
 
 
 def _plain(v):

@@ -75,6 +75,8 @@ SAMPLE = (
     + cases("sample", "blas_threads", [0, -1, 2.5, True, "x"])
     + cases("sample", "max_workers", [0, -1, 2.5, True, "x"])
     + cases("sample", "data_changed_ok", BOOL_BAD)
+    + cases("sample", "executor", ["processes", 3, True, object()])
+    + cases("sample", "resume_from", [3, "fit", object(), [1]])
     + [("sample", {"draws": 10 ** 15}, "draws.*more than this machine's memory"),
        ("sample", {"chains": 10 ** 9, "draws": 10 ** 6}, "chains x draws"),
        ("sample", {"warmup": 10 ** 15, "save_warmup": True}, "warmup.*memory")]
@@ -85,7 +87,10 @@ INIT_BAD = [({"sigma": -1.0}, "sigma"), ({"sigma": 0.0}, "sigma"),
             ({"mu": INF}, "mu.*finite"), ({"mu": NAN}, "mu.*nan"), ({"mu": True}, "mu"),
             ({"mu": "a"}, "mu"), ({"sigma": None}, "sigma"), ("x", "init"), (-1.0, "init"),
             (NAN, "init"), (INF, "init"), (True, "init"), (np.zeros(3), "init.*length 2"),
-            (np.array([0.0, NAN]), "init.*finite"), (object(), "init")]
+            (np.array([0.0, NAN]), "init.*finite"), (object(), "init"),
+            ({"mu": "0.5"}, "mu.*expected real values"), ({"sigma": [True]}, "sigma"),
+            ({"mu": np.array(["1"])}, "mu.*expected real values"),
+            ({"mu": np.True_}, "mu.*expected real values")]
 
 VARIATIONAL = (
     cases("variational", "method", ["full", "meanfeild", None, 1])
@@ -144,6 +149,7 @@ PATHFINDER = (
     + cases("pathfinder", "calculate_lp", BOOL_BAD)
     + cases("pathfinder", "progress", BOOL_BAD)
     + cases("pathfinder", "parallel", BOOL_BAD)
+    + cases("pathfinder", "executor", ["processes", 3, True])
     + [c for tol in ("tol_obj", "tol_rel_obj", "tol_grad", "tol_rel_grad", "tol_param")
        for c in cases("pathfinder", tol, REAL_NONNEG_BAD)]
     + [("pathfinder", {"init": [None, None], "num_paths": 4},
@@ -301,3 +307,10 @@ def test_inv_metric_messages():
         A.inv_metric("inv_metric", [[1, 0.5], [0, 1]], "dense_e", 2)
     assert A.inv_metric("inv_metric", None, "unit_e", 2) is None
     np.testing.assert_array_equal(A.inv_metric("m", [1, 2], "diag_e", 2), [1.0, 2.0])
+
+
+def test_resume_from_an_approximation_says_it_has_no_chains(model):
+    lap = model.laplace(draws=5, seed=1)
+    with pytest.raises(sl.ArgumentError, match="resume_from must be a fit made by "
+                       "model.sample.*ApproximateFit.*no Markov chains"):
+        model.sample(resume_from=lap, progress=False)
