@@ -29,16 +29,52 @@ written against these small pieces, BlackJAX-style, not against a model.
 
 import math
 import operator
+import re
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
-__all__ = ["Point", "UnitMetric", "DiagMetric", "DenseMetric", "make_metric",
-           "leapfrog", "log_density_point", "RejectedPoint", "TransitionInfo"]
+from stanlite.errors import DomainError
 
-#: what a failing log density may raise instead of returning NaN (domain errors,
-#: overflow, a singular matrix): the proposal is rejected, the chain goes on
-RejectedPoint = (ArithmeticError, ValueError, np.linalg.LinAlgError)
+__all__ = ["Point", "UnitMetric", "DiagMetric", "DenseMetric", "make_metric",
+           "leapfrog", "log_density_point", "RejectedPoint", "TransitionInfo",
+           "rejection_reason", "NON_FINITE_DENSITY"]
+
+#: what a failing log density may raise instead of returning NaN: the proposal is
+#: rejected and the chain goes on, as Stan does with std::domain_error. That is a
+#: DomainError (an argument outside a function's domain: sigma <= 0), the
+#: ArithmeticError family (SolverError, overflow, division by zero,
+#: FloatingPointError) and numpy's LinAlgError (a matrix that is not positive
+#: definite, as Stan's cholesky_decompose). Nothing else: a TypeError, NameError,
+#: IndexError, a broadcasting ValueError, ModelError, DataError or
+#: DifferentiationError is a programming error in the model and surfaces at once
+#: with its traceback, instead of being retried as a rejection everywhere.
+RejectedPoint = (DomainError, ArithmeticError, np.linalg.LinAlgError)
+
+#: the rejection reason of a log density (or gradient) that is NaN or infinite
+NON_FINITE_DENSITY = "non-finite log density"
+
+# numbers in a message (values differ at every point; the reason does not)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])"
+                     r"|(?<![\w])-?(?:nan|inf)(?![\w])", re.IGNORECASE)
+
+
+def rejection_reason(error=None, lp=None, grad=None):
+    """Why a proposal was rejected, as a short key for the per-reason counts of a
+    chain (``fit.diagnose()``): ``"DomainError: normal_lpdf: sigma must be
+    positive, but is #"`` (the numbers in a message replaced by ``#``, so that one
+    cause is one key), ``"non-finite log density"`` or ``"non-finite gradient"``
+    (``lp`` and ``grad`` say which; ``"non-finite energy"`` when both are finite)."""
+    if error is not None:
+        msg = _NUMBER.sub("#", " ".join(str(error).split()))
+        if len(msg) > 160:
+            msg = msg[:157] + "..."
+        return f"{type(error).__name__}: {msg}" if msg else type(error).__name__
+    if lp is None or not -math.inf < lp < math.inf:
+        return NON_FINITE_DENSITY
+    if grad is None or not np.all(np.isfinite(grad)):
+        return "non-finite gradient"
+    return "non-finite energy"
 
 
 class Point:
@@ -48,9 +84,9 @@ class Point:
     ``aux`` is for metrics that depend on ``q`` (the Riemannian sampler caches its
     metric's factorisation there)."""
 
-    __slots__ = ("q", "p", "lp", "grad", "v", "h", "aux", "kick")
+    __slots__ = ("q", "p", "lp", "grad", "v", "h", "aux", "kick", "why")
 
-    def __init__(self, q, p, lp, grad, v=None, h=None, aux=None, kick=None):
+    def __init__(self, q, p, lp, grad, v=None, h=None, aux=None, kick=None, why=None):
         self.q = q
         self.p = p
         self.lp = lp
@@ -59,6 +95,7 @@ class Point:
         self.h = h
         self.aux = aux
         self.kick = kick        # (half step, half step * grad): the leapfrog's last kick
+        self.why = why          # a failed point: the rejection reason (rejection_reason)
 
     def copy(self):
         return Point(self.q, self.p, self.lp, self.grad, self.v, self.h, self.aux)
@@ -68,10 +105,10 @@ class TransitionInfo:
     """What one transition reports (Stan's sampler diagnostics)."""
 
     __slots__ = ("accept_stat", "n_leapfrog", "treedepth", "divergent", "energy",
-                 "n_failed", "energy_error", "max_energy_error")
+                 "n_failed", "energy_error", "max_energy_error", "rejected")
 
     def __init__(self, accept_stat, n_leapfrog, treedepth, divergent, energy, n_failed=0,
-                 energy_error=0.0, max_energy_error=0.0):
+                 energy_error=0.0, max_energy_error=0.0, rejected=None):
         self.accept_stat = accept_stat
         self.n_leapfrog = n_leapfrog
         self.treedepth = treedepth
@@ -80,6 +117,9 @@ class TransitionInfo:
         self.n_failed = n_failed      # leapfrog steps whose log density failed (rejected)
         self.energy_error = energy_error            # H(sample) - H(start)
         self.max_energy_error = max_energy_error    # the largest |H - H0| on the trajectory
+        # why the failed steps failed: None, or {rejection_reason: count} (n_failed
+        # in all); a failed step ends a trajectory, so it holds one reason at most
+        self.rejected = rejected
 
 
 def log_density_point(model, q):
@@ -266,12 +306,12 @@ def leapfrog(model, metric, z, eps):
     q = z.q + metric.drift(p, eps)
     try:
         lp, g = model.log_density_gradient(q)
-    except RejectedPoint:
-        return Point(q, p, -math.inf, None, p, math.inf)
+    except RejectedPoint as e:
+        return Point(q, p, -math.inf, None, p, math.inf, why=rejection_reason(e))
     hg = half * g
     p = p + hg
     v = metric.velocity(p)
     h = _energy(lp, p, v)
     if h == math.inf:
-        return Point(q, p, -math.inf, g, v, math.inf)
+        return Point(q, p, -math.inf, g, v, math.inf, why=rejection_reason(None, lp, g))
     return Point(q, p, lp, g, v, h, None, (half, hg))

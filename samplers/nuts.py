@@ -56,7 +56,7 @@ import operator
 import numpy as np
 
 from . import nuts_jit
-from .hamiltonian import Point, RejectedPoint, TransitionInfo
+from .hamiltonian import Point, RejectedPoint, TransitionInfo, rejection_reason
 
 
 __all__ = ["transition", "TransitionInfo"]
@@ -165,15 +165,16 @@ def _whitened(model, metric, z, eps, rng, add=operator.add, sub=operator.sub,
         q = step(q, apply(drift, ph))
         try:
             lp, g = grad(q)
-        except RejectedPoint:
-            return None, inf, None, None, None
+        except RejectedPoint as e:
+            return None, inf, rejection_reason(e), None, None
         kick = apply(half, g)
         p = step(ph, kick)
         k = float(p.dot(p))
         h = 0.5 * k - lp
         if -inf < h < inf:
             return (q, None, lp, g, None, h), h, p, p, k
-        return None, inf, None, None, None    # a NaN or infinite density or energy
+        # a NaN or infinite density or energy
+        return None, inf, rejection_reason(None, lp, g), None, None
 
     return z0, p0, p0, k0, leaf, turn
 
@@ -199,7 +200,9 @@ def _stepped(model, metric, z, eps, rng, inf=math.inf):
         h = cur.h                        # inf for a failed point (and for NaN energy)
         if h == inf:
             # no proposal when the density failed (not when a Riemannian step did)
-            return (None if cur.lp == -inf else cur), inf, None, None, None
+            if cur.lp == -inf:
+                return None, inf, cur.why or rejection_reason(None, cur.lp), None, None
+            return cur, inf, None, None, None
         return cur, h, cur.p, cur.v, float(cur.v.dot(cur.p))
 
     return z0, z0.p, z0.v, float(z0.v.dot(z0.p)), leaf, turn
@@ -230,7 +233,8 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     # k0 = v0 . p0`` its momentum, and two functions, ``turn(forward)`` (integrate
     # from that end of the trajectory from now on) and ``leaf()``, one step from
     # there: ``(proposal, h, p, v, v . p)``, ``h`` infinite for a failed step and the
-    # proposal None when the density failed (a Point, or a Point's arguments)
+    # proposal None when the density failed (a Point, or a Point's arguments; ``p``
+    # is then the reason, rejection_reason's key)
     make = _whitened if hasattr(metric, "whitened_steps") else _stepped
     z0, p0, v0, k0, leaf, turn = make(model, metric, z, eps, rng)
     H0 = z0.h
@@ -248,6 +252,7 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     max_abs = 0.0
     divergent = False
     n_failed = 0
+    rejected = None             # {reason: 1} when a step's density failed
 
     def build(depth):
         """A subtree of ``2^depth`` new states from the current end:
@@ -257,7 +262,7 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         Stan's recursion, unrolled: states come in pairs, and after pair ``c`` the
         pending subtrees of equal size are merged, as many as ``c`` has trailing
         one bits (a binary counter), in the order the recursion merges them."""
-        nonlocal n_leapfrog, sum_metro, max_err, max_abs, divergent, n_failed
+        nonlocal n_leapfrog, sum_metro, max_err, max_abs, divergent, n_failed, rejected
         size = 1 << depth
         pending = []
         for i in range(size):
@@ -268,7 +273,9 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
                     max_abs = max_err = err
                 if err > max_delta_h:
                     divergent = True
-                    n_failed += prop is None
+                    if prop is None:
+                        n_failed += 1
+                        rejected = {p: 1}
                     n_leapfrog += i + 1
                     return None
                 sum_metro += exp(-err)
@@ -344,4 +351,4 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         sample = Point(*sample)
     energy = sample.h
     return sample, TransitionInfo(accept, n_leapfrog, depth, divergent, energy,
-                                  n_failed, energy - H0, max_err)
+                                  n_failed, energy - H0, max_err, rejected)

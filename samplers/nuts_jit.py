@@ -34,7 +34,7 @@ import os
 
 import numpy as np
 
-from .hamiltonian import Point, RejectedPoint, TransitionInfo
+from .hamiltonian import Point, RejectedPoint, TransitionInfo, rejection_reason
 
 __all__ = ["available", "transition", "warm"]
 
@@ -463,6 +463,7 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
                max_depth, max_delta_h)
     g = z.grad
     grad = model.log_density_gradient
+    lp, err = z.lp, None        # the last evaluation's density, what it raised
     while r != _DONE:
         if r == _BAD_GRADIENT:
             from stanlite.errors import ModelError
@@ -473,8 +474,8 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         try:
             lp, g = grad(W[r].copy())
             lp = float(lp)
-        except RejectedPoint:
-            lp, g = math.nan, _NO_GRADIENT
+        except RejectedPoint as e:
+            lp, g, err = math.nan, _NO_GRADIENT, e
         r = _advance(W, S, I, M, g, lp)
         if r == _NEED_UNIFORMS:
             _refill(S, I, n_uniforms, rng)
@@ -485,6 +486,9 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     else:
         sample = Point(z.q, None, z.lp, z.grad, None, float(S[_H0]), z.aux)
     energy = sample.h
+    n_failed = int(I[_N_FAILED])
+    # a failed step ends the trajectory: the failure is the last evaluation's
+    rejected = {rejection_reason(err, lp, g): n_failed} if n_failed else None
     return sample, TransitionInfo(
         float(S[_ACCEPT]), int(I[_N_LEAPFROG]), int(I[_DEPTH]), bool(I[_DIVERGENT]),
-        energy, int(I[_N_FAILED]), energy - float(S[_H0]), float(S[_MAX_ERR]))
+        energy, n_failed, energy - float(S[_H0]), float(S[_MAX_ERR]), rejected)

@@ -33,8 +33,11 @@ While recording, the hooks of :mod:`.var` report every such look:
   stops and the point is recorded again (each distinct path is kept, up to
   ``max_recordings``), after which the function runs on the eager tape, with one
   :class:`CompileWarning` saying why;
-* an *escape* (``float(v)``, ``value_of(v)``: a plain number the tape cannot follow)
-  makes the recording unreplayable: the eager tape is used, with one warning.
+* an *escape* (``value_of(v)``: a plain number the tape cannot follow, asked for on
+  purpose) makes the recording unreplayable: the eager tape is used, with one
+  warning. ``float(v)``, ``int(v)`` and ``math.exp(v)`` of a traced value are not
+  escapes but errors (:class:`~stanlite.DifferentiationError`, raised by the value
+  itself, recording or not): they would drop the derivative, not only the replay.
 
 A changed input shape records again. Three more safety nets: the code is checked
 against the eager results at the recording point, the first replay at a new point
@@ -620,8 +623,8 @@ def compile(f, example_x, *, max_recordings=8, verify=True, exact=False):
     bit. Control flow that depends on values is guarded: a comparison, ``bool()`` or
     a library decision on values (see :func:`~stanlite.autodiff.var.guarded`) is
     re-checked at each replay and a different outcome records again (each path is
-    kept; after ``max_recordings`` recordings, or a ``float()`` of a traced value, the
-    eager tape is used, with a :class:`CompileWarning`). Another input shape records
+    kept; after ``max_recordings`` recordings, or a ``value_of()`` of a traced value,
+    the eager tape is used, with a :class:`CompileWarning`). Another input shape records
     again. ``verify`` checks the first replay at a new point against the eager tape.
 
     The returned :class:`Compiled` also has ``hessian(x)`` (the forward-over-reverse

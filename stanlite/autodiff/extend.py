@@ -593,7 +593,11 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
                     n.y = y
                     t.nodes.append(n)
                     return n
-            elif ty is float or ty is int or ty is np.ndarray:
+            elif ty is float or ty is int or ty is np.ndarray or ty is _f64:
+                if ty is _f64:
+                    # a numpy scalar (``self.y[t]`` in a loop) is a float constant:
+                    # the float path, the float arithmetic (issue 19: 18x slower)
+                    y = float(y)
                 t = x.tape
                 n = new(Var)
                 v = op(x.value, y)
@@ -606,7 +610,9 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
                 t.nodes.append(n)
                 return n
         elif ty is Var:
-            if tx is float or tx is int or tx is np.ndarray:
+            if tx is float or tx is int or tx is np.ndarray or tx is _f64:
+                if tx is _f64:
+                    x = float(x)                # (as y above)
                 t = y.tape
                 n = new(Var)
                 v = op(x, y.value)

@@ -23,6 +23,8 @@ routed through tables filled by :mod:`stanlite.math`; anything not in the tables
 raises ``TypeError`` naming the function instead of silently dropping the gradient.
 """
 
+import sys
+
 import numpy as np
 
 from .tape import Tape, _state, current_tape
@@ -51,31 +53,51 @@ class Box:
         for i in range(len(self)):
             yield self[i]
 
+    # Python's number conversions see only the value: float(v), int(v), math.exp(v)
+    # (math.* converts through __float__), complex(v), range(v), round(v)... would
+    # give a plain number and silently drop the derivative. They are an error at once
+    # (as in JAX), naming the call site and what to use instead (see _conversion_error).
     def __float__(self):
-        # the value leaves the tape as a plain number: while sl.compile records, the
-        # recording is told (the graph may depend on that number from here on)
-        if _WATCHING:
-            _escape(self, "float()")
-        return float(_strip(self.value))
+        raise _conversion_error(self, "float()")
 
     def __int__(self):
-        # as float(): a plain number leaves the tape (an escape while sl.compile records)
-        if _WATCHING:
-            _escape(self, "int()")
-        return int(_strip(self.value))
+        raise _conversion_error(self, "int()")
+
+    def __index__(self):
+        raise _conversion_error(self, "an integer conversion (an index, range(), ...)")
+
+    def __complex__(self):
+        raise _conversion_error(self, "complex()")
+
+    def __round__(self, ndigits=None):
+        raise _conversion_error(self, "round()")
+
+    def __trunc__(self):
+        raise _conversion_error(self, "math.trunc()")
+
+    def __floor__(self):
+        raise _conversion_error(self, "math.floor()")
+
+    def __ceil__(self):
+        raise _conversion_error(self, "math.ceil()")
 
     def __bool__(self):
         # ``if v:`` on a traced value: a branch on it, a guard while sl.compile records
         return guarded(bool, self)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            f"converting a stanlite {type(self).__name__} to a numpy array would drop its "
-            "derivative; use stanlite functions (sl.exp, sl.sum, ...) or read .value")
+        raise _conversion_error(self, "converting to a numpy array (np.asarray, "
+                                      "np.float64, ...)")
 
     __hash__ = object.__hash__
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if not kwargs and method == "__call__":
+            # the common case first (``np.exp(v)``, ``np.float64(2.0) * v``: numpy
+            # scalars hand their operators to the ufunc), one lookup and the call
+            fn = UFUNCS.get(ufunc)
+            if fn is not None:
+                return fn(*inputs)
         if method != "__call__" or kwargs.get("out") is not None:
             raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on "
                             "stanlite traced values (no derivative rule); use stanlite "
@@ -203,6 +225,48 @@ def guarded(fn, *args):
 def _escape(x, how):
     for w in _state.watchers:
         w.escape(x, how)
+
+
+# --------------------------------------------------------------------------------------
+# Python number conversions of traced values: an error naming the user's line
+# --------------------------------------------------------------------------------------
+def _internal(module):
+    # stanlite's own code (the zoo's models in stanlite.models are user-level code)
+    return (module == "stanlite" or module.startswith("stanlite.")) and \
+        not module.startswith("stanlite.models")
+
+
+def user_call_site(depth=1):
+    """``(file, line, function, source line)`` of the innermost frame outside the
+    stanlite package (the user's model, say), starting ``depth`` frames above the
+    caller; ``None`` when every frame is stanlite's."""
+    import linecache
+    f = sys._getframe(depth + 1)
+    while f is not None and _internal(f.f_globals.get("__name__") or ""):
+        f = f.f_back
+    if f is None:
+        return None
+    code = f.f_code
+    return (code.co_filename, f.f_lineno, code.co_name,
+            linecache.getline(code.co_filename, f.f_lineno).strip())
+
+
+def _conversion_error(x, how):
+    """The DifferentiationError for ``how`` (``"float()"``...) applied to traced ``x``:
+    names the call site and says what to use instead."""
+    from ..errors import DifferentiationError
+    site = user_call_site(2)
+    if site is None:
+        where = ""
+    else:
+        file, line, fn, src = site
+        where = f" at {file}:{line} (in {fn})" + (f": `{src}`" if src else "")
+    return DifferentiationError(
+        f"{how} of a traced value{where}. float(), int() and the math module (math.exp, "
+        "math.log, ...) turn a traced value into a plain number and would silently drop "
+        "its derivative. Use stanlite's functions (sl.exp, sl.log, ...) or numpy's "
+        "(np.exp, ...), which stanlite differentiates; for a deliberate plain number (a "
+        "constant for the derivative) use .value or sl.value_of(x)")
 
 
 from .tape import ones_like_value  # noqa: E402,F401  (re-exported)

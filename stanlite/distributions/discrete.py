@@ -243,8 +243,9 @@ def _check_positive_finite(fn, arg, x):
 def _check_simplex(fn, arg, theta):
     t = np.asarray(theta, dtype=float)
     if t.ndim != 1 or t.size == 0:
-        raise DomainError(f"{fn}: {arg} must be a non-empty vector (a simplex), "
-                          f"but has shape {t.shape}")
+        # a shape, not a value: a programming error (ValueError), never a rejection
+        raise ValueError(f"{fn}: {arg} must be a non-empty vector (a simplex), "
+                         f"but has shape {t.shape}")
     ok = t >= 0
     if not np.all(ok):
         _fail(fn, arg, "a simplex (non-negative entries)", t, ~ok)
@@ -1136,7 +1137,7 @@ def _check_categorical_logit(y, beta):
     fn = "categorical_logit_lpmf"
     b = np.asarray(beta)
     if b.ndim != 1 or b.size == 0:
-        raise DomainError(f"{fn}: beta must be a non-empty vector, but has shape {b.shape}")
+        raise ValueError(f"{fn}: beta must be a non-empty vector, but has shape {b.shape}")
     check_finite(fn, "beta", b)
     _check_category(fn, "y", y, b.size)
 
@@ -1200,8 +1201,8 @@ def _check_multinomial(y, theta):
     _check_simplex(fn, "theta", theta)
     check_integer(fn, "y", y, 0)
     if np.shape(y) != np.shape(theta):
-        raise DomainError(f"{fn}: y must have the size of theta ({np.size(theta)}), "
-                          f"but has shape {np.shape(y)}")
+        raise ValueError(f"{fn}: y must have the size of theta ({np.size(theta)}), "
+                         f"but has shape {np.shape(y)}")
 
 
 multinomial_lpmf = fused("multinomial_lpmf", _multinomial, _check_multinomial, nondiff=(0,))
@@ -1308,8 +1309,8 @@ def _check_ordered_logistic(k, eta, c):
     fn = "ordered_logistic_lpmf"
     c = np.asarray(c, dtype=float)
     if c.ndim < 1 or c.shape[-1] < 1:
-        raise DomainError(f"{fn}: c must be a non-empty vector of cut points, "
-                          f"but has shape {c.shape}")
+        raise ValueError(f"{fn}: c must be a non-empty vector of cut points, "
+                         f"but has shape {c.shape}")
     check_finite(fn, "eta", eta)
     check_finite(fn, "c", c)
     if c.shape[-1] > 1:
@@ -1326,8 +1327,8 @@ def _check_ordered_logistic(k, eta, c):
         try:
             np.broadcast_shapes(np.shape(k), np.shape(eta), c.shape[:-1])
         except ValueError:
-            raise DomainError(f"{fn}: c of shape {c.shape} does not match k of shape "
-                              f"{np.shape(k)} and eta of shape {np.shape(eta)}") from None
+            raise ValueError(f"{fn}: c of shape {c.shape} does not match k of shape "
+                             f"{np.shape(k)} and eta of shape {np.shape(eta)}") from None
 
 
 ordered_logistic_lpmf = fused("ordered_logistic_lpmf", _ordered_logistic,

@@ -147,6 +147,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
         vals = []
         need = []
         pairs = []
+        fixed = None            # args with numpy scalars made floats, if any
         i = 0
         for a in args:
             if type(a) is Var:
@@ -163,10 +164,21 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
                 pairs.append((i, a))
             elif isinstance(a, Box):
                 return general(args)
+            elif type(a) is _f64:
+                # a numpy scalar (``self.y[t]`` in a loop): the float it holds, so the
+                # checks and the kernel take their float paths (issue 19)
+                a = float(a)
+                vals.append(a)
+                need.append(False)
+                if fixed is None:
+                    fixed = list(args)
+                fixed[i] = a
             else:
                 vals.append(a)
                 need.append(False)
             i += 1
+        if fixed is not None:
+            args = tuple(fixed)
         if check is not None:
             check(*vals)
         if tape is None:
@@ -201,6 +213,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
 
 _new = object.__new__
 _ndarray = np.ndarray
+_f64 = np.float64
 
 
 # ``np.errstate(divide="ignore", invalid="ignore", over="ignore")`` around a kernel,

@@ -101,9 +101,11 @@ def _chol(fn, arg, S):
 def _chol_now(fn, arg, S):
     try:
         return sm.cholesky_decompose(S)
-    except DomainError:
-        raise
-    except ValueError:
+    except DomainError as e:
+        # the factorisation's own domain failure (not positive definite, not
+        # symmetric, NaN) said in this density's words; anything else as it is
+        if not str(e).startswith("cholesky_decompose:"):
+            raise
         ev = float(np.linalg.eigvalsh(np.asarray(value_of(S), dtype=float))[0])
         raise DomainError(f"{fn}: {arg} must be positive definite, but its smallest "
                           f"eigenvalue is {ev!r}") from None

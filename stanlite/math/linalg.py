@@ -48,8 +48,10 @@ Conventions
   differentiation they are recorded and differentiated again (reverse-over-reverse).
   Triangular solves are primitives; Cholesky and triangular solves are used in
   preference to explicit inverses.
-* Bad shapes, non-square, non-symmetric, non-positive-definite or singular inputs
-  raise ``ValueError`` naming the function (and the shapes).
+* Bad shapes and non-square inputs raise ``ValueError`` naming the function (and
+  the shapes): programming errors. Non-symmetric, non-positive-definite, singular or
+  NaN values raise :class:`~stanlite.DomainError` (a ``ValueError`` too), which a
+  sampler treats as a rejected proposal, as Stan does.
 """
 
 import numpy as np
@@ -58,6 +60,7 @@ from scipy.linalg.lapack import dtrtrs as _dtrtrs
 from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, defvjp,
                                 defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
+from ..errors import DomainError
 from ..autodiff.dual import is_identity_seed
 from .reductions import sum as _rsum
 from .structure import reshape, transpose
@@ -122,6 +125,13 @@ def _fail(fname, msg):
     raise ValueError(f"{fname}: {msg}")
 
 
+def _domain(fname, msg):
+    # a value outside the function's domain (a singular or indefinite matrix, a NaN):
+    # during sampling it rejects the proposal, as Stan's domain errors do; _fail is
+    # for the shapes and types of the arguments, which are programming errors
+    raise DomainError(f"{fname}: {msg}")
+
+
 def _check_matrix(fname, name, s):
     if len(s) < 2:
         _fail(fname, f"{name} must be a matrix (or a stack of matrices), got shape {s}")
@@ -148,11 +158,11 @@ def _check_symmetric(fname, a, name="A"):
     if a.size == 0 or (a == np.swapaxes(a, -1, -2)).all():
         return                  # exactly symmetric (and so no NaN): one pass, no scale
     if np.isnan(a).any():
-        _fail(fname, f"{name} contains NaN")
+        _domain(fname, f"{name} contains NaN")
     scale = max(1.0, float(np.max(np.abs(a))))
     err = float(np.max(np.abs(a - np.swapaxes(a, -1, -2))))
     if not err <= 1e-8 * scale:
-        _fail(fname, f"{name} is not symmetric (max |{name} - {name}^T| = {err:.3g})")
+        _domain(fname, f"{name} is not symmetric (max |{name} - {name}^T| = {err:.3g})")
 
 
 # --------------------------------------------------------------------------------------
@@ -565,8 +575,8 @@ def _trisolve(L, b, trans):
         else:
             x, info = _dtrtrs(l2, b2, lower=1, trans=t)
         if info > 0:
-            raise ValueError("triangular solve: the matrix is singular (zero on the "
-                             "diagonal)")
+            raise DomainError("triangular solve: the matrix is singular (zero on the "
+                              "diagonal)")
         if info < 0:  # pragma: no cover - an argument LAPACK rejected
             raise ValueError(f"triangular solve: LAPACK dtrtrs argument {-info} invalid")
         return x
@@ -617,7 +627,7 @@ def _tri_low(fname, L, b, trans):
         return _trisolve(L, b, trans)
     except ValueError as e:
         if str(e).startswith("triangular solve"):
-            _fail(fname, "L is singular (zero on the diagonal)")
+            _domain(fname, "L is singular (zero on the diagonal)")
         raise
 
 
@@ -648,7 +658,7 @@ def _cholesky(a, fname):
     try:
         return np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        raise ValueError(f"{fname}: A is not positive definite") from None
+        raise DomainError(f"{fname}: A is not positive definite") from None
 
 
 def _cholesky_vjp(g, ans, a, fname):
@@ -766,7 +776,7 @@ def _solve(a, b):
     try:
         return np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        raise ValueError("solve: the matrix is singular") from None
+        raise DomainError("solve: the matrix is singular") from None
 
 
 def _solve_vjp_all(g, ans, a, b):
@@ -802,7 +812,7 @@ def _general_solve(fname, a, b):
         return _solve(a, b)
     except ValueError as e:
         if str(e).startswith("solve:"):
-            _fail(fname, "A is singular")
+            _domain(fname, "A is singular")
         raise
 
 
@@ -836,7 +846,7 @@ def inverse(a):
     try:
         return np.linalg.inv(a)
     except np.linalg.LinAlgError:
-        raise ValueError("inverse: A is singular") from None
+        raise DomainError("inverse: A is singular") from None
 
 
 # Giles: inverse. C = A^-1, A_bar = -C^T G C^T
@@ -914,7 +924,7 @@ def _eigh(fname, a):
     try:
         return np.linalg.eigh(a)
     except np.linalg.LinAlgError:
-        raise ValueError(f"{fname}: the eigendecomposition did not converge") from None
+        raise DomainError(f"{fname}: the eigendecomposition did not converge") from None
 
 
 @primitive
@@ -1028,9 +1038,9 @@ def gp_exp_quad_cov(x, alpha, rho):
         if np.ndim(v) != 0:
             _fail(fname, f"{name} must be a scalar, got shape {np.shape(v)}")
         if not float(v) > 0 or not np.isfinite(float(v)):
-            _fail(fname, f"{name} must be positive and finite, got {float(v)}")
+            _domain(fname, f"{name} must be positive and finite, got {float(v)}")
     if np.isnan(X).any():
-        _fail(fname, "x contains NaN")
+        _domain(fname, "x contains NaN")
     d = X[:, None, :] - X[None, :, :]
     d2 = np.sum(d * d, axis=-1)
     return float(alpha) ** 2 * np.exp(-0.5 * d2 / float(rho) ** 2)

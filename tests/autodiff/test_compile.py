@@ -292,19 +292,35 @@ def test_too_many_paths_fall_back_to_the_eager_tape_with_one_warning():
     assert vg.fallback is not None
 
 
-def test_float_of_a_traced_value_is_an_escape():
+def test_float_of_a_traced_value_is_an_error_naming_the_line():
+    # float() of a traced value drops its derivative: an error at once (issue 19),
+    # never a recording that falls back with a warning
     def f(x):
-        c = float(x[0])                         # the value leaves the tape
+        c = float(x[0])
         return x[1] * c
-    with pytest.warns(sl.CompileWarning, match=r"float\(\) at test_compile.py"):
+    with pytest.raises(sl.DifferentiationError,
+                       match=r"float\(\) of a traced value at .*test_compile\.py:\d+ "
+                             r"\(in f\): `c = float\(x\[0\]\)`.*sl\.value_of"):
+        sl.compile(f, np.array([2.0, 3.0]))
+
+
+def test_a_deliberate_plain_number_is_an_escape():
+    # float(sl.value_of(v)): the user says the number is a constant; the recording
+    # cannot follow it, so the eager tape is used (one CompileWarning)
+    def f(x):
+        c = float(sl.value_of(x[0]))
+        return x[1] * c
+    with pytest.warns(sl.CompileWarning, match=r"value_of\(\) at test_compile.py"):
         vg = sl.compile(f, np.array([2.0, 3.0]))
     x = np.array([5.0, 7.0])
     assert same(vg(x), sl.value_and_grad(f)(x)) and vg(x)[0] == 35.0
 
 
-def test_int_of_a_traced_value_is_an_escape():
-    f = lambda x: sl.sum(x[:int(x[0])] ** 2)     # a length read from a value
-    with pytest.warns(sl.CompileWarning, match=r"int\(\) at test_compile.py"):
+def test_int_of_a_traced_value_is_an_error_a_value_of_length_an_escape():
+    with pytest.raises(sl.DifferentiationError, match=r"int\(\) of a traced value"):
+        sl.compile(lambda x: sl.sum(x[:int(x[0])] ** 2), np.array([2.0, 3.0, 4.0]))
+    f = lambda x: sl.sum(x[:int(sl.value_of(x[0]))] ** 2)     # a length read from a value
+    with pytest.warns(sl.CompileWarning, match=r"value_of\(\) at test_compile.py"):
         vg = sl.compile(f, np.array([2.0, 3.0, 4.0]))
     for x in (np.array([3.0, 1.0, 2.0]), np.array([1.5, 2.0, 0.5])):
         assert same(vg(x), sl.value_and_grad(f)(x))
@@ -459,10 +475,11 @@ def test_retaped_hessian_replays_the_forward_over_reverse_hessian(rng):
 
 
 def test_retaped_hessian_of_a_function_that_escapes_uses_the_tape():
-    # float() of a traced value: the Hessian's recording cannot be replayed; it says so
-    # once and every call is sl.hessian's
+    # a plain number read from a traced value (value_of): the Hessian's recording
+    # cannot be replayed; it says so once and every call is sl.hessian's
     with pytest.warns(C.CompileWarning, match="eager tape"):
-        hc = C.CompiledHessian(lambda x: sl.sum(x ** 3) + float(x[0]) * 0.0, np.ones(2))
+        hc = C.CompiledHessian(lambda x: sl.sum(x ** 3) + float(sl.value_of(x[0])) * 0.0,
+                               np.ones(2))
     assert hc.fallback is not None
     assert np.array_equal(hc(np.array([1.0, 2.0])), np.diag([6.0, 12.0]))
     vg = sl.compile(lambda x: sl.sum(x ** 3), np.ones(2))
@@ -606,7 +623,7 @@ class Reads(sl.Model):
     mu = sl.param.real()
 
     def log_prob(self, mu):
-        return -0.5 * mu * mu * float(mu)        # a value leaves the tape
+        return -0.5 * mu * mu * float(sl.value_of(mu))   # a value leaves the tape
 
 
 def test_a_model_that_cannot_be_retaped_falls_back_once():

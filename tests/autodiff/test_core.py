@@ -21,7 +21,7 @@ def test_var_holds_float64_values_and_shapes():
         assert v.value.dtype == np.float64 and v.shape == (3,) and len(v) == 3
         m = sl.Var(np.ones((2, 3)))
         assert m.shape == (2, 3) and m.T.shape == (3, 2) and m.size == 6
-        assert float(sl.Var(1.5)) == 1.5
+        assert sl.value_of(sl.Var(1.5)) == 1.5 and sl.Var(1.5).value == 1.5
         assert "level=" in repr(v)
 
 

@@ -269,7 +269,7 @@ class _Walled(_CorrGauss):
 
     def log_density_gradient(self, q):
         if q[0] > 2.0:
-            raise ValueError("beyond the wall")
+            raise sl.DomainError("beyond the wall")     # a rejection (a ValueError is not)
         if q[1] < -1.5:
             return math.nan, np.zeros_like(q)
         return super().log_density_gradient(q)
@@ -309,22 +309,25 @@ def test_compiled_tree_equals_python_tree(kind, monkeypatch):
             out.append((z.q, z.lp, info))
         return out
 
-    seen = {"divergent": 0, "failed": 0, "depths": set()}
+    seen = {"divergent": 0, "failed": 0, "depths": set(), "why": set()}
     for seed in range(8):
         for (qa, lpa, a), (qb, lpb, b) in zip(chain("python", seed),
                                               chain("compiled", seed)):
             np.testing.assert_allclose(qb, qa, rtol=1e-10, atol=1e-12)
             assert lpb == pytest.approx(lpa, rel=1e-10, abs=1e-12)
-            assert (b.n_leapfrog, b.treedepth, b.divergent, b.n_failed) == \
-                (a.n_leapfrog, a.treedepth, a.divergent, a.n_failed)
+            assert (b.n_leapfrog, b.treedepth, b.divergent, b.n_failed, b.rejected) == \
+                (a.n_leapfrog, a.treedepth, a.divergent, a.n_failed, a.rejected)
             for name in ("accept_stat", "energy", "energy_error", "max_energy_error"):
                 assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-9,
                                                          abs=1e-10), name
             seen["divergent"] += a.divergent
             seen["failed"] += a.n_failed
+            seen["why"].update(a.rejected or ())
             seen["depths"].add(a.treedepth)
     # the comparison covered divergences, rejected steps and several tree depths
     assert seen["divergent"] > 5 and seen["failed"] > 5 and len(seen["depths"]) >= 3
+    # and both kinds of rejection, each with its reason
+    assert seen["why"] == {"DomainError: beyond the wall", "non-finite log density"}
 
 
 @pytest.mark.parametrize("implementation", _IMPLEMENTATIONS)
