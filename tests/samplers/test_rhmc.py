@@ -465,6 +465,23 @@ def test_fixed_point_failure_is_a_divergence(rng):
     out = mf.step(f, zf, 1.0)
     assert out.h == math.inf
 
+    # a density raising a DomainError: a rejection with its reason, which the NUTS
+    # tree on this metric reports with the transition (the chain counts it)
+    class Wall(sl.Model):
+        x = sl.param.real()
+
+        def log_prob(self, x):
+            if x > 0.55:
+                raise sl.DomainError("wall: x must be below 0.55, but is 0.7")
+            return sl.normal_lpdf(x, 0.0, 1.0)
+    w = Wall()
+    zw = _point(mf, w, [0.5], [50.0])
+    out = mf.step(w, zw, 1.0)
+    assert out.h == math.inf and out.lp == -math.inf
+    assert out.why == "DomainError: wall: x must be below #, but is #"
+    _, info = nuts.transition(w, mf, zw, 1.0, np.random.default_rng(1))
+    assert info.n_failed == 1 and info.rejected == {out.why: 1}
+
 
 def test_nuts_tree_runs_on_softabs_with_a_protocol_object(rng):
     m = ProtocolBanana()
