@@ -127,7 +127,8 @@ def test_no_chains_no_step_size(schools_fit):
     for attr in ("chain_states", "step_size", "inv_metric"):
         with pytest.raises(AttributeError, match="meanfield fit has no"):
             getattr(fit, attr)
-    with pytest.raises(AttributeError, match="no Markov chains to resume"):
+    # an argument error (checked before anything runs) that says why
+    with pytest.raises(sl.ArgumentError, match="resume_from.*no Markov chains to resume"):
         m.sample(resume_from=fit)
 
 
