@@ -395,7 +395,8 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
         which the run has converged.
     output_samples : draws from the approximation in the returned fit.
     init : ``None`` (uniform(-2, 2) on the unconstrained space), a radius, a dict of
-        parameter values or an unconstrained vector: the initial mean.
+        parameter values (partial: the others drawn so) or an unconstrained vector:
+        the initial mean (see :mod:`stanlite.samplers.inits`).
     progress : a tqdm bar when on a terminal or in a notebook.
 
     Returns an :class:`~stanlite.approx_fit.ApproximateFit` (method ``"meanfield"``

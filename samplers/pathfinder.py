@@ -512,7 +512,8 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     density of the returned draws (no ``log_p``, no resampling).
 
     ``init``: None (uniform(-init_radius, init_radius) per path), a radius, a dict of
-    parameter values, an unconstrained vector, or a list of those, one per path.
+    parameter values (partial: the others drawn so), an unconstrained vector, or a list
+    of those, one per path (see :mod:`stanlite.samplers.inits`).
     ``seed`` makes the result reproducible (one stream per path: the same whether
     paths run serially, in processes with ``parallel=True``, or on ``executor``).
     ``progress`` shows a bar over the paths (in a terminal or notebook).

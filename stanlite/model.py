@@ -671,7 +671,11 @@ class Model:
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
         continues an interrupted run or extends a finished one (``draws`` larger).
-        Returns a :class:`~stanlite.fit.Fit`.
+        Returns a :class:`~stanlite.fit.Fit`. ``init``: None (uniform(-2, 2) on the
+        unconstrained space), a radius, a possibly partial dict of parameter values,
+        an unconstrained vector, or a list of those, one per chain
+        (:mod:`stanlite.samplers.inits`). Every argument is checked before a chain
+        starts (an :class:`~stanlite.ArgumentError` naming it).
 
         ``sampler="rhmc"``: Riemannian HMC with the SoftAbs metric (the local Hessian,
         by nested AD) and NUTS trajectories; only the step size adapts (``metric``
