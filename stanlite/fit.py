@@ -82,6 +82,8 @@ class Fit:
     # ---- assembling the arrays ---------------------------------------------------------
     #: chains whose whole draws (all quantities) are computed: ``{index: {name: array}}``
     _whole = None
+    #: the chain_states indices of fit[name]'s rows (None: no Markov chains, e.g. ADVI)
+    _rows = None
 
     def _build(self):
         states = self.chain_states
@@ -133,6 +135,8 @@ class Fit:
 
     def _cut_note(self):
         """What the cut of ``fit[name]`` to the shortest chain hides, or ``None``."""
+        if self._rows is None:
+            return None
         lengths = [len(s.draws) for s in self.chain_states]
         hidden = {i + 1: lengths[i] - self.num_draws for i in self._rows
                   if lengths[i] > self.num_draws}
