@@ -179,11 +179,14 @@ def test_executor_must_be_an_executor():
                           executor="dask")
 
 
-def test_dask_ctrl_c_stops_running_chains_and_queued_ones_do_not_start(tmp_path):
-    pytest.importorskip("distributed")
+@pytest.mark.parametrize("kind", ["dask", "threads"])
+def test_ctrl_c_under_an_executor_stops_running_chains_queued_ones_do_not_start(
+        tmp_path, kind):
+    if kind == "dask":
+        pytest.importorskip("distributed")
     import signal
     import time
-    script = tmp_path / "dask_interrupt.py"
+    script = tmp_path / "executor_interrupt.py"
     script.write_text(textwrap.dedent('''
         import json, os, sys, time, warnings
         import numpy as np
@@ -197,22 +200,31 @@ def test_dask_ctrl_c_stops_running_chains_and_queued_ones_do_not_start(tmp_path)
                 time.sleep(0.004)
                 return sl.normal_lpdf(mu, 0.0, 1.0)
 
+        def run(executor):
+            os.write(1, b"SAMPLING\\n")
+            t0 = time.time()
+            fit = Slow().sample(chains=4, warmup=20, draws=1000, seed=2, progress=False,
+                                executor=executor)
+            return fit, t0, time.time()
+
         if __name__ == "__main__":
-            from distributed import Client, LocalCluster
             warnings.simplefilter("ignore")
-            with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                              dashboard_address=None) as cluster, Client(cluster) as client:
-                client.submit(sum, [1]).result()          # the workers are up
-                os.write(1, b"SAMPLING\\n")
-                t0 = time.time()
-                fit = Slow().sample(chains=4, warmup=20, draws=1000, seed=2,
-                                    progress=False, executor=client)
-                t1 = time.time()
+            if sys.argv[1] == "threads":
+                from concurrent.futures import ThreadPoolExecutor
+                with ThreadPoolExecutor(2) as ex:
+                    fit, t0, t1 = run(ex)
+            else:
+                from distributed import Client, LocalCluster
+                with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, \\
+                        Client(cluster) as client:
+                    client.submit(sum, [1]).result()          # the workers are up
+                    fit, t0, t1 = run(client)
             print(json.dumps({"t0": t0, "t_return": t1,
                               "iterations": [s.iteration for s in fit.chain_states],
                               "interrupted": fit.interrupted}))
     '''))
-    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, str(script), kind], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         while "SAMPLING" not in p.stdout.readline():
