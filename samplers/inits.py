@@ -29,7 +29,8 @@ from stanlite.errors import ArgumentError, ModelError
 
 __all__ = ["initial_point", "per_run", "check_init", "check_names"]
 
-_INIT_LABEL = "init for {name!r} ({decl})"
+#: how an error about one parameter's value starts, after "init" (or "init[2]")
+_LABEL = " for {name!r} ({decl})"
 
 
 def per_run(model, init, n, what="chains"):
@@ -67,7 +68,7 @@ def check_init(model, init, what="init"):
             complete = all(k in init for k in model.param_shapes())
             if complete or not getattr(model, "_dynamic", True):
                 model._unconstrain(init, None if complete else np.zeros(model.dim),
-                                   what + _INIT_LABEL[4:], ArgumentError, strict=True)
+                                   what + _LABEL, ArgumentError, strict=True)
         return
     _vector(model, init)
 
@@ -122,7 +123,7 @@ def _point_maker(model, init, radius):
         partial = hasattr(model, "_unconstrain") and \
             any(k not in init for k in model.param_shapes())
         if not partial:
-            x = (model._unconstrain(init, None, _INIT_LABEL, ArgumentError, strict=True)
+            x = (model._unconstrain(init, None, "init" + _LABEL, ArgumentError, strict=True)
                  if hasattr(model, "_unconstrain") else model.unconstrain(init))
             return (lambda rng: x), False
         r = float(radius)
@@ -131,7 +132,7 @@ def _point_maker(model, init, radius):
             # the whole point is drawn, as Stan draws it, then the given values
             # replace their parts: a seed gives the same point whatever is given
             fill = rng.uniform(-r, r, dim) if r else np.zeros(dim)
-            return model._unconstrain(init, fill, _INIT_LABEL, ArgumentError,
+            return model._unconstrain(init, fill, "init" + _LABEL, ArgumentError,
                                       strict=True)
         return make, bool(r)
     if hasattr(init, "unconstrained"):

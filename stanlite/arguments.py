@@ -160,7 +160,8 @@ def suggest(name, valid):
 
 
 #: other libraries' names (cmdstanpy, CmdStan) for arguments named otherwise here
-ALIASES = {"draws": "output_samples", "num_draws": "output_samples", "draw": "output_samples",
+ALIASES = {"draws": "output_samples", "num_draws": "output_samples",
+           "draw": "output_samples",
            "iterations": "iter", "max_iterations": "iter", "num_iterations": "iter",
            "iter_sampling": "draws", "iter_warmup": "warmup", "num_samples": "draws",
            "num_warmup": "warmup", "samples": "draws", "step_size": "stepsize",
