@@ -385,7 +385,7 @@ def _from_objects(arr, field):
     types = set(map(type, flat))
     if not all(_is_number(t) for t in types):
         if any(issubclass(t, _SEQUENCES) for t in types):
-            _check_ragged(arr, field)
+            _check_ragged(arr, field)           # (missing values are not rows)
         i = next(i for i, e in enumerate(flat) if not _is_number(type(e)))
         raise _element_error(field, flat[i], np.unravel_index(i, arr.shape))
     if field.is_int:
@@ -425,11 +425,17 @@ def _fits_float(e):
 _SEQUENCES = (list, tuple, np.ndarray)
 
 
+def _is_row(e):
+    """A nested sequence (a row numpy kept as an object), not a 0-d array such as
+    np.ma.masked."""
+    return isinstance(e, _SEQUENCES) and np.ndim(e) > 0
+
+
 def _check_ragged(arr, field):
     """Rows of different lengths (numpy keeps them as objects): name the first row
     whose length differs from the first's."""
     flat = arr.ravel()
-    lengths = [len(e) if isinstance(e, _SEQUENCES) else None for e in flat]
+    lengths = [len(e) if _is_row(e) else None for e in flat]
     for i, n in enumerate(lengths):
         if n != lengths[0]:
             def row(j):
@@ -448,7 +454,7 @@ def _element_error(field, e, index):
     if isinstance(e, (bool, np.bool_)):
         return field.wrong(f"a boolean {bool(e)}{where}; Stan data take numbers only "
                            "(use 0 and 1)")
-    if isinstance(e, (list, tuple, np.ndarray)):
+    if _is_row(e):
         return field.wrong(f"a ragged or nested sequence: {at or 'the value'} is a "
                            f"{type(e).__name__} of length {len(e)}; every row must have "
                            "the same length")
