@@ -383,6 +383,9 @@ def _from_objects(arr, field):
     must be a real number; a nested sequence here means ragged rows."""
     flat = arr.ravel()
     types = set(map(type, flat))
+    if any(issubclass(t, np.ndarray) for t in types):
+        arr, flat = _unwrap_0d(arr)
+        types = set(map(type, flat))
     if not all(_is_number(t) for t in types):
         if any(issubclass(t, _SEQUENCES) for t in types):
             _check_ragged(arr, field)           # (missing values are not rows)
@@ -396,6 +399,15 @@ def _from_objects(arr, field):
             i = next(i for i, e in enumerate(flat) if not _in_int64(e))
             raise _too_large(field, flat[i], np.unravel_index(i, arr.shape)) from None
     return _to_float(arr, field)
+
+
+def _unwrap_0d(arr):
+    """0-d arrays among the elements (``[np.array(1.0), 2.0]``) as the scalars they
+    hold; a masked constant stays (a missing value)."""
+    flat = np.empty(arr.size, dtype=object)
+    for i, e in enumerate(arr.ravel()):          # one by one: rows stay objects
+        flat[i] = e[()] if type(e) is np.ndarray and e.ndim == 0 else e
+    return flat.reshape(arr.shape), flat
 
 
 def _in_int64(e):

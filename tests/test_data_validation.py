@@ -174,6 +174,8 @@ def bad_vector(model, field, values, is_int=False, pos=2):
             f"{f}.*boolean.*{at}", f"{field}=one bool"),
         Row(model, {field: np.ones(n, bool)}, sl.DataError, f"{f}.*boolean",
             f"{field}=bool array"),
+        Row(model, {field: with_item(values, np.array(True), pos)}, sl.DataError,
+            f"{f}.*boolean.*{at}", f"{field}=0-d bool array"),
         Row(model, {field: masked(values, pos)}, sl.DataError,
             f"{f}.*missing values are not supported.*1 masked element.*{at}",
             f"{field}=masked"),
@@ -415,6 +417,8 @@ def test_missing_field_is_named(model, field):
      lambda m: m.y[0] == 2 ** 63 - 1),
     ("counts", {"a_lo": -2 ** 63, "width": 2 ** 64}, lambda m: m.a_lo == -2.0 ** 63),
     ("regression", {"X": np.asarray(REG_X)}, lambda m: m.X.shape == (4, 3)),
+    ("regression", {"X": [[np.array(v) for v in row] for row in REG_X]},   # 0-d arrays
+     lambda m: m.X.tolist() == REG_X),
     ("regression", {"N": 0, "X": np.zeros((0, 3)), "y": []}, lambda m: m.y.shape == (0,)),
     ("regression", {"K": 0, "X": np.zeros((4, 0)), "S": 0, "scale": []},
      lambda m: m.dim == 1),                     # a vector parameter of size 0
