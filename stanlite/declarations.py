@@ -356,6 +356,8 @@ def _unmasked(value, field):
 def _check_masked_rows(rows, field):
     """A list of masked arrays (rows of a matrix, say): numpy would read the masked
     entries' hidden data as values; a masked entry is a missing value."""
+    if not any(issubclass(t, np.ma.MaskedArray) for t in set(map(type, rows))):
+        return                                   # (the common case, at C speed)
     for i, row in enumerate(rows):
         if isinstance(row, np.ma.MaskedArray):
             mask = np.ma.getmaskarray(row)
