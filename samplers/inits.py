@@ -27,7 +27,7 @@ import numpy as np
 from stanlite.arguments import nonneg_real, suggest
 from stanlite.errors import ArgumentError, ModelError
 
-__all__ = ["initial_point", "per_run", "check_init", "check_names"]
+__all__ = ["initial_point", "per_run", "check_init", "check_names", "optimum_point"]
 
 #: how an error about one parameter's value starts, after "init" (or "init[2]")
 _LABEL = " for {name!r} ({decl})"
@@ -57,7 +57,10 @@ def check_init(model, init, what="init"):
     """Check ``init`` without evaluating the model (see the module docstring); a
     dict's given values are checked against their constraints wherever those do not
     depend on parameters it leaves out."""
-    if init is None or hasattr(init, "unconstrained"):
+    if init is None:
+        return
+    if hasattr(init, "unconstrained"):
+        optimum_point(model, init, what)
         return
     if _is_radius(init):
         nonneg_real(f"{what} (a radius)", init)
@@ -92,6 +95,19 @@ def _vector(model, init):
                             f"[{int(np.argmax(~np.isfinite(a)))}] is "
                             f"{a[~np.isfinite(a)][0]}")
     return a
+
+
+def optimum_point(model, result, what="init"):
+    """The unconstrained point of a result given as an init or a mode (an
+    optimization result), checked to be a finite point of this model."""
+    x = np.asarray(result.unconstrained, dtype=np.float64)
+    if x.shape != (model.dim,):
+        raise ArgumentError(f"{what} is a result with {x.size} unconstrained values, but "
+                            f"{type(model).__name__} has {model.dim}: is it another "
+                            "model's?")
+    if not np.all(np.isfinite(x)):
+        raise ArgumentError(f"{what} is a result whose unconstrained point is not finite")
+    return x
 
 
 def check_names(model, init, what="init"):
@@ -136,7 +152,7 @@ def _point_maker(model, init, radius):
                                       strict=True)
         return make, bool(r)
     if hasattr(init, "unconstrained"):
-        x = np.asarray(init.unconstrained, dtype=np.float64)
+        x = optimum_point(model, init, "init")
         return (lambda rng: x), False
     x = _vector(model, init)
     return (lambda rng: x), False

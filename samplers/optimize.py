@@ -82,7 +82,7 @@ from stanlite import arguments as args
 from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
-from .inits import check_names, initial_point
+from .inits import check_names, initial_point, optimum_point
 from .progress import Bar, wanted
 
 __all__ = ["optimize", "laplace", "OptimizationResult", "initial_point"]
@@ -661,7 +661,7 @@ def laplace(model, mode=None, draws=1000, jacobian=True, seed=None, **optimize_k
                                 "normal approximation belongs at the mode of the same "
                                 f"density (use model.optimize(jacobian={bool(jacobian)}))")
         opt = mode
-        x = mode.unconstrained
+        x = optimum_point(model, mode, "mode")
     elif isinstance(mode, dict):
         check_names(model, mode, "mode")
         x = (model._unconstrain(mode, None, "mode for {name!r} ({decl})", ArgumentError,

@@ -548,8 +548,14 @@ class Model:
                 continue
             where = label.format(name=s.name, decl=s.decl.describe(s.shape))
             raw = values[s.name]
+            if strict and _masked(raw):
+                # np.asarray would read the hidden values under the mask
+                raise error(f"{where}: has masked (missing) values, which are not "
+                            "supported: give every value")
             try:
                 v = np.asarray(raw, dtype=np.float64)
+            except OverflowError:
+                raise error(f"{where}: {raw!r} is too large for a float64") from None
             except (TypeError, ValueError):
                 raise error(f"{where}: expected real values, got {raw!r}") from None
             if strict and _not_numbers(raw):
@@ -836,6 +842,15 @@ def _describe_value(v):
         return f"a {name} of length {len(v)}"
     r = repr(v)
     return f"a {name} ({r if len(r) <= 40 else r[:37] + '...'})"
+
+
+def _masked(raw):
+    """Whether ``raw`` is a masked array or holds ``np.ma.masked`` elements."""
+    if isinstance(raw, np.ma.MaskedArray):
+        return True
+    if isinstance(raw, (list, tuple)):
+        return any(_masked(e) for e in raw)
+    return False
 
 
 def _not_numbers(raw):

@@ -6,6 +6,7 @@ give the same result as Python's; typos in keyword arguments name the closest va
 name. The validators themselves: ``stanlite/arguments.py``."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -90,7 +91,13 @@ INIT_BAD = [({"sigma": -1.0}, "sigma"), ({"sigma": 0.0}, "sigma"),
             (np.array([0.0, NAN]), "init.*finite"), (object(), "init"),
             ({"mu": "0.5"}, "mu.*expected real values"), ({"sigma": [True]}, "sigma"),
             ({"mu": np.array(["1"])}, "mu.*expected real values"),
-            ({"mu": np.True_}, "mu.*expected real values")]
+            ({"mu": np.True_}, "mu.*expected real values"),
+            ({"mu": np.ma.masked_array([0.0], mask=[True])}, "'mu'.*masked"),
+            ({"sigma": [np.ma.masked]}, "'sigma'.*masked"),
+            ({"sigma": 2 ** 1100}, "'sigma'.*too large"),
+            (types.SimpleNamespace(unconstrained=np.zeros(4)),
+             "init is a result with 4 unconstrained values, but Normal has 2"),
+            (types.SimpleNamespace(unconstrained=[0.0, np.inf]), "init.*not finite")]
 
 VARIATIONAL = (
     cases("variational", "method", ["full", "meanfeild", None, 1])
@@ -314,3 +321,17 @@ def test_resume_from_an_approximation_says_it_has_no_chains(model):
     with pytest.raises(sl.ArgumentError, match="resume_from must be a fit made by "
                        "model.sample.*ApproximateFit.*no Markov chains"):
         model.sample(resume_from=lap, progress=False)
+
+
+def test_laplace_mode_of_another_model_is_named(model):
+    class Other(sl.Model):
+        a = sl.param.vector(3)
+
+        def log_prob(self, a):
+            return sl.normal_lpdf(a, 0, 1)
+    opt = Other().optimize(seed=1, jacobian=True)
+    with pytest.raises(sl.ArgumentError, match="mode is a result with 3 unconstrained "
+                       "values, but Normal has 2"):
+        model.laplace(mode=opt)
+    with pytest.raises(sl.ArgumentError, match="init is a result with 3"):
+        model.sample(init=opt, progress=False)
