@@ -1221,12 +1221,17 @@ INIT_TABLE = {
         ("tau", "bool", {"tau": True}),
         ("theta_trans", "strings", {"theta_trans": ["0"] * 8}),
         ("theta_trans", "ragged", {"theta_trans": [[0.0] * 4, [0.0] * 3]}),
+        ("theta_trans", "masked_element",
+         {"theta_trans": np.ma.masked_array(np.zeros(8), mask=[True] + [False] * 7)}),
+        ("tau", "python_int_2**1100", {"tau": 2 ** 1100}),
+        ("mu", "none", {"mu": None}),
     ],
     "reg": [
         ("sigma", "negative", {"sigma": -1.0}),
         ("sigma", "zero_at_bound", {"sigma": 0.0}),
         ("beta", "too_long", {"beta": np.zeros(3)}),
         ("beta", "nan", {"beta": [NAN, 0.0]}),
+        ("beta", "masked_element", {"beta": np.ma.masked_array([0.0, 1.0], mask=[0, 1])}),
         ("betas", "unknown_name", {"betas": [0.0, 0.0]}),
     ],
     "pois": [
@@ -1263,6 +1268,23 @@ INIT_TABLE = {
     ],
 }
 
+def _foreign_result_init_cases():
+    """An optimum of *another* model as the init (or laplace's mode): its point has
+    the other model's dimension; the error must say it is the init (or mode)."""
+    def foreign(jacobian=False):
+        return built("reg").optimize(jacobian=jacobian, **OPTIMIZE_BASE)
+    cases = []
+    for method, base in INIT_METHODS.items():
+        def run(method=method, base=base):
+            return getattr(built("eight"), method)(**{**base, "init": foreign()})
+        cases.append(Case(f"init-{method}-eight-init-optimum_of_another_model",
+                          "ARGUMENTS/INIT", "init", "eight", ("init",), run))
+    cases.append(Case("init-laplace-eight-mode-optimum_of_another_model", "ARGUMENTS/INIT",
+                      "init", "eight", ("mode",),
+                      lambda: built("eight").laplace(mode=foreign(True), draws=10)))
+    return cases
+
+
 # method -> base keyword arguments for an init case (runs on every model)
 INIT_METHODS = {
     "sample": SAMPLE_BASE,
@@ -1274,7 +1296,7 @@ INIT_METHODS = {
 
 
 def init_cases():
-    cases = []
+    cases = _foreign_result_init_cases()
     for model, rows in INIT_TABLE.items():
         for name, mutation, init in rows:
             for method, base in INIT_METHODS.items():
