@@ -4,6 +4,11 @@ Fits the zoo model ``eight_schools_noncentered`` (Rubin's eight schools, non-cen
 with NUTS - 4 chains x (1000 warmup + 1000 draws), seed 1, chains in parallel
 processes - and prints its posterior summary and Stan's diagnostics in words. The
 same as ``stanlite sample eight_schools_noncentered --seed 1``.
+
+With arguments, ``python -m stanlite ...`` is the command line itself
+(``python -m stanlite sample model.py:Class --data d.json``, ``python -m stanlite
+models``): the same as the ``stanlite`` script, for environments where the script is
+not on PATH.
 """
 
 import sys
@@ -33,4 +38,7 @@ def main(chains=4, draws=1000, warmup=1000, seed=1, progress=True, out=None):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        from stanlite.cli import main as cli_main
+        sys.exit(cli_main(sys.argv[1:]))
     main()
