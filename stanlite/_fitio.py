@@ -8,6 +8,11 @@ straight to a file that hits a full disk or a file-size limit (EFBIG) fails deep
 its cache flush, and h5py then crashes the interpreter (a segmentation fault, measured
 with ``RLIMIT_FSIZE``) - no Python error to catch. An ``os.write`` of bytes fails with
 an ordinary ``OSError`` instead, and the old file, never opened, is untouched.
+A rename replaces whatever the destination is, so a destination that exists and is
+not a regular file (a device such as /dev/full, a FIFO, a socket, a folder) is refused;
+a symbolic link is followed to the file it names. Every ``OSError`` becomes a
+:class:`FitFileError` naming the path the user gave (never only the temporary name),
+its errno kept.
 
 Reading checks: the file's signature (empty, not HDF5, a netCDF-3 file), checksums of
 every group written (``sha256`` of each variable's values, shape and dtype: flipped
@@ -16,8 +21,10 @@ made with (each data field's sha256 and the model class), against which a model 
 for resuming is compared.
 """
 
+import errno
 import hashlib
 import os
+import stat
 import tempfile
 
 import numpy as np
@@ -31,21 +38,99 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
 
 # ---- writing ----------------------------------------------------------------------------
+# words for what an existing non-regular file is: saving over it (a rename) would replace
+# a device node, a FIFO or a socket with a regular file, so it is refused
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+# OSError reasons in words (else the system's own text, lower case)
+_REASONS = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+            errno.EROFS: "the file system is read-only",
+            errno.ENOSPC: "no space left on the device",
+            errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file too large",
+            errno.ENOTDIR: "a part of the path is not a folder"}
+
+
+def _target(path):
+    """The file a save replaces: the file a symbolic link names, else ``path``."""
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
+def _temp_args(target):
+    """Where and how the temporary file of a save is named (``.NAME.XXXX.tmp`` in the
+    destination's folder): shared by the save and by :func:`check_writable`'s trial."""
+    return dict(dir=os.path.dirname(os.path.abspath(target)),
+                prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+
+
+def _reason(e, folder=None):
+    if e.errno == errno.ENOENT and folder and os.path.isdir(folder):
+        return "the folder does not accept new files"       # /proc
+    return _REASONS.get(e.errno) or (e.strerror or str(e)).lower()
+
+
+def _os_failure(path, e, message):
+    """A FitFileError naming ``path`` with ``message``, keeping ``e``'s errno (``e``
+    may be an errno number alone)."""
+    if isinstance(e, int):
+        e = OSError(e, os.strerror(e))
+    err = FitFileError(path, message)
+    err.errno, err.strerror, err.filename = e.errno, e.strerror, path
+    return err
+
+
+def _check_kind(path, target):
+    """Refuse an existing target that is not a regular file (followed through links)."""
+    try:
+        st = os.stat(target)
+    except OSError:                          # missing (or unreadable): the save will say
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise _os_failure(path, errno.EISDIR, "is a folder, not a file name")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((w for test, w in _KINDS if test(st.st_mode)), "not a regular file")
+        shown = "" if target == path else f" (the symbolic link names {target!r})"
+        raise FitFileError(path, f"is {kind}{shown}, not a regular file: a fit is never "
+                           "saved over it; give the name of a regular file")
+
+
+def _check_folder(path, folder):
+    if os.path.isdir(folder):
+        return
+    if os.path.exists(folder):
+        raise _os_failure(path, errno.ENOTDIR, f"cannot be written: its folder {folder!r} "
+                          "is a file, not a folder")
+    raise _os_failure(path, errno.ENOENT, f"cannot be written: its folder {folder!r} does "
+                      "not exist")
+
+
 def check_writable(path):
-    """Raise :class:`FitFileError` unless a file can be written at ``path``: its
-    folder exists and is writable, and ``path`` is not a folder. (What a run checks
-    before it starts, so that hours of sampling do not end in an unwritable path.)"""
+    """Raise :class:`FitFileError` unless a fit can be saved at ``path``: it is not a
+    folder, device, FIFO or socket; its folder exists; and a file can really be made
+    there (a temporary file of the save's own naming is created and removed: the
+    permission bits alone do not say, e.g. for root, on /sys or a read-only mount).
+    (What a run checks before it starts, so that hours of sampling do not end in an
+    unwritable path.)"""
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise FitFileError(path, "is a folder, not a file name")
-    if not os.path.isdir(folder):
-        raise FitFileError(path, f"cannot be written: its folder {folder!r} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise FitFileError(path, f"cannot be written: no permission to write in {folder!r}")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
+    target = _target(path)
+    _check_kind(path, target)
+    args = _temp_args(target)
+    _check_folder(path, args["dir"])
+    if os.path.exists(target) and not os.access(target, os.W_OK):
         # os.replace would succeed, but the user marked the file read-only
         raise FitFileError(path, "exists and is read-only")
+    fd, tmp = _make_temp(path, args)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _make_temp(path, args):
+    """``mkstemp`` in the destination's folder; a failure named with ``path``."""
+    try:
+        return tempfile.mkstemp(**args)
+    except OSError as e:
+        raise _os_failure(path, e, f"cannot create a file in {args['dir']!r}: "
+                          f"{_reason(e, args['dir'])}") from e
 
 
 def write_netcdf(path, groups, attrs=None):
@@ -77,11 +162,11 @@ def write_netcdf(path, groups, attrs=None):
 
 def _replace_with_bytes(path, data):
     # a symbolic link keeps pointing at the new file: the file it names is replaced
-    target = os.path.realpath(path) if os.path.islink(path) else path
-    folder = os.path.dirname(os.path.abspath(target))
+    target = _target(path)
+    _check_kind(path, target)                # (again: it may have changed meanwhile)
+    args = _temp_args(target)
     mode = _file_mode(target)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.",
-                               suffix=".tmp")
+    fd, tmp = _make_temp(path, args)
     try:
         try:
             view = data
@@ -101,10 +186,9 @@ def _replace_with_bytes(path, data):
         if not isinstance(e, OSError):
             raise
         kept = "; the existing file is unchanged" if os.path.exists(path) else ""
-        err = FitFileError(path, f"could not be written ({e.strerror or e}){kept}")
-        err.errno, err.strerror, err.filename = e.errno, e.strerror, path
-        raise err from e
-    _fsync_folder(folder)
+        raise _os_failure(path, e, f"could not be written ({e.strerror or e}){kept}") \
+            from e
+    _fsync_folder(args["dir"])
 
 
 def _file_mode(path):

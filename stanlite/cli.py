@@ -27,7 +27,11 @@ large k-hat) are one line each on stderr, prefixed ``stanlite: warning:``.
 
 Exit codes: 0 success, 1 an error (unknown model, bad data, a model that cannot be
 evaluated, ...: one line on stderr, no traceback unless ``--traceback``), 2 a usage
-error or a command this version does not have.
+error or a command this version does not have. ``--output`` is tried before the run
+(a temporary file is created and removed in its folder); if writing it still fails
+after the run (a disk that filled up meanwhile), the fit is saved under the same name in
+the current folder, else in the temporary folder, the message says where, the summary
+is printed, and the exit code is 1.
 """
 
 import argparse
@@ -122,7 +126,8 @@ def format_summary(df):
 
 def _check_output(path):
     """``--output`` checked before anything runs (hours of sampling must not end in
-    "no such folder"): its folder exists and is writable, and it is not a folder.
+    "no such folder"): it is not a folder, device, FIFO or socket, and a temporary file
+    of the save's own naming can really be created (and is removed) in its folder.
     (The file itself is written aside and renamed into place: see stanlite/_fitio.py.)"""
     if not path:
         return
@@ -132,6 +137,61 @@ def _check_output(path):
         check_writable(path)
     except FitFileError as e:
         raise CLIError(f"--output {path!r} {e.problem}") from None
+
+
+def _fallback_paths(path):
+    """Where a fit goes when ``--output`` fails after the run: its file name in the
+    current folder, else in the temporary folder (not the folder that just failed);
+    never over an existing file."""
+    import tempfile
+    name = os.path.basename(os.fspath(path)) or "fit.nc"
+    stem, ext = os.path.splitext(name)
+    failed = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        if os.path.realpath(folder) == failed:
+            continue
+        candidate = os.path.join(folder, name)
+        n = 1
+        while os.path.lexists(candidate):
+            candidate = os.path.join(folder, f"{stem}.{n}{ext}")
+            n += 1
+        yield candidate
+
+
+def _save(fit, path):
+    """Save ``fit`` at ``--output`` ``path``; if that fails (a disk that filled up
+    during the run), at a fallback path so that the draws are not lost. Returns
+    (the path written or None, the error message or None)."""
+    from .errors import FitFileError
+    try:
+        return fit.save(path), None
+    except FitFileError as e:
+        failure = f"--output {os.fspath(path)!r} {e.problem}"
+    tried = []
+    for other in _fallback_paths(path):
+        try:
+            written = fit.save(other)
+        except FitFileError as e:
+            tried.append(f"{other!r} ({e.problem})")
+            continue
+        return written, f"{failure}; the fit was saved to {written!r} instead"
+    return None, f"{failure}; the fit could not be saved elsewhere either: " \
+        + "; ".join(tried)
+
+
+def _save_and_print(fit, header, args, out):
+    """Save first (the draws are safe before anything else can fail), then print
+    the header, summary and diagnostics, then where the fit went. Exit code 1 if
+    ``--output`` could not be written (the fit then went to a fallback path)."""
+    written, failure = _save(fit, args.output) if args.output else (None, None)
+    print(header + "\n", file=out)
+    _print_fit(fit, out)
+    if written:
+        print(f"\nwrote {written}", file=out)
+    if failure:
+        _error(failure, args, 1)
+        return 1
+    return 0
 
 
 def _print_fit(fit, out):
@@ -149,13 +209,9 @@ def _cmd_sample(args, out):
                        init=_read_init(args.init), progress=not args.no_progress,
                        parallel=not args.serial)
     seed = "" if args.seed is None else f", seed {args.seed}"
-    print(f"{ALIASES.get(args.model, args.model)}: {fit.num_chains} chains x "
-          f"{fit.num_draws} draws (warmup {args.warmup}{seed})\n", file=out)
-    _print_fit(fit, out)
-    if args.output:
-        path = fit.save(args.output)
-        print(f"\nwrote {path}", file=out)
-    return 0
+    return _save_and_print(fit, f"{ALIASES.get(args.model, args.model)}: {fit.num_chains} "
+                           f"chains x {fit.num_draws} draws (warmup {args.warmup}{seed})",
+                           args, out)
 
 
 def _cmd_models(args, out):
@@ -260,14 +316,6 @@ def _cmd_optimize(args, out):
     return 0
 
 
-def _print_approx(fit, header, args, out):
-    print(header + "\n", file=out)
-    _print_fit(fit, out)
-    if args.output:
-        print(f"\nwrote {fit.save(args.output)}", file=out)
-    return 0
-
-
 def _seed_text(args):
     return "" if args.seed is None else f", seed {args.seed}"
 
@@ -277,8 +325,8 @@ def _cmd_laplace(args, out):
     with _warnings_to_stderr():
         fit = model.laplace(draws=args.draws, jacobian=args.jacobian, seed=args.seed,
                             init=_read_init(args.init))
-    return _print_approx(fit, f"{_model_name(args)}: laplace ({fit.num_draws} draws, "
-                         f"jacobian={args.jacobian}{_seed_text(args)})", args, out)
+    return _save_and_print(fit, f"{_model_name(args)}: laplace ({fit.num_draws} draws, "
+                           f"jacobian={args.jacobian}{_seed_text(args)})", args, out)
 
 
 def _cmd_pathfinder(args, out):
@@ -291,8 +339,8 @@ def _cmd_pathfinder(args, out):
                                psis_resample=not args.no_psis_resample,
                                init=_read_init(args.init),
                                progress=not args.no_progress, **_tolerances(args))
-    return _print_approx(fit, f"{_model_name(args)}: pathfinder ({fit.num_draws} draws, "
-                         f"{args.num_paths} paths{_seed_text(args)})", args, out)
+    return _save_and_print(fit, f"{_model_name(args)}: pathfinder ({fit.num_draws} "
+                           f"draws, {args.num_paths} paths{_seed_text(args)})", args, out)
 
 
 def _cmd_variational(args, out):
@@ -304,8 +352,8 @@ def _cmd_variational(args, out):
         kw["eta"] = args.eta
     with _warnings_to_stderr():
         fit = model.variational(**kw)
-    return _print_approx(fit, f"{_model_name(args)}: variational ({args.method}, "
-                         f"{fit.num_draws} draws{_seed_text(args)})", args, out)
+    return _save_and_print(fit, f"{_model_name(args)}: variational ({args.method}, "
+                           f"{fit.num_draws} draws{_seed_text(args)})", args, out)
 
 
 # ---- argument parsing ------------------------------------------------------------------------

@@ -325,3 +325,134 @@ def test_approximation_usage_errors_exit_2(capsys):
             cli.main(argv)
         assert e.value.code == 2
     capsys.readouterr()
+
+
+# ---- --output that cannot be written: refused before sampling; a save failing after ----------
+TINY = ["--draws", "10", "--warmup", "10", "--chains", "1", "--seed", "3", "--serial"]
+
+
+@pytest.fixture
+def sample_calls(monkeypatch):
+    """The calls of Model.sample (the real one runs)."""
+    calls = []
+    real = sl.Model.sample
+
+    def spy(self, *a, **kw):
+        calls.append(kw)
+        return real(self, *a, **kw)
+    monkeypatch.setattr(sl.Model, "sample", spy)
+    return calls
+
+
+def _unwritable_outputs(tmp_path):
+    import os
+    (tmp_path / "afile").write_text("a regular file")
+    os.mkfifo(tmp_path / "pipe.nc")
+    return [(tmp_path / "afile" / "fit.nc", "cannot be written: its folder '{}' is a "
+             "file, not a folder".format(tmp_path / "afile")),
+            (tmp_path / "no_such" / "fit.nc", "cannot be written: its folder '{}' does "
+             "not exist".format(tmp_path / "no_such")),
+            (tmp_path / "pipe.nc", "is a FIFO (named pipe), not a regular file: a fit is "
+             "never saved over it; give the name of a regular file")]
+
+
+def test_unwritable_output_is_refused_before_sampling(tmp_path, capsys, sample_calls):
+    import stat
+    for output, message in _unwritable_outputs(tmp_path):
+        code, text = run(["sample", "eight_schools", *TINY, "--output", str(output)])
+        captured = capsys.readouterr()
+        assert code == 1 and text == "" and not sample_calls, (output, captured.err)
+        assert captured.err == f"stanlite: error: --output '{output}' {message}\n"
+        assert "%" not in captured.err                  # no progress bar: nothing ran
+    assert stat.S_ISFIFO((tmp_path / "pipe.nc").stat().st_mode)
+    # the check is a real trial: a folder where no file can be made (as /sys for root)
+    from stanlite import _fitio
+
+    def refused(**kw):
+        raise PermissionError(13, "Permission denied")
+    import types
+    real = _fitio.tempfile
+    _fitio.tempfile = types.SimpleNamespace(mkstemp=refused)
+    try:
+        code, text = run(["sample", "eight_schools", *TINY, "--output",
+                          str(tmp_path / "fit.nc")])
+    finally:
+        _fitio.tempfile = real
+    err = capsys.readouterr().err
+    assert code == 1 and text == "" and not sample_calls
+    assert err == f"stanlite: error: --output '{tmp_path / 'fit.nc'}' cannot create a " \
+        f"file in '{tmp_path}': permission denied\n"
+    # and a writable one: the trial file is gone, sampling ran
+    code, text = run(["sample", "eight_schools", *TINY, "--no-progress", "--output",
+                      str(tmp_path / "fit.nc")])
+    assert code == 0 and len(sample_calls) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "fit.nc", "pipe.nc"]
+
+
+def _failing_save(monkeypatch, fails):
+    """Fit.save raising a full disk for the paths ``fails(path)`` says."""
+    import errno
+    from stanlite.fit import Fit
+    real = Fit.save
+    tried = []
+
+    def save(self, path):
+        tried.append(str(path))
+        if fails(str(path)):
+            e = sl.FitFileError(str(path), "could not be written (No space left on device)")
+            e.errno = errno.ENOSPC
+            raise e
+        return real(self, path)
+    monkeypatch.setattr(Fit, "save", save)
+    return tried
+
+
+def test_a_save_failing_after_sampling_keeps_the_draws(tmp_path, monkeypatch, capsys):
+    out_dir, cwd = tmp_path / "out", tmp_path / "cwd"
+    out_dir.mkdir()
+    cwd.mkdir()
+    (cwd / "fit.nc").write_bytes(b"the user's own file")     # never overwritten
+    monkeypatch.chdir(cwd)
+    output = out_dir / "fit.nc"
+    tried = _failing_save(monkeypatch, lambda p: p == str(output))
+    code, text = run(["sample", "eight_schools", *TINY, "--no-progress",
+                      "--output", str(output)])
+    err = capsys.readouterr().err
+    fallback = cwd / "fit.1.nc"
+    assert code == 1 and tried == [str(output), str(fallback)]
+    assert err == (f"stanlite: error: --output '{output}' could not be written (No space "
+                   f"left on device); the fit was saved to '{fallback}' instead\n")
+    assert "ess_bulk" in text and "R-hat" in text and f"wrote {fallback}" in text
+    assert (cwd / "fit.nc").read_bytes() == b"the user's own file" and not output.exists()
+    direct = get("eight_schools_noncentered").sample(chains=1, draws=10, warmup=10,
+                                                      seed=3, progress=False,
+                                                      parallel=False)
+    loaded = sl.load_fit(fallback)
+    for k in direct.names:
+        np.testing.assert_array_equal(loaded[k], direct[k])
+
+
+def test_a_save_failing_everywhere_but_the_temporary_folder(tmp_path, monkeypatch, capsys):
+    import tempfile
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.chdir(tmp_path)
+    tried = _failing_save(monkeypatch, lambda p: not p.startswith(str(tmp)))
+    code, text = run(["sample", "eight_schools", *TINY, "--no-progress",
+                      "--output", str(tmp_path / "out.nc")])
+    err = capsys.readouterr().err
+    assert code == 1 and tried == [str(tmp_path / "out.nc"), str(tmp / "out.nc")]
+    assert f"the fit was saved to '{tmp / 'out.nc'}' instead" in err
+    assert sl.load_fit(tmp / "out.nc").num_draws == 10 and "ess_bulk" in text
+    # nowhere at all: the message says so (and every place tried, with its reason)
+    tried.clear()
+    _failing_save(monkeypatch, lambda p: True)
+    code, text = run(["sample", "eight_schools", *TINY, "--no-progress",
+                      "--output", str(tmp_path / "out.nc")])
+    err = capsys.readouterr().err
+    assert code == 1 and "ess_bulk" in text and "wrote" not in text
+    assert "the fit could not be saved elsewhere either: " in err
+    assert err.startswith(f"stanlite: error: --output '{tmp_path / 'out.nc'}' could not "
+                          "be written (No space left on device); the fit could not be "
+                          f"saved elsewhere either: '{tmp / 'out.1.nc'}' (could not be")

@@ -4,6 +4,7 @@ are computed, and a full disk (a file-size limit) while a fit is saved over a go
 file. The signal and disk cases run in child processes."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -455,3 +456,97 @@ def test_ctrl_c_while_saving_leaves_the_old_file(saved, tmp_path, monkeypatch):
         fit.save(target)
     monkeypatch.undo()
     assert target.read_bytes() == raw and os.listdir(tmp_path) == ["fit.nc"]
+
+
+# ---- targets a save must not replace, folders it cannot write in ------------------------------
+def _no_temporary_files(folder):
+    return not [n for n in os.listdir(folder) if n.endswith(".tmp")]
+
+
+@pytest.fixture(scope="module")
+def approx():
+    from stanlite.models import get
+    return get("eight_schools_noncentered").laplace(draws=20, seed=1)
+
+
+@pytest.mark.parametrize("which", ["fit", "approx"])
+def test_save_never_replaces_a_fifo_or_a_folder(saved, approx, tmp_path, which):
+    import stat
+    fit = saved[1] if which == "fit" else approx
+    fifo = tmp_path / "pipe.nc"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.nc"
+    link.symlink_to(fifo)
+    for target in (fifo, link):
+        with pytest.raises(sl.FitFileError, match=re.escape(f"fit file '{target}': is a "
+                                                             "FIFO (named pipe)")) as e:
+            fit.save(target)
+        assert e.value.path == str(target) and "not a regular file" in str(e.value)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and link.is_symlink()
+    folder = tmp_path / "folder.nc"
+    folder.mkdir()
+    with pytest.raises(sl.FitFileError, match=f"'{re.escape(str(folder))}': is a folder"):
+        fit.save(folder)
+    assert folder.is_dir() and not os.listdir(folder)
+    assert _no_temporary_files(tmp_path)
+    # a symbolic link to a regular file is followed (the file it names is replaced)
+    regular = tmp_path / "regular.nc"
+    regular.write_bytes(b"old")
+    (tmp_path / "to_regular.nc").symlink_to(regular)
+    fit.save(tmp_path / "to_regular.nc")
+    assert (tmp_path / "to_regular.nc").is_symlink() and regular.stat().st_size > 3
+
+
+def _unwritable_cases(tmp_path):
+    """(target, errno, message) for folders no file can be made in, as any user."""
+    import errno
+    (tmp_path / "afile").write_text("a regular file")
+    return [(tmp_path / "afile" / "x.nc", errno.ENOTDIR,
+             f"its folder '{tmp_path / 'afile'}' is a file, not a folder"),
+            (tmp_path / "no_such" / "x.nc", errno.ENOENT,
+             f"its folder '{tmp_path / 'no_such'}' does not exist")]
+
+
+@pytest.mark.parametrize("which", ["fit", "approx"])
+def test_save_errors_name_the_target_and_the_reason(saved, approx, tmp_path, which):
+    fit = saved[1] if which == "fit" else approx
+    for target, code, message in _unwritable_cases(tmp_path):
+        with pytest.raises(sl.FitFileError) as e:
+            fit.save(target)
+        assert isinstance(e.value, OSError) and e.value.errno == code
+        assert str(e.value) == f"fit file '{target}': cannot be written: {message}"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="permission bits do not stop root")
+def test_save_in_a_read_only_folder(saved, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o500)
+    try:
+        with pytest.raises(sl.FitFileError, match=re.escape(f"fit file '{ro / 'x.nc'}'")):
+            saved[1].save(ro / "x.nc")
+    finally:
+        os.chmod(ro, 0o700)
+    assert os.listdir(ro) == []
+
+
+@pytest.mark.parametrize("which", ["fit", "approx"])
+@pytest.mark.parametrize("code, reason", [
+    (13, "permission denied"),                       # /sys, even for root
+    (30, "the file system is read-only"),
+    (2, "the folder does not accept new files")])    # /proc
+def test_a_temporary_file_that_cannot_be_created_is_named_with_the_target(
+        saved, approx, tmp_path, monkeypatch, which, code, reason):
+    # what /sys and /proc do to root, whom permission bits never stop
+    from stanlite import _fitio
+    fit = saved[1] if which == "fit" else approx
+
+    def refused(**kw):
+        raise OSError(code, os.strerror(code), os.path.join(kw["dir"], "." + kw["prefix"]))
+    monkeypatch.setattr(_fitio.tempfile, "mkstemp", refused)
+    target = tmp_path / "x.nc"
+    with pytest.raises(sl.FitFileError) as e:
+        fit.save(target)
+    assert e.value.errno == code and e.value.path == str(target)
+    assert str(e.value) == f"fit file '{target}': cannot create a file in '{tmp_path}': " \
+        f"{reason}"
