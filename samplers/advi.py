@@ -435,7 +435,7 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     elbo_samples = args.positive_int("elbo_samples", elbo_samples)
     eval_elbo = args.positive_int("eval_elbo", eval_elbo)
     adapt_iter = args.positive_int("adapt_iter", adapt_iter)
-    output_samples = args.nonneg_int("output_samples", output_samples)
+    output_samples = args.positive_int("output_samples", output_samples)
     args.fits_in_memory("output_samples", output_samples, getattr(model, "dim", 1))
     tol_rel_obj = args.positive_real("tol_rel_obj", tol_rel_obj)
     if eta is not None:

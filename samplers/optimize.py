@@ -637,7 +637,7 @@ def laplace(model, mode=None, draws=1000, jacobian=True, seed=None, **optimize_k
     >>> round(float(fit.extras["covariance"][0, 0]), 12)
     0.25
     """
-    draws = args.nonneg_int("draws", draws)
+    draws = args.positive_int("draws", draws)    # a 0-draw fit has no values to read
     args.fits_in_memory("draws", draws, model.dim)
     jacobian = args.boolean("jacobian", jacobian)
     seed = args.seed("seed", seed, generator=True)

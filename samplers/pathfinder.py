@@ -525,11 +525,17 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     seed = args.seed("seed", seed, generator=True)
     num_paths = args.positive_int("num_paths", num_paths)
     num_draws = args.positive_int("num_draws", num_draws)
-    num_single_draws = num_draws if num_single_draws is None else \
-        args.positive_int("num_single_draws", num_single_draws)
-    # every path's draws are pooled before resampling
-    args.fits_in_memory("num_paths x num_single_draws", num_paths * num_single_draws,
-                        model.dim)
+    if num_single_draws is None:
+        num_single_draws = num_draws
+        # name what the user gave: the per-path count defaulted from num_draws
+        pooled = (f"num_paths={num_paths} x num_draws={num_draws:,} (each path draws "
+                  "num_draws when num_single_draws is not given)")
+    else:
+        num_single_draws = args.positive_int("num_single_draws", num_single_draws)
+        pooled = f"num_paths={num_paths} x num_single_draws={num_single_draws:,}"
+    # every path's draws are pooled before resampling; the fit keeps num_draws
+    args.fits_in_memory(pooled, num_paths * num_single_draws, model.dim)
+    args.fits_in_memory(f"num_draws={num_draws:,}", num_draws, model.dim)
     max_lbfgs_iters = args.positive_int("max_lbfgs_iters", max_lbfgs_iters)
     num_elbo_draws = args.positive_int("num_elbo_draws", num_elbo_draws)
     history_size = args.positive_int("history_size", history_size)

@@ -108,7 +108,7 @@ VARIATIONAL = (
     + cases("variational", "elbo_samples", POSITIVE_COUNT_BAD)
     + cases("variational", "eval_elbo", POSITIVE_COUNT_BAD)
     + cases("variational", "adapt_iter", POSITIVE_COUNT_BAD)
-    + cases("variational", "output_samples", COUNT_BAD)
+    + cases("variational", "output_samples", POSITIVE_COUNT_BAD)   # 0: an empty fit
     + cases("variational", "eta", [NAN, INF, 0, -1, True, "x"])       # None: adapted
     + cases("variational", "tol_rel_obj", REAL_POSITIVE_BAD)
     + cases("variational", "adapt_engaged", BOOL_BAD)
@@ -131,7 +131,7 @@ OPTIMIZE = (
 )
 
 LAPLACE = (
-    cases("laplace", "draws", COUNT_BAD)
+    cases("laplace", "draws", POSITIVE_COUNT_BAD)        # 0: an empty fit
     + cases("laplace", "jacobian", BOOL_BAD)
     + cases("laplace", "seed", SEED_BAD)
     + cases("laplace", "mode", ["x", [0.0], np.zeros(3), [0.0, NAN], True])
@@ -162,7 +162,13 @@ PATHFINDER = (
     + [("pathfinder", {"init": [None, None], "num_paths": 4},
         "init.*one entry per path \\(4\\), got 2"),
        ("pathfinder", {"calculate_lp": False, "num_paths": 2}, "calculate_lp"),
-       ("pathfinder", {"num_draws": 10 ** 15}, "num_single_draws.*memory")]
+       # the argument the user gave is named, not the defaulted num_single_draws
+       ("pathfinder", {"num_draws": 10 ** 15},
+        r"num_paths=1 x num_draws=1,000,000,000,000,000 \(each path .*memory"),
+       ("pathfinder", {"num_draws": 10 ** 15, "num_single_draws": 5},
+        r"^num_draws=1,000,000,000,000,000 would keep .*memory"),
+       ("pathfinder", {"num_single_draws": 10 ** 15},
+        r"num_paths=1 x num_single_draws=1,000,000,000,000,000 would keep .*memory")]
 )
 
 INITS = [(m, {"init": v}, pattern) for m in ("sample", "variational", "optimize",
@@ -262,7 +268,7 @@ def test_edge_values_that_are_accepted(model):
                          tol_obj=np.float32(1e-12), jacobian=np.bool_(False))
     assert opt.converged
     model.variational(seed=np.random.SeedSequence(4), iter=np.int64(200), eta=np.float64(0.1),
-                      output_samples=np.int64(0), progress=False, adapt_engaged=False)
+                      output_samples=np.int64(1), progress=False, adapt_engaged=False)
     model.laplace(draws=np.int64(3), seed=np.int16(5))
     model.pathfinder(num_paths=np.int64(1), num_draws=np.int64(4), seed=1, progress=False,
                      max_lbfgs_iters=np.int32(50))
@@ -321,6 +327,16 @@ def test_resume_from_an_approximation_says_it_has_no_chains(model):
     with pytest.raises(sl.ArgumentError, match="resume_from must be a fit made by "
                        "model.sample.*ApproximateFit.*no Markov chains"):
         model.sample(resume_from=lap, progress=False)
+
+
+@pytest.mark.parametrize("method, arg", [("laplace", "draws"),
+                                         ("variational", "output_samples"),
+                                         ("pathfinder", "num_draws"),
+                                         ("pathfinder", "num_single_draws")])
+def test_zero_draws_of_an_approximation_are_refused(model, method, arg):
+    # a 0-draw fit had no values: fit["mu"] raised KeyError "'mu' is not a parameter"
+    with pytest.raises(sl.ArgumentError, match=rf"^{arg} must be an integer >= 1, got 0$"):
+        _call(model, method, {arg: 0})
 
 
 def test_laplace_mode_of_another_model_is_named(model):

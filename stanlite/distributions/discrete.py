@@ -35,6 +35,7 @@ broadcast of the parameters, or a Python ``int`` for a single draw.
 """
 
 import functools
+import inspect
 
 import numpy as np
 import scipy.special as sps
@@ -841,6 +842,10 @@ def _check_nb(fn, a_name, b_name, cdf=False, finite_first=False):
         else:
             check_positive(fn, a_name, a)
         check_positive(fn, b_name, b)
+    # the public signature (the density's help) uses the caller's names for a and b
+    check.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+         for p in ("n", a_name, b_name)])
     return check
 
 

@@ -24,6 +24,7 @@ raise :class:`~stanlite.errors.DomainError` naming the function, the argument an
 offending value; samplers treat that as a rejection, as Stan does.
 """
 
+import inspect
 import math
 import weakref
 
@@ -74,6 +75,32 @@ def reps(n, x):
     return n // max(1, _prod(s)) if s else n
 
 
+def parameter_names(*fns):
+    """The public parameter names of a density: those of the first of ``fns`` (its
+    check, then its kernel without ``need``) that spells them out, or None when each
+    takes ``*args``."""
+    for fn, skip in zip(fns, (0, 1)):
+        if fn is None:
+            continue
+        try:
+            ps = list(inspect.signature(fn).parameters.values())[skip:]
+        except (TypeError, ValueError):
+            continue
+        if ps and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps):
+            return tuple(p.name for p in ps)
+    return None
+
+
+def arity_error(name, params, got):
+    """The TypeError for a call of density ``name`` with ``got`` positional arguments
+    (the inner functions' own messages would name a local ``check()``)."""
+    sig = ", ".join(params)
+    n = len(params)
+    return TypeError(
+        f"{name}({sig}) takes {n} argument{'s' if n != 1 else ''} ({sig}), got {got}"
+        " (arguments are positional)")
+
+
 def fused(name, kernel, check=None, nondiff=(), doc=None):
     """Make a log-density primitive ``name(*args)`` from ``kernel`` (see module doc).
 
@@ -81,6 +108,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
     ``nondiff`` lists positions that must never be traced (integer outcomes, sizes).
     """
     spec = Primitive(name, None)
+    params = parameter_names(check, kernel)
     spec.kernel = kernel        # value and partials in one call (read by compile.py)
     spec.check = check
     nondiff = frozenset(nondiff)
@@ -143,69 +171,80 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
     def wrapped(*args):
         # the hot path (first order): every traced argument is a Var of one tape
         # holding a plain value; anything else goes the general way
-        tape = None
-        vals = []
-        need = []
-        pairs = []
-        fixed = None            # args with numpy scalars made floats, if any
-        i = 0
-        for a in args:
-            if type(a) is Var:
-                v = a.value
-                tv = type(v)
-                if tv is not float and tv is not _ndarray and isinstance(v, Box):
-                    return general(args)
-                if tape is None:
-                    tape = a.tape
-                elif a.tape is not tape:
-                    return general(args)
-                vals.append(v)
-                need.append(True)
-                pairs.append((i, a))
-            elif isinstance(a, Box):
-                return general(args)
-            elif type(a) is _f64:
-                # a numpy scalar (``self.y[t]`` in a loop): the float it holds, so the
-                # checks and the kernel take their float paths (issue 19)
-                a = float(a)
-                vals.append(a)
-                need.append(False)
-                if fixed is None:
-                    fixed = list(args)
-                fixed[i] = a
-            else:
-                vals.append(a)
-                need.append(False)
-            i += 1
-        if fixed is not None:
-            args = tuple(fixed)
-        if check is not None:
-            check(*vals)
-        if tape is None:
-            return kernel((False,) * len(args), *args)[0]
-        if nondiff:
-            for i, a in pairs:
-                if i in nondiff:
-                    spec.check_differentiable(i)      # raises, naming the argument
-        token = _ignore_fp()
+        # (a wrong number of arguments fails inside; the except names the public
+        # signature - no arity test on the hot path)
         try:
-            value, parts = kernel(tuple(need), *vals)
-        finally:
-            _restore_fp(token)
-        n = _new(Var)
-        n.value = float(value)
-        n.adj = None
-        n.tape = tape
-        n.bp = bp
-        n.x = args
-        n.y = (tuple(pairs), parts)
-        tape.nodes.append(n)
-        return n
+            tape = None
+            vals = []
+            need = []
+            pairs = []
+            fixed = None            # args with numpy scalars made floats, if any
+            i = 0
+            for a in args:
+                if type(a) is Var:
+                    v = a.value
+                    tv = type(v)
+                    if tv is not float and tv is not _ndarray and isinstance(v, Box):
+                        return general(args)
+                    if tape is None:
+                        tape = a.tape
+                    elif a.tape is not tape:
+                        return general(args)
+                    vals.append(v)
+                    need.append(True)
+                    pairs.append((i, a))
+                elif isinstance(a, Box):
+                    return general(args)
+                elif type(a) is _f64:
+                    # a numpy scalar (``self.y[t]`` in a loop): the float it holds, so the
+                    # checks and the kernel take their float paths (issue 19)
+                    a = float(a)
+                    vals.append(a)
+                    need.append(False)
+                    if fixed is None:
+                        fixed = list(args)
+                    fixed[i] = a
+                else:
+                    vals.append(a)
+                    need.append(False)
+                i += 1
+            if fixed is not None:
+                args = tuple(fixed)
+            if check is not None:
+                check(*vals)
+            if tape is None:
+                return kernel((False,) * len(args), *args)[0]
+            if nondiff:
+                for i, a in pairs:
+                    if i in nondiff:
+                        spec.check_differentiable(i)      # raises, naming the argument
+            token = _ignore_fp()
+            try:
+                value, parts = kernel(tuple(need), *vals)
+            finally:
+                _restore_fp(token)
+            n = _new(Var)
+            n.value = float(value)
+            n.adj = None
+            n.tape = tape
+            n.bp = bp
+            n.x = args
+            n.y = (tuple(pairs), parts)
+            tape.nodes.append(n)
+            return n
+        except TypeError:
+            if params is not None and len(args) != len(params):
+                raise arity_error(name, params, len(args)) from None
+            raise                   # right arity: a TypeError of its own
 
     wrapped.__name__ = wrapped.__qualname__ = name
     # the density belongs to the module that wrote its kernel (doctests, pickling)
     wrapped.__module__ = getattr(kernel, "__module__", __name__)
     wrapped.__doc__ = doc or kernel.__doc__
+    if params is not None:
+        # help() and inspect.signature show (y, mu, sigma, /), not (*args)
+        wrapped.__signature__ = inspect.Signature(
+            [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params])
     wrapped._spec = spec
     spec.wrapped = wrapped
     return wrapped

@@ -479,7 +479,7 @@ def test_bad_arguments(gauss3):
                     ({"grad_samples": 1.5}, "grad_samples must be an integer"),
                     ({"tol_rel_obj": -1}, "tol_rel_obj must be a finite number > 0"),
                     ({"eta": float("nan")}, "eta must be a finite number > 0"),
-                    ({"output_samples": -1}, "output_samples must be an integer >= 0"),
+                    ({"output_samples": -1}, "output_samples must be an integer >= 1"),
                     ({"iter": 5, "max_iter": 6}, "disagree")]:
         with pytest.raises(ValueError, match=msg):
             variational(gauss3, **{"method": "meanfield", **kw})
