@@ -550,3 +550,17 @@ def test_a_temporary_file_that_cannot_be_created_is_named_with_the_target(
     assert e.value.errno == code and e.value.path == str(target)
     assert str(e.value) == f"fit file '{target}': cannot create a file in '{tmp_path}': " \
         f"{reason}"
+
+
+def test_save_never_replaces_a_socket(saved, tmp_path):
+    import socket
+    import stat
+    path = tmp_path / "s.nc"
+    if len(str(path)) > 100:
+        pytest.skip("the path is too long for a Unix socket")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        with pytest.raises(sl.FitFileError, match=re.escape(f"fit file '{path}': is a "
+                                                             "socket, not a regular file")):
+            saved[1].save(path)
+        assert stat.S_ISSOCK(os.stat(path).st_mode) and _no_temporary_files(tmp_path)
