@@ -10,10 +10,14 @@ Chains run in processes by default (``fork`` where the platform has it, so model
 defined in a notebook need no pickling; ``STANLITE_START_METHOD=spawn`` or
 ``forkserver`` chooses another start method, as Windows and macOS use by default);
 any ``concurrent.futures.Executor`` may be given instead, a Dask ``Client`` or its
-``get_executor()`` included. Worker processes run with one BLAS thread unless
-``blas_threads`` says otherwise: chains in parallel already use the cores, and
-BLAS threads on top of them oversubscribe (a 200x200 Cholesky gradient 10-100x
-slower).
+``get_executor()`` included. Chains run with one BLAS thread unless
+``blas_threads`` says otherwise: in worker processes, chains in parallel already
+use the cores, and BLAS threads on top of them oversubscribe (a 200x200 Cholesky
+gradient 10-100x slower); in this process (``parallel=False``, one chain) for the
+duration of the run only, because a model's matrices are small: measured on 2
+cores (benchmarks/serial_blas_threads.py), a 3x3 ``cov_matrix`` model ran 4x
+slower and a GP with N=200 or 300 points 3-7x slower with the default 2 threads
+than with one.
 
 Ctrl-C (SIGINT) while chains run: the runner's own handler tells every chain to
 stop after its current iteration (queued chains do not start; a chain running in
@@ -39,10 +43,12 @@ import warnings
 
 import numpy as np
 
+from stanlite.errors import StanliteError
+
 from . import chain as _chain
 from .progress import wanted
 
-__all__ = ["sample_chains", "START_METHOD_ENV"]
+__all__ = ["sample_chains", "START_METHOD_ENV", "RemoteError", "picklable"]
 
 #: environment variable choosing the worker processes' start method
 START_METHOD_ENV = "STANLITE_START_METHOD"
@@ -64,7 +70,60 @@ def _init_worker(q, model, stop):
 
 
 def _run_inherited(state, init_kwargs, report_every, blas_threads):
-    return _run_one(_MODEL, state, init_kwargs, report_every, blas_threads)
+    return _run_remote(_MODEL, state, init_kwargs, report_every, blas_threads)
+
+
+def _run_remote(model, state, init_kwargs, report_every, blas_threads=None, stop=None):
+    """:func:`_run_one` in a worker: an exception it raises goes back to this process
+    by pickling, and one that cannot make the round trip (a lock in its arguments, a
+    custom ``__init__`` whose arguments do not match ``args``) would break the whole
+    pool ("a worker process died"); it is sent as a :class:`RemoteError` carrying its
+    type, message and traceback instead."""
+    try:
+        return _run_one(model, state, init_kwargs, report_every, blas_threads, stop)
+    except Exception as e:
+        sent = picklable(e)
+        if sent is e:
+            raise                        # as itself, its cause (and traceback) intact
+        raise sent from None
+
+
+def picklable(e):
+    """``e`` if it survives pickling and unpickling, else a :class:`RemoteError`
+    with its type name, message and formatted traceback."""
+    import pickle
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:                    # noqa: BLE001 - any failure of the round trip
+        return RemoteError.of(e)
+
+
+class RemoteError(StanliteError):
+    """An exception raised in a chain's worker process that could not be sent back as
+    itself (it does not survive pickling): its type name, message and the worker's
+    traceback (the user's own lines) in the message; ``type_name`` and
+    ``remote_traceback`` as attributes."""
+
+    def __init__(self, message, type_name="", remote_traceback=""):
+        super().__init__(message)
+        self.type_name, self.remote_traceback = type_name, remote_traceback
+
+    def __reduce__(self):
+        return type(self), (self.args[0], self.type_name, self.remote_traceback)
+
+    @classmethod
+    def of(cls, e):
+        import traceback
+        name = type(e).__qualname__
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        try:
+            text = str(e)
+        except Exception:                # noqa: BLE001 - a broken __str__
+            text = "<its message could not be formatted>"
+        return cls(f"{name}: {text} (raised in a chain's worker process, sent back as "
+                   f"text because the exception cannot be pickled)\n\nWorker traceback:"
+                   f"\n{tb}", name, tb)
 
 
 def blas_limit(n):
@@ -196,8 +255,8 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                   sampler_options=None, blas_threads=None, max_workers=None):
     """Run the chains; returns ``(states, seeds, interrupted)``.
 
-    ``blas_threads``: BLAS threads per chain; ``None`` means 1 in worker processes
-    (chains in parallel) and no limit in this process. ``max_workers``: processes of
+    ``blas_threads``: BLAS threads per chain; ``None`` means 1, in worker processes
+    and in this process alike (restored after the run). ``max_workers``: processes of
     the runner's own pool (default: one per chain, at most one per core)."""
     # the arguments were checked by Model.sample (stanlite/arguments.py)
     _check_not_importing_main()
@@ -229,13 +288,16 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
     executor = _as_executor(executor)
     with _Interrupts() as intr:
         try:
+            # one BLAS thread by default, in this process too: the matrices of a
+            # model are small enough that threads cost more than they give
+            # (benchmarks/serial_blas_threads.py), and more so on a loaded machine
+            threads = 1 if blas_threads is None else blas_threads
             if executor is None and (not parallel or chains == 1):
-                with blas_limit(blas_threads):
+                with blas_limit(threads):       # restored when the run ends
                     _run_serial(model, states, init_kwargs, bars, intr)
             else:
                 _run_pool(model, states, init_kwargs, executor, bars, intr,
-                          blas_threads=1 if blas_threads is None else blas_threads,
-                          max_workers=max_workers)
+                          blas_threads=threads, max_workers=max_workers)
         finally:
             bars.close()
         interrupted = intr.stopped or any(s is None or getattr(s, "interrupted", False)
@@ -292,12 +354,13 @@ def _start_the_rest(model, states, init_kwargs):
 
 def _warn_interrupted(out, chains):
     done = sum(s.iteration for s in out)
-    idle = [s.chain_id + 1 for s in out if s.iteration == 0]
+    idle = [s.chain_id for s in out if s.iteration == 0]   # 0-based, as fit.draws(chain=i)
     lost = chains - len(out)
     warnings.warn(
         f"sampling was interrupted: returning the {done} iterations completed in "
         f"{len(out) - len(idle)} of {chains} chain(s)"
-        + (f"; chain(s) {', '.join(map(str, idle))} had not started" if idle else "")
+        + (f"; chain(s) {', '.join(map(str, idle))} (0-based, as fit.draws(chain=i)) had "
+           "not started" if idle else "")
         + (f"; {lost} chain(s) could not be initialised" if lost else "")
         + "; continue every chain with model.sample(resume_from=fit)",
         RuntimeWarning, stacklevel=4)
@@ -322,7 +385,6 @@ def _check_not_importing_main():
     at its top level (no ``if __name__ == "__main__":``) would start sampling again
     there, recursively. Say so instead."""
     if getattr(mp.current_process(), "_inheriting", False):
-        from stanlite.errors import StanliteError
         raise StanliteError(
             "model.sample() was called while a worker process was importing your "
             "script's main module: with the 'spawn' start method (the default on "
@@ -424,7 +486,6 @@ def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
 
 
 def _broken_pool(e):
-    from stanlite.errors import StanliteError
     return StanliteError(
         f"a chain's worker process died ({e}). If the script samples at its top "
         "level under the 'spawn' start method (Windows, macOS), put that code under "
@@ -435,7 +496,8 @@ def _broken_pool(e):
 def _submit(executor, inherited, model, state, init_kwargs, blas_threads, stop):
     if inherited:
         return executor.submit(_run_inherited, state, init_kwargs, 0.2, blas_threads)
-    return executor.submit(_run_one, model, state, init_kwargs, 0.2, blas_threads, stop)
+    return executor.submit(_run_remote, model, state, init_kwargs, 0.2, blas_threads,
+                           stop)
 
 
 def _collect(futs, states, queue, bars, intr, stop):

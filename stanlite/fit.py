@@ -27,6 +27,7 @@ log-likelihood (an array, or a dict name -> array); it goes to the InferenceData
 ``observed_data``, the other data fields to ``constant_data``.
 """
 
+import contextlib
 import inspect
 import json
 import os
@@ -138,9 +139,10 @@ class Fit:
         if self._rows is None:
             return None
         lengths = [len(s.draws) for s in self.chain_states]
-        hidden = {i + 1: lengths[i] - self.num_draws for i in self._rows
+        # 0-based, as fit.draws(chain=i) numbers them
+        hidden = {i: lengths[i] - self.num_draws for i in self._rows
                   if lengths[i] > self.num_draws}
-        empty = [i + 1 for i in range(len(lengths)) if i not in self._rows]
+        empty = [i for i in range(len(lengths)) if i not in self._rows]
         if not hidden and not empty:
             return None
         note = f"cut to the shortest chain's {self.num_draws} draws"
@@ -151,8 +153,20 @@ class Fit:
             note += f"; chain(s) {', '.join(map(str, empty))} have no draws and are left out"
         return note + " (an interrupted run); fit.draws(chain=i) gives chain i whole"
 
+    #: > 0 while a method calls another that would warn about the cut again
+    _cut_quiet = 0
+
+    @contextlib.contextmanager
+    def _no_cut_warning(self):
+        """Inside: ``_warn_cut`` is silent (one warning per user-facing call)."""
+        self._cut_quiet += 1
+        try:
+            yield
+        finally:
+            self._cut_quiet -= 1
+
     def _warn_cut(self, what):
-        note = self._cut_note()
+        note = self._cut_note() if not self._cut_quiet else None
         if note is not None:
             import warnings
             warnings.warn(f"{what} is {note}", RuntimeWarning, stacklevel=3)
@@ -355,9 +369,12 @@ class Fit:
         over ``path`` (:func:`write_netcdf`): an existing file is never damaged, and
         a full disk or any other failure is a :class:`~stanlite.FitFileError` naming
         the path. The state records a fingerprint of the model's data and checksums
-        of every group, which :func:`load_fit` checks."""
+        of every group, which :func:`load_fit` checks. The ArviZ groups of an uneven
+        fit are cut to the shortest chain, as ``to_arviz()``; the state keeps every
+        chain whole (so saving does not warn about the cut)."""
         import xarray as xr
-        idata = self.to_arviz()
+        with self._no_cut_warning():
+            idata = self.to_arviz()
         groups = {g: idata[g] for g in idata.groups()}
         meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "method": self.method,
                 "max_treedepth": self.max_treedepth, "interrupted": bool(self.interrupted),
@@ -366,6 +383,8 @@ class Fit:
                 "model": _model_id(self.model) or getattr(self, "_model_id", None),
                 "unconstrained_names": _unconstrained_names(self.model)
                 or getattr(self, "_unconstrained_names", None),
+                "parameters": model_parameters(self.model)
+                or getattr(self, "_parameters", None),
                 "data_fingerprint": fit_fingerprint(self),
                 "checksums": {g: _fitio.dataset_digests(ds) for g, ds in groups.items()},
                 "gq_seeds": [_seed_to_json(s) for s in self.gq_seeds],
@@ -394,7 +413,8 @@ class Fit:
         from .model import element_names
         rows, index = [], []
         self._warn_cut("summary()")       # the same cut as fit[name]
-        for k in (names or self.names):
+        # no draws yet (interrupted in warmup): no rows; diagnose() says why
+        for k in (names or self.names) if self.num_draws else ():
             v = self._get(k)
             shp = v.shape[2:]
             flat = v.reshape(v.shape[0], v.shape[1], -1)
@@ -415,14 +435,12 @@ class Fit:
         st = self._stats
         n_total = self.num_chains * self.num_draws
         if n_total == 0:
-            return "No draws to diagnose."
+            return self._no_draws_message()
+        self._warn_cut("diagnose()")
         if "divergent__" in st:
             nd = int(st["divergent__"].sum())
             if nd:
-                msgs.append(f"{nd} of {n_total} transitions ({100 * nd / n_total:.2g}%) "
-                            "ended with a divergence. The posterior has regions the "
-                            "sampler cannot explore reliably: increase adapt_delta (e.g. "
-                            "0.95) or reparameterise (e.g. non-centred).")
+                msgs.append(self._divergences_message(nd, n_total))
             else:
                 msgs.append("No divergent transitions found.")
         if "treedepth__" in st:
@@ -439,14 +457,15 @@ class Fit:
                 e = st["energy__"][c]
                 bfmi = np.sum(np.diff(e) ** 2) / max(np.sum((e - e.mean()) ** 2), 1e-300)
                 if bfmi < 0.3:
-                    low.append(f"chain {c + 1}: {bfmi:.2f}")
+                    low.append(f"chain {self._rows[c] if self._rows else c}: {bfmi:.2f}")
             if low:
                 msgs.append("E-BFMI below 0.3 (" + "; ".join(low) + "): the momentum "
                             "resampling explores the energy levels poorly; reparameterise.")
             else:
                 msgs.append("E-BFMI satisfactory for all chains.")
         if self.num_draws >= 4:
-            s = self.summary()
+            with self._no_cut_warning():  # diagnose() warned once already
+                s = self.summary()
             bad_r = s.index[s["r_hat"] > 1.01].tolist()
             if self.num_chains < 2:
                 # R-hat compares chains: one chain cannot show that it has not mixed
@@ -472,6 +491,51 @@ class Fit:
         if self.interrupted:
             msgs.append("The run was interrupted: these are the draws completed so far.")
         return "\n".join(msgs)
+
+    def _divergences_message(self, nd, n_total):
+        """The divergences in words. A rejected proposal (the density failed: a
+        DomainError or a non-finite value) ends its transition as a divergence, as in
+        Stan; those come from the model's domain, not the step size, so adapt_delta
+        is advised only for the others."""
+        head = f"{nd} of {n_total} transitions ({100 * nd / n_total:.2g}%) ended with a " \
+            "divergence."
+        step = ("The posterior has regions the sampler cannot explore reliably: "
+                "increase adapt_delta (e.g. 0.95) or reparameterise (e.g. non-centred).")
+        domain = ("their cause is the model's domain (the rejection reasons below), not "
+                  "the step size: a larger adapt_delta will not remove them; constrain "
+                  "the parameters (or guard the density) so that it is defined wherever "
+                  "the constraints allow")
+        at_rejection = self._divergent_rejections()
+        if at_rejection is None:        # a fit saved before this was recorded
+            if not sum(int(getattr(s, "n_rejected", 0)) for s in self.chain_states or ()):
+                return f"{head} {step}"
+            return (f"{head} Rejected proposals (below) count as divergences too; "
+                    f"where the divergences are those, {domain}. For the others: {step}")
+        if not at_rejection:
+            return f"{head} {step}"
+        if at_rejection == nd:
+            return f"{head} All {nd} ended at a rejected proposal: {domain}."
+        return (f"{head} {at_rejection} of them ended at a rejected proposal: {domain}. "
+                f"For the other {nd - at_rejection}: {step}")
+
+    def _divergent_rejections(self):
+        """How many of ``fit[name]``'s transitions ended at a rejected proposal, or
+        ``None`` when the chain states do not record it."""
+        states = [self.chain_states[i] for i in self._rows or ()]
+        if not states or not all(hasattr(s, "rejected_draws") for s in states):
+            return None
+        return sum(int(j) < self.num_draws for s in states for j in s.rejected_draws)
+
+    def _no_draws_message(self):
+        """diagnose() of a fit without draws: where the chains stopped, what next."""
+        states = self.chain_states or ()
+        if self._rows is None or not states:
+            return "No draws to diagnose."
+        done = [f"{s.iteration}/{s.num_warmup}" for s in states]
+        return ("There are no draws yet: the run was stopped before any chain had "
+                f"finished warmup (warmup iterations done per chain: {', '.join(done)}). "
+                "Continue it with model.sample(resume_from=fit) (after fit.save(path): "
+                "sl.load_fit(path, model=model)) to finish warmup and draw.")
 
     def _rejections_message(self):
         """How many proposals (integrator steps, warmup included) were rejected because
@@ -1008,6 +1072,8 @@ def _fit_from_file(path, datasets, meta, version):
     fit._fingerprint = meta.get("data_fingerprint") if version >= 2 else \
         _fingerprint_from_groups(datasets)
     fit._model_id, fit._unconstrained_names = meta.get("model"), unames
+    params = meta.get("parameters")          # files written before it was recorded: None
+    fit._parameters = params if _is_declarations(params) else None
     post = datasets.get("posterior")
     rows, n = _rows(states)
     if post is None:
@@ -1061,6 +1127,12 @@ def _checked_state(path, d, i, dim, n_seeds):
     return d
 
 
+def _is_declarations(params):
+    return isinstance(params, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+        for p in params)
+
+
 def _fingerprint_from_groups(datasets):
     """The data fingerprint of a format-1 file, from the data it stores."""
     data = {}
@@ -1072,14 +1144,67 @@ def _fingerprint_from_groups(datasets):
 
 
 def _check_model(path, fit, meta, model, data_changed_ok):
-    want = meta.get("unconstrained_names")
-    have = _unconstrained_names(model)
-    if want is not None and have is not None and want != have:
-        raise ModelError(f"the fit in {path!r} was made with a model ({meta.get('model')}) "
-                         f"whose unconstrained parameters are {_short(want)}; "
-                         f"{type(model).__name__} has {_short(have)}")
+    check_same_parameters(fit, model, f"the fit in {path!r}", ModelError)
     _fitio.compare_fingerprints(fit._fingerprint, model, f"the fit in {path!r}",
                                 changed_ok=data_changed_ok)
+
+
+# ---- is a fit one of this model? ---------------------------------------------------------
+def model_parameters(model):
+    """``[[name, declaration], ...]`` of a model's parameters in order, e.g.
+    ``[["sigma", "real<lower=0>"], ["beta", "vector[3]"]]`` (names, declared shapes and
+    constraints); None for a log density without declarations."""
+    slots = getattr(model, "_slots", None) if model is not None else None
+    if slots is None:
+        return None
+    return [[s.name, s.decl.describe(s.shape)] for s in slots]
+
+
+def _fit_model_name(fit):
+    m = getattr(fit, "model", None)
+    if m is not None:
+        return type(m).__name__
+    ident = getattr(fit, "_model_id", None)
+    return ident.rsplit(".", 1)[-1] if isinstance(ident, str) else "unknown"
+
+
+def check_same_parameters(fit, model, where, error):
+    """Raise ``error`` (an exception class) unless ``model`` has the parameters ``fit``
+    was made with: their names and declarations (shape, constraint) when both are
+    known, else the unconstrained parameter names (a file that recorded only those),
+    else the dimension. Continuing chains of one model in another mixes posteriors
+    (or fails deep in the sampler), whatever the data; a differing class name alone
+    is allowed (the data check warns about it)."""
+    theirs = model_parameters(getattr(fit, "model", None)) \
+        or getattr(fit, "_parameters", None)
+    mine = model_parameters(model)
+    fname, mname = _fit_model_name(fit), type(model).__name__
+    if theirs is not None and mine is not None:
+        tn, mn = [n for n, _ in theirs], [n for n, _ in mine]
+        if tn != mn:
+            raise error(f"{where} is of model {fname} with parameters {_short(tn)}, "
+                        f"this model {mname} has {_short(mn)}: its chains cannot be "
+                        "continued here")
+        differ = [f"{n} is {a} there, {b} here" for (n, a), (_, b) in zip(theirs, mine)
+                  if a != b]
+        if differ:
+            raise error(f"{where} is of model {fname}, whose parameters are declared "
+                        f"otherwise than in this model {mname}: {'; '.join(differ)}")
+        return
+    want = getattr(fit, "_unconstrained_names", None)
+    if getattr(fit, "model", None) is not None:
+        want = _unconstrained_names(fit.model)
+    have = _unconstrained_names(model)
+    if want is not None and have is not None and list(want) != list(have):
+        raise error(f"{where} is of model {fname} whose unconstrained parameters are "
+                    f"{_short(list(want))}; this model {mname} has {_short(list(have))}")
+    states = getattr(fit, "chain_states", None) or ()
+    dims = {len(s.q) for s in states if getattr(s, "q", None) is not None}
+    dim = getattr(model, "dim", None)
+    if dim is not None and dims and dims != {dim}:
+        raise error(f"{where} has chains of {_short([str(d) for d in sorted(dims)])} "
+                    f"unconstrained parameters (model {fname}); this model {mname} has "
+                    f"{dim}")
 
 
 def fit_fingerprint(fit):

@@ -668,7 +668,7 @@ class Model:
         return self._shapes
 
     # ---- inference ---------------------------------------------------------------------
-    def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
+    def sample(self, chains=4, draws=None, warmup=None, seed=None, metric="diag_e",
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
@@ -676,7 +676,10 @@ class Model:
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
-        continues an interrupted run or extends a finished one (``draws`` larger).
+        continues an interrupted run or extends a finished one (``draws`` larger), with
+        the run's settings: fewer ``draws``, or a ``warmup``, ``metric`` or
+        ``adapt_delta`` other than the run's, is an ArgumentError (``warmup``: 1000
+        for a new run).
         Returns a :class:`~stanlite.fit.Fit`. ``init``: None (uniform(-2, 2) on the
         unconstrained space), a radius, a possibly partial dict of parameter values,
         an unconstrained vector, or a list of those, one per chain
@@ -693,24 +696,35 @@ class Model:
 
         ``executor``: any ``concurrent.futures.Executor`` or a Dask ``Client``.
         ``max_workers``: processes of the default pool (default: one per chain, at
-        most one per core). ``blas_threads``: BLAS threads per chain (default: 1 in
-        worker processes, so parallel chains do not oversubscribe the cores; not
-        limited when the chains run in this process). Ctrl-C returns the draws so far
-        (see :mod:`stanlite.samplers.runner`). ``resume_from`` a fit made with other
-        data (another model instance, a loaded file) is a DataError naming the fields
-        that differ, unless ``data_changed_ok=True``: it would mix two posteriors."""
-        from .fit import Fit, check_resume_data
+        most one per core). ``blas_threads``: BLAS threads per chain (default: 1, in
+        worker processes, so parallel chains do not oversubscribe the cores, and in
+        this process for the duration of the run, since a model's small matrices run
+        slower with threads; ``blas_threads=k`` allows k). Ctrl-C returns the draws so far
+        (see :mod:`stanlite.samplers.runner`). ``resume_from`` a fit of a model with
+        other parameters (names, shapes or constraints) is an ArgumentError naming
+        them; a fit made with other data (another model instance, a loaded file) is a
+        DataError naming the fields that differ, unless ``data_changed_ok=True``:
+        either would mix two posteriors."""
+        from .fit import Fit, check_resume_data, check_same_parameters
         from .samplers.runner import sample_chains
         if resume_from is not None:
             _check_resume_from(resume_from)
+            # another model's chains: refused whatever data_changed_ok says (it is
+            # about the data only)
+            check_same_parameters(resume_from, self, "resume_from: the fit",
+                                  ArgumentError)
             check_resume_data(resume_from, self, data_changed_ok)
             # a resumed run keeps its settings; draws (if given) extends it
             st0 = resume_from.chain_states[0]
             max_treedepth = st0.max_treedepth
             sampler = st0.sampler
             draws = st0.num_draws if draws is None else draws
+            _check_resume_settings(st0, draws=draws, warmup=warmup, metric=metric,
+                                   adapt_delta=adapt_delta)
+            warmup = st0.num_warmup
         elif draws is None:
             draws = 1000
+        warmup = 1000 if warmup is None else warmup
         # every argument checked here, before a chain starts (stanlite/arguments.py)
         a = _sample_arguments(
             self, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
@@ -775,6 +789,31 @@ class Model:
     def __repr__(self):
         ps = ", ".join(f"{s.name}: {s.decl.describe(s.shape)}" for s in self._slots)
         return f"<{type(self).__name__} dim={self.dim} ({ps})>"
+
+
+def _check_resume_settings(st0, **given):
+    """A resumed run keeps its settings and its draws: ``draws`` may only extend it,
+    and ``warmup`` (given at all), ``metric`` or ``adapt_delta`` (given other than
+    their defaults) must be the run's. Other values are refused rather than
+    silently ignored."""
+    draws = given.pop("draws")
+    if _is_int(draws) and draws < st0.num_draws:
+        raise ArgumentError(f"draws={draws} is fewer than the {st0.num_draws} draws per "
+                            "chain of the run resume_from continues: resume_from "
+                            "continues or extends a run (draws at least "
+                            f"{st0.num_draws}), it does not shorten it")
+    defaults = {"warmup": None, "metric": "diag_e", "adapt_delta": 0.8}
+    run = {"warmup": st0.num_warmup, "metric": getattr(st0, "metric", None),
+           "adapt_delta": getattr(st0, "adapt_delta", None)}
+    for k, v in given.items():
+        if run[k] is not None and v != defaults[k] and v != run[k]:
+            raise ArgumentError(f"{k}={v!r} differs from the run resume_from continues "
+                                f"({k}={run[k]!r}): a resumed run keeps its settings; "
+                                f"leave {k} out (or start a new run without resume_from)")
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def _check_resume_from(fit):

@@ -154,12 +154,35 @@ def test_workers_run_with_one_blas_thread(tmp_path, monkeypatch):
     assert all(n and set(n) == {1} for n in seen.values()), seen
     seen = _blas_threads_seen(tmp_path, blas_threads=2)
     assert all(n and set(n) == {2} for n in seen.values()), seen
-    # in this process (serial) nothing is limited unless asked
+
+
+def _blas_here():
     from threadpoolctl import threadpool_info
-    here = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    assert _blas_threads_seen(tmp_path, parallel=False) == {os.getpid(): here}
-    assert _blas_threads_seen(tmp_path, parallel=False, blas_threads=1) == \
-        {os.getpid(): [1] * len(here)}
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("how", [dict(parallel=False), dict(chains=1)])
+def test_chains_in_this_process_run_with_one_blas_thread_then_restore(tmp_path, how):
+    # measured (benchmarks/serial_blas_threads.py): a 3x3 cov_matrix model 4x and a
+    # GP with N=200-300 3-7x slower with 2 BLAS threads than with 1, serially
+    pytest.importorskip("threadpoolctl")
+    from threadpoolctl import threadpool_limits
+    kw = dict(dict(chains=2), **how)
+    with threadpool_limits(limits=2, user_api="blas"):
+        here = _blas_here()
+        assert here and set(here) == {2}
+        _Threads.record[0] = str(tmp_path)
+        try:
+            _Threads().sample(draws=5, warmup=5, seed=1, progress=False, **kw)
+            seen = json.loads((tmp_path / f"{os.getpid()}.json").read_text())
+            assert seen == [1] * len(here)              # limited during the run
+            assert _blas_here() == here                 # and restored after it
+            _Threads().sample(draws=5, warmup=5, seed=1, progress=False,
+                              blas_threads=2, **kw)
+            seen = json.loads((tmp_path / f"{os.getpid()}.json").read_text())
+            assert seen == here                         # blas_threads=k allows k
+        finally:
+            _Threads.record[0] = None
 
 
 # ---- progress under an executor without a queue ------------------------------------------

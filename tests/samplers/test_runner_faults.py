@@ -133,10 +133,11 @@ def test_parallel_ctrl_c_queued_chains_do_not_start(tmp_path, group):
     r, err, t_signal, ran_for = _interrupt(tmp_path, "parallel", 0.004, 30, 1000,
                                            group=group, after=1.5)
     assert r["interrupted"]
-    # chains 1 and 2 ran and stopped; 3 and 4 (queued behind them) never started
+    # chains 0 and 1 ran and stopped; 2 and 3 (queued behind them) never started
     assert all(0 < r["iterations"][c] < total for c in (0, 1)), r["iterations"]
     assert r["iterations"][2:] == [0, 0]
-    assert any("3, 4 had not started" in w for w in r["warnings"])
+    assert any("chain(s) 2, 3 (0-based, as fit.draws(chain=i)) had not started" in w
+               for w in r["warnings"])
     _check_unequal_chains_kept(r)
     # the run returned within a small part of what one queued chain would take
     # (before the fix the queued chains ran whole after the signal)
@@ -204,7 +205,8 @@ def test_resume_continues_every_chain_also_unstarted(parallel):
         calls.append(_StopOnce.calls[0])
     _StopOnce.calls[0] = 0
     _StopOnce.limit[0] = calls[0] + int(0.8 * (calls[1] - calls[0]))
-    with pytest.warns(RuntimeWarning, match="3 had not started"):
+    with pytest.warns(RuntimeWarning, match=r"chain\(s\) 2 \(0-based, as "
+                                            r"fit.draws\(chain=i\)\) had not started"):
         part = m.sample(parallel=False, **kw)
     lengths = [len(s.draws) for s in part.chain_states]
     assert lengths[0] == 60 and 0 < lengths[1] < 60 and lengths[2] == 0
@@ -238,3 +240,57 @@ def test_draws_of_a_chain_checks_its_argument():
     for bad in (2, -1, 1.0, True):
         with pytest.raises(ValueError, match="chain must be an integer in 0..1"):
             fit.draws(chain=bad)
+
+
+# ---- exceptions a worker cannot send back as themselves ----------------------------------
+class _TwoArgError(Exception):
+    """Unpickling calls __init__(*args) with one argument: it fails."""
+
+    def __init__(self, a, b):
+        super().__init__(f"bad {a} {b}")
+
+
+class _Raises(sl.Model):
+    """Raises ``what[0]()`` in log_prob (a programming error: the run stops)."""
+    mu = sl.param.real()
+    what = [None]
+
+    def log_prob(self, mu):
+        raise self.what[0]()
+
+
+def _raise_in_workers(make, monkeypatch):
+    from stanlite.samplers import runner
+    if "fork" not in __import__("multiprocessing").get_all_start_methods():
+        pytest.skip("needs the fork start method (the model class is a test's)")
+    monkeypatch.setenv(runner.START_METHOD_ENV, "fork")
+    _Raises.what[0] = make
+    try:
+        _Raises().sample(chains=2, draws=5, warmup=5, seed=1, progress=False,
+                         parallel=True)
+    finally:
+        _Raises.what[0] = None
+
+
+@pytest.mark.parametrize("make, shown", [
+    (lambda: _TwoArgError("p", "q"), "_TwoArgError: bad p q"),
+    (lambda: RuntimeError("lock attached", __import__("threading").Lock()),
+     "RuntimeError: ('lock attached', <unlocked _thread.lock"),
+])
+def test_unpicklable_exception_in_a_worker_is_sent_back_as_text(make, shown,
+                                                                  monkeypatch):
+    # these broke the pool before: "a chain's worker process died"
+    from stanlite.samplers.runner import RemoteError
+    with pytest.raises(RemoteError) as info:
+        _raise_in_workers(make, monkeypatch)
+    msg = str(info.value)
+    assert msg.startswith(shown), msg
+    assert "in log_prob" in msg and "raise self.what[0]()" in msg    # the user's line
+    assert isinstance(info.value, sl.StanliteError)
+
+
+def test_picklable_exception_in_a_worker_comes_back_as_itself(monkeypatch):
+    with pytest.raises(KeyError, match="plain") as info:
+        _raise_in_workers(lambda: KeyError("plain"), monkeypatch)
+    # concurrent.futures attaches the worker's traceback as the cause
+    assert "raise self.what[0]()" in str(info.value.__cause__)
