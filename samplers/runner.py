@@ -479,18 +479,26 @@ def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
                         blas_threads, None if own else stop) for c in range(chains)]
         _collect(futs, states, queue, bars, intr, stop)
     except BrokenProcessPool as e:
-        raise _broken_pool(e) from e
+        raise _broken_pool(e, forked) from e
     finally:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _broken_pool(e):
-    return StanliteError(
-        f"a chain's worker process died ({e}). If the script samples at its top "
-        "level under the 'spawn' start method (Windows, macOS), put that code under "
-        " if __name__ == \"__main__\":  ; otherwise the worker ran out of memory or "
-        "crashed in compiled code")
+def _broken_pool(e, forked):
+    """What a dead worker most likely means. A forked worker inherits the model and
+    never re-imports the script, so there it is a crash (memory, compiled code); a
+    spawned one re-imports the main module, where an unguarded ``sample()`` stops it
+    (:func:`_check_not_importing_main` prints why on the worker's stderr)."""
+    if forked:
+        why = ("the worker was killed (out of memory?) or crashed in compiled code "
+               "(numba, BLAS); the other chains' workers were stopped with it")
+    else:
+        why = ("with the 'spawn'/'forkserver' start method each worker re-imports your "
+               "script: if it samples at its top level, put that code under  if "
+               "__name__ == \"__main__\":  (the worker's own message is printed above); "
+               "otherwise the worker ran out of memory or crashed in compiled code")
+    return StanliteError(f"a chain's worker process died ({e}): {why}")
 
 
 def _submit(executor, inherited, model, state, init_kwargs, blas_threads, stop):

@@ -7,7 +7,9 @@ unless asked otherwise; progress bars advance under executors without a queue.""
 
 import concurrent.futures as cf
 import json
+import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -107,6 +109,28 @@ def test_unguarded_spawn_script_gets_a_clear_error(tmp_path):
     assert 'if __name__ == "__main__":' in p.stderr
     assert "StanliteError" in p.stderr
     assert "bootstrapping phase" not in p.stderr       # multiprocessing's own riddle
+
+
+class _Killed(sl.Model):
+    """A worker that dies (as the kernel's OOM killer would kill it) at its first
+    gradient evaluation in a worker process."""
+    x = sl.param.real()
+    compile = False
+    parent = [None]
+
+    def log_prob(self, x):
+        if os.getpid() != self.parent[0]:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return sl.normal_lpdf(x, 0.0, 1.0)
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_a_killed_forked_worker_is_not_blamed_on_spawn(monkeypatch):
+    monkeypatch.setenv(runner.START_METHOD_ENV, "fork")
+    _Killed.parent[0] = os.getpid()
+    with pytest.raises(sl.StanliteError, match="worker process died") as e:
+        _Killed().sample(chains=2, draws=5, warmup=5, seed=1, progress=False)
+    assert "killed" in str(e.value) and "spawn" not in str(e.value)
 
 
 def test_unknown_start_method_is_named(monkeypatch):
