@@ -78,3 +78,31 @@ def test_a_density_of_a_numpy_scalar_is_the_density_of_the_float(dist):
 def test_a_numpy_scalar_density_argument_is_still_checked():
     with pytest.raises(sl.DomainError, match="sigma"):
         sl.grad(lambda m: sl.normal_lpdf(1.0, m, np.float64(-1.0)))(0.0)
+
+
+@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul,
+                                operator.truediv], ids=lambda o: o.__name__)
+def test_a_numpy_scalar_on_the_left_reaches_the_primitive_as_a_float(op, monkeypatch):
+    # ``np.float64(2.0) * v`` goes through numpy's ufunc override (Var defines
+    # __array_ufunc__ so that np.exp(v) works): the override hands the primitive the
+    # Python float, so its float fast path is taken at once (issue 19, point 14)
+    from stanlite.autodiff.var import UFUNCS
+    ufunc = {operator.add: np.add, operator.sub: np.subtract,
+             operator.mul: np.multiply, operator.truediv: np.true_divide}[op]
+    seen = []
+    prim = UFUNCS[ufunc]
+
+    def spy(*args):
+        seen.append(tuple(type(a) for a in args))
+        return prim(*args)
+    monkeypatch.setitem(UFUNCS, ufunc, spy)
+    with sl.nested():
+        v = sl.Var(0.7)
+        n = op(Y[0], v)
+        assert n.value == op(float(Y[0]), 0.7) and type(n.value) is float
+    assert seen == [(float, sl.Var)]
+    # np.exp(v) and a binary ufunc of two traced values still go through the table
+    with sl.nested():
+        v = sl.Var(0.7)
+        assert np.exp(v).value == np.exp(0.7)
+        assert ufunc(v, v).value == op(0.7, 0.7)
