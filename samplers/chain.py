@@ -81,6 +81,7 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
         da=None, welford=None, stepsize_initialized=False,
         draws=[], warmup_draws=[], stats={k: [] for k in STAT_NAMES},
         warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, rejections={},
+        rejected_draws=[],
         gq_seed=None,
         sampler_options=sampler_options)
     da = DualAveraging(delta=adapt_delta)
@@ -175,6 +176,11 @@ def run(model, state, n_iterations=None, on_iteration=None):
                         info.n_leapfrog, int(info.divergent), info.energy,
                         info.energy_error, info.max_energy_error)):
                     append(v)
+                if info.n_failed and not warm:
+                    # which kept draws ended at a rejected proposal (diagnose() tells
+                    # these divergences from the step size's); a new list: snapshots
+                    state.rejected_draws = [*getattr(state, "rejected_draws", ()),
+                                            len(state.draws) - 1]
             if info.n_failed:
                 _count_rejections(state, info)
             state.q, state.lp, state.grad = z.q, z.lp, z.grad

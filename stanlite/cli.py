@@ -195,7 +195,10 @@ def _save_and_print(fit, header, args, out):
 
 
 def _print_fit(fit, out):
-    print(format_summary(fit.summary()), file=out)
+    if fit.num_draws == 0:       # stopped in warmup: diagnose() says how to go on
+        print("No draws to summarise yet.", file=out)
+    else:
+        print(format_summary(fit.summary()), file=out)
     print("", file=out)
     print(fit.diagnose(), file=out)
 

@@ -668,7 +668,7 @@ class Model:
         return self._shapes
 
     # ---- inference ---------------------------------------------------------------------
-    def sample(self, chains=4, draws=None, warmup=None, seed=None, metric="diag_e",
+    def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
@@ -678,8 +678,7 @@ class Model:
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
         continues an interrupted run or extends a finished one (``draws`` larger), with
         the run's settings: fewer ``draws``, or a ``warmup``, ``metric`` or
-        ``adapt_delta`` other than the run's, is an ArgumentError (``warmup``: 1000
-        for a new run).
+        ``adapt_delta`` other than both its default and the run's, is an ArgumentError.
         Returns a :class:`~stanlite.fit.Fit`. ``init``: None (uniform(-2, 2) on the
         unconstrained space), a radius, a possibly partial dict of parameter values,
         an unconstrained vector, or a list of those, one per chain
@@ -724,7 +723,6 @@ class Model:
             warmup = st0.num_warmup
         elif draws is None:
             draws = 1000
-        warmup = 1000 if warmup is None else warmup
         # every argument checked here, before a chain starts (stanlite/arguments.py)
         a = _sample_arguments(
             self, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
@@ -793,16 +791,16 @@ class Model:
 
 def _check_resume_settings(st0, **given):
     """A resumed run keeps its settings and its draws: ``draws`` may only extend it,
-    and ``warmup`` (given at all), ``metric`` or ``adapt_delta`` (given other than
-    their defaults) must be the run's. Other values are refused rather than
-    silently ignored."""
+    and ``warmup``, ``metric`` or ``adapt_delta`` other than their defaults must be
+    the run's: refused rather than silently ignored. (A default value given
+    explicitly cannot be told from one left out, so it is accepted.)"""
     draws = given.pop("draws")
     if _is_int(draws) and draws < st0.num_draws:
         raise ArgumentError(f"draws={draws} is fewer than the {st0.num_draws} draws per "
                             "chain of the run resume_from continues: resume_from "
                             "continues or extends a run (draws at least "
                             f"{st0.num_draws}), it does not shorten it")
-    defaults = {"warmup": None, "metric": "diag_e", "adapt_delta": 0.8}
+    defaults = {"warmup": 1000, "metric": "diag_e", "adapt_delta": 0.8}
     run = {"warmup": st0.num_warmup, "metric": getattr(st0, "metric", None),
            "adapt_delta": getattr(st0, "adapt_delta", None)}
     for k, v in given.items():
