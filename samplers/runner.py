@@ -85,7 +85,10 @@ def _run_remote(model, state, init_kwargs, report_every, blas_threads=None, stop
         sent = picklable(e)
         if sent is e:
             raise                        # as itself, its cause (and traceback) intact
-        raise sent from None
+    # raised outside the handler: no __context__ pointing back at the unpicklable
+    # original (a pickler that follows __context__, as tblib's does once a library
+    # installed it, would fail on it again and break the pool)
+    raise sent
 
 
 def picklable(e):
