@@ -43,7 +43,7 @@ import warnings
 
 import numpy as np
 
-from stanlite.errors import StanliteError
+from stanlite.errors import RemoteError, StanliteError
 
 from . import chain as _chain
 from .progress import wanted
@@ -100,33 +100,6 @@ def picklable(e):
         return e
     except Exception:                    # noqa: BLE001 - any failure of the round trip
         return RemoteError.of(e)
-
-
-class RemoteError(StanliteError):
-    """An exception raised in a chain's worker process that could not be sent back as
-    itself (it does not survive pickling): its type name, message and the worker's
-    traceback (the user's own lines) in the message; ``type_name`` and
-    ``remote_traceback`` as attributes."""
-
-    def __init__(self, message, type_name="", remote_traceback=""):
-        super().__init__(message)
-        self.type_name, self.remote_traceback = type_name, remote_traceback
-
-    def __reduce__(self):
-        return type(self), (self.args[0], self.type_name, self.remote_traceback)
-
-    @classmethod
-    def of(cls, e):
-        import traceback
-        name = type(e).__qualname__
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        try:
-            text = str(e)
-        except Exception:                # noqa: BLE001 - a broken __str__
-            text = "<its message could not be formatted>"
-        return cls(f"{name}: {text} (raised in a chain's worker process, sent back as "
-                   f"text because the exception cannot be pickled)\n\nWorker traceback:"
-                   f"\n{tb}", name, tb)
 
 
 def blas_limit(n):

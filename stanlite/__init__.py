@@ -16,7 +16,7 @@ if (_os.path.isfile(_os.path.join(_root, "pyproject.toml"))
     __path__.append(_root)
 
 from . import _memory  # noqa: F401,E402  (allocator tuning, before any large array)
-from .errors import StanliteError, DataError, ModelError, DifferentiationError, DomainError, SolverError, FitFileError, ArgumentError  # noqa: F401
+from .errors import StanliteError, DataError, ModelError, DifferentiationError, DomainError, SolverError, FitFileError, ArgumentError, RemoteError  # noqa: F401
 from .autodiff import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403
 from .distributions import *  # noqa: F401,F403

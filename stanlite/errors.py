@@ -16,10 +16,12 @@ an ``OSError`` as the file libraries' own errors are (``except OSError`` keeps w
 ``ArgumentError`` is a bad argument of an inference method (``sample``, ``variational``,
 ``optimize``, ``laplace``, ``pathfinder``, their ``init`` included): it names the
 argument, the accepted values and what came (validators: :mod:`stanlite.arguments`).
+``RemoteError`` is a model's exception from a chain's worker process that could not be
+pickled back as itself: its type name, message and the worker's traceback as text.
 """
 
 __all__ = ["StanliteError", "DataError", "ModelError", "DifferentiationError", "DomainError",
-           "SolverError", "FitFileError", "ArgumentError"]
+           "SolverError", "FitFileError", "ArgumentError", "RemoteError"]
 
 
 class StanliteError(Exception):
@@ -74,3 +76,30 @@ class FitFileError(StanliteError, OSError):
 
     def __reduce__(self):                   # picklable with its two arguments
         return type(self), (self.path, self.problem)
+
+
+class RemoteError(StanliteError):
+    """An exception raised in a chain's worker process that could not be sent back as
+    itself (it does not survive pickling): its type name, message and the worker's
+    traceback (the user's own lines) in the message; ``type_name`` and
+    ``remote_traceback`` as attributes."""
+
+    def __init__(self, message, type_name="", remote_traceback=""):
+        super().__init__(message)
+        self.type_name, self.remote_traceback = type_name, remote_traceback
+
+    def __reduce__(self):
+        return type(self), (self.args[0], self.type_name, self.remote_traceback)
+
+    @classmethod
+    def of(cls, e):
+        import traceback
+        name = type(e).__qualname__
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        try:
+            text = str(e)
+        except Exception:                # noqa: BLE001 - a broken __str__
+            text = "<its message could not be formatted>"
+        return cls(f"{name}: {text} (raised in a chain's worker process, sent back as "
+                   f"text because the exception cannot be pickled)\n\nWorker traceback:"
+                   f"\n{tb}", name, tb)
