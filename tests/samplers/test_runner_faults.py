@@ -280,8 +280,8 @@ def _raise_in_workers(make, monkeypatch):
 def test_unpicklable_exception_in_a_worker_is_sent_back_as_text(make, shown,
                                                                   monkeypatch):
     # these broke the pool before: "a chain's worker process died"
-    from stanlite.samplers.runner import picklable
-    RemoteError = sl.RemoteError
+    # the class the runner raises (sl.RemoteError is the same one, imported there)
+    from stanlite.samplers.runner import RemoteError, picklable
     if not isinstance(picklable(make()), RemoteError):
         # a library imported earlier in this process (tblib, which dask installs)
         # taught pickle to rebuild exceptions without calling __init__: the forked
