@@ -79,6 +79,7 @@ import numpy as np
 from .autodiff import Box, value_of, broadcast_to
 from .autodiff.var import guarded, shape_of, value_type
 from .errors import DomainError
+from .autodiff.vm.program import guard_lowering as _guard_lowering
 from .math import (concatenate, cumulative_sum, exp, log, log_inv_logit,
                    log1m_inv_logit, inv_logit, multiply_lower_tri_self_transpose,
                    reshape, swapaxes, tanh, where)
@@ -383,6 +384,11 @@ def _scalar_bound_case(lb, ub, who):
         raise DomainError(f"{who}: lower bound {_num(lv)} must be less than upper "
                           f"bound {_num(uv)}")
     return int(lv != -_INF) + 2 * int(uv != _INF)
+
+
+# how the two decisions above lower to the compiled interpreter (autodiff/vm)
+_guard_lowering(_positive, "positive")
+_guard_lowering(_scalar_bound_case, "bound_case")
 
 
 def _bound_cases(shape, lb, ub, who):

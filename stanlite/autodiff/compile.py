@@ -258,7 +258,9 @@ class _Retaped:
 
     value_only = False
 
-    def __init__(self, what, max_recordings, verify, exact=False):
+    def __init__(self, what, max_recordings, verify, exact=False, backend=None):
+        self.backend = _backend(backend)
+        self.vm_skipped = None          # why the interpreter was not used, or None
         if max_recordings < 1:
             raise ValueError(f"max_recordings must be >= 1, got {max_recordings!r}")
         self.what = what
@@ -341,9 +343,11 @@ class _Retaped:
             self._give_up(f"a value left the tape ({rec.escapes[0]}), so the recorded "
                           "graph may depend on it in ways it cannot check")
             return
+        prog = self._lower(rec) if self.backend != "python" else None
         try:
-            prog = build(rec, *self._io(rec), exact=self.exact,
-                         value_only=self.value_only)
+            if prog is None:
+                prog = build(rec, *self._io(rec), exact=self.exact,
+                             value_only=self.value_only)
         except NotCompilable as e:
             self._give_up(f"it cannot be compiled: {e}", warn=not e.quiet)
             return
@@ -361,6 +365,33 @@ class _Retaped:
         self._programs.setdefault(key, []).insert(0, prog)
         if self.verify:
             self._check_at = _snapshot(rec.x)
+
+    def _lower(self, rec):
+        """The recording as a compiled interpreter program (autodiff/vm), or None when
+        a node or a guard has no lowering (the Python replay is used then)."""
+        from .vm.program import NotLowerable, lower
+        try:
+            leaves, output, result_shape, post = self._vm_io(rec)
+            prog = lower(rec, leaves, output, value_only=self.value_only,
+                         result_shape=result_shape)
+        except NotLowerable as e:
+            self.vm_skipped = str(e)
+            return None
+        if post is not None:
+            prog.fn = post(prog.fn)
+        self.vm_skipped = None
+        return prog
+
+    def _vm_io(self, rec):
+        """(leaves as (Var, offset, shape), output, result shape or None, a wrapper of
+        the replay function or None) - what :func:`.vm.program.lower` needs."""
+        raise NotImplementedError
+
+    @property
+    def compiled(self):
+        """Whether the program replayed last runs in the compiled interpreter."""
+        progs = [p for ps in self._programs.values() for p in ps]
+        return bool(progs) and hasattr(progs[0], "code")
 
     def _first_replay(self, x, r):
         """The first replay at a new point is checked against the eager tape."""
@@ -547,6 +578,22 @@ class Compiled(_Retaped):
             return [f"return ({value}, {grad})"]
         return [(leaf, "x")], output
 
+    def _vm_io(self, rec):
+        leaf = rec.inputs[0]
+        shape = np.shape(leaf.value)
+        if type(rec.x) is not float and len(shape) == 1:
+            return [(leaf, 0, shape)], rec.output, None, None
+
+        def post(fn):               # the gradient in the input's own shape
+            def replay(x):
+                r = fn(x)
+                if type(r) is tuple:
+                    g = r[1]
+                    return r[0], (float(g[0]) if not shape else g.reshape(shape))
+                return r
+            return replay
+        return [(leaf, 0, shape)], rec.output, None, post
+
     def __repr__(self):
         state = f"eager: {self.fallback}" if self.fallback else \
             f"{self.programs} program(s), {self.recordings} recording(s)"
@@ -582,6 +629,11 @@ class CompiledHessian(_Retaped):
     def _record(self, x):
         return _record_function(self._h, x, scalar=False)
 
+    def _vm_io(self, rec):
+        leaf = rec.inputs[0]
+        return ([(leaf, 0, np.shape(leaf.value))], rec.output, np.shape(rec.result[1]),
+                None)
+
     def _eager(self, x):
         return 0.0, np.array(self._h(x), dtype=float)
 
@@ -593,6 +645,23 @@ class CompiledHessian(_Retaped):
             own = value.startswith("v") and type(gen.vkind.get(id(rec.output))) is tuple
             return [f"return (0.0, {value if own else f'_array({value}, dtype=float)'})"]
         return [(leaf, "x")], output
+
+
+_BACKENDS = ("auto", "vm", "python")
+
+
+def _backend(backend):
+    """The replay backend: ``"auto"`` (the compiled interpreter where a recording
+    lowers, else generated Python), ``"python"`` (generated Python only); the default
+    comes from ``STANLITE_BACKEND``."""
+    if backend is None:
+        backend = os.environ.get("STANLITE_BACKEND", "auto").strip().lower() or "auto"
+    if backend == "vm":
+        backend = "auto"
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, _BACKENDS))}, got "
+                         f"{backend!r}")
+    return backend
 
 
 def _input(x):
@@ -665,6 +734,12 @@ class ModelGradient(_Retaped):
 
     def _eager(self, x):
         return self.model._gradient(x, self.jacobian)
+
+    def _vm_io(self, rec):
+        plan = self.model._retape_plan()
+        leaves = [(leaf, start, np.shape(leaf.value))
+                  for leaf, (_, start, _, _) in zip(rec.inputs, plan)]
+        return leaves, rec.output, None, None
 
     def _io(self, rec):
         plan = self.model._retape_plan()

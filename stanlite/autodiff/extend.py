@@ -49,7 +49,7 @@ class Primitive:
 
     __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped",
                  "broadcasting", "nondiff", "scalar", "scalar_vjp", "op", "kernel",
-                 "check", "plain")
+                 "check", "plain", "lower")
 
     def __init__(self, name, fun, broadcasting=False):
         # the implementations the fast paths use, for tools that replay a tape
@@ -58,6 +58,8 @@ class Primitive:
         # ``plain``: the value alone, for a node whose ``fun`` also prepares its reverse
         # pass (a super node's sensitivities) - what a value-only replay calls
         self.plain = None
+        # how it lowers to the compiled interpreter (autodiff/vm/program.py: deflower)
+        self.lower = None
         self.scalar = None
         self.scalar_vjp = None
         self.op = None

@@ -1566,3 +1566,16 @@ def beta_proportion_rng(mu, kappa, rng=None):
 
 beta_proportion_rng.__doc__ = _rng_doc("BetaProportion(mu, kappa)",
                                        "Beta(mu kappa, (1 - mu) kappa)")
+
+
+# interpreter lowerings (autodiff/vm): each density as one summed instruction
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import (deflower as _deflower, density as _ld,  # noqa: E402
+                                   guard_lowering as _guard_lowering)
+
+_deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
+_deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
+_deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
+_deflower(beta_lpdf, _ld(_op.BETA, 3))
+_guard_lowering(_has_inf, "nonfinite_branch")
+_guard_lowering(_zero_or_inf, "nonfinite_branch")

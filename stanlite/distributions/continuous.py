@@ -1532,3 +1532,13 @@ def uniform_rng(alpha, beta, rng=None):
     """Draws from Uniform(alpha, beta)."""
     _check_uniform("uniform_rng")(0.0, alpha, beta)
     return draw(as_generator(rng).uniform, alpha, beta)
+
+
+# interpreter lowerings (autodiff/vm): each density as one summed instruction
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import deflower as _deflower, density as _ld  # noqa: E402
+
+_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
+_deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
+_deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
+_deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))

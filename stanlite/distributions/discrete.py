@@ -1417,3 +1417,13 @@ def hypergeometric_rng(N, a, b, rng=None):
     _check_hypergeometric(fn)(None, N, a, b)
     N, a, b = (_rng_ints(fn, nm, v) for nm, v in (("N", N), ("a", a), ("b", b)))
     return _int_draws(as_generator(rng).hypergeometric(a, b, N))
+
+
+# interpreter lowerings (autodiff/vm): each density as one summed instruction
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import (deflower as _deflower, density as _ld,  # noqa: E402
+                                   lgamma_table as _lgamma_table)
+
+_deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
+_deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
+_deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))

@@ -280,3 +280,16 @@ UFUNCS.update({
     np.equal: lambda a, b: guarded(operator.eq, a, b),
     np.not_equal: lambda a, b: guarded(operator.ne, a, b),
 })
+
+
+# interpreter lowerings (autodiff/vm): the same functions as instructions
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import binary as _lb, deflower as _deflower, unary as _lu  # noqa: E402,E501
+
+_deflower(add, _lb(_op.ADD))
+_deflower(subtract, _lb(_op.SUB))
+_deflower(multiply, _lb(_op.MUL))
+_deflower(divide, _lb(_op.DIV))
+_deflower(power, _lb(_op.POW))
+_deflower(negative, _lu(_op.NEG))
+_deflower(fabs, _lu(_op.FABS))

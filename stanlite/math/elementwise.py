@@ -814,3 +814,20 @@ UFUNCS.update({
     np.fmin: fmin, np.fmax: fmax, np.minimum: _minimum, np.maximum: _maximum,
     np.hypot: hypot, np.sign: sign,
 })
+
+
+# interpreter lowerings (autodiff/vm): the same functions as instructions
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import deflower as _deflower, unary as _lu  # noqa: E402
+
+for _f, _code in ((exp, _op.EXP), (log, _op.LOG), (log1p, _op.LOG1P), (expm1, _op.EXPM1),
+                  (sqrt, _op.SQRT), (square, _op.SQUARE), (inv, _op.INV),
+                  (log1m, _op.LOG1M), (inv_logit, _op.INV_LOGIT),
+                  (log_inv_logit, _op.LOG_INV_LOGIT),
+                  (log1m_inv_logit, _op.LOG1M_INV_LOGIT), (log1p_exp, _op.LOG1P_EXP),
+                  (tanh, _op.TANH), (sin, _op.SIN), (cos, _op.COS),
+                  (inv_sqrt, _op.INV_SQRT), (logit, _op.LOGIT), (atan, _op.ATAN),
+                  (sinh, _op.SINH), (cosh, _op.COSH), (inv_square, _op.INV_SQUARE),
+                  (log1m_exp, _op.LOG1M_EXP), (cbrt, _op.CBRT)):
+    _deflower(_f, _lu(_code))
+del _f, _code

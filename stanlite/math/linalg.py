@@ -1148,3 +1148,9 @@ FUNCTIONS.update({
     np.linalg.inv: inverse, np.linalg.solve: mdivide_left, np.linalg.det: determinant,
     np.linalg.cholesky: _np_cholesky,
 })
+
+
+# interpreter lowerings (autodiff/vm)
+from ..autodiff.vm.program import deflower as _deflower, matmul_rule as _lmm  # noqa: E402
+
+_deflower(matmul, _lmm)

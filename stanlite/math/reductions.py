@@ -741,3 +741,14 @@ Var.argmax = lambda self, axis=None: guarded(lambda v: np.argmax(np.asarray(v), 
 Var.argmin = lambda self, axis=None: guarded(lambda v: np.argmin(np.asarray(v), axis=axis),
                                              self)
 Var.argsort = lambda self, axis=-1: sort_indices_asc(self, axis)
+
+
+# interpreter lowerings (autodiff/vm): the same functions as instructions
+from ..autodiff.extend import sum_to_shape as _sum_to_shape  # noqa: E402
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import (deflower as _deflower, dot as _ldot,  # noqa: E402
+                                   reduction as _lr, sum_to_shape_rule as _lsts)
+
+_deflower(_sum, _lr(_op.SUM))
+_deflower(_dot_product, _ldot)
+_deflower(_sum_to_shape, _lsts)

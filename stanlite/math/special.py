@@ -715,3 +715,16 @@ defvjp(log_modified_bessel_first_kind, None, _d_log_bessel_z)
 defjvp(log_modified_bessel_first_kind, None, _d_log_bessel_z)
 
 UFUNCS.update({np.logaddexp: _log_sum_exp2})
+
+
+# interpreter lowerings (autodiff/vm): the same functions as instructions
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import (binary as _lb, deflower as _deflower,  # noqa: E402
+                                   reduction as _lr, unary as _lu)
+
+_deflower(lgamma, _lu(_op.LGAMMA))
+_deflower(erf, _lu(_op.ERF))
+_deflower(erfc, _lu(_op.ERFC))
+_deflower(Phi, _lu(_op.PHI))
+_deflower(_log_sum_exp2, _lb(_op.LSE2))
+_deflower(_log_sum_exp_reduce, _lr(_op.LSE))

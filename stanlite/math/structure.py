@@ -545,3 +545,15 @@ def _transpose_method(self, *axes):
 
 
 Var.transpose = _transpose_method
+
+
+# interpreter lowerings (autodiff/vm): data movement as one gather, scatter_add as a
+# segment sum
+from ..autodiff.extend import broadcast_to as _broadcast_to  # noqa: E402
+from ..autodiff.vm.program import (deflower as _deflower, movement as _lm,  # noqa: E402
+                                   scatter_add_rule as _lsa)
+
+for _f in (getitem, transpose, _concat, _stack, _where, reshape, _broadcast_to):
+    _deflower(_f, _lm())
+del _f
+_deflower(scatter_add, _lsa)

@@ -289,4 +289,6 @@ def _positive(who, strict=True, **params):
                 raise DomainError(f"{who}: {name} must be {'positive' if strict else '>= 0'}"
                                   f" and finite, got {v.ravel()[np.flatnonzero(bad.ravel())[0]]}")
             return True
+        # compiled interpreter: the same check as one instruction (autodiff/vm)
+        fn._vm_guard = "check_positive" if strict else "check_nonnegative"
         guarded(fn, x)

@@ -1,0 +1,734 @@
+"""The compiled tape interpreter: one forward and one reverse kernel for every program.
+
+A lowered program (:mod:`.program`) is a table of instructions (:mod:`.opcodes`) over
+one value buffer ``V`` and one adjoint buffer ``A``. :func:`forward` runs the table
+top to bottom, :func:`reverse` bottom to top, each dispatching on the op code; they
+are compiled by numba once per install (``cache=True``) and then serve every model,
+so no model waits for a compiler (../shared/reviews/compiled-prototype.md, design A:
+~2-3 ns of dispatch per instruction, 0.24 us for eight schools inside a compiled loop).
+
+:func:`value_grad` is the entry point from Python and from compiled samplers
+(``samplers/nuts_jit.py`` calls it inside the NUTS trajectory): copy ``q`` into the
+parameter region of ``V``, run forward, clear the adjoints, seed the output's adjoint
+with 1, run reverse, copy the gradient out.
+
+Numerics. Every op computes what the eager tape's primitive computes, in the same
+stable form (log1p, log_sum_exp with the max shifted out, ...), elementwise and in
+index order, so results agree with the tape to rounding (not bit for bit: sums are
+accumulated in another order and numba's libm calls may differ in the last ulp). The
+kernels never decide a hard case: a value outside an argument's domain or a
+non-finite log density returns ``DOMAIN`` and the caller evaluates that point on the
+eager tape, which raises the domain error or returns the inf/NaN it always does.
+
+Without numba the same functions run as plain Python (a debugging aid only: the
+callers do not select this backend then, see :func:`available`).
+"""
+
+import math
+import os
+
+import numpy as np
+
+from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
+                      CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
+                      ERFC, EXP, EXPM1, EXPONENTIAL, FABS, GAMMA, GATHER, GUARD_BOUNDS,
+                      GUARD_POSITIVE, INV, INV_LOGIT, INV_SQRT, INV_SQUARE, LGAMMA, LOG,
+                      LOG1M, LOG1M_EXP, LOG1M_INV_LOGIT, LOG1P, LOG1P_EXP, LOG_INV_LOGIT,
+                      LOGIT, LOGNORMAL, LSE, LSE2, MASK, MATMUL, MUL, N as FN, NEG, NORMAL,
+                      OK, OP, OUT, PHI, POISSON, POISSON_LOG, POW, SA, SB, SC, SEGSUM, SIN,
+                      SINH, SQRT, SQUARE, STD_NORMAL, STUDENT_T, SUB, SUM, TANH, X1, X2, X3)
+
+__all__ = ["available", "forward", "reverse", "value_grad", "value_only", "warm"]
+
+try:
+    if os.environ.get("STANLITE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
+        raise ImportError("disabled by STANLITE_JIT")
+    from numba import njit
+except ImportError:
+    njit = None
+
+# error_model="numpy": 1/0 gives inf as numpy does (the domain is checked explicitly)
+_jit = (lambda f: f) if njit is None else njit(cache=True, nogil=True,
+                                               error_model="numpy")
+
+
+def available():
+    """Whether the compiled interpreter is usable (numba importable, not disabled)."""
+    return njit is not None
+
+
+_HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_PI = math.log(math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_TWO = 1.0 / math.sqrt(2.0)
+_INV_SQRT_TWO_PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# ---- scalar helpers (the stable forms of math/elementwise.py and math/special.py) ----
+@_jit
+def _log1p_exp(x):
+    if x > 0.0:
+        return x + math.log1p(math.exp(-x))
+    return math.log1p(math.exp(x))
+
+
+@_jit
+def _inv_logit(x):
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@_jit
+def _log1m_exp(x):
+    # log(1 - e^x) for x < 0: two regimes for accuracy (Maechler 2012)
+    if x > -0.6931471805599453:
+        return math.log(-math.expm1(x))
+    return math.log1p(-math.exp(x))
+
+
+@_jit
+def _digamma(x):
+    # recurrence psi(x) = psi(x + 1) - 1/x up to x >= 6, then the asymptotic series
+    r = 0.0
+    while x < 6.0:
+        r -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    t = f * (-1.0 / 12 + f * (1.0 / 120 + f * (-1.0 / 252 + f * (
+        1.0 / 240 + f * (-1.0 / 132 + f * (691.0 / 32760 + f * (-1.0 / 12)))))))
+    return r + math.log(x) - 0.5 / x + t
+
+
+@_jit
+def _unary(op, x):
+    if op == EXP:
+        return math.exp(x)
+    if op == LOG:
+        return math.log(x) if x > 0.0 else (-math.inf if x == 0.0 else math.nan)
+    if op == NEG:
+        return -x
+    if op == LOG1P:
+        return math.log1p(x) if x > -1.0 else (-math.inf if x == -1.0 else math.nan)
+    if op == EXPM1:
+        return math.expm1(x)
+    if op == SQRT:
+        return math.sqrt(x) if x >= 0.0 else math.nan
+    if op == SQUARE:
+        return x * x
+    if op == INV:
+        return 1.0 / x
+    if op == LOG1M:
+        return math.log1p(-x) if x < 1.0 else (-math.inf if x == 1.0 else math.nan)
+    if op == INV_LOGIT:
+        return _inv_logit(x)
+    if op == LOG_INV_LOGIT:
+        return -_log1p_exp(-x)
+    if op == LOG1M_INV_LOGIT:
+        return -_log1p_exp(x)
+    if op == LOG1P_EXP:
+        return _log1p_exp(x)
+    if op == TANH:
+        return math.tanh(x)
+    if op == SIN:
+        return math.sin(x)
+    if op == COS:
+        return math.cos(x)
+    if op == LGAMMA:
+        return math.lgamma(x)
+    if op == FABS:
+        return abs(x)
+    if op == INV_SQRT:
+        return 1.0 / math.sqrt(x) if x >= 0.0 else math.nan
+    if op == LOGIT:
+        return math.log(x / (1.0 - x))
+    if op == ATAN:
+        return math.atan(x)
+    if op == SINH:
+        return math.sinh(x)
+    if op == COSH:
+        return math.cosh(x)
+    if op == INV_SQUARE:
+        return 1.0 / (x * x)
+    if op == LOG1M_EXP:
+        return _log1m_exp(x) if x < 0.0 else (-math.inf if x == 0.0 else math.nan)
+    if op == CBRT:
+        return math.copysign(abs(x) ** (1.0 / 3.0), x)
+    if op == ERF:
+        return math.erf(x)
+    if op == ERFC:
+        return math.erfc(x)
+    if op == PHI:
+        return 0.5 * math.erfc(-x * _INV_SQRT_TWO)
+    return math.nan
+
+
+@_jit
+def _unary_d(op, x, ans):
+    """d ans / d x."""
+    if op == EXP:
+        return ans
+    if op == LOG:
+        return 1.0 / x
+    if op == NEG:
+        return -1.0
+    if op == LOG1P:
+        return 1.0 / (1.0 + x)
+    if op == EXPM1:
+        return ans + 1.0
+    if op == SQRT:
+        return 0.5 / ans
+    if op == SQUARE:
+        return 2.0 * x
+    if op == INV:
+        return -ans * ans
+    if op == LOG1M:
+        return -1.0 / (1.0 - x)
+    if op == INV_LOGIT:
+        return ans * (1.0 - ans)
+    if op == LOG_INV_LOGIT:
+        return _inv_logit(-x)
+    if op == LOG1M_INV_LOGIT:
+        return -_inv_logit(x)
+    if op == LOG1P_EXP:
+        return _inv_logit(x)
+    if op == TANH:
+        return 1.0 - ans * ans
+    if op == SIN:
+        return math.cos(x)
+    if op == COS:
+        return -math.sin(x)
+    if op == LGAMMA:
+        return _digamma(x)
+    if op == FABS:
+        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+    if op == INV_SQRT:
+        return -0.5 * ans / x
+    if op == LOGIT:
+        return 1.0 / (x * (1.0 - x))
+    if op == ATAN:
+        return 1.0 / (1.0 + x * x)
+    if op == SINH:
+        return math.cosh(x)
+    if op == COSH:
+        return math.sinh(x)
+    if op == INV_SQUARE:
+        return -2.0 * ans / x
+    if op == LOG1M_EXP:
+        return -1.0 / math.expm1(-x)
+    if op == CBRT:
+        return 1.0 / (3.0 * ans * ans)
+    if op == ERF:
+        return _TWO_OVER_SQRT_PI * math.exp(-x * x)
+    if op == ERFC:
+        return -_TWO_OVER_SQRT_PI * math.exp(-x * x)
+    if op == PHI:
+        return _INV_SQRT_TWO_PI * math.exp(-0.5 * x * x)
+    return math.nan
+
+
+# ---- the summed log densities: value (forward) and partials (reverse) ----------------
+@_jit
+def _density_value(op, V, aux, row):
+    n = row[FN]
+    a = row[FA]
+    sa = row[SA]
+    b = row[FB]
+    sb = row[SB]
+    c = row[FC]
+    sc = row[SC]
+    lp = 0.0
+    if op == NORMAL:
+        for i in range(n):
+            s = V[c + i * sc]
+            if not s > 0.0:
+                return DOMAIN, 0.0
+            z = (V[a + i * sa] - V[b + i * sb]) / s
+            lp += -0.5 * z * z - math.log(s)
+        return OK, lp - n * _HALF_LOG_TWO_PI
+    if op == STD_NORMAL:
+        for i in range(n):
+            y = V[a + i * sa]
+            lp += -0.5 * y * y
+        return OK, lp - n * _HALF_LOG_TWO_PI
+    if op == CAUCHY:
+        for i in range(n):
+            s = V[c + i * sc]
+            if not s > 0.0:
+                return DOMAIN, 0.0
+            z = (V[a + i * sa] - V[b + i * sb]) / s
+            lp += -math.log1p(z * z) - math.log(s)
+        return OK, lp - n * _LOG_PI
+    if op == LOGNORMAL:
+        for i in range(n):
+            y = V[a + i * sa]
+            s = V[c + i * sc]
+            if not (s > 0.0 and y > 0.0):
+                return DOMAIN, 0.0
+            ly = math.log(y)
+            z = (ly - V[b + i * sb]) / s
+            lp += -0.5 * z * z - math.log(s) - ly
+        return OK, lp - n * _HALF_LOG_TWO_PI
+    if op == EXPONENTIAL:
+        for i in range(n):
+            y = V[a + i * sa]
+            beta = V[b + i * sb]
+            if not (beta > 0.0 and y >= 0.0):
+                return DOMAIN, 0.0
+            lp += math.log(beta) - beta * y
+        return OK, lp
+    if op == GAMMA:
+        for i in range(n):
+            y = V[a + i * sa]
+            al = V[b + i * sb]
+            be = V[c + i * sc]
+            if not (al > 0.0 and be > 0.0 and y >= 0.0):
+                return DOMAIN, 0.0
+            lp += al * math.log(be) - math.lgamma(al) + (al - 1.0) * math.log(y) - be * y
+        return OK, lp
+    if op == BETA:
+        for i in range(n):
+            y = V[a + i * sa]
+            p = V[b + i * sb]
+            q = V[c + i * sc]
+            if not (p > 0.0 and q > 0.0 and y >= 0.0 and y <= 1.0):
+                return DOMAIN, 0.0
+            lp += ((p - 1.0) * math.log(y) + (q - 1.0) * math.log1p(-y)
+                   - (math.lgamma(p) + math.lgamma(q) - math.lgamma(p + q)))
+        return OK, lp
+    if op == STUDENT_T:
+        d = row[X1]
+        sd = row[X2]
+        for i in range(n):
+            nu = V[b + i * sb]
+            s = V[d + i * sd]
+            if not (nu > 0.0 and s > 0.0):
+                return DOMAIN, 0.0
+            z = (V[a + i * sa] - V[c + i * sc]) / s
+            lp += (math.lgamma(0.5 * (nu + 1.0)) - math.lgamma(0.5 * nu)
+                   - 0.5 * math.log(nu) - 0.5 * _LOG_PI - math.log(s)
+                   - 0.5 * (nu + 1.0) * math.log1p(z * z / nu))
+        return OK, lp
+    if op == POISSON:
+        k = row[X1]
+        for i in range(n):
+            m = V[a + i * sa]
+            lam = V[b + i * sb]
+            if not lam > 0.0:
+                return DOMAIN, 0.0          # (lam == 0 has its own rules: eager)
+            lp += m * math.log(lam) - lam - V[k + i * sa]
+        return OK, lp
+    if op == POISSON_LOG:
+        k = row[X1]
+        for i in range(n):
+            m = V[a + i * sa]
+            al = V[b + i * sb]
+            lp += m * al - math.exp(al) - V[k + i * sa]
+        return OK, lp
+    if op == BERNOULLI_LOGIT:
+        for i in range(n):
+            m = V[a + i * sa]
+            al = V[b + i * sb]
+            # log inv_logit((2m - 1) alpha)
+            lp -= _log1p_exp(-(2.0 * m - 1.0) * al)
+        return OK, lp
+    return DOMAIN, 0.0
+
+
+@_jit
+def _density_grad(op, V, A, row, g):
+    n = row[FN]
+    a = row[FA]
+    sa = row[SA]
+    b = row[FB]
+    sb = row[SB]
+    c = row[FC]
+    sc = row[SC]
+    m = row[MASK]
+    if op == NORMAL:
+        for i in range(n):
+            s = V[c + i * sc]
+            z = (V[a + i * sa] - V[b + i * sb]) / s
+            dmu = g * z / s
+            if m & 1:
+                A[a + i * sa] -= dmu
+            if m & 2:
+                A[b + i * sb] += dmu
+            if m & 4:
+                A[c + i * sc] += g * (z * z - 1.0) / s
+    elif op == STD_NORMAL:
+        if m & 1:
+            for i in range(n):
+                A[a + i * sa] -= g * V[a + i * sa]
+    elif op == CAUCHY:
+        for i in range(n):
+            s = V[c + i * sc]
+            z = (V[a + i * sa] - V[b + i * sb]) / s
+            w = 1.0 / (1.0 + z * z)
+            dy = -g * 2.0 * z * w / s
+            if m & 1:
+                A[a + i * sa] += dy
+            if m & 2:
+                A[b + i * sb] -= dy
+            if m & 4:
+                A[c + i * sc] += g * (2.0 * z * z * w - 1.0) / s
+    elif op == LOGNORMAL:
+        for i in range(n):
+            y = V[a + i * sa]
+            s = V[c + i * sc]
+            z = (math.log(y) - V[b + i * sb]) / s
+            if m & 1:
+                A[a + i * sa] -= g * (z / s + 1.0) / y
+            if m & 2:
+                A[b + i * sb] += g * z / s
+            if m & 4:
+                A[c + i * sc] += g * (z * z - 1.0) / s
+    elif op == EXPONENTIAL:
+        for i in range(n):
+            y = V[a + i * sa]
+            beta = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] -= g * beta
+            if m & 2:
+                A[b + i * sb] += g * (1.0 / beta - y)
+    elif op == GAMMA:
+        for i in range(n):
+            y = V[a + i * sa]
+            al = V[b + i * sb]
+            be = V[c + i * sc]
+            if m & 1:
+                A[a + i * sa] += g * ((al - 1.0) / y - be)
+            if m & 2:
+                A[b + i * sb] += g * (math.log(be) - _digamma(al) + math.log(y))
+            if m & 4:
+                A[c + i * sc] += g * (al / be - y)
+    elif op == BETA:
+        for i in range(n):
+            y = V[a + i * sa]
+            p = V[b + i * sb]
+            q = V[c + i * sc]
+            dpq = _digamma(p + q)
+            if m & 1:
+                A[a + i * sa] += g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y))
+            if m & 2:
+                A[b + i * sb] += g * (math.log(y) - _digamma(p) + dpq)
+            if m & 4:
+                A[c + i * sc] += g * (math.log1p(-y) - _digamma(q) + dpq)
+    elif op == STUDENT_T:
+        d = row[X1]
+        sd = row[X2]
+        for i in range(n):
+            nu = V[b + i * sb]
+            s = V[d + i * sd]
+            r = V[a + i * sa] - V[c + i * sc]
+            z = r / s
+            q = z * z / nu
+            w = (nu + 1.0) / (nu * s * s + r * r)
+            if m & 1:
+                A[a + i * sa] -= g * w * r
+            if m & 4:
+                A[c + i * sc] += g * w * r
+            if m & 2:
+                A[b + i * sb] += g * 0.5 * (_digamma(0.5 * (nu + 1.0)) - _digamma(0.5 * nu)
+                                            - 1.0 / nu - math.log1p(q)
+                                            + (nu + 1.0) * q / (nu * (1.0 + q)))
+            if m & 8:
+                A[d + i * sd] += g * (w * r * r - 1.0) / s
+    elif op == POISSON:
+        if m & 2:
+            for i in range(n):
+                A[b + i * sb] += g * (V[a + i * sa] / V[b + i * sb] - 1.0)
+    elif op == POISSON_LOG:
+        if m & 2:
+            for i in range(n):
+                A[b + i * sb] += g * (V[a + i * sa] - math.exp(V[b + i * sb]))
+    elif op == BERNOULLI_LOGIT:
+        if m & 2:
+            for i in range(n):
+                sgn = 2.0 * V[a + i * sa] - 1.0
+                A[b + i * sb] += g * sgn * _inv_logit(-sgn * V[b + i * sb])
+
+
+# ---- the two sweeps ------------------------------------------------------------------
+@_jit
+def forward(code, aux, V):
+    """Run every instruction; -> status (OK, DOMAIN, or 1 + a failed guard's index)."""
+    for r in range(code.shape[0]):
+        row = code[r]
+        op = row[OP]
+        n = row[FN]
+        o = row[OUT]
+        a = row[FA]
+        if op <= 6:
+            sa = row[SA]
+            b = row[FB]
+            sb = row[SB]
+            if op == ADD:
+                for i in range(n):
+                    V[o + i] = V[a + i * sa] + V[b + i * sb]
+            elif op == MUL:
+                for i in range(n):
+                    V[o + i] = V[a + i * sa] * V[b + i * sb]
+            elif op == SUB:
+                for i in range(n):
+                    V[o + i] = V[a + i * sa] - V[b + i * sb]
+            elif op == DIV:
+                for i in range(n):
+                    V[o + i] = V[a + i * sa] / V[b + i * sb]
+            elif op == POW:
+                for i in range(n):
+                    V[o + i] = V[a + i * sa] ** V[b + i * sb]
+            else:                                           # LSE2
+                for i in range(n):
+                    x = V[a + i * sa]
+                    y = V[b + i * sb]
+                    hi = x if x > y else y
+                    if hi == -math.inf:
+                        V[o + i] = -math.inf
+                    else:
+                        V[o + i] = hi + math.log1p(math.exp(-abs(x - y)))
+        elif op < 40:
+            for i in range(n):
+                V[o + i] = _unary(op, V[a + i])
+        elif op == SUM:
+            s = 0.0
+            for i in range(row[X2]):
+                s += V[a + i]
+            V[o] = s
+        elif op == GATHER:
+            t = row[X1]
+            for i in range(n):
+                V[o + i] = V[aux[t + i]]
+        elif op == COPY:
+            sa = row[SA]
+            for i in range(n):
+                V[o + i] = V[a + i * sa]
+        elif op == SEGSUM:
+            t = row[X1]
+            for i in range(n):
+                V[o + i] = 0.0
+            for i in range(row[X2]):
+                V[o + aux[t + i]] += V[a + i]
+        elif op == LSE:
+            k = row[X2]
+            hi = -math.inf
+            for i in range(k):
+                if V[a + i] > hi:
+                    hi = V[a + i]
+            if hi == -math.inf or hi == math.inf:
+                V[o] = hi
+            else:
+                s = 0.0
+                for i in range(k):
+                    s += math.exp(V[a + i] - hi)
+                V[o] = hi + math.log(s)
+        elif op == MATMUL:
+            p = row[X1]
+            k = row[X2]
+            q = row[X3]
+            b = row[FB]
+            for i in range(p):
+                for j in range(q):
+                    s = 0.0
+                    for t in range(k):
+                        s += V[a + i * k + t] * V[b + t * q + j]
+                    V[o + i * q + j] = s
+        elif op == DOT:
+            b = row[FB]
+            s = 0.0
+            for i in range(row[X2]):
+                s += V[a + i] * V[b + i]
+            V[o] = s
+        elif op < 90:
+            st, lp = _density_value(op, V, aux, row)
+            if st != OK:
+                return st
+            V[o] = lp
+        elif op == GUARD_POSITIVE:
+            t = row[X1]
+            for i in range(n):
+                if (V[a + i] > 0.0) != (aux[t + i] != 0):
+                    return 1 + row[X2]
+        elif op == GUARD_BOUNDS:
+            lo = V[a]
+            hi = V[row[FB]]
+            if not lo < hi:
+                return DOMAIN
+            case = (1 if math.isfinite(lo) else 0) + (2 if math.isfinite(hi) else 0)
+            if case != row[X1]:
+                return 1 + row[X2]
+        elif op == CHECK_POSITIVE:
+            strict = row[X1] != 0
+            for i in range(n):
+                v = V[a + i]
+                if not math.isfinite(v) or v < 0.0 or (strict and v == 0.0):
+                    return DOMAIN
+        else:
+            return DOMAIN
+    return OK
+
+
+@_jit
+def reverse(code, aux, V, A):
+    """Push every instruction's adjoint into its arguments (bottom to top)."""
+    for r in range(code.shape[0] - 1, -1, -1):
+        row = code[r]
+        op = row[OP]
+        m = row[MASK]
+        if m == 0:
+            continue
+        n = row[FN]
+        o = row[OUT]
+        a = row[FA]
+        if op <= 6:
+            sa = row[SA]
+            b = row[FB]
+            sb = row[SB]
+            if op == ADD:
+                if m & 1:
+                    for i in range(n):
+                        A[a + i * sa] += A[o + i]
+                if m & 2:
+                    for i in range(n):
+                        A[b + i * sb] += A[o + i]
+            elif op == MUL:
+                for i in range(n):
+                    g = A[o + i]
+                    if m & 1:
+                        A[a + i * sa] += g * V[b + i * sb]
+                    if m & 2:
+                        A[b + i * sb] += g * V[a + i * sa]
+            elif op == SUB:
+                if m & 1:
+                    for i in range(n):
+                        A[a + i * sa] += A[o + i]
+                if m & 2:
+                    for i in range(n):
+                        A[b + i * sb] -= A[o + i]
+            elif op == DIV:
+                for i in range(n):
+                    g = A[o + i] / V[b + i * sb]
+                    if m & 1:
+                        A[a + i * sa] += g
+                    if m & 2:
+                        A[b + i * sb] -= g * V[o + i]
+            elif op == POW:
+                for i in range(n):
+                    g = A[o + i]
+                    x = V[a + i * sa]
+                    y = V[b + i * sb]
+                    if m & 1:
+                        A[a + i * sa] += g * y * x ** (y - 1.0)
+                    if m & 2 and x != 0.0:
+                        A[b + i * sb] += g * math.log(x) * V[o + i]
+            else:                                           # LSE2
+                for i in range(n):
+                    g = A[o + i]
+                    ans = V[o + i]
+                    if m & 1:
+                        A[a + i * sa] += g * math.exp(V[a + i * sa] - ans)
+                    if m & 2:
+                        A[b + i * sb] += g * math.exp(V[b + i * sb] - ans)
+        elif op < 40:
+            for i in range(n):
+                A[a + i] += A[o + i] * _unary_d(op, V[a + i], V[o + i])
+        elif op == SUM:
+            g = A[o]
+            for i in range(row[X2]):
+                A[a + i] += g
+        elif op == GATHER:
+            t = row[X1]
+            for i in range(n):
+                A[aux[t + i]] += A[o + i]
+        elif op == COPY:
+            sa = row[SA]
+            for i in range(n):
+                A[a + i * sa] += A[o + i]
+        elif op == SEGSUM:
+            t = row[X1]
+            for i in range(row[X2]):
+                A[a + i] += A[o + aux[t + i]]
+        elif op == LSE:
+            g = A[o]
+            ans = V[o]
+            for i in range(row[X2]):
+                A[a + i] += g * math.exp(V[a + i] - ans)
+        elif op == MATMUL:
+            p = row[X1]
+            k = row[X2]
+            q = row[X3]
+            b = row[FB]
+            for i in range(p):
+                for j in range(q):
+                    g = A[o + i * q + j]
+                    if g != 0.0:
+                        for t in range(k):
+                            if m & 1:
+                                A[a + i * k + t] += g * V[b + t * q + j]
+                            if m & 2:
+                                A[b + t * q + j] += g * V[a + i * k + t]
+        elif op == DOT:
+            b = row[FB]
+            g = A[o]
+            for i in range(row[X2]):
+                if m & 1:
+                    A[a + i] += g * V[b + i]
+                if m & 2:
+                    A[b + i] += g * V[a + i]
+        elif op < 90:
+            _density_grad(op, V, A, row, A[o])
+
+
+@_jit
+def value_grad(code, aux, V, A, dim, out, nvar, q, g):
+    """lp and its gradient (into ``g``) at ``q``; -> (status, lp).
+
+    ``V[:dim]`` are the parameters, ``V[out]`` the log density, ``A[:nvar]`` the
+    adjoints that a call clears (constants live above ``nvar``)."""
+    for i in range(dim):
+        V[i] = q[i]
+    st = forward(code, aux, V)
+    if st != OK:
+        return st, 0.0
+    lp = V[out]
+    if not math.isfinite(lp):
+        return DOMAIN, lp
+    for i in range(nvar):
+        A[i] = 0.0
+    A[out] = 1.0
+    reverse(code, aux, V, A)
+    for i in range(dim):
+        gi = A[i]
+        if not math.isfinite(gi):
+            return DOMAIN, lp
+        g[i] = gi
+    return OK, lp
+
+
+@_jit
+def value_only(code, aux, V, dim, out, size, q, res):
+    """The forward pass alone at ``q``: ``res[:size] = V[out:out + size]``; -> status."""
+    for i in range(dim):
+        V[i] = q[i]
+    st = forward(code, aux, V)
+    if st != OK:
+        return st
+    for i in range(size):
+        res[i] = V[out + i]
+    return OK
+
+
+def warm():
+    """Compile (or load from numba's cache) the kernels: ~0.2 s when cached."""
+    if njit is None:
+        return
+    code = np.zeros((1, 14), dtype=np.int64)
+    code[0, 0] = ADD
+    code[0, 1] = 1
+    code[0, 2] = 1
+    V = np.zeros(3)
+    A = np.zeros(3)
+    aux = np.zeros(1, dtype=np.int64)
+    value_grad(code, aux, V, A, 1, 1, 2, np.zeros(1), np.zeros(1))
+    value_only(code, aux, V, 1, 1, 1, np.zeros(1), np.zeros(1))

@@ -1,0 +1,575 @@
+"""Lowering: a recording (:mod:`..compile`) becomes an interpreter program (:mod:`.kernel`).
+
+Each primitive says how it lowers - next to its value and derivative rules, through
+:func:`deflower` (``spec.lower``) - as a function ``rule(L, node, args, kw)`` that asks
+the :class:`Lowerer` ``L`` for its arguments' slots and emits instructions. The
+factories below make the rules of the common kinds (elementwise unary and binary,
+pure data movement, summed densities); a primitive without a rule makes its program
+not lowerable and the Python replay (:mod:`..codegen`) is used instead, as is any
+recording whose guards have no lowering (:func:`guard_lowering`).
+
+Layout of the value buffer: the parameters first (``V[:dim]`` is the input vector, so
+a call copies it in one loop), then one contiguous run per live node in tape order,
+then the constants (data and literals, written once when the program is made). The
+adjoint buffer has the same layout; a gradient clears only ``A[:nvar]``.
+
+Data movement (indexing, stacking, concatenation, reshaping, broadcasting) lowers to
+one ``GATHER`` whose index table is found by running the primitive's own function on
+*slot numbers*: every input element is replaced by the index of its slot (exact as a
+float up to 2^53), so the output holds, element by element, where it came from. One
+rule thus serves every indexing form numpy has, with numpy's own semantics.
+"""
+
+import math
+
+import numpy as np
+
+from ..var import Box, _strip
+from . import opcodes as O
+
+__all__ = ["deflower", "guard_lowering", "lower", "NotLowerable", "unary", "binary",
+           "movement", "density", "reduction", "dot", "matmul_rule", "scatter_add_rule",
+           "sum_to_shape_rule", "lgamma_table", "Program"]
+
+_CONST = 1 << 40            # provisional offsets of constants (patched at the end)
+
+
+class NotLowerable(Exception):
+    """This recording has a node or a guard the interpreter cannot run."""
+
+
+# ======================================================================================
+# the registry: each primitive's lowering lives on its Primitive record
+# ======================================================================================
+def deflower(prim, rule):
+    """Declare how primitive ``prim`` (the public function or its ``Primitive``) lowers
+    to interpreter instructions: ``rule(L, node, args, kw)``."""
+    spec = getattr(prim, "_spec", prim)
+    spec.lower = rule
+    return prim
+
+
+def guard_lowering(fn, kind):
+    """Declare how a guarded decision function lowers: ``kind`` is ``"positive"``
+    (``fn(v) -> v > 0``, elementwise), ``"bound_case"`` (``fn(lb, ub, who)``: which of two
+    bounds are finite) or ``"check_positive"``/``"check_nonnegative"`` (returns True or
+    raises a domain error)."""
+    fn._vm_guard = kind
+    return fn
+
+
+# ======================================================================================
+# rule factories
+# ======================================================================================
+def unary(op):
+    """An elementwise function of one argument."""
+    def rule(L, node, args, kw):
+        (x,) = args
+        a, n = L.dense(x)
+        L.emit(op, n, L.out(node), a=a, mask=L.var(x))
+    return rule
+
+
+def binary(op):
+    """A broadcasting elementwise function of two arguments."""
+    def rule(L, node, args, kw):
+        x, y = args
+        out = L.out(node)
+        n = L.size(node)
+        a, sa = L.strided(x, n, L.shape(node))
+        b, sb = L.strided(y, n, L.shape(node))
+        L.emit(op, n, out, a=a, sa=sa, b=b, sb=sb, mask=L.var(x) | 2 * L.var(y))
+    return rule
+
+
+def movement(node_args=None):
+    """A pure data-movement primitive (its output elements are copies of input
+    elements): one GATHER, its table found by running the function on slot numbers.
+    ``node_args(args, kw) -> positions`` of the array arguments (default: every Var or
+    array argument)."""
+    def rule(L, node, args, kw):
+        spec = L.spec
+        tagged = list(args)
+        for i, x in enumerate(args):
+            if node_args is not None and i not in node_args(args, kw):
+                continue
+            if L.traced(x) or type(x) is float or \
+                    isinstance(x, np.ndarray) and x.dtype.kind == "f":
+                off, shape = L.slot(x)
+                tagged[i] = (np.arange(_prod(shape), dtype=np.float64) + off).reshape(shape) \
+                    if shape else float(off)
+        ids = np.asarray(spec.fun(*tagged, **kw), dtype=np.float64).ravel()
+        table = ids.astype(np.int64)
+        if not np.array_equal(table, ids):
+            raise NotLowerable(f"{spec.name}: not a pure data movement")
+        out = L.out(node)
+        L.emit(O.GATHER, table.size, out, x1=L.table(table), mask=1)
+    return rule
+
+
+def density(op, n_args, data_offsets=None):
+    """A summed log density of ``n_args`` broadcast arguments (``O.NORMAL`` ...).
+    ``data_offsets(L, args) -> X1`` adds per-element constants (lgamma(n + 1))."""
+    def rule(L, node, args, kw):
+        if kw or len(args) != n_args:
+            raise NotLowerable(f"{L.spec.name}: unexpected arguments")
+        shape = np.broadcast_shapes(*[L.shape_of(x) for x in args])
+        n = _prod(shape)
+        offs = [L.strided(x, n, shape) for x in args]
+        mask = 0
+        for i, x in enumerate(args):
+            mask |= L.var(x) << i
+        f = dict(mask=mask)
+        for (o, s), (ka, ks) in zip(offs, (("a", "sa"), ("b", "sb"), ("c", "sc"),
+                                           ("x1", "x2"))):
+            f[ka], f[ks] = o, s
+        if data_offsets is not None:
+            f["x1"] = data_offsets(L, args, shape)
+        L.emit(op, n, L.out(node), **f)
+    return rule
+
+
+def _axis_kw(args, kw):
+    x = args[0]
+    axis = args[1] if len(args) > 1 else kw.get("axis")
+    keepdims = args[2] if len(args) > 2 else kw.get("keepdims", False)
+    return x, axis, keepdims
+
+
+def _reduced_map(shape, axis):
+    """For each element of an array of ``shape``: the index of its output element when
+    summed over ``axis``."""
+    nd = len(shape)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = {int(a) % nd for a in axes} if nd else set()
+    kept = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    size = _prod(kept)
+    return np.broadcast_to(np.arange(size, dtype=np.int64).reshape(kept), shape).ravel(), size
+
+
+def reduction(op):
+    """A reduction to a scalar (``O.SUM``, ``O.LSE``); sums along axes become a segment
+    sum."""
+    def rule(L, node, args, kw):
+        x, axis, keepdims = _axis_kw(args, kw)
+        a, n = L.dense(x)
+        out = L.out(node)
+        if axis is None:
+            L.emit(op, 1, out, a=a, x2=n, mask=L.var(x))
+            return
+        if op != O.SUM:
+            raise NotLowerable(f"{L.spec.name} along an axis")
+        table, size = _reduced_map(L.shape_of(x), axis)
+        L.emit(O.SEGSUM, size, out, a=a, x1=L.table(table), x2=n, mask=L.var(x))
+    return rule
+
+
+def sum_to_shape_rule(L, node, args, kw):
+    """``sum_to_shape(x, shape)``: broadcasting undone, as a segment sum."""
+    x, shape = args[0], tuple(args[1] if len(args) > 1 else kw["shape"])
+    nb = args[2] if len(args) > 2 else kw.get("nb", 0)
+    if nb:
+        raise NotLowerable("sum_to_shape with batch axes")
+    a, n = L.dense(x)
+    xs = L.shape_of(x)
+    size = _prod(shape)
+    table = np.broadcast_to(np.arange(size, dtype=np.int64).reshape(shape), xs).ravel()
+    L.emit(O.SEGSUM, size, L.out(node), a=a, x1=L.table(table), x2=n, mask=L.var(x))
+
+
+def scatter_add_rule(L, node, args, kw):
+    """``scatter_add(g, idx, shape)``: zeros of ``shape`` with ``g`` added at ``idx``."""
+    g, idx, shape = args
+    a, n = L.dense(g)
+    size = _prod(shape)
+    table = np.arange(size, dtype=np.int64).reshape(shape)[idx].ravel()
+    if table.size != n:
+        raise NotLowerable("scatter_add with a broadcast value")
+    L.emit(O.SEGSUM, size, L.out(node), a=a, x1=L.table(table), x2=n, mask=L.var(g))
+
+
+def dot(L, node, args, kw):
+    """``dot_product(a, b)`` of two vectors."""
+    x, y = args
+    a, n = L.dense(x)
+    b, m = L.dense(y)
+    if n != m or len(L.shape_of(x)) != 1 or len(L.shape_of(y)) != 1:
+        raise NotLowerable("dot_product of other shapes")
+    L.emit(O.DOT, 1, L.out(node), a=a, b=b, x2=n, mask=L.var(x) | 2 * L.var(y))
+
+
+def matmul_rule(L, node, args, kw):
+    """``a @ b`` for matrices and vectors (row-major: a vector is a row on the left, a
+    column on the right)."""
+    x, y = args
+    sx, sy = L.shape_of(x), L.shape_of(y)
+    if len(sx) > 2 or len(sy) > 2 or not sx or not sy:
+        raise NotLowerable("matmul of stacks or scalars")
+    p, k = (1, sx[0]) if len(sx) == 1 else sx
+    k2, q = (sy[0], 1) if len(sy) == 1 else sy
+    if k != k2:
+        raise NotLowerable("matmul of mismatched shapes")
+    a, _ = L.dense(x)
+    b, _ = L.dense(y)
+    L.emit(O.MATMUL, p * q, L.out(node), a=a, b=b, x1=p, x2=k, x3=q,
+           mask=L.var(x) | 2 * L.var(y))
+
+
+def lgamma_table(L, args, shape):
+    """X1 of POISSON: the constants lgamma(n + 1) laid out as the counts are."""
+    m = args[0]
+    if L.traced(m):
+        raise NotLowerable("a traced count")
+    vals = np.asarray(_strip(m), dtype=np.float64)
+    n = _prod(shape)
+    if vals.size not in (1, n):
+        vals = np.ascontiguousarray(np.broadcast_to(vals, shape))
+    lg = np.vectorize(math.lgamma, otypes=[float])(vals + 1.0) if vals.size else vals
+    L._keep.append(m)
+    key = ("lgamma1", float(vals.ravel()[0])) if vals.size == 1 else ("lgamma1", id(m))
+    off, _ = L.constant(lg, key=key)
+    return off
+
+
+# ======================================================================================
+# the lowerer
+# ======================================================================================
+class Lowerer:
+    """Assigns slots and collects instructions while a recording is lowered."""
+
+    def __init__(self, tape):
+        self.tape = tape
+        self.rows = []
+        self.aux = []
+        self.aux_len = 0
+        self.top = 0                 # next free offset of the node region
+        self.slots = {}              # id(Var) -> (offset, shape)
+        self.consts = []             # (provisional offset, flat values)
+        self.const_len = 0
+        self.const_keys = {}
+        self._keep = []              # objects whose id() is used as a key
+        self.spec = None
+
+    # -- arguments ---------------------------------------------------------------------
+    def traced(self, x):
+        return self._on_tape(x) is not None
+
+    def _on_tape(self, x):
+        while isinstance(x, Box):
+            if x.tape is self.tape:
+                return x
+            x = x.value
+        return None
+
+    def var(self, x):
+        return 1 if self.traced(x) else 0
+
+    def shape_of(self, x):
+        v = self._on_tape(x)
+        if v is not None:
+            return self.slots[id(v)][1] if id(v) in self.slots else np.shape(v.value)
+        return np.shape(_strip(x))
+
+    def slot(self, x):
+        """(offset, shape) of a traced value's node or of a constant."""
+        v = self._on_tape(x)
+        if v is not None:
+            s = self.slots.get(id(v))
+            if s is None:
+                raise NotLowerable("an input recorded outside the lowered nodes")
+            return s
+        return self.constant(_strip(x))
+
+    def constant(self, value, key=None):
+        if key is None:
+            if isinstance(value, np.ndarray):
+                key = ("a", id(value))
+            elif isinstance(value, (float, int, np.floating, np.integer, bool)):
+                key = ("s", float(value))
+            else:
+                key = ("o", id(value))
+        hit = self.const_keys.get(key)
+        if hit is not None:
+            return hit
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise NotLowerable(f"a constant of type {type(value).__name__}") from None
+        self._keep.append(value)
+        off = _CONST + self.const_len
+        self.consts.append(arr.ravel())
+        self.const_len += arr.size
+        r = self.const_keys[key] = (off, arr.shape)
+        return r
+
+    def dense(self, x):
+        """(offset, size) of an argument read contiguously."""
+        off, shape = self.slot(x)
+        return off, _prod(shape)
+
+    def strided(self, x, n, shape):
+        """(offset, stride) of ``x`` broadcast to ``shape`` (n elements): stride 1 when it
+        has every element, 0 for a single element, else a gathered broadcast copy."""
+        off, s = self.slot(x)
+        size = _prod(s)
+        if size == 1:
+            return off, 0
+        if size == n:                   # no repetition: the same elements in order
+            return off, 1
+        table = np.broadcast_to(
+            (np.arange(size, dtype=np.int64) + off).reshape(s), shape).ravel()
+        tmp = self.alloc(n)
+        self.emit(O.GATHER, n, tmp, x1=self.table(table), mask=self.var(x))
+        return tmp, 1
+
+    # -- outputs, tables, instructions -------------------------------------------------
+    def alloc(self, n):
+        off = self.top
+        self.top += n
+        return off
+
+    def out(self, node):
+        s = self.slots.get(id(node))
+        if s is None:
+            shape = np.shape(node.value)
+            s = self.slots[id(node)] = (self.alloc(_prod(shape)), shape)
+        return s[0]
+
+    def shape(self, node):
+        return np.shape(node.value)
+
+    def size(self, node):
+        return _prod(np.shape(node.value))
+
+    def table(self, ints):
+        off = self.aux_len
+        self.aux.append(np.asarray(ints, dtype=np.int64).ravel())
+        self.aux_len += self.aux[-1].size
+        return off
+
+    def emit(self, op, n, out, a=0, sa=0, b=0, sb=0, c=0, sc=0, mask=0, x1=0, x2=0, x3=0,
+             x4=0):
+        self.rows.append((op, n, out, a, sa, b, sb, c, sc, mask, x1, x2, x3, x4))
+
+
+# ======================================================================================
+# lowering a recording
+# ======================================================================================
+class Program:
+    """An interpreter program and its buffers; ``fn(x)`` follows the protocol of the
+    Python replay (:class:`..codegen._Program`): ``(value, gradient)``, or the index of
+    the guard that failed."""
+
+    __slots__ = ("fn", "source", "guards", "nodes", "inexact", "code", "aux", "V", "A",
+                 "dim", "out", "nvar", "size", "value_only")
+
+    def listing(self):
+        names = {v: k for k, v in vars(O).items() if k.isupper() and type(v) is int
+                 and k not in ("ROW", "OK", "DOMAIN") and len(k) > 2}
+        lines = [f"# interpreter program: {len(self.code)} instructions, "
+                 f"{self.V.size} values ({self.nvar} computed), {self.aux.size} indices"]
+        for row in self.code:
+            lines.append(f"{names.get(int(row[0]), row[0]):>16} " +
+                         " ".join(str(int(v)) for v in row[1:]))
+        return "\n".join(lines)
+
+
+def lower(rec, leaves, output, value_only=False, result_shape=None):
+    """Lower recording ``rec`` to a :class:`Program` (raises :class:`NotLowerable`).
+
+    ``leaves``: ``[(Var, offset, shape)]`` - where each input variable sits in the
+    input vector; ``output``: the traced value returned; ``value_only``: no reverse
+    pass, the program returns ``(value, None)`` or, with ``result_shape``, the output
+    array as ``(0.0, array)`` (a Hessian's forward pass)."""
+    from . import kernel
+    if not kernel.available():
+        raise NotLowerable("numba is not available")
+    tape = rec.tape
+    L = Lowerer(tape)
+    dim = 0
+    for v, off, shape in leaves:
+        L.slots[id(v)] = (off, shape)
+        dim = max(dim, off + _prod(shape))
+    L.top = dim
+    out_var = L._on_tape(output)
+    if out_var is None:
+        raise NotLowerable("the output is not traced")
+    nodes = rec.nodes
+    live = _live(nodes, out_var, rec.guards, L)
+    from ..extend import node_record
+    guards = sorted(enumerate(rec.guards), key=lambda ig: ig[1].pos)
+    gi = 0
+    for j, node in enumerate(nodes):
+        while gi < len(guards) and guards[gi][1].pos <= j:
+            _lower_guard(L, *guards[gi])
+            gi += 1
+        if id(node) not in live:
+            continue
+        spec, args, kw = node_record(node)
+        rule = getattr(spec, "lower", None)
+        if rule is None:
+            raise NotLowerable(f"no interpreter rule for '{spec.name}'")
+        L.spec = spec
+        rule(L, node, args, kw)
+        if id(node) not in L.slots:
+            raise NotLowerable(f"the rule of '{spec.name}' made no output")
+    while gi < len(guards):
+        _lower_guard(L, *guards[gi])
+        gi += 1
+    out_off, out_shape = L.slots[id(out_var)]
+    return _assemble(L, rec, dim, out_off, out_shape, value_only, result_shape)
+
+
+def _live(nodes, out_var, guards, L):
+    """Nodes the output or a guard depends on (the rest is never lowered)."""
+    from ..extend import node_record
+    live = {id(out_var)}
+    for g in guards:
+        for a in g.args:
+            v = L._on_tape(a)
+            if v is not None:
+                live.add(id(v))
+    for node in reversed(nodes):
+        if id(node) in live:
+            spec, args, kw = node_record(node)
+            for a in list(args) + list(kw.values()):
+                v = L._on_tape(a)
+                if v is not None:
+                    live.add(id(v))
+    return live
+
+
+def _lower_guard(L, index, g):
+    kind = getattr(g.fn, "_vm_guard", None)
+    if kind is None:
+        raise NotLowerable(f"a guard without a lowering: {g.describe()}")
+    if kind == "positive":
+        (x,) = g.args
+        a, n = L.dense(x)
+        expect = np.asarray(g.result, dtype=bool).ravel().astype(np.int64)
+        if expect.size != n:
+            raise NotLowerable("a guard of another shape")
+        L.emit(O.GUARD_POSITIVE, n, 0, a=a, x1=L.table(expect), x2=index)
+    elif kind == "bound_case":
+        lb, ub = g.args[0], g.args[1]
+        a = L.slot(-math.inf if lb is None else lb)[0]
+        b = L.slot(math.inf if ub is None else ub)[0]
+        if L.shape_of(lb if lb is not None else 0.0) != () or \
+                L.shape_of(ub if ub is not None else 0.0) != ():
+            raise NotLowerable("a bound guard on arrays")
+        L.emit(O.GUARD_BOUNDS, 1, 0, a=a, b=b, x1=int(g.result), x2=index)
+    elif kind == "nonfinite_branch":
+        # a branch for infinite/zero edge values: taken at the recording point, it is
+        # not lowered; not taken, the instructions after it see such a value only as a
+        # non-finite result, which the eager tape decides (kernel.py)
+        if g.result:
+            raise NotLowerable(f"an edge-value branch taken: {g.describe()}")
+    elif kind in ("check_positive", "check_nonnegative"):
+        (x,) = g.args
+        a, n = L.dense(x)
+        L.emit(O.CHECK_POSITIVE, n, 0, a=a, x1=int(kind == "check_positive"))
+    else:
+        raise NotLowerable(f"unknown guard kind {kind!r}")
+
+
+def _assemble(L, rec, dim, out_off, out_shape, value_only, result_shape):
+    nvar = L.top
+    code = np.array(L.rows, dtype=np.int64).reshape(-1, O.ROW)
+    aux = np.concatenate(L.aux) if L.aux else np.zeros(1, dtype=np.int64)
+
+    def patch(a):
+        big = a >= _CONST
+        a[big] = a[big] - _CONST + nvar
+    for f in (O.A, O.B, O.C, O.X1):
+        col = code[:, f]
+        if f == O.X1:
+            # X1 is an offset into V only for these ops (else a size or a table offset)
+            sel = np.isin(code[:, O.OP], (O.POISSON, O.POISSON_LOG, O.STUDENT_T))
+            sub = col[sel]
+            patch(sub)
+            col[sel] = sub
+        else:
+            patch(col)
+        code[:, f] = col
+    if out_off >= _CONST:
+        raise NotLowerable("the output is a constant")
+    patch(aux)
+    V = np.zeros(nvar + L.const_len)
+    if L.consts:
+        V[nvar:] = np.concatenate(L.consts)
+    p = Program()
+    p.code = np.ascontiguousarray(code)
+    p.aux = np.ascontiguousarray(aux)
+    p.V = V
+    p.A = np.zeros_like(V)
+    p.dim = dim
+    p.out = out_off
+    p.nvar = nvar
+    p.size = _prod(out_shape)
+    p.value_only = value_only
+    p.guards = rec.guards
+    p.nodes = len(rec.nodes)
+    p.inexact = True
+    p.fn = _replay_function(p, result_shape)
+    p.source = p.listing()
+    return p
+
+
+def _replay_function(p, result_shape):
+    from . import kernel
+    code, aux, V, A, dim, out, nvar = p.code, p.aux, p.V, p.A, p.dim, p.out, p.nvar
+    vg = kernel.value_grad
+    vo = kernel.value_only
+    zeros = np.zeros
+    DOMAIN = O.DOMAIN
+    f64 = np.float64
+    ndarray = np.ndarray
+
+    def _vector(x):
+        if type(x) is ndarray and x.dtype == f64 and x.flags.c_contiguous:
+            return x.reshape(-1) if x.ndim != 1 else x
+        return np.ascontiguousarray(x, dtype=f64).reshape(-1)
+
+    if result_shape is not None:
+        size = p.size
+
+        def fn(x):
+            res = zeros(size)
+            st = vo(code, aux, V, dim, out, size, _vector(x), res)
+            if st:
+                return _status(st)
+            return 0.0, res.reshape(result_shape)
+    elif p.value_only:
+        res1 = zeros(1)
+
+        def fn(x):
+            st = vo(code, aux, V, dim, out, 1, _vector(x), res1)
+            if st:
+                return _status(st)
+            v = float(res1[0])
+            if v != v or v in (math.inf, -math.inf):
+                raise FloatingPointError("a non-finite value: the eager tape decides")
+            return v, None
+    else:
+        def fn(x):
+            g = zeros(dim)
+            st, lp = vg(code, aux, V, A, dim, out, nvar, _vector(x), g)
+            if st:
+                return _status(st)
+            return lp, g
+    return fn
+
+
+def _status(st):
+    if st == O.DOMAIN:
+        # the caller's contract: ArithmeticError -> the eager tape decides this point
+        raise FloatingPointError("outside an argument's domain: the eager tape decides")
+    return int(st) - 1
+
+
+def _prod(shape):
+    r = 1
+    for s in shape:
+        r *= int(s)
+    return r
+
