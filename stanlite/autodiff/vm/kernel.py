@@ -230,14 +230,14 @@ def _unary_d(op, x, ans):
 
 # ---- the summed log densities: value (forward) and partials (reverse) ----------------
 @_jit
-def _density_value(op, V, aux, row):
-    n = row[FN]
-    a = row[FA]
-    sa = row[SA]
-    b = row[FB]
-    sb = row[SB]
-    c = row[FC]
-    sc = row[SC]
+def _density_value(op, V, aux, code, r):
+    n = code[r, FN]
+    a = code[r, FA]
+    sa = code[r, SA]
+    b = code[r, FB]
+    sb = code[r, SB]
+    c = code[r, FC]
+    sc = code[r, SC]
     lp = 0.0
     if op == NORMAL:
         for i in range(n):
@@ -298,8 +298,8 @@ def _density_value(op, V, aux, row):
                    - (math.lgamma(p) + math.lgamma(q) - math.lgamma(p + q)))
         return OK, lp
     if op == STUDENT_T:
-        d = row[X1]
-        sd = row[X2]
+        d = code[r, X1]
+        sd = code[r, X2]
         for i in range(n):
             nu = V[b + i * sb]
             s = V[d + i * sd]
@@ -311,7 +311,7 @@ def _density_value(op, V, aux, row):
                    - 0.5 * (nu + 1.0) * math.log1p(z * z / nu))
         return OK, lp
     if op == POISSON:
-        k = row[X1]
+        k = code[r, X1]
         for i in range(n):
             m = V[a + i * sa]
             lam = V[b + i * sb]
@@ -320,7 +320,7 @@ def _density_value(op, V, aux, row):
             lp += m * math.log(lam) - lam - V[k + i * sa]
         return OK, lp
     if op == POISSON_LOG:
-        k = row[X1]
+        k = code[r, X1]
         for i in range(n):
             m = V[a + i * sa]
             al = V[b + i * sb]
@@ -337,15 +337,15 @@ def _density_value(op, V, aux, row):
 
 
 @_jit
-def _density_grad(op, V, A, row, g):
-    n = row[FN]
-    a = row[FA]
-    sa = row[SA]
-    b = row[FB]
-    sb = row[SB]
-    c = row[FC]
-    sc = row[SC]
-    m = row[MASK]
+def _density_grad(op, V, A, code, r, g):
+    n = code[r, FN]
+    a = code[r, FA]
+    sa = code[r, SA]
+    b = code[r, FB]
+    sb = code[r, SB]
+    c = code[r, FC]
+    sc = code[r, SC]
+    m = code[r, MASK]
     if op == NORMAL:
         for i in range(n):
             s = V[c + i * sc]
@@ -416,8 +416,8 @@ def _density_grad(op, V, A, row, g):
             if m & 4:
                 A[c + i * sc] += g * (math.log1p(-y) - _digamma(q) + dpq)
     elif op == STUDENT_T:
-        d = row[X1]
-        sd = row[X2]
+        d = code[r, X1]
+        sd = code[r, X2]
         for i in range(n):
             nu = V[b + i * sb]
             s = V[d + i * sd]
@@ -455,15 +455,14 @@ def _density_grad(op, V, A, row, g):
 def forward(code, aux, V):
     """Run every instruction; -> status (OK, DOMAIN, or 1 + a failed guard's index)."""
     for r in range(code.shape[0]):
-        row = code[r]
-        op = row[OP]
-        n = row[FN]
-        o = row[OUT]
-        a = row[FA]
+        op = code[r, OP]
+        n = code[r, FN]
+        o = code[r, OUT]
+        a = code[r, FA]
         if op <= 6:
-            sa = row[SA]
-            b = row[FB]
-            sb = row[SB]
+            sa = code[r, SA]
+            b = code[r, FB]
+            sb = code[r, SB]
             if op == ADD:
                 for i in range(n):
                     V[o + i] = V[a + i * sa] + V[b + i * sb]
@@ -493,25 +492,25 @@ def forward(code, aux, V):
                 V[o + i] = _unary(op, V[a + i])
         elif op == SUM:
             s = 0.0
-            for i in range(row[X2]):
+            for i in range(code[r, X2]):
                 s += V[a + i]
             V[o] = s
         elif op == GATHER:
-            t = row[X1]
+            t = code[r, X1]
             for i in range(n):
                 V[o + i] = V[aux[t + i]]
         elif op == COPY:
-            sa = row[SA]
+            sa = code[r, SA]
             for i in range(n):
                 V[o + i] = V[a + i * sa]
         elif op == SEGSUM:
-            t = row[X1]
+            t = code[r, X1]
             for i in range(n):
                 V[o + i] = 0.0
-            for i in range(row[X2]):
+            for i in range(code[r, X2]):
                 V[o + aux[t + i]] += V[a + i]
         elif op == LSE:
-            k = row[X2]
+            k = code[r, X2]
             hi = -math.inf
             for i in range(k):
                 if V[a + i] > hi:
@@ -524,10 +523,10 @@ def forward(code, aux, V):
                     s += math.exp(V[a + i] - hi)
                 V[o] = hi + math.log(s)
         elif op == MATMUL:
-            p = row[X1]
-            k = row[X2]
-            q = row[X3]
-            b = row[FB]
+            p = code[r, X1]
+            k = code[r, X2]
+            q = code[r, X3]
+            b = code[r, FB]
             for i in range(p):
                 for j in range(q):
                     s = 0.0
@@ -535,31 +534,31 @@ def forward(code, aux, V):
                         s += V[a + i * k + t] * V[b + t * q + j]
                     V[o + i * q + j] = s
         elif op == DOT:
-            b = row[FB]
+            b = code[r, FB]
             s = 0.0
-            for i in range(row[X2]):
+            for i in range(code[r, X2]):
                 s += V[a + i] * V[b + i]
             V[o] = s
         elif op < 90:
-            st, lp = _density_value(op, V, aux, row)
+            st, lp = _density_value(op, V, aux, code, r)
             if st != OK:
                 return st
             V[o] = lp
         elif op == GUARD_POSITIVE:
-            t = row[X1]
+            t = code[r, X1]
             for i in range(n):
                 if (V[a + i] > 0.0) != (aux[t + i] != 0):
-                    return 1 + row[X2]
+                    return 1 + code[r, X2]
         elif op == GUARD_BOUNDS:
             lo = V[a]
-            hi = V[row[FB]]
+            hi = V[code[r, FB]]
             if not lo < hi:
                 return DOMAIN
             case = (1 if math.isfinite(lo) else 0) + (2 if math.isfinite(hi) else 0)
-            if case != row[X1]:
-                return 1 + row[X2]
+            if case != code[r, X1]:
+                return 1 + code[r, X2]
         elif op == CHECK_POSITIVE:
-            strict = row[X1] != 0
+            strict = code[r, X1] != 0
             for i in range(n):
                 v = V[a + i]
                 if not math.isfinite(v) or v < 0.0 or (strict and v == 0.0):
@@ -573,18 +572,17 @@ def forward(code, aux, V):
 def reverse(code, aux, V, A):
     """Push every instruction's adjoint into its arguments (bottom to top)."""
     for r in range(code.shape[0] - 1, -1, -1):
-        row = code[r]
-        op = row[OP]
-        m = row[MASK]
+        op = code[r, OP]
+        m = code[r, MASK]
         if m == 0:
             continue
-        n = row[FN]
-        o = row[OUT]
-        a = row[FA]
+        n = code[r, FN]
+        o = code[r, OUT]
+        a = code[r, FA]
         if op <= 6:
-            sa = row[SA]
-            b = row[FB]
-            sb = row[SB]
+            sa = code[r, SA]
+            b = code[r, FB]
+            sb = code[r, SB]
             if op == ADD:
                 if m & 1:
                     for i in range(n):
@@ -635,30 +633,30 @@ def reverse(code, aux, V, A):
                 A[a + i] += A[o + i] * _unary_d(op, V[a + i], V[o + i])
         elif op == SUM:
             g = A[o]
-            for i in range(row[X2]):
+            for i in range(code[r, X2]):
                 A[a + i] += g
         elif op == GATHER:
-            t = row[X1]
+            t = code[r, X1]
             for i in range(n):
                 A[aux[t + i]] += A[o + i]
         elif op == COPY:
-            sa = row[SA]
+            sa = code[r, SA]
             for i in range(n):
                 A[a + i * sa] += A[o + i]
         elif op == SEGSUM:
-            t = row[X1]
-            for i in range(row[X2]):
+            t = code[r, X1]
+            for i in range(code[r, X2]):
                 A[a + i] += A[o + aux[t + i]]
         elif op == LSE:
             g = A[o]
             ans = V[o]
-            for i in range(row[X2]):
+            for i in range(code[r, X2]):
                 A[a + i] += g * math.exp(V[a + i] - ans)
         elif op == MATMUL:
-            p = row[X1]
-            k = row[X2]
-            q = row[X3]
-            b = row[FB]
+            p = code[r, X1]
+            k = code[r, X2]
+            q = code[r, X3]
+            b = code[r, FB]
             for i in range(p):
                 for j in range(q):
                     g = A[o + i * q + j]
@@ -669,15 +667,15 @@ def reverse(code, aux, V, A):
                             if m & 2:
                                 A[b + t * q + j] += g * V[a + i * k + t]
         elif op == DOT:
-            b = row[FB]
+            b = code[r, FB]
             g = A[o]
-            for i in range(row[X2]):
+            for i in range(code[r, X2]):
                 if m & 1:
                     A[a + i] += g * V[b + i]
                 if m & 2:
                     A[b + i] += g * V[a + i]
         elif op < 90:
-            _density_grad(op, V, A, row, A[o])
+            _density_grad(op, V, A, code, r, A[o])
 
 
 @_jit
