@@ -3,8 +3,16 @@
 The same transition as :func:`.nuts.transition` (read its docstring for the
 algorithm: multinomial sampling in subtrees, biased progressive sampling at the top,
 the generalised U-turn criterion with Stan's two extra checks across the seam, the
-divergence threshold, ``accept_stat`` over all new states). Only the gradient stays
-in Python; everything between two gradient calls - the leapfrog's kicks and drift in
+divergence threshold, ``accept_stat`` over all new states). When the model's
+gradient runs in the compiled tape interpreter (stanlite/autodiff/vm: the model
+offers ``compiled_gradient().kernel_program()``), the gradient is called from the
+compiled loop :func:`_trajectory` too, and a whole transition runs without returning
+to Python - except to draw more uniforms, and at a point the interpreter hands back
+(a guard that changed, a value outside a domain: the model's own
+``log_density_gradient`` evaluates it, re-recording or raising as it always does).
+The spot checks against the eager tape continue after each transition at the
+sample. Otherwise the gradient stays in Python; everything between two gradient
+calls - the leapfrog's kicks and drift in
 the whitened momentum ``p~ = L^T p`` (:mod:`.hamiltonian`), the energy, the U-turn
 dot products, the multinomial and progressive draws, the merges of Stan's unrolled
 recursion - is one call into compiled code, :func:`_advance`, which returns the row
@@ -79,6 +87,10 @@ _S_LEVEL0, _S_PER_LEVEL = 24, 7  # pending l: lp, h, lw, k_beg, k_end, d_beg, d_
 _N_INT = 15
 
 _DONE, _NEED_UNIFORMS, _BAD_GRADIENT = -1, -2, -3
+
+if njit is not None:
+    from stanlite.autodiff.vm import kernel as _vm
+    _value_grad = _vm.value_grad
 
 
 def _workspace(dim, max_depth):
@@ -401,6 +413,23 @@ def _advance(W, S, I, M, g, lp):
     return _start_subtree(W, S, I, M)
 
 
+@_jit
+def _trajectory(W, S, I, M, code, aux, V, A, dim, out, nvar, g, box, r):
+    """Evaluate the positions the tree asks for in the interpreter and advance, until
+    the transition is done (_DONE), more uniforms are needed (_NEED_UNIFORMS: the
+    last evaluation is in ``g`` and ``box[0]``, to be passed to :func:`_advance` after
+    the refill), or the interpreter hands a point back (its row ``r >= 0`` is
+    returned: the caller evaluates it). ``box[1]`` counts the evaluations."""
+    while r >= 0:
+        st, lp = _value_grad(code, aux, V, A, dim, out, nvar, W[r], g)
+        if st != 0:
+            return r
+        box[1] += 1.0
+        box[0] = lp
+        r = _advance(W, S, I, M, g, lp)
+    return r
+
+
 _NO_GRADIENT = np.zeros(0)          # what a failed evaluation passes (never read)
 
 
@@ -414,6 +443,26 @@ def warm():
     x = np.zeros(1)
     _begin(W, S, I, M, x, 0.0, x, x, np.full(n, 0.75), 1, 1000.0)
     _advance(W, S, I, M, x, 0.0)
+    code = np.zeros((1, 14), dtype=np.int64)
+    _trajectory(W, S, I, M, code, np.zeros(1, dtype=np.int64), np.zeros(2), np.zeros(2),
+                1, 1, 2, np.zeros(1), np.zeros(2), _DONE)
+
+
+def _compiled(model):
+    """The model's retaped gradient, if it offers its program to compiled loops."""
+    f = getattr(model, "compiled_gradient", None)
+    return f() if f is not None else None
+
+
+def _kernel_buffers(metric, prog, dim):
+    """This chain's own value and adjoint buffers for ``prog`` (copies of the
+    program's, which hold its constants: chains in threads never share them), a
+    gradient buffer and a box for the last lp and the evaluation count."""
+    kb = getattr(metric, "_jit_vm", None)
+    if kb is None or kb[4] is not prog:
+        kb = metric._jit_vm = (prog.V.copy(), prog.A.copy(), np.zeros(dim), np.zeros(2),
+                               prog)
+    return kb
 
 
 def _uniform_batch(rng, n):
@@ -464,7 +513,25 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     g = z.grad
     grad = model.log_density_gradient
     lp, err = z.lp, None        # the last evaluation's density, what it raised
+    cg = _compiled(model)
+    prog = cg.kernel_program() if cg is not None else None
+    n_kernel = 0
     while r != _DONE:
+        if prog is not None and r >= 0:
+            kb = _kernel_buffers(metric, prog, dim)
+            box = kb[3]
+            box[1] = 0.0
+            r = _trajectory(W, S, I, M, prog.code, prog.aux, kb[0], kb[1], prog.dim,
+                            prog.out, prog.nvar, kb[2], box, r)
+            n_kernel += int(box[1])
+            if r == _NEED_UNIFORMS:
+                _refill(S, I, n_uniforms, rng)
+                lp, g = float(box[0]), kb[2]
+                r = _advance(W, S, I, M, g, lp)
+                continue
+            if r < 0:
+                continue
+            # the interpreter handed W[r] back: evaluated below, by the model
         if r == _BAD_GRADIENT:
             from stanlite.errors import ModelError
             raise ModelError(f"log_density_gradient returned a gradient of shape "
@@ -476,10 +543,14 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
             lp = float(lp)
         except RejectedPoint as e:
             lp, g, err = math.nan, _NO_GRADIENT, e
+        if cg is not None:
+            prog = cg.kernel_program()      # (a new recording may have replaced it)
         r = _advance(W, S, I, M, g, lp)
         if r == _NEED_UNIFORMS:
             _refill(S, I, n_uniforms, rng)
             r = _advance(W, S, I, M, g, lp)
+    if n_kernel:
+        cg.kernel_replays(n_kernel, W[_SQ].copy() if I[_SAMPLE_MOVED] else z.q)
     if I[_SAMPLE_MOVED]:
         sample = Point(W[_SQ].copy(), None, float(S[_S_LP]), W[_SG].copy(), None,
                        float(S[_S_H]))

@@ -388,6 +388,14 @@ class Model:
             return self._gradient(x, jacobian)
         return self._retaped_for(jacobian)(x)
 
+    def compiled_gradient(self, jacobian=True):
+        """The retaped gradient object (autodiff/compile.py) for samplers that run its
+        interpreter program inside their own compiled loop (``kernel_program()``,
+        ``kernel_replays(n, x)``), or None when the model is not retaped."""
+        if not self.compile:
+            return None
+        return self._retaped_for(jacobian)
+
     def _retaped_for(self, key):
         """The retaped gradient (key: ``jacobian``) or density (``("density",
         jacobian)``) of this model, made at first use (autodiff/compile.py)."""
@@ -672,7 +680,8 @@ class Model:
                adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
                progress=True, parallel=True, executor=None, sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
-               blas_threads=None, max_workers=None, data_changed_ok=False, **unknown):
+               blas_threads=None, max_workers=None, data_changed_ok=False,
+               adaptation="stan", **unknown):
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
@@ -692,6 +701,15 @@ class Model:
         trajectories of that many steps), ``fixed_point_tol`` (1e-8) and
         ``max_fixed_point`` (50) of the implicit leapfrog. See
         :mod:`stanlite.samplers.rhmc`.
+
+        ``adaptation``: how warmup adapts the metric. ``"stan"`` (default): Stan's
+        windowed variances of the draws. ``"nutpie"``: nutpie's diagonal estimate from
+        the draws and their gradients, ``sqrt(var(draws) / var(gradients))``, updated
+        at every iteration from the start over a short trailing window; it reaches a
+        good metric in fewer warmup iterations (``warmup=300`` is often enough;
+        ``benchmarks/adaptation.py``). ``"nutpie-lowrank"``: that diagonal times a
+        low-rank correction from the same window, a dense metric (``metric`` may be
+        left out). See :class:`stanlite.samplers.adaptation.GradientAdaptation`.
 
         ``executor``: any ``concurrent.futures.Executor`` or a Dask ``Client``.
         ``max_workers``: processes of the default pool (default: one per chain, at
@@ -719,7 +737,8 @@ class Model:
             sampler = st0.sampler
             draws = st0.num_draws if draws is None else draws
             _check_resume_settings(st0, draws=draws, warmup=warmup, metric=metric,
-                                   adapt_delta=adapt_delta)
+                                   adapt_delta=adapt_delta, adaptation=adaptation)
+            adaptation = getattr(st0, "adaptation", "stan")
             warmup = st0.num_warmup
         elif draws is None:
             draws = 1000
@@ -730,7 +749,7 @@ class Model:
             save_warmup=save_warmup, progress=progress, parallel=parallel,
             sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
             blas_threads=blas_threads, max_workers=max_workers, executor=executor,
-            data_changed_ok=data_changed_ok, unknown=unknown,
+            data_changed_ok=data_changed_ok, adaptation=adaptation, unknown=unknown,
             resumed=resume_from is not None)
         chains, draws, warmup, seed, adapt_delta, max_treedepth, init, thin, \
             stepsize, inv_metric, blas_threads, max_workers = (a[k] for k in (
@@ -747,7 +766,7 @@ class Model:
             save_warmup=save_warmup, progress=progress, parallel=parallel,
             executor=executor, sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
             resume_from=resume_from, sampler_options=sampler_options,
-            blas_threads=blas_threads, max_workers=max_workers)
+            blas_threads=blas_threads, max_workers=max_workers, adaptation=a["adaptation"])
         return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
                    max_treedepth=max_treedepth)
 
@@ -800,9 +819,11 @@ def _check_resume_settings(st0, **given):
                             "chain of the run resume_from continues: resume_from "
                             "continues or extends a run (draws at least "
                             f"{st0.num_draws}), it does not shorten it")
-    defaults = {"warmup": 1000, "metric": "diag_e", "adapt_delta": 0.8}
+    defaults = {"warmup": 1000, "metric": "diag_e", "adapt_delta": 0.8,
+                "adaptation": "stan"}
     run = {"warmup": st0.num_warmup, "metric": getattr(st0, "metric", None),
-           "adapt_delta": getattr(st0, "adapt_delta", None)}
+           "adapt_delta": getattr(st0, "adapt_delta", None),
+           "adaptation": getattr(st0, "adaptation", "stan")}
     for k, v in given.items():
         if run[k] is not None and v != defaults[k] and v != run[k]:
             raise ArgumentError(f"{k}={v!r} differs from the run resume_from continues "
@@ -853,6 +874,7 @@ def _sample_arguments(model, resumed, **a):
     for k in ("blas_threads", "max_workers"):      # None: the runner's default
         if a[k] is not None:
             a[k] = A.positive_int(k, a[k])
+    a["adaptation"] = _adaptation_argument(a["adaptation"], metric, sampler)
     if sampler != "rhmc":               # rhmc's metric is the local Hessian's SoftAbs
         a["inv_metric"] = A.inv_metric("inv_metric", a["inv_metric"], metric, model.dim)
     kept = -(-a["draws"] // a["thin"]) + (a["warmup"] if a["save_warmup"] else 0)
@@ -862,6 +884,29 @@ def _sample_arguments(model, resumed, **a):
         # one init for all chains, or a list: one per chain (the runner picks them)
         a["init"] = per_run(model, a["init"], a["chains"], "chains")
     return a
+
+
+def _adaptation_argument(adaptation, metric, sampler):
+    """``adaptation`` checked against ``metric`` and ``sampler``: nutpie's adapts a
+    diagonal metric (its low-rank variant a dense one, from ``diag_e`` or
+    ``dense_e``), and not the Riemannian sampler's, which has no metric to adapt."""
+    from . import arguments as A
+    from .samplers.adaptation import ADAPTATIONS
+    adaptation = A.choice("adaptation", adaptation, ADAPTATIONS)
+    if adaptation == "stan":
+        return adaptation
+    if sampler == "rhmc":
+        raise ArgumentError(f"adaptation={adaptation!r} adapts a Euclidean metric; "
+                            "sampler='rhmc' follows the local Hessian and adapts only the "
+                            "step size: leave adaptation out (or 'stan')")
+    allowed = ("diag_e", "dense_e") if adaptation == "nutpie-lowrank" else ("diag_e",)
+    if metric not in allowed:
+        hint = " (adaptation='nutpie-lowrank' adapts a dense one)" \
+            if metric == "dense_e" else ""
+        raise ArgumentError(f"adaptation={adaptation!r} adapts metric "
+                            f"{' or '.join(map(repr, allowed))}, got metric={metric!r}"
+                            f"{hint}")
+    return adaptation
 
 
 def _describe_value(v):

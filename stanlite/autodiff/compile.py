@@ -387,6 +387,42 @@ class _Retaped:
         the replay function or None) - what :func:`.vm.program.lower` needs."""
         raise NotImplementedError
 
+    # -- compiled samplers: the program runs inside their kernels ------------------------
+    def kernel_program(self, key=None):
+        """The interpreter program a compiled sampler may run in its own loop (see
+        samplers/nuts_jit.py), or None: none lowered, the eager tape took over, or the
+        first replay at a new point has not been checked yet."""
+        if self.fallback is not None or self._check_at is not None:
+            return None
+        progs = self._programs.get(key)
+        if not progs or not hasattr(progs[0], "code"):
+            return None
+        return progs[0]
+
+    def kernel_replays(self, n, x, key=None):
+        """A compiled sampler ran the program ``n`` times; the spot checks against the
+        eager tape (replays 2, 4, 8, ...) continue at ``x``, one of its points: the
+        program is replayed there and compared, and the eager tape takes over for good
+        if they differ (as in :meth:`_spot_check`). -> whether the program stays."""
+        with self._lock:
+            self._replays += n
+            if self._replays < self._next_check:
+                return True
+            nxt = self._next_check
+            while nxt <= self._replays:
+                nxt = 2 * nxt if nxt < (1 << 20) else nxt + (1 << 20)
+            self._next_check = nxt
+            prog = self.kernel_program(key)
+            if prog is None:
+                return self.fallback is None
+            try:
+                r = prog.fn(x)
+            except (ArithmeticError, ValueError):
+                return True                     # the eager tape decides that point
+            if type(r) is tuple:
+                self._checked(x, r)
+            return self.fallback is None
+
     @property
     def compiled(self):
         """Whether the program replayed last runs in the compiled interpreter."""
