@@ -76,7 +76,6 @@ from collections import deque
 
 import numpy as np
 from scipy import linalg as _la
-from scipy import optimize as _sopt
 
 from stanlite import arguments as args
 from stanlite.errors import ArgumentError, ModelError
@@ -330,6 +329,9 @@ def run_quasi_newton(obj, x0, f0, g0, *, method="lbfgs", max_iter=2000, criteria
     else:
         opts = dict(maxiter=max_iter + 1, gtol=0.0, c1=1e-4, c2=0.9)
         meth = "BFGS"
+    # here, not at the top: chains import this module for its initial point
+    # (inits.py), and scipy.optimize costs ~0.1 s (issue 20, point 6)
+    from scipy import optimize as _sopt
     with warnings.catch_warnings():
         # scipy's "precision loss" notes: the run's end is reported below, in words
         warnings.simplefilter("ignore", RuntimeWarning)

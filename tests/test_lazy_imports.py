@@ -1,8 +1,33 @@
-"""``import stanlite as sl`` alone gives ``sl.models`` and ``sl.samplers`` (issue 19,
-point 14): checked in a fresh interpreter, where nothing imported them before."""
+"""What ``import stanlite`` and a first draw load, checked in fresh interpreters.
 
+``import stanlite as sl`` alone gives ``sl.models`` and ``sl.samplers`` (issue 19,
+point 14), and loads none of the heavy modules that only some uses need (issue 20,
+point 6): ArviZ's stack (xarray, pandas, matplotlib, netCDF, dask) until a fit is
+converted (``fit.to_arviz()``, ``fit.summary()``, ``fit.save()``), scipy.integrate /
+scipy.sparse until an ODE is solved, scipy.optimize until an optimizer runs. Each
+check runs in a new interpreter, where nothing imported them before."""
+
+import json
 import subprocess
 import sys
+
+import pytest
+
+#: loaded only by the uses that need them
+HEAVY = ("arviz", "xarray", "pandas", "matplotlib", "netCDF4", "h5netcdf", "h5py", "dask",
+         "scipy.integrate", "scipy.optimize", "scipy.sparse", "scipy.stats")
+ARVIZ_STACK = ("arviz", "xarray", "pandas", "matplotlib", "netCDF4", "h5netcdf", "dask")
+
+# prints, as the last line, which HEAVY modules the code run so far has imported
+_LOADED = ("\nimport json as _j, sys as _s\n"
+           f"print(_j.dumps([m for m in {HEAVY!r} if m in _s.modules]))\n")
+
+
+def _fresh(code):
+    """Run ``code`` in a new interpreter; the JSON it printed last."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def test_models_and_samplers_load_on_first_use():
@@ -17,6 +42,68 @@ def test_models_and_samplers_load_on_first_use():
             "except AttributeError as e:\n"
             "    assert 'no_such_thing' in str(e)\n"
             "else:\n"
-            "    raise SystemExit('no AttributeError')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+            "    raise SystemExit('no AttributeError')\n"
+            "print('[]')\n")
+    assert _fresh(code) == []
+
+
+def test_import_stanlite_loads_no_heavy_module():
+    assert _fresh("import stanlite" + _LOADED) == []
+
+
+def test_public_names_resolve_after_a_bare_import():
+    """Every name the subpackages export is ``sl.<name>`` (nothing moved behind a lazy
+    attribute was lost), and the contract's entry points are there."""
+    code = ("import importlib, stanlite as sl\n"
+            "missing = [f'{p}.{n}' for p in ('autodiff', 'math', 'distributions', "
+            "'functor') for n in importlib.import_module('stanlite.' + p).__all__ "
+            "if not hasattr(sl, n)]\n"
+            "missing += [n for n in ('Model', 'data', 'param', 'load_fit', 'compile', "
+            "'grad', 'ode_rk45', 'ode_bdf', 'algebra_solver', 'matrix_exp', "
+            "'DataError', 'RemoteError', 'models', 'samplers', 'pk', 'transforms') "
+            "if not hasattr(sl, n)]\n"
+            "import json; print(json.dumps(missing))\n")
+    assert _fresh(code) == []
+
+
+def test_a_first_draw_loads_no_heavy_module_and_conversion_still_works():
+    """One in-process draw leaves ArviZ's stack unloaded; converting the fit then
+    loads it and works (to_arviz, summary)."""
+    code = ("import stanlite as sl\n"
+            "m = sl.models.get('eight_schools_noncentered')\n"
+            "fit = m.sample(chains=1, warmup=1, draws=1, seed=1, progress=False, "
+            "parallel=False)\n"
+            "assert fit['mu'].shape == (1, 1), fit['mu'].shape\n"
+            "repr(fit)\n" + _LOADED +
+            "idata = fit.to_arviz()\n"
+            "assert idata.posterior['theta'].shape == (1, 1, 8)\n"
+            "s = fit.summary()\n"
+            "assert type(s).__module__.startswith('pandas'), type(s)\n"
+            "assert s.loc['mu', 'mean'] == fit['mu'][0, 0]\n" + _LOADED)
+    lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert lines.returncode == 0, lines.stderr
+    before, after = (json.loads(x) for x in lines.stdout.strip().splitlines()[-2:])
+    assert before == []
+    assert {"arviz", "xarray", "pandas"} <= set(after)
+
+
+@pytest.mark.parametrize("use, loads", [
+    ("sl.ode_rk45(lambda t, y, k: -k * y, np.array([1.0]), 0.0, [1.0], 0.5)",
+     "scipy.integrate"),
+    ("sl.ode_bdf(lambda t, y, k: -k * y, np.array([1.0]), 0.0, [1.0], 0.5)",
+     "scipy.integrate"),
+])
+def test_ode_solvers_import_scipy_integrate_when_called(use, loads):
+    """The lazily imported integrators work in a fresh process: y' = -k y."""
+    code = ("import math, numpy as np, stanlite as sl\n"
+            f"y = {use}\n"
+            "assert abs(float(y[0, 0]) - math.exp(-0.5)) < 1e-5, y\n" + _LOADED)
+    assert loads in _fresh(code)
+
+
+def test_optimize_imports_scipy_optimize_when_called():
+    code = ("import stanlite as sl\n"
+            "m = sl.models.get('linear_regression')\n"
+            "opt = m.optimize(seed=1)\n"
+            "assert opt.converged\n" + _LOADED)
+    assert "scipy.optimize" in _fresh(code)

@@ -77,7 +77,6 @@ taken; bad inputs raise ``ValueError``/``DomainError`` naming the argument, and 
 import weakref
 
 import numpy as np
-import scipy.sparse as _sparse
 
 from ..autodiff.dual import Dual
 from ..autodiff.extend import Primitive, _bp_generic
@@ -695,6 +694,7 @@ def _adjoint_vjp(pb, vals, positions, g, sol, Y):
         t = float(t)
         Jt = -rhs.jac(t, sol(t), args).T
         if n > _SPARSE_FROM:
+            import scipy.sparse as _sparse    # first use only: not at import stanlite
             return _sparse.block_diag([Jt, _sparse.csc_matrix((P, P))], format="csc")
         M = np.zeros((n, n))
         M[:N, :N] = Jt

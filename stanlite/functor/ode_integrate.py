@@ -29,15 +29,16 @@ need:
 import bisect
 
 import numpy as np
-from scipy.integrate import BDF, RK45
 from scipy.linalg.lapack import dgetrf as _getrf, dgetrs as _getrs
-from scipy.sparse import issparse
 
 from ..errors import SolverError
 
+# scipy.integrate (which imports scipy.optimize, scipy.sparse, scipy.spatial: ~0.15 s)
+# is imported by the first solve, not by ``import stanlite``: most models have no ODE
+# (issue 20, point 6; tests/test_lazy_imports.py)
+
 __all__ = ["Control", "integrate", "integrate_backward", "DenseSolution"]
 
-_METHODS = {"rk45": RK45, "bdf": BDF}
 _EPS = np.finfo(float).eps
 
 
@@ -80,6 +81,8 @@ class Control:
 
 
 def _make_solver(fun, jac, t0, y0, t_bound, ctl, atol, first_step=None):
+    from scipy.integrate import BDF, RK45
+    from scipy.sparse import issparse
     if ctl.method == "bdf":
         solver = BDF(fun, t0, y0, t_bound, rtol=ctl.rtol, atol=atol, jac=jac,
                      first_step=first_step)

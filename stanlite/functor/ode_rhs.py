@@ -40,7 +40,6 @@ import warnings
 from collections import OrderedDict
 
 import numpy as np
-import scipy.sparse as _sparse
 
 from ..autodiff.compile import CompileWarning, compile
 from ..autodiff.dual import Dual, forward_scope
@@ -338,6 +337,7 @@ class TangentRHS(OdeRHS):
         N = self.parent.n
         Jy = self.parent.jac(t, z[:N], allargs[:self.nargs])
         if self.n > _SPARSE_FROM:
+            import scipy.sparse as _sparse    # first use only: not at import stanlite
             return _sparse.kron(_sparse.identity(1 + self.k, format="csc"),
                                 _sparse.csc_matrix(Jy), format="csc")
         return np.kron(np.eye(1 + self.k), Jy)
