@@ -430,6 +430,11 @@ def _trajectory(W, S, I, M, code, aux, V, A, dim, out, nvar, g, box, r):
     return r
 
 
+if njit is not None:
+    # the interpreter is compiled into _trajectory's cached machine code, but numba keys
+    # that cache on this file alone: drop it when the interpreter's source changes
+    _vm.drop_stale_cache([_trajectory], "nuts_jit")
+
 _NO_GRADIENT = np.zeros(0)          # what a failed evaluation passes (never read)
 
 

@@ -32,13 +32,14 @@ import numpy as np
 from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
                       CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
                       ERFC, EXP, EXPM1, EXPONENTIAL, FABS, GAMMA, GATHER, GUARD_BOUNDS,
-                      GUARD_POSITIVE, INV, INV_LOGIT, INV_SQRT, INV_SQUARE, LGAMMA, LOG,
+                      GUARD_CMP, GUARD_POSITIVE, INV, INV_LOGIT, INV_SQRT, INV_SQUARE, LGAMMA, LOG,
                       LOG1M, LOG1M_EXP, LOG1M_INV_LOGIT, LOG1P, LOG1P_EXP, LOG_INV_LOGIT,
                       LOGIT, LOGNORMAL, LSE, LSE2, MASK, MATMUL, MUL, N as FN, NEG, NORMAL,
                       OK, OP, OUT, PHI, POISSON, POISSON_LOG, POW, SA, SB, SC, SEGSUM, SIN,
                       SINH, SQRT, SQUARE, STD_NORMAL, STUDENT_T, SUB, SUM, TANH, X1, X2, X3)
 
-__all__ = ["available", "forward", "reverse", "value_grad", "value_only", "warm"]
+__all__ = ["available", "forward", "reverse", "value_grad", "value_only", "jacobian",
+           "jacobian_rows", "vjp_rows", "warm"]
 
 try:
     if os.environ.get("STANLITE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
@@ -450,6 +451,22 @@ def _density_grad(op, V, A, code, r, g):
                 A[b + i * sb] += g * sgn * _inv_logit(-sgn * V[b + i * sb])
 
 
+@_jit
+def _compare(k, x, y):
+    """Python's comparison number ``k`` (GUARD_CMP: < <= > >= == !=) of two floats."""
+    if k == 0:
+        return x < y
+    if k == 1:
+        return x <= y
+    if k == 2:
+        return x > y
+    if k == 3:
+        return x >= y
+    if k == 4:
+        return x == y
+    return x != y
+
+
 # ---- the two sweeps ------------------------------------------------------------------
 @_jit
 def forward(code, aux, V):
@@ -563,6 +580,9 @@ def forward(code, aux, V):
                 v = V[a + i]
                 if not math.isfinite(v) or v < 0.0 or (strict and v == 0.0):
                     return DOMAIN
+        elif op == GUARD_CMP:
+            if _compare(code[r, X1], V[a], V[code[r, FB]]) != (code[r, X3] != 0):
+                return 1 + code[r, X2]
         else:
             return DOMAIN
     return OK
@@ -717,6 +737,100 @@ def value_only(code, aux, V, dim, out, size, q, res):
     return OK
 
 
+@_jit
+def jacobian_rows(code, aux, V, A, dim, out, nvar, nout, f, J):
+    """After :func:`forward`: the vector output ``f[:nout] = V[out:out + nout]`` and its
+    Jacobian ``J[:nout, :dim]``, one reverse sweep per output seeded with a unit
+    vector (cheap when outputs are few: an ODE right-hand side's states); -> status
+    (DOMAIN when a value or a derivative is not finite: the eager tape decides)."""
+    for i in range(nout):
+        v = V[out + i]
+        if not math.isfinite(v):
+            return DOMAIN
+        f[i] = v
+    for i in range(nout):
+        for j in range(nvar):
+            A[j] = 0.0
+        A[out + i] = 1.0
+        reverse(code, aux, V, A)
+        for j in range(dim):
+            gj = A[j]
+            if not math.isfinite(gj):
+                return DOMAIN
+            J[i, j] = gj
+    return OK
+
+
+@_jit
+def jacobian(code, aux, V, A, dim, out, nvar, nout, x, f, J):
+    """A vector-output program's value ``f`` and Jacobian ``J`` (``nout x dim``) at
+    ``x``: forward once, then :func:`jacobian_rows`; -> status."""
+    for i in range(dim):
+        V[i] = x[i]
+    st = forward(code, aux, V)
+    if st != OK:
+        return st
+    return jacobian_rows(code, aux, V, A, dim, out, nvar, nout, f, J)
+
+
+@_jit
+def vjp_rows(code, aux, V, A, dim, out, nvar, nout, w, f, g):
+    """After :func:`forward`: ``f = V[out:out + nout]`` and ``g = w^T J`` in one reverse
+    sweep seeded with ``w``; -> status (DOMAIN on a non-finite value or derivative)."""
+    for i in range(nout):
+        v = V[out + i]
+        if not math.isfinite(v):
+            return DOMAIN
+        f[i] = v
+    for j in range(nvar):
+        A[j] = 0.0
+    for i in range(nout):
+        A[out + i] = w[i]
+    reverse(code, aux, V, A)
+    for j in range(dim):
+        gj = A[j]
+        if not math.isfinite(gj):
+            return DOMAIN
+        g[j] = gj
+    return OK
+
+
+def drop_stale_cache(dispatchers, tag):
+    """Drop numba's on-disk cache of ``dispatchers`` when this interpreter's source
+    (this file and the op codes) changed since it was written.
+
+    numba keys a cached function on its own file's time stamp only; a function that
+    calls the interpreter (a compiled sampler) or reads the op codes (this file's
+    kernels) carries their machine code in its cache, and would run the old
+    instructions after an edit or an upgrade that kept ``__pycache__``. The source
+    hash is kept beside the cache (``<tag>.vm-deps``)."""
+    if njit is None:
+        return
+    import hashlib
+    from . import opcodes
+    try:
+        h = hashlib.sha256()
+        for path in (__file__, opcodes.__file__):
+            with open(path, "rb") as f:
+                h.update(f.read())
+        digest = h.hexdigest()
+        for d in dispatchers:
+            cache = d._cache
+            stamp = os.path.join(cache._cache_path, f"{tag}.{d.__name__}.vm-deps")
+            try:
+                with open(stamp) as f:
+                    old = f.read().strip()
+            except OSError:
+                old = None
+            if old != digest:
+                cache.flush()
+                os.makedirs(cache._cache_path, exist_ok=True)
+                with open(stamp, "w") as f:
+                    f.write(digest)
+    except (OSError, AttributeError):
+        pass                    # no cache to protect (or an unwritable one)
+
+
 def warm():
     """Compile (or load from numba's cache) the kernels: ~0.2 s when cached."""
     if njit is None:
@@ -730,3 +844,8 @@ def warm():
     aux = np.zeros(1, dtype=np.int64)
     value_grad(code, aux, V, A, 1, 1, 2, np.zeros(1), np.zeros(1))
     value_only(code, aux, V, 1, 1, 1, np.zeros(1), np.zeros(1))
+
+
+# the kernels read the op codes (another file) as compile-time constants
+drop_stale_cache([forward, reverse, value_grad, value_only, _unary, _unary_d,
+                  _density_value, _density_grad], "kernel")
