@@ -136,7 +136,7 @@ def accumulate(p, c, fresh=False):
         ps = pv.shape if tp is np.ndarray else shape_of(pv)
         if shape_of(c) != ps:
             if type(c) is float:
-                if not getattr(p.bp, "_bcast", False):
+                if not lazy_adjoint_ok(p, ps):
                     c = np.full(ps, c)
             else:
                 c = sum_to_shape(c, ps)
@@ -158,6 +158,21 @@ def accumulate(p, c, fresh=False):
             p.adj = a
     else:
         p.adj = a + c
+
+
+def lazy_adjoint_ok(p, shape):
+    """Whether a plain-float adjoint of array node ``p`` (of ``shape``) may stay a
+    float, standing for ``full(shape, c)``: only when ``p``'s rule is elementwise AND
+    every traced input has ``p``'s shape. An input broadcast into ``p`` (``x[0] + Q``,
+    ``x + Q`` with Q of shape (6, 4)) must receive the SUM of its broadcast copies,
+    which its rule cannot form from one float (``sum(x - x[0])`` gave d/dx0 = 0)."""
+    bp = p.bp
+    if not getattr(bp, "_bcast", False):
+        return False
+    for a in bp._args(p):
+        if isinstance(a, Box) and shape_of(a) != shape:
+            return False
+    return True
 
 
 def _ieee(v):
@@ -340,18 +355,26 @@ def batch_shape(t, x):
     return ts[:len(ts) - len(shape_of(x))]
 
 
+def sum_axes(xs, shape, nb=0):
+    """The axes of an array of shape ``xs`` that :func:`sum_to_shape` sums over to make
+    ``shape`` (after ``nb`` batch axes), or None when it broadcasts up instead."""
+    xr, sr = xs[nb:], shape[nb:]
+    if len(xr) < len(sr) or np.broadcast_shapes(xr, sr) == sr:
+        return None
+    lead = len(xr) - len(sr)
+    return tuple(range(nb, nb + lead)) + tuple(
+        nb + lead + i for i, s in enumerate(sr) if s == 1 and xr[lead + i] != 1)
+
+
 def _sum_to_shape_raw(x, shape, nb=0):
     xs = np.shape(x)
     shape = tuple(shape)
     if xs == shape:
         return x
-    xr, sr = xs[nb:], shape[nb:]
-    if len(xr) < len(sr) or np.broadcast_shapes(xr, sr) == sr:
+    axes = sum_axes(xs, shape, nb)
+    if axes is None:
         # a contribution smaller than its input (e.g. a scalar) broadcasts up
         return np.array(_broadcast_to_raw(x, shape, nb), dtype=float)
-    lead = len(xr) - len(sr)
-    axes = tuple(range(nb, nb + lead)) + tuple(
-        nb + lead + i for i, s in enumerate(sr) if s == 1 and xr[lead + i] != 1)
     r = np.sum(x, axis=axes)
     if shape == ():
         return float(r)

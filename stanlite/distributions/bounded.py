@@ -1570,10 +1570,15 @@ beta_proportion_rng.__doc__ = _rng_doc("BetaProportion(mu, kappa)",
 
 # interpreter lowerings (autodiff/vm): each density as one summed instruction
 from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import (deflower as _deflower, density as _ld,  # noqa: E402
+from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
+                                   deflower as _deflower, density as _ld,
                                    guard_lowering as _guard_lowering)
 
 _deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
+_check_lowering(lognormal_lpdf, "nonnegative_finite", "finite", "positive_finite")
+_check_lowering(exponential_lpdf, "nonnegative_finite", "positive_finite")
+_check_lowering(gamma_lpdf, "nonnegative_finite", "positive_finite", "positive_finite")
+_check_lowering(beta_lpdf, "unit", "positive_finite", "positive_finite")
 _deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
 _deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
 _deflower(beta_lpdf, _ld(_op.BETA, 3))

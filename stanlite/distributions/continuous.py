@@ -1536,9 +1536,14 @@ def uniform_rng(alpha, beta, rng=None):
 
 # interpreter lowerings (autodiff/vm): each density as one summed instruction
 from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import deflower as _deflower, density as _ld  # noqa: E402
+from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
+                                   deflower as _deflower, density as _ld)
 
 _deflower(normal_lpdf, _ld(_op.NORMAL, 3))
+_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
+_check_lowering(std_normal_lpdf, "not_nan")
+_check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
+_check_lowering(student_t_lpdf, "not_nan", "positive_finite", "finite", "positive_finite")
 _deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
 _deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
 _deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))

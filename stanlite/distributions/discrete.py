@@ -1421,9 +1421,13 @@ def hypergeometric_rng(N, a, b, rng=None):
 
 # interpreter lowerings (autodiff/vm): each density as one summed instruction
 from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import (deflower as _deflower, density as _ld,  # noqa: E402
+from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
+                                   deflower as _deflower, density as _ld,
                                    lgamma_table as _lgamma_table)
 
 _deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
+_check_lowering(poisson_lpmf, None, "nonnegative_finite")
+_check_lowering(poisson_log_lpmf, None, "finite")
+_check_lowering(bernoulli_logit_lpmf, None, "not_nan")
 _deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
 _deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))

@@ -29,6 +29,8 @@ import os
 
 import numpy as np
 
+from .opcodes import (CUMSUM, EXTREME, LOG_MIX, LOG_SOFTMAX, MVN_CHOLESKY,
+                      POISSON_SS, SOFTMAX, SUMN)
 from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
                       CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
                       ERFC, EXP, EXPM1, EXPONENTIAL, FABS, GAMMA, GATHER, GUARD_BOUNDS,
@@ -37,6 +39,8 @@ from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as F
                       LOGIT, LOGNORMAL, LSE, LSE2, MASK, MATMUL, MUL, N as FN, NEG, NORMAL,
                       OK, OP, OUT, PHI, POISSON, POISSON_LOG, POW, SA, SB, SC, SEGSUM, SIN,
                       SINH, SQRT, SQUARE, STD_NORMAL, STUDENT_T, SUB, SUM, TANH, X1, X2, X3)
+
+from . import opcodes as _O
 
 __all__ = ["available", "forward", "reverse", "value_grad", "value_only", "jacobian",
            "jacobian_rows", "vjp_rows", "warm"]
@@ -240,6 +244,14 @@ def _density_value(op, V, aux, code, r):
     c = code[r, FC]
     sc = code[r, SC]
     lp = 0.0
+    if op == POISSON_SS:
+        k = code[r, X1]
+        lam = V[b]
+        if not lam > 0.0:
+            return DOMAIN, 0.0
+        return OK, V[k] * math.log(lam) - V[k + 1] * lam - V[k + 2]
+    if op == MVN_CHOLESKY:
+        return _mvn_value(V, code, r)
     if op == NORMAL:
         for i in range(n):
             s = V[c + i * sc]
@@ -347,7 +359,13 @@ def _density_grad(op, V, A, code, r, g):
     c = code[r, FC]
     sc = code[r, SC]
     m = code[r, MASK]
-    if op == NORMAL:
+    if op == POISSON_SS:
+        if m & 2:
+            k = code[r, X1]
+            A[b] += g * (V[k] / V[b] - V[k + 1])
+    elif op == MVN_CHOLESKY:
+        _mvn_grad(V, A, code, r, g)
+    elif op == NORMAL:
         for i in range(n):
             s = V[c + i * sc]
             z = (V[a + i * sa] - V[b + i * sb]) / s
@@ -467,6 +485,303 @@ def _compare(k, x, y):
     return x != y
 
 
+# ---- array ops with their own loops (helpers keep the two sweeps short) -------------
+# MATMUL calls BLAS (numba's np.dot on contiguous views of V) from this many multiply-
+# adds on; below, the plain loop wins (measured: benchmarks in the vm notes)
+_BLAS_MIN = 2048
+
+
+@_jit
+def _matmul_fwd(V, code, r):
+    o = code[r, OUT]
+    a = code[r, FA]
+    b = code[r, FB]
+    p = code[r, X1]
+    k = code[r, X2]
+    q = code[r, X3]
+    if p * k * q >= _BLAS_MIN:
+        if q == 1:
+            np.dot(V[a:a + p * k].reshape(p, k), V[b:b + k], V[o:o + p])
+        elif p == 1:
+            np.dot(V[a:a + k], V[b:b + k * q].reshape(k, q), V[o:o + q])
+        else:
+            np.dot(V[a:a + p * k].reshape(p, k), V[b:b + k * q].reshape(k, q),
+                   V[o:o + p * q].reshape(p, q))
+        return
+    for i in range(p):
+        for j in range(q):
+            s = 0.0
+            for t in range(k):
+                s += V[a + i * k + t] * V[b + t * q + j]
+            V[o + i * q + j] = s
+
+
+@_jit
+def _matmul_rev(V, A, code, r, m):
+    o = code[r, OUT]
+    a = code[r, FA]
+    b = code[r, FB]
+    p = code[r, X1]
+    k = code[r, X2]
+    q = code[r, X3]
+    if p * k * q >= _BLAS_MIN:
+        G = A[o:o + p * q].reshape(p, q)
+        Xa = V[a:a + p * k].reshape(p, k)
+        Xb = V[b:b + k * q].reshape(k, q)
+        if m & 1:
+            if q == 1:
+                for i in range(p):          # outer(g, b): no product to call BLAS for
+                    gi = A[o + i]
+                    for t in range(k):
+                        A[a + i * k + t] += gi * V[b + t]
+            else:
+                A[a:a + p * k] += np.dot(G, Xb.T).reshape(p * k)
+        if m & 2:
+            if q == 1:
+                A[b:b + k] += np.dot(A[o:o + p], Xa)
+            elif p == 1:
+                for t in range(k):
+                    at = V[a + t]
+                    for j in range(q):
+                        A[b + t * q + j] += at * A[o + j]
+            else:
+                A[b:b + k * q] += np.dot(Xa.T, G).reshape(k * q)
+        return
+    for i in range(p):
+        for j in range(q):
+            g = A[o + i * q + j]
+            if g != 0.0:
+                for t in range(k):
+                    if m & 1:
+                        A[a + i * k + t] += g * V[b + t * q + j]
+                    if m & 2:
+                        A[b + t * q + j] += g * V[a + i * k + t]
+
+
+@_jit
+def _cumsum_fwd(V, code, r):
+    # V[a] as an (outer, length, inner) array, summed along the middle axis
+    o = code[r, OUT]
+    a = code[r, FA]
+    nout = code[r, X1]
+    ln = code[r, X2]
+    inner = code[r, X3]
+    for u in range(nout):
+        for j in range(inner):
+            s = 0.0
+            base = u * ln * inner + j
+            for t in range(ln):
+                s += V[a + base + t * inner]
+                V[o + base + t * inner] = s
+
+
+@_jit
+def _cumsum_rev(A, code, r):
+    o = code[r, OUT]
+    a = code[r, FA]
+    nout = code[r, X1]
+    ln = code[r, X2]
+    inner = code[r, X3]
+    for u in range(nout):
+        for j in range(inner):
+            s = 0.0
+            base = u * ln * inner + j
+            for t in range(ln - 1, -1, -1):
+                s += A[o + base + t * inner]
+                A[a + base + t * inner] += s
+
+
+@_jit
+def _softmax_fwd(V, code, r, log):
+    # math/reductions.py: shift by the maximum (0 when it is not finite), then
+    # exp(z) / sum exp(z), or z - log(sum exp(z))
+    o = code[r, OUT]
+    a = code[r, FA]
+    nout = code[r, X1]
+    ln = code[r, X2]
+    inner = code[r, X3]
+    for u in range(nout):
+        for j in range(inner):
+            base = u * ln * inner + j
+            hi = -math.inf
+            for t in range(ln):
+                x = V[a + base + t * inner]
+                if x > hi or x != x:
+                    hi = x
+            if not math.isfinite(hi):
+                hi = 0.0
+            s = 0.0
+            for t in range(ln):
+                s += math.exp(V[a + base + t * inner] - hi)
+            if log:
+                ls = math.log(s)
+                for t in range(ln):
+                    V[o + base + t * inner] = V[a + base + t * inner] - hi - ls
+            else:
+                for t in range(ln):
+                    V[o + base + t * inner] = math.exp(V[a + base + t * inner] - hi) / s
+
+
+@_jit
+def _softmax_rev(V, A, code, r, log):
+    # softmax: ans (g - <g, ans>); log_softmax: g - exp(ans) sum(g)
+    o = code[r, OUT]
+    a = code[r, FA]
+    nout = code[r, X1]
+    ln = code[r, X2]
+    inner = code[r, X3]
+    for u in range(nout):
+        for j in range(inner):
+            base = u * ln * inner + j
+            s = 0.0
+            for t in range(ln):
+                i = base + t * inner
+                s += A[o + i] if log else A[o + i] * V[o + i]
+            for t in range(ln):
+                i = base + t * inner
+                if log:
+                    A[a + i] += A[o + i] - math.exp(V[o + i]) * s
+                else:
+                    A[a + i] += V[o + i] * (A[o + i] - s)
+
+
+@_jit
+def _extreme_index(V, a, k, is_max):
+    # numpy's argmax/argmin: the first extreme element, the first NaN if any
+    best = 0
+    for i in range(1, k):
+        x = V[a + i]
+        y = V[a + best]
+        if y != y:
+            break
+        if x != x or (x > y if is_max else x < y):
+            best = i
+    return best
+
+
+@_jit
+def _log_mix_fwd(V, code, r):
+    n = code[r, FN]
+    o = code[r, OUT]
+    a = code[r, FA]
+    sa = code[r, SA]
+    b = code[r, FB]
+    sb = code[r, SB]
+    c = code[r, FC]
+    sc = code[r, SC]
+    for i in range(n):
+        th = V[a + i * sa]
+        if not (th > 0.0 and th < 1.0):
+            return DOMAIN                   # theta = 0 or 1 (exact selection): eager
+        x = math.log(th) + V[b + i * sb]
+        y = math.log1p(-th) + V[c + i * sc]
+        hi = x if x > y else y
+        if hi == -math.inf:
+            V[o + i] = -math.inf
+        else:
+            V[o + i] = hi + math.log1p(math.exp(-abs(x - y)))
+    return OK
+
+
+@_jit
+def _log_mix_rev(V, A, code, r, m):
+    # w_k = exp(lp_k - ans): d theta = w1 - w2, d lp1 = theta w1, d lp2 = (1 - theta) w2
+    n = code[r, FN]
+    o = code[r, OUT]
+    a = code[r, FA]
+    sa = code[r, SA]
+    b = code[r, FB]
+    sb = code[r, SB]
+    c = code[r, FC]
+    sc = code[r, SC]
+    for i in range(n):
+        g = A[o + i]
+        ans = V[o + i]
+        s = ans if math.isfinite(ans) else 0.0
+        th = V[a + i * sa]
+        w1 = math.exp(V[b + i * sb] - s)
+        w2 = math.exp(V[c + i * sc] - s)
+        if m & 1:
+            A[a + i * sa] += g * (w1 - w2)
+        if m & 2:
+            A[b + i * sb] += g * th * w1
+        if m & 4:
+            A[c + i * sc] += g * (1.0 - th) * w2
+
+
+@_jit
+def _mvn_value(V, code, r):
+    """sum_n log N(y_n | mu_n, L L^T): z_n = L^-1 (y_n - mu_n) by forward substitution
+    (kept in the scratch region X3 for the reverse sweep);
+    lp = -|Z|^2 / 2 - N sum log L_kk - N K log(2 pi) / 2."""
+    a = code[r, FA]
+    sa = code[r, SA]
+    b = code[r, FB]
+    sb = code[r, SB]
+    c = code[r, FC]
+    nrow = code[r, X1]
+    k = code[r, X2]
+    z = code[r, X3]
+    ld = 0.0
+    for i in range(k):
+        d = V[c + i * k + i]
+        if not (d > 0.0 and math.isfinite(d)):
+            return DOMAIN, 0.0
+        ld += math.log(d)
+        for j in range(i + 1, k):
+            if V[c + i * k + j] != 0.0:
+                return DOMAIN, 0.0          # not lower triangular: the eager check
+    lp = 0.0
+    for u in range(nrow):
+        zu = z + u * k
+        for i in range(k):
+            s = V[a + (u * k + i) * sa] - V[b + (u * k + i) * sb]
+            for j in range(i):
+                s -= V[c + i * k + j] * V[zu + j]
+            zi = s / V[c + i * k + i]
+            V[zu + i] = zi
+            lp -= 0.5 * zi * zi
+    return OK, lp - nrow * ld - nrow * k * _HALF_LOG_TWO_PI
+
+
+@_jit
+def _mvn_grad(V, A, code, r, g):
+    # w_n = L^-T z_n (back substitution, second half of the scratch): d/dy = -w,
+    # d/dmu = w, d/dL = tril(sum_n w_n z_n^T) - N diag(1 / L_kk)
+    a = code[r, FA]
+    sa = code[r, SA]
+    b = code[r, FB]
+    sb = code[r, SB]
+    c = code[r, FC]
+    m = code[r, MASK]
+    nrow = code[r, X1]
+    k = code[r, X2]
+    z = code[r, X3]
+    w = z + nrow * k
+    for u in range(nrow):
+        zu = z + u * k
+        wu = w + u * k
+        for i in range(k - 1, -1, -1):
+            s = V[zu + i]
+            for j in range(i + 1, k):
+                s -= V[c + j * k + i] * V[wu + j]
+            V[wu + i] = s / V[c + i * k + i]
+        for i in range(k):
+            gi = g * V[wu + i]
+            if m & 1:
+                A[a + (u * k + i) * sa] -= gi
+            if m & 2:
+                A[b + (u * k + i) * sb] += gi
+        if m & 4:
+            for i in range(k):
+                gi = g * V[wu + i]
+                for j in range(i + 1):
+                    A[c + i * k + j] += gi * V[zu + j]
+    if m & 4:
+        for i in range(k):
+            A[c + i * k + i] -= g * nrow / V[c + i * k + i]
+
+
 # ---- the two sweeps ------------------------------------------------------------------
 @_jit
 def forward(code, aux, V):
@@ -476,7 +791,7 @@ def forward(code, aux, V):
         n = code[r, FN]
         o = code[r, OUT]
         a = code[r, FA]
-        if op <= 6:
+        if op <= 7:
             sa = code[r, SA]
             b = code[r, FB]
             sb = code[r, SB]
@@ -495,7 +810,7 @@ def forward(code, aux, V):
             elif op == POW:
                 for i in range(n):
                     V[o + i] = V[a + i * sa] ** V[b + i * sb]
-            else:                                           # LSE2
+            elif op == LSE2:
                 for i in range(n):
                     x = V[a + i * sa]
                     y = V[b + i * sb]
@@ -504,6 +819,8 @@ def forward(code, aux, V):
                         V[o + i] = -math.inf
                     else:
                         V[o + i] = hi + math.log1p(math.exp(-abs(x - y)))
+            elif _log_mix_fwd(V, code, r) != OK:           # LOG_MIX
+                return DOMAIN
         elif op < 40:
             for i in range(n):
                 V[o + i] = _unary(op, V[a + i])
@@ -511,6 +828,12 @@ def forward(code, aux, V):
             s = 0.0
             for i in range(code[r, X2]):
                 s += V[a + i]
+            V[o] = s
+        elif op == SUMN:
+            t = code[r, X1]
+            s = 0.0
+            for i in range(code[r, X2]):
+                s += V[aux[t + i]]
             V[o] = s
         elif op == GATHER:
             t = code[r, X1]
@@ -540,22 +863,19 @@ def forward(code, aux, V):
                     s += math.exp(V[a + i] - hi)
                 V[o] = hi + math.log(s)
         elif op == MATMUL:
-            p = code[r, X1]
-            k = code[r, X2]
-            q = code[r, X3]
-            b = code[r, FB]
-            for i in range(p):
-                for j in range(q):
-                    s = 0.0
-                    for t in range(k):
-                        s += V[a + i * k + t] * V[b + t * q + j]
-                    V[o + i * q + j] = s
+            _matmul_fwd(V, code, r)
         elif op == DOT:
             b = code[r, FB]
             s = 0.0
             for i in range(code[r, X2]):
                 s += V[a + i] * V[b + i]
             V[o] = s
+        elif op == CUMSUM:
+            _cumsum_fwd(V, code, r)
+        elif op == EXTREME:
+            V[o] = V[a + _extreme_index(V, a, code[r, X2], code[r, X1] != 0)]
+        elif op == SOFTMAX or op == LOG_SOFTMAX:
+            _softmax_fwd(V, code, r, op == LOG_SOFTMAX)
         elif op < 90:
             st, lp = _density_value(op, V, aux, code, r)
             if st != OK:
@@ -574,6 +894,24 @@ def forward(code, aux, V):
             case = (1 if math.isfinite(lo) else 0) + (2 if math.isfinite(hi) else 0)
             if case != code[r, X1]:
                 return 1 + code[r, X2]
+        elif op == _O.CHECK_ARG:
+            kind = code[r, X1]
+            for i in range(n):
+                v = V[a + i]
+                if kind == 0:
+                    bad = v != v
+                elif kind == 1:
+                    bad = not math.isfinite(v)
+                elif kind == 2:
+                    bad = not (math.isfinite(v) and v > 0.0)
+                elif kind == 3:
+                    bad = not (math.isfinite(v) and v >= 0.0)
+                elif kind == 4:
+                    bad = not (v >= 0.0 and v <= 1.0)
+                else:
+                    bad = not v > 0.0
+                if bad:
+                    return DOMAIN
         elif op == CHECK_POSITIVE:
             strict = code[r, X1] != 0
             for i in range(n):
@@ -599,7 +937,7 @@ def reverse(code, aux, V, A):
         n = code[r, FN]
         o = code[r, OUT]
         a = code[r, FA]
-        if op <= 6:
+        if op <= 7:
             sa = code[r, SA]
             b = code[r, FB]
             sb = code[r, SB]
@@ -640,7 +978,7 @@ def reverse(code, aux, V, A):
                         A[a + i * sa] += g * y * x ** (y - 1.0)
                     if m & 2 and x != 0.0:
                         A[b + i * sb] += g * math.log(x) * V[o + i]
-            else:                                           # LSE2
+            elif op == LSE2:
                 for i in range(n):
                     g = A[o + i]
                     ans = V[o + i]
@@ -648,6 +986,8 @@ def reverse(code, aux, V, A):
                         A[a + i * sa] += g * math.exp(V[a + i * sa] - ans)
                     if m & 2:
                         A[b + i * sb] += g * math.exp(V[b + i * sb] - ans)
+            else:                                           # LOG_MIX
+                _log_mix_rev(V, A, code, r, m)
         elif op < 40:
             for i in range(n):
                 A[a + i] += A[o + i] * _unary_d(op, V[a + i], V[o + i])
@@ -655,6 +995,11 @@ def reverse(code, aux, V, A):
             g = A[o]
             for i in range(code[r, X2]):
                 A[a + i] += g
+        elif op == SUMN:
+            t = code[r, X1]
+            g = A[o]
+            for i in range(code[r, X2]):
+                A[aux[t + i]] += g
         elif op == GATHER:
             t = code[r, X1]
             for i in range(n):
@@ -673,19 +1018,7 @@ def reverse(code, aux, V, A):
             for i in range(code[r, X2]):
                 A[a + i] += g * math.exp(V[a + i] - ans)
         elif op == MATMUL:
-            p = code[r, X1]
-            k = code[r, X2]
-            q = code[r, X3]
-            b = code[r, FB]
-            for i in range(p):
-                for j in range(q):
-                    g = A[o + i * q + j]
-                    if g != 0.0:
-                        for t in range(k):
-                            if m & 1:
-                                A[a + i * k + t] += g * V[b + t * q + j]
-                            if m & 2:
-                                A[b + t * q + j] += g * V[a + i * k + t]
+            _matmul_rev(V, A, code, r, m)
         elif op == DOT:
             b = code[r, FB]
             g = A[o]
@@ -694,6 +1027,12 @@ def reverse(code, aux, V, A):
                     A[a + i] += g * V[b + i]
                 if m & 2:
                     A[b + i] += g * V[a + i]
+        elif op == CUMSUM:
+            _cumsum_rev(A, code, r)
+        elif op == EXTREME:
+            A[a + _extreme_index(V, a, code[r, X2], code[r, X1] != 0)] += A[o]
+        elif op == SOFTMAX or op == LOG_SOFTMAX:
+            _softmax_rev(V, A, code, r, op == LOG_SOFTMAX)
         elif op < 90:
             _density_grad(op, V, A, code, r, A[o])
 

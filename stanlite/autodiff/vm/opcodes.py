@@ -29,6 +29,7 @@ MUL = 3
 DIV = 4
 POW = 5
 LSE2 = 6                 # log(e^a + e^b)
+LOG_MIX = 7              # log(a e^b + (1 - a) e^c), 0 < a < 1 (log_mix(a, b, c))
 
 # -- elementwise unary: out[i] = f(V[a + i]) --------------------------------------------
 NEG = 10
@@ -69,6 +70,11 @@ SUM = 43                 # out[0] = sum V[a : a + X2]
 LSE = 44                 # out[0] = log sum exp V[a : a + X2]
 MATMUL = 45              # out (X1 x X3) = V[a] (X1 x X2) @ V[b] (X2 x X3)
 DOT = 46                 # out[0] = V[a:a+X2] . V[b:b+X2]
+CUMSUM = 47              # running sums of V[a] as (X1, X2, X3) along its middle axis
+SUMN = 48                # out[0] = sum_i V[aux[X1 + i]], i < X2 (n-ary sum, passes.py)
+EXTREME = 49             # out[0] = max (X1 = 1) or min (X1 = 0) of V[a : a + X2]
+SOFTMAX = 50             # softmax of V[a] as (X1, X2, X3) along its middle axis
+LOG_SOFTMAX = 51         # log_softmax, the same layout
 
 # -- summed log densities: out[0] = sum_i lpdf(V[a+i*sa] | V[b+i*sb], V[c+i*sc]) -------
 NORMAL = 60
@@ -82,11 +88,21 @@ GAMMA = 67               # (y | alpha, beta)
 BETA = 68                # (y | a, b)
 STUDENT_T = 69           # (y | nu, mu, sigma): X1 offset of sigma, X2 its stride
 BERNOULLI_LOGIT = 70     # (n | alpha)
+MVN_CHOLESKY = 71        # (y | mu, L): X1 rows, X2 = K, X3 scratch (2 X1 X2 values)
+POISSON_SS = 72          # sufficient statistics: V[X1] log V[b] - V[X1+1] V[b] - V[X1+2]
 
 # -- guards: a decision recorded at one point, checked again at every call --------------
 GUARD_POSITIVE = 90      # (V[a + i] > 0) == aux[X1 + i] for i < N; else guard X2 failed
 GUARD_BOUNDS = 91        # int(isfinite(V[a])) + 2 int(isfinite(V[b])) == X1 (and a < b)
 CHECK_POSITIVE = 92      # V[a + i] finite and > 0 (>= 0 when X1 == 0); else a domain error
+CHECK_ARG = 94           # V[a + i] in the set X1 (CHECK_* below) for i < N; else a domain
+#                          error (a density's argument check, replayed)
+GUARD_CMP = 93           # (V[a] <op X1> V[b]) == X3, op 0..5: < <= > >= == !=; else guard X2
+
+# the sets of CHECK_ARG (stricter than a density's own check is safe: the eager tape
+# then decides; never looser)
+CHECK_NOT_NAN, CHECK_FINITE, CHECK_POSITIVE_FINITE, CHECK_NONNEGATIVE_FINITE, \
+    CHECK_UNIT, CHECK_POSITIVE_OR_INF = range(6)
 
 # statuses returned by the kernels: 0 ok; > 0: 1 + the index of the failed guard;
 # DOMAIN: a value outside an argument's domain, or a non-finite result - the caller

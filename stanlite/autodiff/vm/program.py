@@ -21,6 +21,7 @@ rule thus serves every indexing form numpy has, with numpy's own semantics.
 """
 
 import math
+import operator
 
 import numpy as np
 
@@ -29,7 +30,9 @@ from . import opcodes as O
 
 __all__ = ["deflower", "guard_lowering", "lower", "NotLowerable", "unary", "binary",
            "movement", "density", "reduction", "dot", "matmul_rule", "scatter_add_rule",
-           "sum_to_shape_rule", "lgamma_table", "Program"]
+           "sum_to_shape_rule", "lgamma_table", "Program", "log_mix_rule", "glm_rule",
+           "along_axis", "extreme_rule", "dot_self_rule", "squared_distance_rule",
+           "mvn_cholesky_rule"]
 
 _CONST = 1 << 40            # provisional offsets of constants (patched at the end)
 
@@ -46,6 +49,25 @@ def deflower(prim, rule):
     to interpreter instructions: ``rule(L, node, args, kw)``."""
     spec = getattr(prim, "_spec", prim)
     spec.lower = rule
+    return prim
+
+
+_CHECK_SETS = {"not_nan": O.CHECK_NOT_NAN, "finite": O.CHECK_FINITE,
+               "positive_finite": O.CHECK_POSITIVE_FINITE,
+               "nonnegative_finite": O.CHECK_NONNEGATIVE_FINITE, "unit": O.CHECK_UNIT,
+               "positive": O.CHECK_POSITIVE_OR_INF}
+
+
+def check_lowering(prim, *sets):
+    """Declare what a fused density's argument check requires of each argument (one
+    of ``_CHECK_SETS`` or None, in argument order), so that the check - a guard
+    wherever the density is recorded in nested differentiation (Hessians) - lowers to
+    the interpreter. Stricter than the check is safe (the eager tape then decides)."""
+    spec = getattr(prim, "_spec", prim)
+    for k in sets:
+        if k is not None and k not in _CHECK_SETS:
+            raise ValueError(f"unknown argument set {k!r}")
+    spec.check._vm_guard = ("args", tuple(sets))
     return prim
 
 
@@ -166,14 +188,18 @@ def reduction(op):
 
 def sum_to_shape_rule(L, node, args, kw):
     """``sum_to_shape(x, shape)``: broadcasting undone, as a segment sum."""
+    from ..extend import sum_axes
     x, shape = args[0], tuple(args[1] if len(args) > 1 else kw["shape"])
     nb = args[2] if len(args) > 2 else kw.get("nb", 0)
-    if nb:
-        raise NotLowerable("sum_to_shape with batch axes")
+    xs = tuple(L.shape_of(x))
+    axes = None if xs == shape else sum_axes(xs, shape, nb)
+    if axes is None:                    # the same shape, or broadcast up: a movement
+        movement()(L, node, args, kw)
+        return
     a, n = L.dense(x)
-    xs = L.shape_of(x)
-    size = _prod(shape)
-    table = np.broadcast_to(np.arange(size, dtype=np.int64).reshape(shape), xs).ravel()
+    table, size = _reduced_map(xs, axes)
+    if size != _prod(shape):
+        raise NotLowerable("sum_to_shape: unexpected shapes")
     L.emit(O.SEGSUM, size, L.out(node), a=a, x1=L.table(table), x2=n, mask=L.var(x))
 
 
@@ -229,6 +255,129 @@ def lgamma_table(L, args, shape):
     key = ("lgamma1", float(vals.ravel()[0])) if vals.size == 1 else ("lgamma1", id(m))
     off, _ = L.constant(lg, key=key)
     return off
+
+
+def log_mix_rule(L, node, args, kw):
+    """``log_mix(theta, lp1, lp2)``, elementwise with broadcasting: one LOG_MIX."""
+    if kw or len(args) != 3:
+        raise NotLowerable("log_mix: unexpected arguments")
+    n, shape = L.size(node), L.shape(node)
+    f = {}
+    for (ka, ks), x in zip((("a", "sa"), ("b", "sb"), ("c", "sc")), args):
+        f[ka], f[ks] = L.strided(x, n, shape)
+    mask = L.var(args[0]) | 2 * L.var(args[1]) | 4 * L.var(args[2])
+    L.emit(O.LOG_MIX, n, L.out(node), mask=mask, **f)
+
+
+def glm_rule(op, counts=False, with_sigma=False):
+    """A fused GLM (distributions/glm.py) as the products it is made of: ``eta = x beta``
+    (MATMUL: BLAS for big designs), ``+ alpha`` (ADD), then the summed density ``op`` of
+    ``y`` given ``eta`` (and ``sigma``): the same formulas as the fused kernel.
+    ``counts``: the density takes the constants lgamma(y + 1) (Poisson)."""
+    def rule(L, node, args, kw):
+        if kw or len(args) != (5 if with_sigma else 4):
+            raise NotLowerable(f"{L.spec.name}: unexpected arguments")
+        y, x, alpha, beta = args[:4]
+        if not with_sigma and L.traced(y):
+            raise NotLowerable(f"{L.spec.name}: a traced outcome")
+        sx = L.shape_of(x)
+        if len(sx) != 2 or L.shape_of(beta) != sx[1:]:
+            raise NotLowerable(f"{L.spec.name}: unexpected shapes")
+        n, k = sx
+        xa, _ = L.dense(x)
+        ba, _ = L.dense(beta)
+        tx = L.var(x) | L.var(beta)
+        xb = L.alloc(n)
+        L.emit(O.MATMUL, n, xb, a=xa, b=ba, x1=n, x2=k, x3=1,
+               mask=L.var(x) | 2 * L.var(beta))
+        al, sal = L.strided(alpha, n, (n,))
+        eta = L.alloc(n)
+        L.emit(O.ADD, n, eta, a=xb, sa=1, b=al, sb=sal, mask=tx | 2 * L.var(alpha))
+        ya, sy = L.strided(y, n, (n,))
+        f = dict(a=ya, sa=sy, b=eta, sb=1, mask=L.var(y) | 2 * (tx | L.var(alpha)))
+        if with_sigma:
+            f["c"], f["sc"] = L.strided(args[4], n, (n,))
+            f["mask"] |= 4 * L.var(args[4])
+        if counts:
+            f["x1"] = lgamma_table(L, (y,), (n,))
+        L.emit(op, n, L.out(node), **f)
+    return rule
+
+
+def _axis_layout(shape, axis):
+    """(outer, length, inner) of ``shape`` around ``axis``: the layout of CUMSUM and
+    SOFTMAX."""
+    axis = int(axis) % len(shape)
+    return _prod(shape[:axis]), int(shape[axis]), _prod(shape[axis + 1:])
+
+
+def along_axis(op):
+    """``f(x, axis)`` computed along one axis (``O.CUMSUM``, ``O.SOFTMAX``,
+    ``O.LOG_SOFTMAX``)."""
+    def rule(L, node, args, kw):
+        x = args[0]
+        axis = args[1] if len(args) > 1 else kw.get("axis")
+        shape = L.shape_of(x)
+        if axis is None or not shape:
+            raise NotLowerable(f"{L.spec.name} without an axis")
+        a, n = L.dense(x)
+        nout, ln, inner = _axis_layout(shape, axis)
+        L.emit(op, n, L.out(node), a=a, x1=nout, x2=ln, x3=inner, mask=L.var(x))
+    return rule
+
+
+def extreme_rule(is_max):
+    """``max``/``min`` over every element (the adjoint to numpy's first arg-extreme)."""
+    def rule(L, node, args, kw):
+        x, axis, keepdims = _axis_kw(args, kw)
+        a, n = L.dense(x)
+        if not L.shape_of(x):
+            L.emit(O.COPY, 1, L.out(node), a=a, mask=L.var(x))
+            return
+        if axis is not None or n == 0:
+            raise NotLowerable(f"{L.spec.name} along an axis")
+        L.emit(O.EXTREME, 1, L.out(node), a=a, x1=int(is_max), x2=n, mask=L.var(x))
+    return rule
+
+
+def dot_self_rule(L, node, args, kw):
+    """``dot_self(x)``: DOT of x with itself (both mask bits: the adjoint 2 g x)."""
+    (x,) = args
+    a, n = L.dense(x)
+    L.emit(O.DOT, 1, L.out(node), a=a, b=a, x2=n, mask=3 * L.var(x))
+
+
+def squared_distance_rule(L, node, args, kw):
+    """``squared_distance(a, b)``: d = a - b, then DOT(d, d)."""
+    x, y = args
+    a, n = L.dense(x)
+    b, m = L.dense(y)
+    if n != m:
+        raise NotLowerable("squared_distance of other shapes")
+    d = L.alloc(n)
+    t = L.var(x) | L.var(y)
+    L.emit(O.SUB, n, d, a=a, sa=1, b=b, sb=1, mask=L.var(x) | 2 * L.var(y))
+    L.emit(O.DOT, 1, L.out(node), a=d, b=d, x2=n, mask=3 * t)
+
+
+def mvn_cholesky_rule(L, node, args, kw):
+    """``multi_normal_cholesky_lpdf(y, mu, L)``: one MVN_CHOLESKY (forward and back
+    substitution in the kernel; its scratch holds z = L^-1 (y - mu) and L^-T z)."""
+    if kw or len(args) != 3:
+        raise NotLowerable("multi_normal_cholesky_lpdf: unexpected arguments")
+    y, mu, chol = args
+    sl_ = L.shape_of(chol)
+    shape = np.broadcast_shapes(L.shape_of(y), L.shape_of(mu))
+    if len(sl_) != 2 or len(shape) not in (1, 2) or shape[-1] != sl_[0]:
+        raise NotLowerable("multi_normal_cholesky_lpdf: unexpected shapes")
+    k = int(sl_[0])
+    nrow = 1 if len(shape) == 1 else int(shape[0])
+    a, sa = L.strided(y, nrow * k, shape)
+    b, sb = L.strided(mu, nrow * k, shape)
+    c, _ = L.dense(chol)
+    scratch = L.alloc(2 * nrow * k)
+    L.emit(O.MVN_CHOLESKY, 1, L.out(node), a=a, sa=sa, b=b, sb=sb, c=c, x1=nrow, x2=k,
+           x3=scratch, mask=L.var(y) | 2 * L.var(mu) | 4 * L.var(chol))
 
 
 # ======================================================================================
@@ -439,7 +588,26 @@ def _live(nodes, out_var, guards, L):
     return live
 
 
+# comparisons of traced values (``if t > 0:`` in an ODE right-hand side) are guards
+# whose function is the operator itself: GUARD_CMP's comparison numbers
+_COMPARISONS = {operator.lt: 0, operator.le: 1, operator.gt: 2, operator.ge: 3,
+                operator.eq: 4, operator.ne: 5}
+
+
+def _lower_comparison(L, index, g, k):
+    x, y = g.args
+    if _prod(L.shape_of(x)) != 1 or _prod(L.shape_of(y)) != 1 or np.size(g.result) != 1:
+        raise NotLowerable(f"a comparison of arrays: {g.describe()}")
+    a = L.slot(x)[0]
+    b = L.slot(y)[0]
+    L.emit(O.GUARD_CMP, 1, 0, a=a, b=b, x1=k, x2=index, x3=int(bool(g.result)))
+
+
 def _lower_guard(L, index, g):
+    k = _COMPARISONS.get(g.fn) if type(g.fn) is type(operator.lt) else None
+    if k is not None:
+        _lower_comparison(L, index, g, k)
+        return
     kind = getattr(g.fn, "_vm_guard", None)
     if kind is None:
         raise NotLowerable(f"a guard without a lowering: {g.describe()}")
@@ -464,6 +632,14 @@ def _lower_guard(L, index, g):
         # non-finite result, which the eager tape decides (kernel.py)
         if g.result:
             raise NotLowerable(f"an edge-value branch taken: {g.describe()}")
+    elif type(kind) is tuple and kind[0] == "args":
+        # a density's argument check: the traced arguments checked again (constants
+        # were checked when recorded and do not change)
+        for x, k in zip(g.args, kind[1]):
+            if k is None or not L.traced(x):
+                continue
+            a, n = L.dense(x)
+            L.emit(O.CHECK_ARG, n, 0, a=a, x1=_CHECK_SETS[k])
     elif kind in ("check_positive", "check_nonnegative"):
         (x,) = g.args
         a, n = L.dense(x)
@@ -484,7 +660,8 @@ def _assemble(L, rec, dim, out_off, out_shape, value_only, result_shape):
         col = code[:, f]
         if f == O.X1:
             # X1 is an offset into V only for these ops (else a size or a table offset)
-            sel = np.isin(code[:, O.OP], (O.POISSON, O.POISSON_LOG, O.STUDENT_T))
+            sel = np.isin(code[:, O.OP], (O.POISSON, O.POISSON_LOG, O.STUDENT_T,
+                                               O.POISSON_SS))
             sub = col[sel]
             patch(sub)
             col[sel] = sub
@@ -538,6 +715,8 @@ def _replay_function(p, result_shape):
             st = vo(code, aux, V, dim, out, size, _vector(x), res)
             if st:
                 return _status(st)
+            if not np.isfinite(res).all():
+                raise FloatingPointError("a non-finite entry: the eager tape decides")
             return 0.0, res.reshape(result_shape)
     elif p.value_only:
         res1 = zeros(1)
