@@ -28,9 +28,19 @@ from . import autodiff, math, distributions, transforms, functor, pk  # noqa: F4
 
 __version__ = "0.1.0"
 
-# The zoo and the samplers import stanlite themselves, so they cannot be imported
-# eagerly here; ``sl.models.get(...)`` after a bare ``import stanlite as sl`` loads
-# them on first use (PEP 562).
+# What ``import stanlite`` loads, and what it leaves to first use (issue 20, point 6;
+# tests/test_lazy_imports.py, benchmarks/first_draw.py):
+# - loaded: numpy, scipy.linalg and scipy.special (every model's math). scipy.linalg
+#   is most of the cost (~0.2 s, scipy's array-API layer), and the first draw pays it
+#   anyway: numba imports it when it loads the NUTS kernel;
+# - at first use: ArviZ and its stack (xarray, pandas, matplotlib, netCDF) when a fit
+#   is converted, summarised or saved (fit.py) and where ArviZ computes a number
+#   (PSIS: Pathfinder, an approximation's k-hat), numba when the samplers or the compiled tape are
+#   imported, scipy.integrate/sparse at the first ODE solve (functor/ode_integrate.py),
+#   scipy.optimize at the first optimizer run (samplers/optimize.py);
+# - the zoo and the samplers import stanlite themselves, so they cannot be imported
+#   eagerly here; ``sl.models.get(...)`` after a bare ``import stanlite as sl`` loads
+#   them on first use (PEP 562).
 _LAZY = ("models", "samplers")
 
 
