@@ -443,3 +443,18 @@ poisson_log_glm_lpmf.__doc__ = """Poisson log-linear regression log mass, one fu
     >>> round(sl.poisson_log_glm_lpmf([3, 0], x, 0.1, np.array([0.2, 0.1])), 6)
     -3.045652
     """
+
+
+# interpreter lowerings (autodiff/vm): each GLM as its matrix-vector product (BLAS),
+# the intercept, and the summed density of the linear predictor
+from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
+                                   deflower as _deflower, glm_rule as _glm)
+
+_deflower(bernoulli_logit_glm_lpmf, _glm(_op.BERNOULLI_LOGIT))
+_deflower(poisson_log_glm_lpmf, _glm(_op.POISSON_LOG, counts=True))
+_deflower(normal_id_glm_lpdf, _glm(_op.NORMAL, with_sigma=True))
+# their argument checks look at no traced value but sigma's sign (stricter is safe)
+_check_lowering(bernoulli_logit_glm_lpmf, None, None, None, None)
+_check_lowering(poisson_log_glm_lpmf, None, None, None, None)
+_check_lowering(normal_id_glm_lpdf, None, None, None, None, "positive_finite")

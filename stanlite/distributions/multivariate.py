@@ -897,3 +897,9 @@ def inv_wishart_rng(nu, Sigma, size=None, rng=None):
         W = X @ X.T
         out[i] = 0.5 * (W + W.T)
     return out
+
+
+# interpreter lowerings (autodiff/vm): forward and back substitution in the kernel
+from ..autodiff.vm.program import deflower as _deflower, mvn_cholesky_rule  # noqa: E402
+
+_deflower(_multi_normal_cholesky_node, mvn_cholesky_rule)

@@ -746,9 +746,17 @@ Var.argsort = lambda self, axis=-1: sort_indices_asc(self, axis)
 # interpreter lowerings (autodiff/vm): the same functions as instructions
 from ..autodiff.extend import sum_to_shape as _sum_to_shape  # noqa: E402
 from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm import program as _program  # noqa: E402
 from ..autodiff.vm.program import (deflower as _deflower, dot as _ldot,  # noqa: E402
                                    reduction as _lr, sum_to_shape_rule as _lsts)
 
 _deflower(_sum, _lr(_op.SUM))
 _deflower(_dot_product, _ldot)
 _deflower(_sum_to_shape, _lsts)
+_deflower(_cumsum, _program.along_axis(_op.CUMSUM))
+_deflower(_softmax, _program.along_axis(_op.SOFTMAX))
+_deflower(_log_softmax, _program.along_axis(_op.LOG_SOFTMAX))
+_deflower(_max, _program.extreme_rule(True))
+_deflower(_min, _program.extreme_rule(False))
+_deflower(dot_self, _program.dot_self_rule)
+_deflower(_squared_distance, _program.squared_distance_rule)

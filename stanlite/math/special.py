@@ -719,6 +719,7 @@ UFUNCS.update({np.logaddexp: _log_sum_exp2})
 
 # interpreter lowerings (autodiff/vm): the same functions as instructions
 from ..autodiff.vm import opcodes as _op  # noqa: E402
+from ..autodiff.vm import program as _program  # noqa: E402
 from ..autodiff.vm.program import (binary as _lb, deflower as _deflower,  # noqa: E402
                                    reduction as _lr, unary as _lu)
 
@@ -728,3 +729,4 @@ _deflower(erfc, _lu(_op.ERFC))
 _deflower(Phi, _lu(_op.PHI))
 _deflower(_log_sum_exp2, _lb(_op.LSE2))
 _deflower(_log_sum_exp_reduce, _lr(_op.LSE))
+_deflower(log_mix, _program.log_mix_rule)

@@ -1,0 +1,217 @@
+"""Interpreter lowerings of GLMs, log_mix, running sums, softmax, extremes, inner
+products, matrix products (BLAS path) and multi_normal_cholesky (autodiff/vm).
+
+Each program is compiled with the interpreter, checked to run there (not in the
+Python replay), and compared with the eager tape at random points (to rounding) and
+with central finite differences of its own value.
+"""
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite.autodiff.vm import kernel
+
+pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba not available")
+
+
+def _vm(f, x0):
+    vg = sl.compile(f, x0, verify=False)
+    vg(x0)
+    assert vg.vm_skipped is None, vg.vm_skipped
+    assert vg.compiled
+    return vg
+
+
+def check(f, x0, n_points=3, seed=0, scale=0.3, fd=True, rtol=1e-10):
+    """The interpreter agrees with the eager tape at random points near ``x0`` and
+    with central finite differences of its value."""
+    rng = np.random.default_rng(seed)
+    vg = _vm(f, np.array(x0, dtype=float))
+    ref = sl.value_and_grad(f)
+    for _ in range(n_points):
+        x = np.asarray(x0, dtype=float) + scale * rng.standard_normal(np.shape(x0))
+        v, g = vg(x)
+        v0, g0 = ref(x)
+        assert vg.compiled
+        np.testing.assert_allclose(v, v0, rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(g, g0, rtol=1e-9, atol=1e-9)
+        if fd:
+            h = 1e-6
+            for i in range(x.size):
+                e = np.zeros_like(x)
+                e.flat[i] = h
+                d = (vg(x + e)[0] - vg(x - e)[0]) / (2 * h)
+                assert abs(d - g.flat[i]) <= 1e-5 * (1 + abs(g.flat[i])), (i, d, g.flat[i])
+    return vg
+
+
+RNG = np.random.default_rng(42)
+Y = RNG.standard_normal(7)
+
+
+# ---- log_mix ---------------------------------------------------------------------------
+def test_log_mix_scalar_theta_vector_components():
+    def f(x):
+        theta = sl.inv_logit(x[0])
+        lp1 = sl.normal_lpdf(Y, x[1], 1.0) if False else -0.5 * (Y - x[1]) ** 2
+        lp2 = -0.5 * (Y - x[2]) ** 2 / 4.0
+        return sl.sum(sl.log_mix(theta, lp1, lp2))
+    check(f, [0.2, -1.0, 1.0])
+
+
+def test_log_mix_vector_theta_and_scalar_component():
+    def f(x):
+        theta = sl.inv_logit(x[:3])
+        return sl.sum(sl.log_mix(theta, x[3], -0.5 * x[4:7] ** 2))
+    check(f, RNG.standard_normal(7) * 0.5)
+
+
+def test_log_mix_theta_outside_the_unit_interval_falls_back_to_the_tape():
+    def f(x):
+        return sl.log_mix(x[0], x[1], x[2])
+    vg = _vm(f, np.array([0.3, 0.1, -0.2]))
+    with np.errstate(invalid="ignore"):
+        v, _ = vg(np.array([1.5, 0.1, -0.2]))
+        v0, _ = sl.value_and_grad(f)(np.array([1.5, 0.1, -0.2]))
+    assert np.isnan(v) and np.isnan(v0)
+
+
+# ---- running sums, softmax, extremes, inner products ------------------------------------
+def test_cumulative_sum_vector():
+    w = RNG.standard_normal(6)
+    check(lambda x: sl.sum(w * sl.cumulative_sum(x)), RNG.standard_normal(6))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cumulative_sum_along_an_axis(axis):
+    w = RNG.standard_normal((3, 4))
+    check(lambda x: sl.sum(w * sl.cumulative_sum(sl.reshape(x, (3, 4)), axis=axis)),
+          RNG.standard_normal(12))
+
+
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_softmax_along_an_axis(fn, axis):
+    w = RNG.standard_normal((3, 4))
+    f = getattr(sl, fn)
+    check(lambda x: sl.sum(w * f(sl.reshape(x, (3, 4)), axis=axis)), RNG.standard_normal(12))
+
+
+def test_softmax_vector():
+    w = RNG.standard_normal(5)
+    check(lambda x: sl.sum(w * sl.softmax(x)) + sl.sum(sl.log_softmax(x) * w),
+          RNG.standard_normal(5))
+
+
+@pytest.mark.parametrize("fn", ["max", "min"])
+def test_max_min_of_a_vector(fn):
+    f = getattr(sl, fn)
+    check(lambda x: f(x * x) * x[0], np.array([0.3, -1.2, 0.7, 2.0]), fd=False, scale=0.05)
+
+
+def test_max_of_a_scalar():
+    check(lambda x: sl.max(x[0] * x[1]), np.array([0.3, -1.2]))
+
+
+def test_dot_self_and_squared_distance():
+    c = RNG.standard_normal(4)
+    check(lambda x: sl.dot_self(x[:4]) * x[4] + sl.squared_distance(x[:4], c)
+          + sl.squared_distance(c, x[4:8]) + sl.squared_distance(x[:4], x[4:8]),
+          RNG.standard_normal(8))
+
+
+# ---- matrix products -----------------------------------------------------------------------
+@pytest.mark.parametrize("p,k,q", [(2, 3, 4), (40, 30, 20), (1, 30, 90), (90, 30, 1)])
+def test_matmul_both_traced(p, k, q):
+    # the small shape runs the loop, the others BLAS (kernel._BLAS_MIN)
+    w = RNG.standard_normal((p, q))
+
+    def f(x):
+        a = sl.reshape(x[:p * k], (p, k))
+        b = sl.reshape(x[p * k:], (k, q))
+        return sl.sum(w * (a @ b))
+    check(f, RNG.standard_normal(p * k + k * q), n_points=1, fd=(p * k < 10))
+
+
+def test_matmul_matrix_vector_with_data():
+    X = RNG.standard_normal((300, 20))
+    check(lambda b: sl.sum(sl.log1p_exp(X @ b)) - 0.5 * sl.sum(b * b),
+          RNG.standard_normal(20) * 0.1, fd=False)
+
+
+def test_matmul_vector_matrix_with_data():
+    X = RNG.standard_normal((20, 300))
+    check(lambda b: sl.sum(sl.log1p_exp(b @ X)), RNG.standard_normal(20) * 0.1, fd=False)
+
+
+# ---- GLMs ------------------------------------------------------------------------------------
+N, K = 50, 4
+XG = RNG.standard_normal((N, K))
+YB = (RNG.random(N) < 0.4).astype(int)
+YP = RNG.poisson(2.0, N)
+YN = RNG.standard_normal(N)
+
+
+def test_bernoulli_logit_glm_scalar_intercept():
+    check(lambda x: sl.bernoulli_logit_glm_lpmf(YB, XG, x[0], x[1:]),
+          RNG.standard_normal(K + 1) * 0.3)
+
+
+def test_bernoulli_logit_glm_vector_intercept_and_traced_design():
+    def f(x):
+        alpha = x[0] + 0.1 * np.arange(N)
+        xm = XG * sl.exp(x[K + 1])
+        return sl.bernoulli_logit_glm_lpmf(YB, xm, alpha, x[1:K + 1])
+    check(f, RNG.standard_normal(K + 2) * 0.3)
+
+
+def test_bernoulli_logit_glm_big_design_uses_blas():
+    X = RNG.standard_normal((2000, 10))
+    y = (RNG.random(2000) < 0.5).astype(int)
+    check(lambda x: sl.bernoulli_logit_glm_lpmf(y, X, x[0], x[1:]),
+          RNG.standard_normal(11) * 0.1, n_points=2, fd=False)
+
+
+def test_poisson_log_glm():
+    check(lambda x: sl.poisson_log_glm_lpmf(YP, XG, x[0], x[1:]),
+          RNG.standard_normal(K + 1) * 0.3)
+
+
+def test_poisson_log_glm_scalar_outcome():
+    check(lambda x: sl.poisson_log_glm_lpmf(3, XG, x[0], x[1:]),
+          RNG.standard_normal(K + 1) * 0.3)
+
+
+def test_normal_id_glm_traced_scale_and_outcome():
+    def f(x):
+        return sl.normal_id_glm_lpdf(YN + x[K + 2], XG, x[0], x[1:K + 1], sl.exp(x[K + 1]))
+    check(f, RNG.standard_normal(K + 3) * 0.3)
+
+
+# ---- multi_normal_cholesky -----------------------------------------------------------------------
+KM = 4
+LC = np.linalg.cholesky(np.eye(KM) + 0.5)
+
+
+def test_multi_normal_cholesky_vector_parameter():
+    check(lambda x: sl.multi_normal_cholesky_lpdf(x, np.zeros(KM), LC),
+          RNG.standard_normal(KM))
+
+
+def test_multi_normal_cholesky_rows_and_traced_mean():
+    yy = RNG.standard_normal((3, KM))
+    check(lambda x: sl.multi_normal_cholesky_lpdf(yy, x, LC), RNG.standard_normal(KM))
+
+
+def test_multi_normal_cholesky_traced_factor():
+    yy = RNG.standard_normal((3, KM))
+    pos = {rc: i for i, rc in enumerate(zip(*np.tril_indices(KM)))}
+
+    def f(x):
+        # a lower-triangular factor from parameters, exp on the diagonal
+        entries = [(sl.exp(x[pos[r, c]]) if r == c else x[pos[r, c]]) if r >= c else 0.0
+                   for r in range(KM) for c in range(KM)]
+        chol = sl.reshape(sl.stack(entries), (KM, KM))
+        return sl.multi_normal_cholesky_lpdf(yy, x[len(pos):], chol)
+    check(f, RNG.standard_normal(len(pos) + KM) * 0.3)
