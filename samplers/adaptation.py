@@ -24,7 +24,8 @@ import math
 
 import numpy as np
 
-__all__ = ["DualAveraging", "Welford", "window_ends", "WindowedAdaptation"]
+__all__ = ["DualAveraging", "Welford", "window_ends", "WindowedAdaptation", "ADAPTATIONS",
+           "GradientAdaptation", "grad_schedule", "lowrank_inverse_metric"]
 
 
 class DualAveraging:
@@ -88,6 +89,18 @@ class Welford:
             self.m2 = self.m2 + np.outer(x - self.mean, d)
         else:
             self.m2 = self.m2 + (x - self.mean) * d
+
+    def to_dict(self):
+        # no copies: add() replaces the arrays instead of writing into them, so a
+        # chain's state keeps a snapshot for free (a dense 100-d m2 is 80 kB)
+        return {"n": self.n, "mean": self.mean, "m2": self.m2, "dense": self.dense}
+
+    @classmethod
+    def from_dict(cls, d, dim):
+        w = cls(dim, d["dense"])
+        w.n, w.mean, w.m2 = d["n"], np.array(d["mean"], dtype=float), \
+            np.array(d["m2"], dtype=float)
+        return w
 
     def regularized(self):
         """Stan's shrunk estimate ``(n/(n+5)) var + 1e-3 (5/(n+5))`` (times I).
@@ -200,3 +213,211 @@ def init_stepsize(model, metric, z, eps, rng):
             raise ValueError("no acceptably small step size: the log density or its "
                              "gradient may be wrong (try sl.check_grad on it)")
     return eps
+
+
+# ---- adaptation from draws and gradients (nutpie's) -------------------------------------
+#: the values of ``model.sample(adaptation=...)``: Stan's windowed variance adaptation,
+#: nutpie's diagonal estimate from draws and gradients, and that with a low-rank
+#: correction (a dense metric)
+ADAPTATIONS = ("stan", "nutpie", "nutpie-lowrank")
+
+
+def grad_schedule(num_warmup, early_window=0.3, final_window=0.15):
+    """nutpie's warmup phases as ``(early_end, final_start)``: iterations
+    ``[0, early_end)`` switch estimators every 10 draws, ``[early_end, final_start)``
+    every 80, and from ``final_start`` on the metric is fixed and only the step size
+    adapts (restarted there, as after Stan's last window)."""
+    early_end = int(early_window * num_warmup)
+    final_start = num_warmup - int(final_window * num_warmup)
+    return early_end, final_start
+
+
+def _scaled_window(qs, gs):
+    """The draws and gradients of a window centred and scaled by the estimated
+    standard deviations ``sigma = (var q / var g)^(1/4)`` (``q / sigma`` and
+    ``g * sigma``: a Gaussian's scales are then 1): ``(sigma, X, G)``, one row a draw."""
+    X = np.array(qs)
+    G = np.array(gs)
+    X -= X.mean(axis=0)
+    G -= G.mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = np.sqrt(np.sqrt(np.sum(X * X, axis=0) / np.sum(G * G, axis=0)))
+    sigma = np.where(np.isfinite(sigma) & (sigma > 0), sigma, 1.0)
+    return sigma, X / sigma, G * sigma
+
+
+def _spd_geometric_mean(A, B):
+    """``S`` with ``S B S = A`` (A, B symmetric positive definite): the geometric mean
+    of ``A`` and ``B^-1``, ``B^-1/2 (B^1/2 A B^1/2)^1/2 B^-1/2``. For draws with
+    covariance ``A`` and gradients with covariance ``B`` of a Gaussian, both are
+    estimates of the same covariance ``S`` (``B = S^-1``); the mean minimises the
+    Fisher divergence of the Gaussian ``N(., S)`` (Seyboldt)."""
+    w, U = np.linalg.eigh(B)
+    w = np.maximum(w, 1e-300)
+    root = (U * np.sqrt(w)) @ U.T
+    inv_root = (U / np.sqrt(w)) @ U.T
+    m, V = np.linalg.eigh(root @ A @ root)
+    middle = (V * np.sqrt(np.maximum(m, 0.0))) @ V.T
+    return inv_root @ middle @ inv_root
+
+
+def lowrank_inverse_metric(qs, gs, cutoff=2.0, gamma=1e-3):
+    """The dense inverse metric ``diag(sigma) (I + U (lam - 1) U^T) diag(sigma)`` from a
+    window of draws ``qs`` and their gradients ``gs``: ``sigma`` the diagonal
+    draws-and-gradients estimate; ``U, lam`` the eigenvectors and -values of the
+    scaled covariance estimated in the span of the scaled draws and gradients (at
+    most ``2n`` directions from ``n`` draws) as the geometric mean of the draws'
+    covariance and the gradients' precision (:func:`_spd_geometric_mean`, both
+    regularised by ``gamma I``), keeping only eigenvalues above ``cutoff`` or below
+    ``1 / cutoff``: every other direction keeps scale 1 after the diagonal scaling.
+    """
+    sigma, X, G = _scaled_window(qs, gs)
+    n = X.shape[0]
+    # an orthonormal basis of the span of the draws and the gradients
+    basis, sv, _ = np.linalg.svd(np.vstack([X, G]).T, full_matrices=False)
+    basis = basis[:, sv > sv[0] * 1e-10] if sv.size and sv[0] > 0 else basis[:, :0]
+    dim = X.shape[1]
+    out = np.eye(dim)
+    if basis.shape[1]:
+        Xp, Gp = X @ basis, G @ basis
+        k = basis.shape[1]
+        S = _spd_geometric_mean(Xp.T @ Xp / n + gamma * np.eye(k),
+                                Gp.T @ Gp / n + gamma * np.eye(k))
+        lam, V = np.linalg.eigh(0.5 * (S + S.T))
+        keep = (lam > cutoff) | (lam < 1.0 / cutoff)
+        U = basis @ V[:, keep]
+        out += (U * (lam[keep] - 1.0)) @ U.T
+    return sigma[:, None] * out * sigma[None, :]
+
+
+def _clamped(inv, previous, lo=1e-10, hi=1e10):
+    """A diagonal estimate with its non-finite or non-positive entries replaced by
+    the previous metric's and the rest clamped to ``[lo, hi]`` (a window in which a
+    coordinate or its gradient did not move says nothing about its scale)."""
+    ok = np.isfinite(inv) & (inv > 0)
+    return np.clip(np.where(ok, inv, previous), lo, hi)
+
+
+class GradientAdaptation:
+    """nutpie's metric adaptation (Seyboldt et al., the "grad-based" diagonal): the
+    inverse metric ``M^-1_ii = sqrt(var(q_i) / var(grad_i))`` of the draws of a short
+    window and their gradients - exact for any Gaussian with a diagonal covariance
+    from as few as 3 draws, where the variance of the draws alone needs many -
+    updated after every warmup iteration from the very first.
+
+    Two estimators run side by side, a foreground one (the metric's) and a
+    background one; when the background one has seen ``switch`` draws (10 in the
+    early window, 80 after) it becomes the foreground one and a fresh background
+    starts, so the metric always rests on the last ``switch`` to ``2 switch`` draws:
+    early draws, far from the typical set, are forgotten. The start is the metric of
+    the initial gradient, ``1 / |grad|`` (a Gaussian's variance when the point is one
+    sd from the mode). In the final window (:func:`grad_schedule`) only the step size
+    adapts. Divergent transitions' draws are not used.
+
+    ``lowrank``: the metric is dense, ``diag + low rank`` from
+    :func:`lowrank_inverse_metric` of the foreground window, recomputed every
+    ``lowrank_every`` iterations and at every switch (an eigendecomposition costs
+    more than a diagonal update, so not at every iteration).
+
+    The state is plain data (:meth:`to_dict`) and, as :class:`Welford`, replaces its
+    arrays and lists instead of mutating them, so a chain's snapshot costs nothing.
+    """
+
+    MIN_DRAWS = 3          # the fewest draws the foreground needs for an estimate
+
+    def __init__(self, dim, num_warmup, lowrank=False, early_switch=10, late_switch=80,
+                 lowrank_every=10, cutoff=2.0):
+        self.dim, self.num_warmup, self.lowrank = dim, num_warmup, lowrank
+        self.early_end, self.final_start = grad_schedule(num_warmup)
+        self.early_switch, self.late_switch = early_switch, late_switch
+        self.lowrank_every, self.cutoff = lowrank_every, cutoff
+        self.fg = self._window()
+        self.bg = self._window()
+        self.inv = None
+        self.n_updates = 0      # metric changes so far (the first re-runs the step search)
+
+    def _window(self):
+        return {"q": Welford(self.dim), "g": Welford(self.dim), "qs": [], "gs": []}
+
+    def _add(self, w, q, g):
+        w["q"].add(q)
+        w["g"].add(g)
+        if self.lowrank:
+            w["qs"] = w["qs"] + [q]         # new lists: snapshots stay as they were
+            w["gs"] = w["gs"] + [g]
+
+    def start(self, q, g):
+        """The initial inverse metric from the initial point's gradient; the point
+        is the estimators' first draw."""
+        g = np.asarray(g, dtype=float)
+        with np.errstate(divide="ignore"):
+            inv = _clamped(1.0 / np.abs(g), np.ones(self.dim))
+        if np.all(np.isfinite(g)):
+            self._add(self.fg, q, g)
+            self._add(self.bg, q, g)
+        self.inv = np.diag(inv) if self.lowrank else inv
+        return self.inv
+
+    def switch_every(self, i):
+        return self.early_switch if i < self.early_end else self.late_switch
+
+    def update(self, i, q, g, good=True):
+        """Warmup iteration ``i`` ended at ``q`` with gradient ``g`` (``good``: not a
+        divergent transition). Returns the new inverse metric, or None when it
+        stays."""
+        if i >= self.final_start:
+            if self.fg["q"].n:          # the windows are done with: a small state
+                self.fg, self.bg = self._window(), self._window()
+            return None
+        if good and np.all(np.isfinite(g)):
+            self._add(self.fg, q, g)
+            self._add(self.bg, q, g)
+        switch = self.switch_every(i)
+        switched = False
+        # switch only when the new foreground can serve a whole period before the
+        # metric freezes (nutpie's rule)
+        if self.bg["q"].n >= switch and i + switch <= self.final_start:
+            self.fg, self.bg = self.bg, self._window()
+            switched = True
+        if self.fg["q"].n < self.MIN_DRAWS:
+            return None
+        if self.lowrank:
+            # the first iterations (few draws: cheap) and then every lowrank_every
+            if not (switched or i < self.early_switch or (i + 1) % self.lowrank_every == 0):
+                return None
+            inv = lowrank_inverse_metric(self.fg["qs"], self.fg["gs"], self.cutoff)
+            if not np.all(np.isfinite(inv)):
+                return None
+        else:
+            var_q = self.fg["q"].m2
+            var_g = self.fg["g"].m2          # (both over n - 1: the ratio is the same)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = _clamped(np.sqrt(var_q / var_g), self.inv)
+        self.inv = inv
+        self.n_updates += 1
+        return inv
+
+    # ---- plain data (the chain's state) --------------------------------------------
+    def to_dict(self):
+        return {"lowrank": self.lowrank, "num_warmup": self.num_warmup, "inv": self.inv,
+                "n_updates": self.n_updates, "fg": _window_dict(self.fg),
+                "bg": _window_dict(self.bg)}
+
+    @classmethod
+    def from_dict(cls, d, dim):
+        a = cls(dim, d["num_warmup"], lowrank=d["lowrank"])
+        a.inv = None if d["inv"] is None else np.array(d["inv"], dtype=float)
+        a.n_updates = int(d["n_updates"])
+        a.fg, a.bg = (_window_from(d[k], dim) for k in ("fg", "bg"))
+        return a
+
+
+def _window_dict(w):
+    return {"q": w["q"].to_dict(), "g": w["g"].to_dict(), "qs": list(w["qs"]),
+            "gs": list(w["gs"])}
+
+
+def _window_from(d, dim):
+    return {"q": Welford.from_dict(d["q"], dim), "g": Welford.from_dict(d["g"], dim),
+            "qs": [np.asarray(x, dtype=float) for x in d["qs"]],
+            "gs": [np.asarray(x, dtype=float) for x in d["gs"]]}

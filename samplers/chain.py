@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from . import nuts
-from .adaptation import DualAveraging, Welford, init_stepsize, window_ends
+from .adaptation import (DualAveraging, GradientAdaptation, Welford, init_stepsize,
+                         window_ends)
 from .hamiltonian import NON_FINITE_DENSITY, Point, make_metric
 
 __all__ = ["ChainState", "initialize", "run", "STAT_NAMES"]
@@ -57,14 +58,23 @@ def _initial_point(model, init, rng, tries=100):
 def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
                metric="diag_e", inv_metric=None, stepsize=1.0, adapt_delta=0.8,
                max_treedepth=10, sampler="nuts", init=None, save_warmup=False,
-               adapt=True, sampler_options=None):
+               adapt=True, sampler_options=None, adaptation="stan"):
     """A fresh chain: its generator from ``seed_seq`` (one spawned SeedSequence per
-    chain), its initial point, and empty adaptation state."""
+    chain), its initial point, and empty adaptation state. ``adaptation``: "stan"
+    (windowed variances) or "nutpie" / "nutpie-lowrank" (draws and gradients,
+    :class:`.adaptation.GradientAdaptation`; the low-rank one adapts a dense metric,
+    whatever ``metric`` says, and starts from ``inv_metric`` as a diagonal if that is
+    a vector)."""
     rng = np.random.Generator(np.random.PCG64(seed_seq))
     q, lp, g = _initial_point(model, init, rng)
     dim = model.dim
+    grad_adapt = None
+    if adaptation != "stan" and sampler != "rhmc":
+        metric, inv_metric, grad_adapt = _grad_adaptation(
+            dim, num_warmup, adaptation, q, g, inv_metric)
     met = make_metric(metric, dim, inv_metric)
-    ends, (init_buf, term_buf, _) = window_ends(num_warmup) if adapt else ([], (0, 0, 0))
+    ends, (init_buf, term_buf, _) = window_ends(num_warmup) \
+        if adapt and grad_adapt is None else ([], (0, 0, 0))
     if sampler == "rhmc":
         # the SoftAbs metric follows the local Hessian (rhmc.py): only the step size
         # adapts, no metric windows
@@ -83,13 +93,28 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
         warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, rejections={},
         rejected_draws=[],
         gq_seed=None,
-        sampler_options=sampler_options)
+        sampler_options=sampler_options, adaptation=adaptation if grad_adapt else "stan",
+        grad_adapt=grad_adapt and grad_adapt.to_dict())
     da = DualAveraging(delta=adapt_delta)
     state.da = _da_dict(da)
     w = Welford(dim, dense=metric == "dense_e")
     state.welford = _welford_dict(w)
     state.rng_state = rng.bit_generator.state
     return state
+
+
+def _grad_adaptation(dim, num_warmup, adaptation, q, g, inv_metric):
+    """``(metric kind, initial inverse metric, GradientAdaptation)`` of a chain with
+    nutpie's adaptation: the start is the initial gradient's metric unless
+    ``inv_metric`` is given."""
+    lowrank = adaptation == "nutpie-lowrank"
+    adapter = GradientAdaptation(dim, num_warmup, lowrank=lowrank)
+    start = adapter.start(q, g)
+    if inv_metric is not None:
+        inv = np.asarray(inv_metric, dtype=float)
+        start = np.diag(inv) if lowrank and inv.ndim == 1 else inv
+        adapter.inv = start
+    return ("dense_e" if lowrank else "diag_e"), start, adapter
 
 
 def _da_dict(da):
@@ -104,15 +129,11 @@ def _da_from(d):
 
 
 def _welford_dict(w):
-    # no copies: Welford.add replaces its arrays instead of writing into them, so
-    # the state keeps a snapshot for free (a dense 100-d m2 is 80 kB per iteration)
-    return {"n": w.n, "mean": w.mean, "m2": w.m2, "dense": w.dense}
+    return w.to_dict()          # (no copies: a snapshot for free, see Welford.to_dict)
 
 
 def _welford_from(d, dim):
-    w = Welford(dim, d["dense"])
-    w.n, w.mean, w.m2 = d["n"], d["mean"].copy(), d["m2"].copy()
-    return w
+    return Welford.from_dict(d, dim)
 
 
 def run(model, state, n_iterations=None, on_iteration=None):
@@ -134,6 +155,9 @@ def run(model, state, n_iterations=None, on_iteration=None):
         kernel = nuts._transition if state.sampler == "nuts" else _static_hmc
     da = _da_from(state.da)
     welford = _welford_from(state.welford, dim)
+    # nutpie's adaptation (a state saved before it existed has no such field)
+    gadapt = GradientAdaptation.from_dict(state.grad_adapt, dim) \
+        if getattr(state, "grad_adapt", None) is not None else None
     ends = set(state.window_ends)
     z = Point(state.q, None, state.lp, state.grad)
     eps = state.stepsize
@@ -159,9 +183,12 @@ def run(model, state, n_iterations=None, on_iteration=None):
             used_eps = eps
             if warm and adapt:
                 eps = da.update(info.accept_stat)
-                if state.init_buffer <= i < num_warmup - state.term_buffer and ends:
+                if gadapt is not None:
+                    metric, eps = _grad_adapt_step(model, state, gadapt, i, z, info,
+                                                   metric, eps, da, rng)
+                elif state.init_buffer <= i < num_warmup - state.term_buffer and ends:
                     welford.add(z.q)
-                if i in ends:
+                if i in ends and gadapt is None:
                     inv = welford.regularized()
                     welford.restart()
                     metric = make_metric(state.metric, dim, inv)
@@ -189,12 +216,32 @@ def run(model, state, n_iterations=None, on_iteration=None):
             if warm:                       # (adaptation only changes in warmup)
                 state.da = _da_dict(da)
                 state.welford = _welford_dict(welford)
+                if gadapt is not None:
+                    state.grad_adapt = gadapt.to_dict()
             state.rng_state = rng.bit_generator.state
             state.stepsize_initialized = state.stepsize_initialized or adapt
             state.iteration = i + 1
             if on_iteration is not None:
                 on_iteration(state, info)
     return state
+
+
+def _grad_adapt_step(model, state, gadapt, i, z, info, metric, eps, da, rng):
+    """One warmup iteration of nutpie's adaptation: the metric from the draws and
+    gradients so far; at its first change the step-size search again (the initial
+    metric was a guess from one gradient); at the start of the final window the
+    step size's dual averaging restarts from its average, as after Stan's last
+    window. Returns ``(metric, step size)``."""
+    inv = gadapt.update(i, z.q, z.grad, good=not info.divergent)
+    if inv is not None:
+        metric = make_metric(state.metric, model.dim, inv)
+        if gadapt.n_updates == 1:
+            eps = init_stepsize(model, metric, z, eps, rng)
+            da.restart(eps)
+    if i == gadapt.final_start - 1 and gadapt.final_start < state.num_warmup:
+        eps = da.final()
+        da.restart(eps)
+    return metric, eps
 
 
 def _count_rejections(state, info):

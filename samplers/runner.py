@@ -228,7 +228,8 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                   metric="diag_e", adapt_delta=0.8, max_treedepth=10, init=None, thin=1,
                   save_warmup=False, progress=True, parallel=True, executor=None,
                   sampler="nuts", inv_metric=None, stepsize=1.0, resume_from=None,
-                  sampler_options=None, blas_threads=None, max_workers=None):
+                  sampler_options=None, blas_threads=None, max_workers=None,
+                  adaptation="stan"):
     """Run the chains; returns ``(states, seeds, interrupted)``.
 
     ``blas_threads``: BLAS threads per chain; ``None`` means 1, in worker processes
@@ -256,7 +257,8 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
                             inv_metric=inv_metric, stepsize=stepsize,
                             adapt_delta=adapt_delta, max_treedepth=max_treedepth,
                             sampler=sampler, init=_chain_init(init, c),
-                            save_warmup=save_warmup, sampler_options=sampler_options)
+                            save_warmup=save_warmup, sampler_options=sampler_options,
+                            adaptation=adaptation)
                        for c in range(chains)]
     total = (states[0].num_warmup + states[0].num_draws) if states[0] is not None else \
         warmup + draws

@@ -1,0 +1,309 @@
+"""nutpie's warmup adaptation (``model.sample(adaptation="nutpie" | "nutpie-lowrank")``):
+the estimate from draws and gradients, its schedule, exact Gaussian posteriors (means
+and sds within Monte Carlo error), argument checks, interruption, saving and resuming,
+and (slow, needs ../shared) posteriordb references."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite.samplers import chain as chain_mod
+from stanlite.samplers.adaptation import (ADAPTATIONS, GradientAdaptation, grad_schedule,
+                                          lowrank_inverse_metric)
+
+
+class Scales(sl.Model):
+    """Independent normals with very different scales."""
+    D = sl.data.int(lower=1)
+    sd = sl.data.vector("D", lower=0)
+    x = sl.param.vector("D")
+
+    def log_prob(self, x):
+        return sl.normal_lpdf(x, 0.0, self.sd)
+
+
+class Correlated(sl.Model):
+    """x ~ N(m, S), S = D R D with R_ij = 0.9^|i-j| and log-spaced sds."""
+    D = sl.data.int(lower=1)
+    m = sl.data.vector("D")
+    L = sl.data.matrix("D", "D")
+    x = sl.param.vector("D")
+
+    def log_prob(self, x):
+        return sl.multi_normal_cholesky_lpdf(x, self.m, self.L)
+
+
+SD = np.exp(np.linspace(np.log(0.01), np.log(100.0), 6))
+
+
+def correlated_cov(D=8, lo=0.3, hi=3.0, rho=0.9):
+    sd = np.exp(np.linspace(np.log(lo), np.log(hi), D))
+    idx = np.arange(D)
+    return sd[:, None] * rho ** np.abs(idx[:, None] - idx[None, :]) * sd[None, :]
+
+
+def gaussian_draws(S, n, seed):
+    """``n`` draws of N(0, S) and their log-density gradients ``-S^-1 x``."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, len(S))) @ np.linalg.cholesky(S).T
+    return list(X), list(-np.linalg.solve(S, X.T).T)
+
+
+def check_against_truth(draws, mean, sd, k=4.0):
+    """Every coordinate's mean within ``k`` MCSE of the truth (ArviZ's), its sd
+    within ``k`` MCSE of the sd: the delta method on the squared deviations with
+    their own ESS (ArviZ's ``mcse(method="sd")`` written out: it fails under numba
+    with this ArviZ version)."""
+    import arviz as az
+    for j in range(draws.shape[-1]):
+        x = draws[..., j]
+        se = float(np.ravel(az.mcse(x, method="mean"))[0])
+        d2 = (x - x.mean()) ** 2
+        ess2 = float(np.ravel(az.ess(d2, method="mean"))[0])
+        se_sd = math.sqrt(np.var(d2) / ess2) / (2.0 * np.std(x))
+        assert abs(np.mean(x) - mean[j]) < k * se, (j, np.mean(x), mean[j], se)
+        assert abs(np.std(x, ddof=1) - sd[j]) < k * se_sd, (j, np.std(x), sd[j], se_sd)
+
+
+# ---- the estimate and the schedule -------------------------------------------------------
+def test_schedule_is_nutpies():
+    assert grad_schedule(1000) == (300, 850)
+    assert grad_schedule(300) == (90, 255)
+    assert grad_schedule(0) == (0, 0)
+    a = GradientAdaptation(3, 1000)
+    assert [a.switch_every(i) for i in (0, 299, 300, 849)] == [10, 10, 80, 80]
+
+
+def test_diagonal_estimate_is_exact_for_a_gaussian_from_three_draws():
+    """For a diagonal Gaussian the gradient is linear in the draw, so
+    sqrt(var q / var grad) is the variance whatever the draws (var of the draws
+    alone would need many)."""
+    S = np.diag(SD ** 2)
+    qs, gs = gaussian_draws(S, 5, seed=1)
+    a = GradientAdaptation(len(SD), 100)
+    start = a.start(qs[0], gs[0])
+    np.testing.assert_allclose(start, 1.0 / np.abs(gs[0]))
+    assert a.update(0, qs[1], gs[1]) is None          # two draws: too few
+    inv = a.update(1, qs[2], gs[2])
+    np.testing.assert_allclose(inv, SD ** 2, rtol=1e-10)
+    assert a.n_updates == 1
+
+
+def test_windows_switch_and_forget_early_draws():
+    """The foreground holds the draws since the last but one switch: ``switch`` to
+    ``2 switch`` of them; a divergent transition's draw is not used."""
+    qs, gs = gaussian_draws(np.eye(2), 200, seed=2)
+    a = GradientAdaptation(2, 1000)
+    a.start(qs[0], gs[0])
+    counts = []
+    for i in range(1, 60):
+        a.update(i - 1, qs[i], gs[i])
+        counts.append(a.fg["q"].n)
+    assert max(counts[25:]) <= 20 and min(counts[25:]) >= 10
+    n = a.bg["q"].n
+    a.update(59, qs[60], gs[60], good=False)
+    assert a.bg["q"].n == n
+    # the final window freezes the metric and drops the windows
+    assert a.update(850, qs[61], gs[61]) is None and a.fg["q"].n == 0
+
+
+def test_non_finite_or_zero_scales_keep_the_previous_metric():
+    a = GradientAdaptation(2, 100)
+    a.start(np.array([0.0, 0.5]), np.array([0.0, -0.5]))   # a zero gradient: 1
+    np.testing.assert_allclose(a.inv, [1.0, 2.0])
+    for i, x in enumerate((1.0, 2.0, 3.0)):          # coordinate 0 never moves
+        inv = a.update(i, np.array([0.0, x]), np.array([0.0, -x]))
+    assert inv[0] == 1.0 and inv[1] == pytest.approx(1.0)
+
+
+def test_lowrank_estimate_recovers_a_correlated_covariance():
+    """With the gradients ``-S^-1 x`` of Gaussian draws, the geometric mean of the
+    draws' covariance and the gradients' precision is ``S`` itself (every direction
+    kept: cutoff 1, negligible regularisation)."""
+    S = correlated_cov(D=6)
+    qs, gs = gaussian_draws(S, 40, seed=3)
+    np.testing.assert_allclose(lowrank_inverse_metric(qs, gs, cutoff=1.0, gamma=1e-12), S,
+                               rtol=1e-6, atol=1e-9)
+    # the default keeps only eigenvalues of the scaled covariance outside [1/2, 2]:
+    # what remains is within a factor 2 of S in every direction
+    inv = lowrank_inverse_metric(qs, gs)
+    w = np.linalg.eigvals(np.linalg.solve(S, inv)).real
+    assert np.all((w > 0.49) & (w < 2.01)), w
+
+
+# ---- exact posteriors ----------------------------------------------------------------------
+def test_nutpie_on_independent_scales_is_exact_and_needs_little_warmup():
+    m = Scales(D=len(SD), sd=SD)
+    fit = m.sample(chains=4, warmup=200, draws=500, seed=11, adaptation="nutpie",
+                   progress=False, save_warmup=True)
+    # the adapted metric is the variances (exact for a Gaussian)
+    np.testing.assert_allclose(fit.inv_metric, np.tile(SD ** 2, (4, 1)), rtol=1e-8)
+    check_against_truth(fit["x"], np.zeros(len(SD)), SD)
+    assert int(np.sum(fit["divergent__"])) == 0
+    # fewer warmup gradients than Stan's default warmup, by far (a deterministic count)
+    stan = m.sample(chains=4, warmup=1000, draws=10, seed=11, progress=False,
+                    save_warmup=True)
+    assert fit.warmup("n_leapfrog__").sum() < 0.1 * stan.warmup("n_leapfrog__").sum()
+
+
+def test_lowrank_on_a_correlated_gaussian():
+    S = correlated_cov(D=8)
+    mean = np.linspace(-2.0, 5.0, 8)
+    m = Correlated(D=8, m=mean, L=np.linalg.cholesky(S))
+    fit = m.sample(chains=4, warmup=200, draws=500, seed=12, adaptation="nutpie-lowrank",
+                   progress=False)
+    check_against_truth(fit["x"], mean, np.sqrt(np.diag(S)))
+    inv = fit.inv_metric
+    assert inv.shape == (4, 8, 8)
+    for c in range(4):
+        w = np.linalg.eigvals(np.linalg.solve(S, inv[c])).real
+        assert np.all((w > 0.4) & (w < 2.5)), w
+    # metric="dense_e" says the same
+    same = m.sample(chains=1, warmup=50, draws=20, seed=12, adaptation="nutpie-lowrank",
+                    metric="dense_e", progress=False)
+    low = m.sample(chains=1, warmup=50, draws=20, seed=12, adaptation="nutpie-lowrank",
+                   progress=False)
+    np.testing.assert_array_equal(same["x"], low["x"])
+
+
+def test_nutpie_diag_on_a_correlated_gaussian_is_right_too():
+    S = correlated_cov(D=5, rho=0.5)
+    m = Correlated(D=5, m=np.zeros(5), L=np.linalg.cholesky(S))
+    fit = m.sample(chains=4, warmup=150, draws=400, seed=13, adaptation="nutpie",
+                   progress=False)
+    check_against_truth(fit["x"], np.zeros(5), np.sqrt(np.diag(S)))
+
+
+def test_seeds_reproduce_and_inv_metric_starts_the_adaptation():
+    kw = dict(chains=2, warmup=60, draws=30, seed=5, adaptation="nutpie", progress=False,
+              parallel=False)
+    a, b = (Scales(D=3, sd=SD[:3]).sample(**kw) for _ in range(2))
+    np.testing.assert_array_equal(a["x"], b["x"])
+    m = Scales(D=3, sd=SD[:3])
+    # no warmup: the given inverse metric is the one used
+    fixed = m.sample(chains=1, warmup=0, draws=5, seed=5, adaptation="nutpie",
+                     inv_metric=np.ones(3), progress=False)
+    np.testing.assert_array_equal(fixed.inv_metric[0], np.ones(3))
+    dense = m.sample(chains=1, warmup=0, draws=5, seed=5, adaptation="nutpie-lowrank",
+                     inv_metric=np.full(3, 2.0), progress=False)
+    np.testing.assert_array_equal(dense.inv_metric[0], 2.0 * np.eye(3))
+
+
+# ---- arguments -----------------------------------------------------------------------------
+def test_adaptation_argument_is_checked():
+    m = Scales(D=2, sd=np.ones(2))
+    kw = dict(chains=1, warmup=10, draws=5, progress=False)
+    with pytest.raises(sl.ArgumentError, match="adaptation must be one of 'stan', "
+                       "'nutpie', 'nutpie-lowrank', got 'nutpi'.*nutpie"):
+        m.sample(adaptation="nutpi", **kw)
+    with pytest.raises(sl.ArgumentError, match="adaptation must be one of"):
+        m.sample(adaptation=None, **kw)
+    with pytest.raises(sl.ArgumentError, match=r"adaptation='nutpie' adapts metric "
+                       r"'diag_e', got metric='dense_e' \(adaptation='nutpie-lowrank'"):
+        m.sample(adaptation="nutpie", metric="dense_e", **kw)
+    with pytest.raises(sl.ArgumentError, match="'diag_e' or 'dense_e', got metric='unit_e'"):
+        m.sample(adaptation="nutpie-lowrank", metric="unit_e", **kw)
+    with pytest.raises(sl.ArgumentError, match="sampler='rhmc'"):
+        m.sample(adaptation="nutpie", sampler="rhmc", **kw)
+    assert ADAPTATIONS == ("stan", "nutpie", "nutpie-lowrank")
+
+
+def test_resume_keeps_the_adaptation():
+    m = Scales(D=2, sd=np.ones(2))
+    fit = m.sample(chains=1, warmup=20, draws=10, seed=1, adaptation="nutpie",
+                   progress=False)
+    with pytest.raises(sl.ArgumentError, match=r"adaptation='nutpie-lowrank' differs "
+                       r"from the run resume_from continues \(adaptation='nutpie'\)"):
+        m.sample(resume_from=fit, draws=20, adaptation="nutpie-lowrank", progress=False)
+    more = m.sample(resume_from=fit, draws=20, progress=False)      # kept, not 'stan'
+    assert more.chain_states[0].adaptation == "nutpie"
+    np.testing.assert_array_equal(more["x"][:, :10], fit["x"])
+
+
+# ---- interruption, saving, resuming ---------------------------------------------------------
+class Interrupting(sl.Model):
+    mu = sl.param.vector(2)
+    calls = [0]
+    limit = [None]
+    compile = False     # log_prob has a side effect (it counts calls): no retaping
+
+    def log_prob(self, mu):
+        Interrupting.calls[0] += 1
+        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
+            raise KeyboardInterrupt
+        return sl.normal_lpdf(mu, np.array([0.0, 1.0]), np.array([0.1, 10.0]))
+
+
+@pytest.mark.parametrize("adaptation", ["nutpie", "nutpie-lowrank"])
+def test_interrupted_in_warmup_saved_and_resumed_is_bit_identical(adaptation, tmp_path):
+    m = Interrupting()
+    kw = dict(chains=1, warmup=60, draws=30, seed=21, progress=False, parallel=False,
+              adaptation=adaptation)
+    Interrupting.limit[0] = None
+    Interrupting.calls[0] = 0
+    full = m.sample(**kw)
+    n_warmup = Interrupting.calls[0] - int(full["n_leapfrog__"].sum())
+    Interrupting.calls[0] = 0
+    Interrupting.limit[0] = n_warmup // 2
+    try:
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            part = m.sample(**kw)
+    finally:
+        Interrupting.limit[0] = None
+    st = part.chain_states[0]
+    assert part.interrupted and 0 < st.iteration < 60 and st.grad_adapt["fg"]["q"]["n"]
+    loaded = sl.load_fit(part.save(tmp_path / "part.nc"), model=m)
+    assert loaded.chain_states[0].adaptation == adaptation
+    resumed = m.sample(resume_from=loaded, draws=30, progress=False, parallel=False)
+    np.testing.assert_array_equal(resumed["mu"], full["mu"])
+    np.testing.assert_array_equal(resumed.inv_metric, full.inv_metric)
+    assert resumed.step_size[0] == full.step_size[0]
+
+
+def test_chain_state_round_trip_mid_warmup():
+    """A chain state taken mid-warmup, turned into plain data and back, continues as
+    the uninterrupted chain (the chain-level contract, without files)."""
+    m = Correlated(D=3, m=np.zeros(3), L=np.linalg.cholesky(correlated_cov(D=3)))
+    ss = np.random.SeedSequence(4)
+    kw = dict(num_warmup=40, num_draws=10, adaptation="nutpie-lowrank")
+    whole = chain_mod.run(m, chain_mod.initialize(m, 0, ss, **kw))
+    half = chain_mod.run(m, chain_mod.initialize(m, 0, ss, **kw), n_iterations=25)
+    import copy
+    again = chain_mod.ChainState.from_dict(copy.deepcopy(half.to_dict()))
+    chain_mod.run(m, again)
+    np.testing.assert_array_equal(np.array(again.draws), np.array(whole.draws))
+    np.testing.assert_array_equal(again.inv_metric, whole.inv_metric)
+
+
+# ---- posteriordb (slow; needs ../shared) -----------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("adaptation", ["nutpie", "nutpie-lowrank"])
+@pytest.mark.parametrize("name, folder", [
+    ("eight_schools_noncentered", "eight_schools-eight_schools_noncentered"),
+    ("linear_regression", "kidiq-kidscore_momiq"),
+    ("ark", "arK-arK"),
+])
+def test_nutpie_matches_posteriordb_references(name, folder, adaptation, shared_dir):
+    """4 chains x (300 warmup + 1000 draws) with nutpie's adaptations: every reference
+    mean within 4 combined MCSE (ours from ArviZ, the reference's from posteriordb),
+    every sd within 10%."""
+    import arviz as az
+    import stanlite.models as zoo
+    path = shared_dir / "posteriordb" / folder / "summary.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is not present")
+    ref = json.loads(path.read_text())["params"]
+    fit = zoo.get(name).sample(chains=4, warmup=300, draws=1000, seed=2026,
+                               adaptation=adaptation, progress=False)
+    for key, r in ref.items():
+        base, _, idx = key.partition("[")
+        v = fit[base]
+        x = v if not idx else v.reshape(v.shape[0], v.shape[1], -1)[
+            :, :, int(idx.rstrip("]")) - 1]
+        se = float(np.ravel(az.mcse(x, method="mean"))[0])
+        z = abs(float(np.mean(x)) - r["mean"]) / math.hypot(se, r["pdb_mcse_mean"])
+        assert z < 4, (key, float(np.mean(x)), r["mean"], se)
+        assert abs(float(np.std(x)) - r["sd"]) < 0.1 * r["sd"], (key, np.std(x), r["sd"])
