@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from .extend import (_args_unary, _args_xy, _args_yx, _bp_generic, _normalize,
-                     _sum_to_shape_raw, node_record)
+                     _sum_to_shape_raw, lazy_adjoint_ok, node_record)
 from .var import Box, Var, _strip
 
 __all__ = ["build", "NotCompilable", "kind_of"]
@@ -345,7 +345,7 @@ class _Gen:
             cs = ck if type(ck) is tuple else ()
             if cs != ps:
                 if ck == _F:
-                    if not getattr(p.bp, "_bcast", False):
+                    if not lazy_adjoint_ok(p, ps):
                         c, ck, fresh = f"_full({ps!r}, {c})", ps, True
                 elif ck == _O:
                     raise NotCompilable("an adjoint contribution of unknown type")

@@ -51,10 +51,10 @@ state changed between calls), as for ``jax.jit``.
 
 >>> import numpy as np, stanlite as sl
 >>> f = lambda x: sl.sum(sl.exp(x) * x) - x[0] * x[1]
->>> vg = sl.compile(f, np.array([0.1, 0.2, 0.3]))
+>>> vg = sl.compile(f, np.array([0.1, 0.2, 0.3]), backend="python")
 >>> v, g = vg(np.array([1.0, 2.0, 3.0]))
 >>> v0, g0 = sl.value_and_grad(f)(np.array([1.0, 2.0, 3.0]))
->>> v == v0 and np.array_equal(g, g0)        # bit for bit
+>>> v == v0 and np.array_equal(g, g0)        # bit for bit (the generated Python)
 True
 """
 
@@ -540,11 +540,12 @@ class Compiled(_Retaped):
     tape's forward-over-reverse (nested AD is not retaped).
     """
 
-    def __init__(self, f, example_x, max_recordings=8, verify=True, exact=False):
+    def __init__(self, f, example_x, max_recordings=8, verify=True, exact=False,
+                 backend=None):
         if not callable(f):
             raise TypeError(f"sl.compile: f must be callable, got {type(f).__name__}")
         what = f"sl.compile({getattr(f, '__qualname__', repr(f))})"
-        super().__init__(what, max_recordings, verify, exact)
+        super().__init__(what, max_recordings, verify, exact, backend)
         self.f = f
         self._hessian = None
         if isinstance(example_x, Box):
@@ -588,7 +589,7 @@ class Compiled(_Retaped):
             with self._lock:
                 if self._hessian is None:
                     self._hessian = CompiledHessian(self.f, x, self.max_recordings,
-                                                    self.verify)
+                                                    self.verify, backend=self.backend)
                 h = self._hessian
         return h(x)
 
@@ -644,10 +645,10 @@ class CompiledHessian(_Retaped):
     value_only = True
 
     def __init__(self, f, example_x, max_recordings=8, verify=True, what=None,
-                 quiet=False):
+                 quiet=False, backend=None):
         from .functional import hessian
         what = what or f"sl.compile({getattr(f, '__qualname__', repr(f))}).hessian"
-        super().__init__(what, max_recordings, verify, exact=True)
+        super().__init__(what, max_recordings, verify, exact=True, backend=backend)
         self.quiet = quiet
         self.f = f
         self._h = hessian(f)
@@ -717,7 +718,7 @@ def _key(x):
     return () if type(x) is float else x.shape
 
 
-def compile(f, example_x, *, max_recordings=8, verify=True, exact=False):
+def compile(f, example_x, *, max_recordings=8, verify=True, exact=False, backend=None):
     """Record ``f`` at ``example_x`` and compile the tape: ``x -> (f(x), grad f(x))``.
 
     ``f`` maps a float or float array to a scalar, written with stanlite operations
@@ -725,15 +726,25 @@ def compile(f, example_x, *, max_recordings=8, verify=True, exact=False):
     straight-line Python - the forward pass and the adjoint sweep, floats for 0-d
     values, numpy on arrays, fused densities and super nodes as single calls - which
     every later call replays; the results equal ``sl.value_and_grad(f)(x)`` bit for
-    bit. Control flow that depends on values is guarded: a comparison, ``bool()`` or
-    a library decision on values (see :func:`~stanlite.autodiff.var.guarded`) is
-    re-checked at each replay and a different outcome records again (each path is
-    kept; after ``max_recordings`` recordings, or a ``value_of()`` of a traced value,
-    the eager tape is used, with a :class:`CompileWarning`). Another input shape records
-    again. ``verify`` checks the first replay at a new point against the eager tape.
+    bit (to rounding in the compiled interpreter, see ``backend``). Control flow that
+    depends on values is guarded: a comparison, ``bool()`` or a library decision on
+    values (see :func:`~stanlite.autodiff.var.guarded`) is re-checked at each replay and
+    a different outcome records again (each path is kept; after ``max_recordings``
+    recordings, or a ``value_of()`` of a traced value, the eager tape is used, with a
+    :class:`CompileWarning`). Another input shape records again. ``verify`` checks the
+    first replay at a new point against the eager tape.
 
     The returned :class:`Compiled` also has ``hessian(x)`` (the forward-over-reverse
     Hessian, itself retaped) and ``hvp(x, v)`` (by the eager tape).
+
+    ``backend``: ``"auto"`` (the default, from the environment variable
+    ``STANLITE_BACKEND`` when not given) runs a recording whose every node and guard
+    lowers in the compiled tape interpreter (:mod:`stanlite.autodiff.vm`, numba; results
+    equal the tape's to rounding: within 1e-12 relative, not bit for bit) and the rest
+    as generated Python; ``"python"`` always replays generated Python (bit for bit with
+    the tape, ``source`` is that code). Without numba (or with ``STANLITE_JIT=0``)
+    ``"auto"`` is ``"python"``. ``compiled`` says whether the interpreter runs,
+    ``vm_skipped`` why it does not.
 
     >>> import numpy as np, stanlite as sl
     >>> y = np.array([0.5, -1.0, 2.0])
@@ -743,7 +754,7 @@ def compile(f, example_x, *, max_recordings=8, verify=True, exact=False):
     (-4.948084, array([0.491238, 0.782536]))
     """
     return Compiled(f, example_x, max_recordings=max_recordings, verify=verify,
-                    exact=exact)
+                    exact=exact, backend=backend)
 
 
 # ======================================================================================

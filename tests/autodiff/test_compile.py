@@ -15,6 +15,7 @@ import stanlite.autodiff.compile  # noqa: F401  (the module; sl.compile is the f
 from stanlite.autodiff import tape as tape_mod
 from stanlite.autodiff import var as var_mod
 from stanlite.autodiff.var import guarded
+from stanlite.autodiff.vm import kernel as vm_kernel
 
 C = sys.modules["stanlite.autodiff.compile"]
 
@@ -24,10 +25,14 @@ def same(r, e):
     return C._identical(r, e)
 
 
-def check(f, x0, points, exact=True, programs=None):
+def check(f, x0, points, exact=True, programs=None, backend=None):
     """Compile f at x0; at every point the replay equals the eager tape (bitwise with
-    exact=True, within 1e-12 relative otherwise)."""
-    vg = sl.compile(f, x0, exact=exact)
+    exact=True, within 1e-12 relative otherwise). Bit for bit is the generated Python's
+    promise: exact=True replays it (backend="python"); otherwise the default backend
+    (the compiled interpreter where the recording lowers: equal to rounding)."""
+    if backend is None:
+        backend = "python" if exact else "auto"
+    vg = sl.compile(f, x0, exact=exact, backend=backend)
     for x in points:
         r = vg(x)
         e = sl.value_and_grad(f)(x)
@@ -102,7 +107,8 @@ def test_replay_equals_the_eager_tape_bit_for_bit(name, rng):
     f = FUNCS[name]
     points = [P * rng.uniform(0.8, 1.25, 4) for _ in range(3)] + [P]
     check(f, P, points)
-    check(f, P, points, exact=False)
+    check(f, P, points, exact=False, backend="python")     # the Python fusions
+    check(f, P, points, exact=False)                       # the interpreter
 
 
 def test_random_compositions_replay_exactly(rng):
@@ -126,6 +132,7 @@ def test_random_compositions_replay_exactly(rng):
             return sl.sum(st[-1] * st[-1]) + sl.sum(st[-2])
         pts = [rng.uniform(-1.5, 1.5, 4) for _ in range(3)]
         check(f, rng.uniform(-1.5, 1.5, 4), pts)
+        check(f, rng.uniform(-1.5, 1.5, 4), pts, exact=False, backend="python")
         check(f, rng.uniform(-1.5, 1.5, 4), pts, exact=False)
 
 
@@ -169,9 +176,9 @@ def test_generated_code_is_straight_line_with_single_calls_for_fused_and_super_n
 def test_sum_of_squares_is_fused_into_a_dot_product_unless_exact(rng):
     f = lambda x: -0.5 * sl.sum(x * x) + sl.sum(x)
     x = rng.standard_normal(1000)
-    fast = sl.compile(f, x)
+    fast = sl.compile(f, x, backend="python")
     assert "_dot(" in fast.source and "x0 * x0" not in fast.source
-    slow = sl.compile(f, x, exact=True)
+    slow = sl.compile(f, x, exact=True, backend="python")
     assert "_dot(" not in slow.source
     e = sl.value_and_grad(f)(x)
     assert same(slow(x), e) and C._close(fast(x), e)
@@ -350,11 +357,14 @@ def test_an_unguarded_value_read_is_caught_by_the_first_replay():
         vg(np.ones(2))
 
 
-def test_a_value_read_that_agrees_at_the_first_replay_is_caught_by_a_spot_check():
+@pytest.mark.parametrize("backend", ["python", "auto"])
+def test_a_value_read_that_agrees_at_the_first_replay_is_caught_by_a_spot_check(backend):
     # a .value mask: the same at the recording point and the first replay, different
-    # later; replays 2, 4, 8, ... are checked against the eager tape too
+    # later; replays 2, 4, 8, ... are checked against the eager tape too (the generated
+    # Python equals it bit for bit, the compiled interpreter to rounding)
+    same = C._identical if backend == "python" else C._close
     f = lambda x: sl.sum(x * (x.value > 0))
-    vg = sl.compile(f, np.array([1.0, 2.0]))
+    vg = sl.compile(f, np.array([1.0, 2.0]), backend=backend)
     assert same(vg(np.array([3.0, 1.0])), sl.value_and_grad(f)(np.array([3.0, 1.0])))
     mixed = [np.array([-1.0, 2.0 + k]) for k in range(8)]
     with pytest.warns(sl.CompileWarning, match="differs from the eager tape"):
@@ -365,7 +375,8 @@ def test_a_value_read_that_agrees_at_the_first_replay_is_caught_by_a_spot_check(
         assert same(vg(x), sl.value_and_grad(f)(x))
     # a pure function is never flagged, however often it replays
     h = lambda x: sl.sum(sl.exp(x) * x)
-    vh = sl.compile(h, np.array([0.5, -0.5]))
+    vh = sl.compile(h, np.array([0.5, -0.5]), backend=backend)
+    assert vh.compiled == (backend == "auto" and vm_kernel.available())
     rng = np.random.default_rng(1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sl.CompileWarning)
@@ -561,7 +572,11 @@ def _check_zoo_replay(name, m, pts):
         # an ODE's sensitivities) the plain evaluation, as without retaping
         if rd.fallback is None:
             v = m._gradient(m._point(x), True)[0]
-            assert "_zeros" not in rd.source and "None" in rd.source
+            if rd.compiled:             # the interpreter: a forward pass, no adjoints
+                assert rd.source.startswith("# interpreter program")
+                assert not any(p.A.any() for ps in rd._programs.values() for p in ps)
+            else:
+                assert "_zeros" not in rd.source and "None" in rd.source
         else:
             v = float(sl.value_of(m._log_density(m._point(x), True)))
             assert "computes more than its value" in rd.fallback
