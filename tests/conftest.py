@@ -34,3 +34,71 @@ def shared_dir():
 def pytest_report_header(config):
     return (f"BLAS threads: OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}"
             f" (numpy imported before conftest: {NUMPY_PREIMPORTED})")
+
+
+class _VMChecks:
+    """Checks of the compiled tape interpreter (stanlite/autodiff/vm) against the eager
+    tape: shared by tests/autodiff/test_vm_*.py and tests/test_vm_zoo.py."""
+
+    def __init__(self):
+        import stanlite.autodiff.compile  # noqa: F401  (the module, not sl.compile)
+        from stanlite.autodiff.vm import kernel
+        self._C = sys.modules["stanlite.autodiff.compile"]
+        self.available = kernel.available()
+
+    def close(self, r, e, rtol=1e-12):
+        """(value, gradient) pairs equal to rounding: within ``rtol`` relative to each
+        part's largest magnitude (compile.py's ``_close``: what replays are held to)."""
+        return self._C._close(r, e, rtol)
+
+    def compile(self, f, x0, **kw):
+        """``sl.compile(f, x0)`` unverified (each call runs the interpreter itself, not
+        the eager tape's checked answer), asserted to run in the interpreter."""
+        import stanlite as sl
+        vg = sl.compile(f, np.asarray(x0, dtype=float), verify=False, **kw)
+        assert vg.vm_skipped is None and vg.compiled, vg.vm_skipped
+        return vg
+
+    @staticmethod
+    def fd_grad(value, x, h=1e-6):
+        """Central finite differences of ``value`` at ``x``."""
+        g = np.zeros(x.size)
+        for i in range(x.size):
+            e = np.zeros(x.size)
+            e[i] = h * max(1.0, abs(x[i]))
+            g[i] = (value(x + e) - value(x - e)) / (2 * e[i])
+        return g
+
+    def check(self, f, x0, points, fd=True, rtol=1e-12, fd_rtol=1e-6):
+        """The interpreter's value and gradient equal the eager tape's at every point
+        (to rounding) and the gradient equals central differences of its own value."""
+        import stanlite as sl
+        vg = self.compile(f, x0)
+        ref = sl.value_and_grad(f)
+        for x in points:
+            x = np.asarray(x, dtype=float)
+            r = vg(x)
+            e = ref(x)
+            assert self.close(r, e, rtol), (x, r, e)
+            if fd:
+                fdg = self.fd_grad(lambda z: vg(z)[0], x)
+                scale = max(1.0, float(np.max(np.abs(e[1]))))
+                assert np.allclose(r[1], fdg, rtol=fd_rtol, atol=fd_rtol * scale), \
+                    (x, r[1], fdg)
+        assert vg.fallback is None and vg.compiled
+        return vg
+
+    @staticmethod
+    def opcodes(retaped):
+        """The op codes of every interpreter program a retaped callable holds."""
+        return {int(op) for ps in retaped._programs.values() for p in ps
+                if hasattr(p, "code") for op in p.code[:, 0]}
+
+
+@pytest.fixture
+def vm():
+    """Checks of the compiled interpreter; skips where numba is unavailable."""
+    checks = _VMChecks()
+    if not checks.available:
+        pytest.skip("the compiled interpreter needs numba (STANLITE_JIT=0 or absent)")
+    return checks
