@@ -268,7 +268,8 @@ def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
             if z1.h == math.inf:
                 break
     h = z1.h
-    accept = min(1.0, math.exp(H0 - h)) if h < math.inf else 0.0
+    # (an energy that fell: accepted, without exp of a difference past 709 overflowing)
+    accept = 0.0 if not h < math.inf else 1.0 if h <= H0 else math.exp(H0 - h)
     divergent = h - H0 > 1000.0
     out = z1 if rng.random() < accept else z0
     failed = z1.lp == -math.inf

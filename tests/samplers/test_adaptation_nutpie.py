@@ -161,11 +161,12 @@ def test_lowrank_on_a_correlated_gaussian():
     for c in range(4):
         w = np.linalg.eigvals(np.linalg.solve(S, inv[c])).real
         assert np.all((w > 0.4) & (w < 2.5)), w
-    # metric="dense_e" says the same
-    same = m.sample(chains=1, warmup=50, draws=20, seed=12, adaptation="nutpie-lowrank",
-                    metric="dense_e", progress=False)
-    low = m.sample(chains=1, warmup=50, draws=20, seed=12, adaptation="nutpie-lowrank",
-                   progress=False)
+    # metric="dense_e" says the same (fresh instances: a model's first run records
+    # its gradient program, later runs replay it, equal to rounding only)
+    kw = dict(chains=1, warmup=50, draws=20, seed=12, adaptation="nutpie-lowrank",
+              progress=False)
+    same = Correlated(D=8, m=mean, L=np.linalg.cholesky(S)).sample(metric="dense_e", **kw)
+    low = Correlated(D=8, m=mean, L=np.linalg.cholesky(S)).sample(**kw)
     np.testing.assert_array_equal(same["x"], low["x"])
 
 
@@ -265,8 +266,11 @@ def test_interrupted_in_warmup_saved_and_resumed_is_bit_identical(adaptation, tm
 
 def test_chain_state_round_trip_mid_warmup():
     """A chain state taken mid-warmup, turned into plain data and back, continues as
-    the uninterrupted chain (the chain-level contract, without files)."""
-    m = Correlated(D=3, m=np.zeros(3), L=np.linalg.cholesky(correlated_cov(D=3)))
+    the uninterrupted chain (the chain-level contract, without files; on the eager
+    tape, whose gradients do not depend on what ran before)."""
+    class Eager(Correlated):
+        compile = False
+    m = Eager(D=3, m=np.zeros(3), L=np.linalg.cholesky(correlated_cov(D=3)))
     ss = np.random.SeedSequence(4)
     kw = dict(num_warmup=40, num_draws=10, adaptation="nutpie-lowrank")
     whole = chain_mod.run(m, chain_mod.initialize(m, 0, ss, **kw))
@@ -307,3 +311,18 @@ def test_nutpie_matches_posteriordb_references(name, folder, adaptation, shared_
         z = abs(float(np.mean(x)) - r["mean"]) / math.hypot(se, r["pdb_mcse_mean"])
         assert z < 4, (key, float(np.mean(x)), r["mean"], se)
         assert abs(float(np.std(x)) - r["sd"]) < 0.1 * r["sd"], (key, np.std(x), r["sd"])
+
+
+def test_static_hmc_accepts_a_large_energy_drop():
+    """A static HMC trajectory from far in a narrow normal's tail falls by more than
+    709 in energy: accepted (accept_stat 1), where exp of the difference overflowed
+    (found running static HMC on the scales posterior above)."""
+    from stanlite.samplers.hamiltonian import Point, make_metric
+    m = Scales(D=1, sd=np.array([0.01]))
+    q = np.array([3.0])
+    lp, g = m.log_density_gradient(q)
+    z = Point(q, None, lp, g)
+    rng = np.random.default_rng(0)
+    # a step size near the stability limit (2 sd): the energy swings widely
+    out, info = chain_mod._static_hmc(m, make_metric("unit_e", 1), z, 0.018, rng)
+    assert info.accept_stat == 1.0 and info.energy_error < -709 and out.lp > lp
