@@ -97,9 +97,10 @@ def binary(op):
     def rule(L, node, args, kw):
         x, y = args
         out = L.out(node)
-        n = L.size(node)
-        a, sa = L.strided(x, n, L.shape(node))
-        b, sb = L.strided(y, n, L.shape(node))
+        shape = L.shape(node)
+        n = _prod(shape)
+        a, sa = L.strided(x, n, shape)
+        b, sb = L.strided(y, n, shape)
         L.emit(op, n, out, a=a, sa=sa, b=b, sb=sb, mask=L.var(x) | 2 * L.var(y))
     return rule
 
@@ -135,7 +136,8 @@ def density(op, n_args, data_offsets=None):
     def rule(L, node, args, kw):
         if kw or len(args) != n_args:
             raise NotLowerable(f"{L.spec.name}: unexpected arguments")
-        shape = np.broadcast_shapes(*[L.shape_of(x) for x in args])
+        shapes = [L.shape_of(x) for x in args]
+        shape = () if not any(shapes) else np.broadcast_shapes(*shapes)
         n = _prod(shape)
         offs = [L.strided(x, n, shape) for x in args]
         mask = 0
@@ -246,6 +248,11 @@ def lgamma_table(L, args, shape):
     m = args[0]
     if L.traced(m):
         raise NotLowerable("a traced count")
+    if type(m) in _SCALARS and _prod(shape) == 1:      # the scalar case, fast (loops)
+        v = float(m)
+        key = ("lgamma1", v)
+        hit = L.const_keys.get(key)
+        return hit[0] if hit is not None else L.constant(math.lgamma(v + 1.0), key=key)[0]
     vals = np.asarray(_strip(m), dtype=np.float64)
     n = _prod(shape)
     if vals.size not in (1, n):
@@ -416,8 +423,9 @@ class Lowerer:
     def shape_of(self, x):
         v = self._on_tape(x)
         if v is not None:
-            return self.slots[id(v)][1] if id(v) in self.slots else np.shape(v.value)
-        return np.shape(_strip(x))
+            s = self.slots.get(id(v))
+            return s[1] if s is not None else _shape(v.value)
+        return _shape(_strip(x))
 
     def slot(self, x):
         """(offset, shape) of a traced value's node or of a constant."""
@@ -480,15 +488,15 @@ class Lowerer:
     def out(self, node):
         s = self.slots.get(id(node))
         if s is None:
-            shape = np.shape(node.value)
+            shape = _shape(node.value)
             s = self.slots[id(node)] = (self.alloc(_prod(shape)), shape)
         return s[0]
 
     def shape(self, node):
-        return np.shape(node.value)
+        return _shape(node.value)
 
     def size(self, node):
-        return _prod(np.shape(node.value))
+        return _prod(_shape(node.value))
 
     def table(self, ints):
         off = self.aux_len
@@ -566,6 +574,8 @@ def lower(rec, leaves, output, value_only=False, result_shape=None):
         _lower_guard(L, *guards[gi])
         gi += 1
     out_off, out_shape = L.slots[id(out_var)]
+    from .passes import optimise           # CSE, n-ary sums, dead rows (passes.py)
+    out_off = optimise(L, out_off, _prod(out_shape))
     return _assemble(L, rec, dim, out_off, out_shape, value_only, result_shape)
 
 
@@ -744,6 +754,20 @@ def _status(st):
         # the caller's contract: ArithmeticError -> the eager tape decides this point
         raise FloatingPointError("outside an argument's domain: the eager tape decides")
     return int(st) - 1
+
+
+_SCALARS = frozenset((float, int, bool, np.float64, np.int64, np.int32, np.float32,
+                      np.bool_))
+
+
+def _shape(v):
+    """np.shape, without its cost for the scalars and arrays of a recording."""
+    t = type(v)
+    if t is np.ndarray:
+        return v.shape
+    if t in _SCALARS:
+        return ()
+    return np.shape(v)
 
 
 def _prod(shape):

@@ -1,0 +1,211 @@
+"""Graph passes of the interpreter (autodiff/vm/passes.py): CSE, n-ary sums, Poisson
+sufficient statistics, dead rows. Each program is compared with the eager tape (value
+and gradient to rounding) and with the same program lowered without the passes, and
+its instruction table is inspected for the rewrite."""
+
+import math
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite.autodiff.vm import kernel, opcodes as O, passes
+from stanlite.autodiff.vm.program import Lowerer
+
+pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba not available")
+
+
+def _program(f, x0, monkeypatch=None, off=False):
+    if off:
+        monkeypatch.setenv("STANLITE_VM_PASSES", "0")
+    vg = sl.compile(f, np.asarray(x0, dtype=float), verify=False)
+    vg(np.asarray(x0, dtype=float))
+    if off:
+        monkeypatch.delenv("STANLITE_VM_PASSES")
+    assert vg.compiled, vg.vm_skipped
+    (prog,) = [p for ps in vg._programs.values() for p in ps]
+    return vg, prog
+
+
+def _ops(prog):
+    return list(prog.code[:, O.OP])
+
+
+def check(f, x0, monkeypatch, n_points=3, seed=1):
+    """Same value and gradient as the eager tape and as the program without passes;
+    -> (program with passes, program without)."""
+    vg, prog = _program(f, x0)
+    vg0, prog0 = _program(f, x0, monkeypatch, off=True)
+    ref = sl.value_and_grad(f)
+    rng = np.random.default_rng(seed)
+    for _ in range(n_points):
+        x = np.asarray(x0, dtype=float) + 0.2 * rng.standard_normal(np.shape(x0))
+        (v, g), (v0, g0), (v1, g1) = vg(x), ref(x), vg0(x)
+        np.testing.assert_allclose(v, v0, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(v, v1, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, g1, rtol=1e-10, atol=1e-12)
+    return prog, prog0
+
+
+def test_cse_shares_identical_rows(monkeypatch):
+    def f(x):
+        a = sl.exp(x[0]) * x[1]
+        b = sl.exp(x[0]) * x[1]         # the same rows again (x[0], x[1] too)
+        return a + b + sl.exp(x[0])
+    prog, prog0 = check(f, [0.3, -0.4], monkeypatch)
+    assert _ops(prog).count(O.EXP) == 1 and _ops(prog0).count(O.EXP) == 3
+    assert len(prog.code) < len(prog0.code)
+
+
+def test_cse_of_the_output_itself(monkeypatch):
+    def f(x):
+        sl.log1p_exp(x[0] * x[1])        # a dead duplicate recorded first
+        return sl.log1p_exp(x[0] * x[1])
+    prog, _ = check(f, [0.3, -0.4], monkeypatch)
+    assert _ops(prog).count(O.LOG1P_EXP) == 1
+
+
+def test_cse_keeps_rows_that_differ():
+    def f(x):
+        return sl.exp(x[0]) + sl.exp(x[1]) + sl.log(sl.exp(x[0]) + 1.0)
+    vg, prog = _program(f, [0.3, -0.4])
+    assert _ops(prog).count(O.EXP) == 2
+    x = np.array([0.1, 0.7])
+    np.testing.assert_allclose(vg(x)[1], sl.value_and_grad(f)(x)[1], rtol=1e-12)
+
+
+def test_nary_sum_of_a_scalar_loop(monkeypatch):
+    def f(x):
+        acc = 0.5
+        for i in range(40):
+            acc = acc + sl.exp(x[i % 3] * (0.1 * i))
+        return acc
+    prog, prog0 = check(f, [0.3, -0.4, 0.2], monkeypatch)
+    assert O.SUMN in _ops(prog) and _ops(prog).count(O.ADD) == 0
+    assert _ops(prog0).count(O.ADD) == 40
+
+
+def test_nary_sum_keeps_partial_sums_read_twice(monkeypatch):
+    def f(x):
+        s = x[0] + x[1]
+        t = s + x[2]
+        u = t + sl.exp(x[0])
+        return u * t + s           # t and s have other readers: not absorbed
+    check(f, [0.3, -0.4, 0.9], monkeypatch)
+
+
+def test_sum_of_a_stacked_list_becomes_one_sumn(monkeypatch):
+    def f(x):
+        terms = [sl.exp(x[0] * k) + x[1] * k for k in range(6)]
+        return sl.sum(sl.stack(terms)) * 2.0 + sl.exp(x[1])
+    prog, _ = check(f, [0.3, -0.4], monkeypatch)
+    assert O.SUMN in _ops(prog) and O.SUM not in _ops(prog)
+
+
+def test_a_stacked_list_read_twice_is_kept(monkeypatch):
+    def f(x):
+        terms = [sl.exp(x[0] * k) + x[1] * k for k in range(6)]
+        return sl.sum(sl.stack(terms)) + sl.log_sum_exp(terms)   # one shared stack
+    check(f, [0.3, -0.4], monkeypatch)
+
+
+def test_poisson_sufficient_statistics(monkeypatch):
+    counts = [3, 0, 5, 2, 2, 7]
+
+    def f(x):
+        lam, mu = sl.exp(x[0]), sl.exp(x[1])
+        acc = 0.0
+        for i, n in enumerate(counts):
+            acc = acc + sl.poisson_lpmf(n, lam if i < 4 else mu)
+        return acc
+    prog, prog0 = check(f, [0.3, 1.1], monkeypatch)
+    ops = _ops(prog)
+    # the four terms at lam become one POISSON_SS; mu's two as well
+    assert ops.count(O.POISSON_SS) == 2 and ops.count(O.POISSON) == 0
+    assert _ops(prog0).count(O.POISSON) == 6
+    v = f(np.array([0.3, 1.1]))
+    exact = sum(n * 0.3 - math.exp(0.3) - math.lgamma(n + 1) for n in counts[:4]) + \
+        sum(n * 1.1 - math.exp(1.1) - math.lgamma(n + 1) for n in counts[4:])
+    assert abs(float(v) - exact) < 1e-12
+
+
+def test_change_point_written_with_loops(monkeypatch):
+    # the coal-mining change point's loop form (small T) against its vectorised form
+    D = np.array([4, 5, 4, 1, 0, 4, 3, 4, 0, 6, 3, 3, 4, 0, 2, 6, 3, 3, 5, 4])
+    T = D.size
+
+    def loop(x):
+        e, l = sl.exp(x[0]), sl.exp(x[1])
+        lp = []
+        for s in range(1, T + 1):
+            acc = -math.log(T)
+            for t in range(1, T + 1):
+                acc = acc + sl.poisson_lpmf(D[t - 1], e if t < s else l)
+            lp.append(acc)
+        return sl.log_sum_exp(lp)
+
+    lg = np.array([math.lgamma(d + 1.0) for d in D])
+
+    def vectorised(x):
+        pe = D * x[0] - sl.exp(x[0]) - lg
+        pl = D * x[1] - sl.exp(x[1]) - lg
+        ce, cl = sl.cumulative_sum(pe), sl.cumulative_sum(pl)
+        return sl.log_sum_exp((ce - pe) + (cl[-1] - cl + pl) - math.log(T))
+
+    prog, prog0 = check(loop, [1.0, 0.2], monkeypatch)
+    assert len(prog.code) < len(prog0.code) / 10
+    vg, _ = _program(loop, [1.0, 0.2])
+    x = np.array([0.7, 0.4])
+    v, g = vg(x)
+    v1, g1 = sl.value_and_grad(vectorised)(x)
+    np.testing.assert_allclose(v, v1, rtol=1e-12)
+    np.testing.assert_allclose(g, g1, rtol=1e-10)
+
+
+def test_guards_stay_and_still_decide(monkeypatch):
+    def f(x):
+        y = sl.exp(x[0]) + sl.exp(x[0])
+        if x[1] > 0:                      # a guard between the shared rows
+            return y * x[1] + sl.exp(x[0])
+        return y - x[1]
+    vg, prog = _program(f, [0.3, 0.5])
+    ref = sl.value_and_grad(f)
+    for x in ([0.2, 0.4], [0.1, 0.9]):
+        np.testing.assert_allclose(vg(np.array(x))[1], ref(np.array(x))[1], rtol=1e-12)
+    # the other branch: the guard fails and the point is recorded again
+    x = np.array([0.2, -0.4])
+    np.testing.assert_allclose(vg(x)[1], ref(x)[1], rtol=1e-12)
+
+
+def test_hessian_programs_with_passes():
+    def f(x):
+        acc = 0.0
+        for i in range(5):
+            acc = acc + sl.exp(x[0] * x[1]) * i + sl.log1p_exp(x[i % 2])
+        return acc
+    x = np.array([0.3, -0.2])
+    H = sl.compile(f, x).hessian(x)
+    h = 1e-5
+    g = sl.value_and_grad(f)
+    Hfd = np.array([(g(x + h * e)[1] - g(x - h * e)[1]) / (2 * h) for e in np.eye(2)])
+    np.testing.assert_allclose(H, Hfd, rtol=1e-6, atol=1e-7)
+
+
+def test_unknown_ops_switch_the_passes_off():
+    L = Lowerer(tape=None)
+    L.top = 3
+    L.emit(O.EXP, 1, 1, a=0, mask=1)
+    L.emit(O.EXP, 1, 2, a=0, mask=1)
+    L.emit(250, 1, 0)                  # an op the passes do not know
+    rows = list(L.rows)
+    assert passes.optimise(L, 2, 1) == 2
+    assert L.rows == rows
+    L.rows = rows[:2]
+    assert passes.optimise(L, 2, 1) == 1      # the duplicate EXP shared
+    assert len(L.rows) == 1
+
+
+def test_switched_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv("STANLITE_VM_PASSES", "0")
+    assert not passes.enabled()
