@@ -525,7 +525,9 @@ def _close(r, s, rtol=1e-12):
     if not np.array_equal(np.isinf(da), np.isinf(db)):
         return False
     scale = max(np.max(np.abs(np.where(np.isinf(da), 0.0, da))), 1e-300)
-    return bool(np.all(np.where(np.isinf(da), da == db, np.abs(da - db) <= rtol * scale)))
+    with np.errstate(invalid="ignore"):         # inf - inf where both are inf: not used
+        return bool(np.all(np.where(np.isinf(da), da == db,
+                                    np.abs(da - db) <= rtol * scale)))
 
 
 # ======================================================================================
