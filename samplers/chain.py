@@ -71,7 +71,7 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
     grad_adapt = None
     if adaptation != "stan" and sampler != "rhmc":
         metric, inv_metric, grad_adapt = _grad_adaptation(
-            dim, num_warmup, adaptation, q, g, inv_metric)
+            dim, num_warmup if adapt else 0, adaptation, q, g, inv_metric)
     met = make_metric(metric, dim, inv_metric)
     ends, (init_buf, term_buf, _) = window_ends(num_warmup) \
         if adapt and grad_adapt is None else ([], (0, 0, 0))
@@ -93,7 +93,8 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
         warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, rejections={},
         rejected_draws=[],
         gq_seed=None,
-        sampler_options=sampler_options, adaptation=adaptation if grad_adapt else "stan",
+        sampler_options=sampler_options,
+        adaptation=adaptation if sampler != "rhmc" else "stan",
         grad_adapt=grad_adapt and grad_adapt.to_dict())
     da = DualAveraging(delta=adapt_delta)
     state.da = _da_dict(da)
@@ -104,17 +105,24 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
 
 
 def _grad_adaptation(dim, num_warmup, adaptation, q, g, inv_metric):
-    """``(metric kind, initial inverse metric, GradientAdaptation)`` of a chain with
-    nutpie's adaptation: the start is the initial gradient's metric unless
-    ``inv_metric`` is given."""
+    """``(metric kind, initial inverse metric, GradientAdaptation or None)`` of a chain
+    with nutpie's adaptation: the start is ``inv_metric`` if given, else the initial
+    gradient's metric; without warmup nothing adapts, and the metric is
+    ``inv_metric`` or the identity, as with Stan's adaptation."""
     lowrank = adaptation == "nutpie-lowrank"
-    adapter = GradientAdaptation(dim, num_warmup, lowrank=lowrank)
-    start = adapter.start(q, g)
+    kind = "dense_e" if lowrank else "diag_e"
+    start = None
     if inv_metric is not None:
         inv = np.asarray(inv_metric, dtype=float)
         start = np.diag(inv) if lowrank and inv.ndim == 1 else inv
-        adapter.inv = start
-    return ("dense_e" if lowrank else "diag_e"), start, adapter
+    if num_warmup == 0:
+        return kind, start, None
+    adapter = GradientAdaptation(dim, num_warmup, lowrank=lowrank)
+    guess = adapter.start(q, g)
+    if start is None:
+        start = guess
+    adapter.inv = start
+    return kind, start, adapter
 
 
 def _da_dict(da):

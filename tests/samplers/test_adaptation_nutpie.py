@@ -191,6 +191,10 @@ def test_seeds_reproduce_and_inv_metric_starts_the_adaptation():
     dense = m.sample(chains=1, warmup=0, draws=5, seed=5, adaptation="nutpie-lowrank",
                      inv_metric=np.full(3, 2.0), progress=False)
     np.testing.assert_array_equal(dense.inv_metric[0], 2.0 * np.eye(3))
+    none = m.sample(chains=1, warmup=0, draws=5, seed=5, adaptation="nutpie",
+                    progress=False)       # nothing adapts: the identity, as Stan's
+    np.testing.assert_array_equal(none.inv_metric[0], np.ones(3))
+    assert none.chain_states[0].adaptation == "nutpie"
 
 
 # ---- arguments -----------------------------------------------------------------------------
