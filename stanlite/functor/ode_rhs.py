@@ -48,6 +48,7 @@ from ..autodiff.var import Box, Var, shape_of
 from ..errors import DifferentiationError, ModelError
 from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack
+from . import ode_compiled as _oc
 
 __all__ = ["OdeRHS", "TangentRHS", "forward_tangent"]
 
@@ -78,7 +79,7 @@ def _closure_error(name):
 class OdeRHS:
     """``F(t, y, *args)`` (stanlite operations) with plain-value evaluators."""
 
-    __slots__ = ("F", "n", "name", "root", "_tangents", "_forward", "_retaped")
+    __slots__ = ("F", "n", "name", "root", "_tangents", "_forward", "_retaped", "_cm")
 
     def __init__(self, F, n, name, root=None):
         self.F = F
@@ -87,6 +88,7 @@ class OdeRHS:
         self.root = self if root is None else root     # the user's system
         self._tangents = {}
         self._retaped = {}
+        self._cm = None        # (args, compiled evaluator, its inputs p): see _compiled
         # use the forward pass for tangents and Jacobians? None: not decided yet
         # (decided by the first recording, deterministically: see _choose)
         self._forward = None if n > REVERSE_MAX_N_VECTOR else False
@@ -122,7 +124,26 @@ class OdeRHS:
             f"(the length of y0); it returned {_describe(out)}")
 
     # -- plain evaluations -------------------------------------------------------------
+    def _compiled(self, t, y, args):
+        """``(evaluator, p)``: the user's f compiled for these arguments
+        (:mod:`.ode_compiled`), or None (not yet, not lowerable, turned off)."""
+        m = self._cm
+        if m is None or m[0] is not args:
+            if self.root is not self or _oc.COMPILE_AFTER is None:
+                return None
+            c = _oc.evaluator(self, t, y, args)
+            if c is None:
+                return None
+            m = self._cm = (args, c, c.params(args))
+        c = m[1]
+        return (c, m[2]) if c.fallback is None else None
+
     def value(self, t, y, args):
+        cp = self._compiled(t, y, args)
+        if cp is not None:
+            f = cp[0].value(t, y, cp[1])
+            if f is not None:
+                return f
         out = self.F(t, y, *args)
         if type(out) is np.ndarray and out.shape == (self.n,) and out.dtype == _F64:
             return out
@@ -134,6 +155,13 @@ class OdeRHS:
     def jacobians(self, t, y, args, mask):
         """``(F, J_y, [J_pj for j in mask])`` at plain ``(t, y, args)``: one recording
         and one reverse sweep per state; ``J_pj`` has shape ``(n, size of args[j])``."""
+        cp = self._compiled(t, y, args)
+        if cp is not None and cp[0].covers(mask):
+            r = cp[0].jacobian(t, y, cp[1])
+            if r is not None:
+                f, J = r
+                n = self.n
+                return f, J[:, 1:1 + n], cp[0].split(J[:, 1 + n:], mask)
         # (retaped only once the first recording has chosen sweeps over the forward
         # pass, see _choose: n replays cost n times one)
         rt = self._retape(t, y, args, mask) if self._forward is False else None
@@ -186,6 +214,13 @@ class OdeRHS:
 
     def vjp(self, t, y, args, mask, lam):
         """``(F, lam^T J_y, [lam^T J_pj (flat) for j in mask])`` in one reverse sweep."""
+        cp = self._compiled(t, y, args)
+        if cp is not None and cp[0].covers(mask):
+            r = cp[0].vjp(t, y, cp[1], np.asarray(lam, dtype=float))
+            if r is not None:
+                f, g = r
+                n = self.n
+                return f, g[1:1 + n], cp[0].split(g[1 + n:], mask)
         rt = self._retape(t, y, args, mask)
         if rt is not None:
             r = rt[0].vjp(t, y, rt[1], lam)
@@ -243,6 +278,11 @@ class OdeRHS:
     def jac(self, t, y, args):
         """``J_y`` at plain values (BDF's Newton iterations)."""
         n = self.n
+        cp = self._compiled(t, y, args)
+        if cp is not None:
+            r = cp[0].jacobian(t, y, cp[1])
+            if r is not None:
+                return r[1][:, 1:1 + n]
         if self._forward:
             try:
                 _, dV = forward_tangent(self, t, y, args, (), np.eye(n), (), n)
@@ -317,7 +357,31 @@ class TangentRHS(OdeRHS):
 
         super().__init__(F, N * (1 + k), parent.name, parent.root)
 
+    def _compiled_tangent(self, t, z, allargs):
+        """``(allargs, evaluator, p, D)``: the parent's compiled f and the directions
+        as one (k, P) array, for one solve's arguments; or None."""
+        m = self._cm
+        if m is not None and m[0] is allargs:
+            return m if m[1] is not None and m[1].fallback is None else None
+        parent, nargs = self.parent, self.nargs
+        if parent.root is not parent or _oc.COMPILE_AFTER is None:
+            return None
+        args = allargs[:nargs]
+        c = _oc.evaluator(parent, t, z[:parent.n], args)
+        if c is None:
+            return None                       # not yet compiled: ask again next time
+        D = c.directions(self.mask, allargs[nargs:], self.k)
+        if D is None or not c.tangent_pays(self.k):
+            c = None
+        m = self._cm = (allargs, c, None if c is None else c.params(args), D)
+        return m if c is not None else None
+
     def value(self, t, z, allargs):
+        cm = self._compiled_tangent(t, z, allargs)
+        if cm is not None:
+            r = cm[1].tangent(t, z, cm[2], cm[3], self.k)
+            if r is not None:
+                return r
         N = self.parent.n
         m = self.nargs
         f, dV = self.parent.tangent(t, z[:N], allargs[:m], self.mask,
@@ -335,7 +399,12 @@ class TangentRHS(OdeRHS):
         need an approximation (it changes their convergence rate, not the solution):
         CVODES' simultaneous-corrector approximation."""
         N = self.parent.n
-        Jy = self.parent.jac(t, z[:N], allargs[:self.nargs])
+        cm = self._compiled_tangent(t, z, allargs)
+        r = None if cm is None else cm[1].jacobian(t, z[:N], cm[2])
+        if r is not None:
+            Jy = r[1][:, 1:1 + N]
+        else:
+            Jy = self.parent.jac(t, z[:N], allargs[:self.nargs])
         if self.n > _SPARSE_FROM:
             import scipy.sparse as _sparse    # first use only: not at import stanlite
             return _sparse.kron(_sparse.identity(1 + self.k, format="csc"),

@@ -198,10 +198,27 @@ def linear_steady_state(kern, ev, p, d, who):
 # general ODE models: the algebraic-solver super node
 # --------------------------------------------------------------------------------------
 def _rhs(f):
-    """The right-hand side with the infusion rates: ``f(t, x, theta, *data) + rate``."""
-    def rhs(t, x, theta, rate, *data):
-        return f(t, x, theta, *data) + rate
+    """The right-hand side with the infusion rates: ``f(t, x, theta, *data) + rate``.
+
+    One function per ``f`` (kept for the last few): the ODE solvers share a compiled
+    right-hand side between solves of the same function (functor/ode_compiled.py), and
+    a new closure at every evaluation of a model would be recorded again each time."""
+    try:
+        rhs = _RHS.get(f)
+        shared = True
+    except TypeError:                   # an unhashable callable: not shared
+        rhs, shared = None, False
+    if rhs is None:
+        def rhs(t, x, theta, rate, *data):
+            return f(t, x, theta, *data) + rate
+        if shared:
+            _RHS[f] = rhs
+            if len(_RHS) > 32:
+                _RHS.pop(next(iter(_RHS)))
     return rhs
+
+
+_RHS = {}
 
 
 def _vec(x, n):

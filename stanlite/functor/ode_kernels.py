@@ -1,0 +1,83 @@
+"""The compiled kernels of :mod:`.ode_compiled`: an ODE right-hand side's program run
+on ``x = (t, y, p)`` assembled inside the call (numba, ``cache=True``; imported on the
+first compiled right-hand side, so ``import stanlite`` does not import numba)."""
+
+import math
+
+from ..autodiff.vm import kernel as _k
+from ..autodiff.vm.opcodes import DOMAIN, OK
+
+__all__ = ["rhs_value", "rhs_jacobian", "rhs_vjp", "rhs_tangent"]
+
+_jit = _k._jit
+_forward = _k.forward
+_rows = _k.jacobian_rows
+_vjp_rows = _k.vjp_rows
+
+
+# ---- kernels: x = (t, y, p) assembled inside the compiled call ----------------------
+@_jit
+def _load(V, t, y, n, p):
+    V[0] = t
+    for i in range(n):
+        V[1 + i] = y[i]
+    for m in range(p.shape[0]):
+        V[1 + n + m] = p[m]
+
+
+@_jit
+def rhs_value(code, aux, V, out, n, t, y, p, f):
+    _load(V, t, y, n, p)
+    st = _forward(code, aux, V)
+    if st != OK:
+        return st
+    for i in range(n):
+        v = V[out + i]
+        if not math.isfinite(v):
+            return DOMAIN
+        f[i] = v
+    return OK
+
+
+@_jit
+def rhs_jacobian(code, aux, V, A, dim, out, nvar, n, t, y, p, f, J):
+    _load(V, t, y, n, p)
+    st = _forward(code, aux, V)
+    if st != OK:
+        return st
+    return _rows(code, aux, V, A, dim, out, nvar, n, f, J)
+
+
+@_jit
+def rhs_vjp(code, aux, V, A, dim, out, nvar, n, t, y, p, w, f, g):
+    _load(V, t, y, n, p)
+    st = _forward(code, aux, V)
+    if st != OK:
+        return st
+    return _vjp_rows(code, aux, V, A, dim, out, nvar, n, w, f, g)
+
+
+@_jit
+def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, D, k, J, res):
+    """``res = [f, V_b J_y^T + D_b J_p^T for b < k]`` with ``y = z[:n]``, ``V_b =
+    z[n + b n : n + (b + 1) n]`` and ``D`` (k, P) the directions of ``p``."""
+    _load(V, t, z, n, p)
+    st = _forward(code, aux, V)
+    if st != OK:
+        return st
+    st = _rows(code, aux, V, A, dim, out, nvar, n, res, J)
+    if st != OK:
+        return st
+    P = p.shape[0]
+    for b in range(k):
+        zb = n + b * n
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += J[i, 1 + j] * z[zb + j]
+            for m in range(P):
+                s += J[i, 1 + n + m] * D[b, m]
+            res[zb + i] = s
+    return OK
+
+
