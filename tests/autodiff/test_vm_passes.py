@@ -209,3 +209,20 @@ def test_unknown_ops_switch_the_passes_off():
 def test_switched_off_by_the_environment(monkeypatch):
     monkeypatch.setenv("STANLITE_VM_PASSES", "0")
     assert not passes.enabled()
+
+
+@pytest.mark.parametrize("n", [0, 3, np.int64(7), 2.0])
+def test_scalar_poisson_term_matches_the_array_kernel(n):
+    # the plain-float path of poisson_lpmf (Stan-style loops record it thousands of
+    # times) against the same term as a one-element array
+    for lam in (0.3, 4.0):
+        v, g = sl.value_and_grad(lambda x: sl.poisson_lpmf(n, sl.exp(x[0])))(np.log([lam]))
+        v1, g1 = sl.value_and_grad(
+            lambda x: sl.poisson_lpmf(np.array([n]), sl.exp(x)))(np.log([lam]))
+        np.testing.assert_allclose(v, v1, rtol=1e-15)
+        np.testing.assert_allclose(g, g1, rtol=1e-15)
+    assert sl.poisson_lpmf(n, 0.0) == (0.0 if n == 0 else -np.inf)
+    with pytest.raises(sl.DomainError):
+        sl.poisson_lpmf(-1, 2.0)
+    with pytest.raises(sl.DomainError):
+        sl.poisson_lpmf(n, -2.0)
