@@ -10,10 +10,13 @@ types) - so that the generated code gives the tape's value and gradient bit for 
 Kinds of nodes: the elementwise primitives (unary; ``+ -``, ``*``, and the generated
 binary rules), indexing, full sums, fused densities (one kernel call: value and
 partials together), and every other primitive - super nodes included - as one call
-of its forward function and one of its VJP on plain values. The hottest rules are
-inline templates; liveness removes dead nodes, a forward common-subexpression pass
-computes repeated calls once, and (unless ``exact``) a sum of squares becomes one dot
-product.
+of its forward function and one of its VJP on plain values. Nothing here knows a
+primitive by its name: a node's rule follows the form its backward rule declares
+(``extend._tag``), and the hottest rules are written inline from the templates and
+the operation each primitive declares beside its definition (``extend.definline``,
+read as ``spec.inline``). Liveness removes dead nodes, a forward common-subexpression
+pass computes repeated calls once, and (unless ``exact``) a sum of squares becomes one
+dot product.
 """
 
 import builtins
@@ -24,8 +27,8 @@ import warnings
 import numpy as np
 
 from ..errors import DifferentiationError
-from .extend import (_args_unary, _args_xy, _args_yx, _bp_generic, _normalize,
-                     _sum_to_shape_raw, lazy_adjoint_ok, node_record)
+from .extend import (_bp_generic, _normalize, _sum_to_shape_raw, lazy_adjoint_ok,
+                     node_record)
 from .var import Box, Var, _strip
 
 __all__ = ["build", "NotCompilable", "kind_of"]
@@ -170,8 +173,6 @@ _RUNTIME = {
     "_dot": np.dot, "_dot_all": _dot_all, "_add_at": np.add.at, "_copy_in": _copy_in,
     "_sts": _sum_to_shape_raw, "_array_equal": np.array_equal,
     "_inf": math.inf, "_nan": math.nan, "_f64": _f64,
-    "_exp": math.exp, "_log": math.log, "_sin": math.sin, "_cos": math.cos,
-    "_sqrt": math.sqrt, "_sinh": math.sinh, "_cosh": math.cosh, "_log1p": math.log1p,
 }
 
 
@@ -235,6 +236,7 @@ class _Gen:
         self.consts = {}            # parameter name -> object
         self.const_ids = {}         # id(object) -> parameter name
         self.keep = []              # objects whose ids key const_ids
+        self.helpers = {}           # name -> function called by an inline template
         self.vname = {}             # id(Var) -> name of its value
         self.vkind = {}             # id(Var) -> kind of its value
         self.adj = {}               # id(Var) -> _Adj
@@ -265,6 +267,21 @@ class _Gen:
 
     def fn(self, f, hint="f"):
         return self.const(f, hint)
+
+    def template(self, spec, field):
+        """The inline template ``field`` (``"fwd"``, ``"vjp_float"``, ``"vjp_array"``)
+        that ``spec`` declares (extend.definline), with the functions it calls made
+        globals of the generated code; None if it declares none, or if a name it calls
+        is taken by another function (the call of the rule is written instead)."""
+        inl = spec.inline
+        t = None if inl is None else getattr(inl, field)
+        if t is None:
+            return None
+        for k, f in inl.helpers.items():
+            if self.helpers.get(k, _RUNTIME.get(k, f)) is not f:
+                return None
+        self.helpers.update(inl.helpers)
+        return t
 
     def aname(self, vid):
         """The name of a variable's adjoint buffer (its own, also when its value is
@@ -635,7 +652,7 @@ class _Gen:
             x = self.val(args[0])
             xk = self.kind(args[0])
             if xk == _F:
-                t = _F_FWD.get(_TNAME.get(spec))
+                t = self.template(spec, "fwd")
                 if t is not None:
                     e = t.format(x=x)
                 elif spec.scalar is not None:
@@ -653,8 +670,8 @@ class _Gen:
             ka, kb = self.kind(args[0]), self.kind(args[1])
             if spec.op is not None:
                 e = f"{_p(a)} {_OPS[spec.op]} {_p(b)}"
-            elif _TNAME.get(spec) == "divide" and (ka == _F or type(ka) is tuple or kb == _F
-                                            or type(kb) is tuple):
+            elif _is(spec, "divide") and (ka == _F or type(ka) is tuple or kb == _F
+                                          or type(kb) is tuple):
                 e = f"{_p(a)} / {_p(b)}"      # np.true_divide: IEEE division, as /
             else:
                 e = f"{self.fn(spec.fun)}({a}, {b})"
@@ -685,11 +702,11 @@ class _Gen:
         # a generic primitive: its forward function on plain values
         vals = [self.val(a) for a in args]
         kws = [f"{k}={self.const(v)}" for k, v in kw.items()]
-        if _TNAME.get(spec) == "matmul" and not kw:
+        if _is(spec, "matmul") and not kw:
             e = f"_matmul({vals[0]}, {vals[1]})"
             self.emit(f"{name} = {'_float(' + e + ')' if kind_of(n.value) == _F else e}")
             return
-        if _TNAME.get(spec) == "reshape" and not kw and type(kind_of(n.value)) is tuple \
+        if _is(spec, "reshape") and not kw and type(kind_of(n.value)) is tuple \
                 and type(self.kind(args[0])) is tuple:
             # np.reshape of a float array to an array: the method, no wrapper calls
             self.emit(f"{name} = {_p(vals[0])}.reshape({vals[1]})")
@@ -766,8 +783,9 @@ class _Gen:
         xk = self.kind(x)
         g, gk, gneg = self.take_signed(n)
         vjp = spec.vjps[0]
-        t = _A_VJP.get(_TNAME.get(spec))
-        if t is not None and (type(gk) is tuple or type(xk) is tuple):
+        t = self.template(spec, "vjp_array") if type(gk) is tuple or type(xk) is tuple \
+            else None
+        if t is not None:
             # the templates are linear in g: a sign in front goes on as a flag
             flip = t.startswith("-{g}")
             c = (t[1:] if flip else t).format(g=g, ans=ans, x=xv)
@@ -779,7 +797,7 @@ class _Gen:
             g, gk = self.take(n)
         svjp = spec.scalar_vjp
         if svjp is not None and gk == _F and xk == _F:
-            t = _F_VJP.get(_TNAME.get(spec))
+            t = self.template(spec, "vjp_float")
             if t is not None:
                 c = t.format(g=g, ans=ans, x=xv)
             else:
@@ -790,7 +808,7 @@ class _Gen:
         self.acc(x, c, kind_of(_probe_vjp(vjp, n, (x.value,))))
 
     def bw_linear(self, n, spec, args, kw):
-        neg = spec.name == "subtract"
+        neg = _is(spec, "subtract")
         x, y = args
         nx, ny = self._needs(x, y)
         g, gk, gneg = self.take_signed(n, uses=int(nx) + int(ny))
@@ -876,12 +894,12 @@ class _Gen:
         xk, yk = self.kind(x), self.kind(y)
         ans = self.vname[id(n)]
         svjp = spec.scalar_vjp
-        name = _TNAME.get(spec)
+        divide = _is(spec, "divide")
         allf = svjp is not None and xk == _F and yk == _F
         if tx and ty:
-            g, gk, gneg = self.signed_for_binary(n, name)
+            g, gk, gneg = self.signed_for_binary(n, divide)
             if allf and gk == _F:
-                if name == "divide":
+                if divide:
                     if nx:
                         self.acc(x, f"{g} / {_p(yv)}", _F)
                     if ny:
@@ -901,9 +919,9 @@ class _Gen:
             return
         i = 0 if tx else 1
         v = x if tx else y
-        g, gk, gneg = self.signed_for_binary(n, name)
+        g, gk, gneg = self.signed_for_binary(n, divide)
         if allf and gk == _F:
-            if name == "divide":
+            if divide:
                 c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
             else:
                 c = f"{self.fn(svjp)}({g}, {ans}, {xv}, {yv})[{i}]"
@@ -911,11 +929,11 @@ class _Gen:
             return
         self._bin_vjp(n, spec, i, v, g, gk, ans, xv, yv, gneg)
 
-    def signed_for_binary(self, n, name):
+    def signed_for_binary(self, n, divide):
         """The adjoint for a binary rule: with its sign carried for a quotient (linear in
         g), computed for the rest."""
         g, gk, gneg = self.take_signed(n, uses=2)
-        if gneg and name != "divide":
+        if gneg and not divide:
             g, gk = self.take(n)
             gneg = False
         return g, gk, gneg
@@ -924,13 +942,12 @@ class _Gen:
         vjp = spec.vjps[i]
         args = n.bp._args(n)
         vals = [a.value if type(a) is Var else a for a in args]
-        tname = _TNAME.get(spec)
-        if tname == "divide":
+        if _is(spec, "divide"):
             c = f"{g} / {_p(yv)}" if i == 0 else f"{g} * {ans} / {_p(yv)}"
             k = _arith_kind(gk, self.kind(args[0]), self.kind(args[1]))
             self.acc(v, c, k, fresh=type(k) is tuple, neg=gneg != (i == 1))
             return
-        if tname == "power" and i == 0 and type(args[1]) is not Var:
+        if _is(spec, "power") and i == 0 and type(args[1]) is not Var:
             ye = args[1]
             if type(ye) in (int, float) and ye in (1, 2):
                 c = g if ye == 1 else f"{g} * 2.0 * {_p(xv)}"
@@ -1042,7 +1059,7 @@ class _Gen:
         if not todo:
             return
         g, gk = self.take(n, uses=1 if spec.vjp_all is not None else len(todo))
-        if _TNAME.get(spec) == "matmul" and not kw and self.bw_matmul(args, todo, g, gk):
+        if _is(spec, "matmul") and not kw and self.bw_matmul(args, todo, g, gk):
             return
         ans = self.vname[id(n)]
         vals = [self.val(a) for a in args]
@@ -1109,30 +1126,34 @@ def _matmul_vjp_exprs(i, na, nb, g, gs, av, bv, sa):
     return None
 
 
+def _is(spec, kind):
+    """Does ``spec`` declare that it is numpy's operation ``kind`` (extend.definline)?"""
+    inl = spec.inline
+    return inl is not None and inl.kind == kind
+
+
+# the replay rules that mirror the hand-written backward rules of + - * (the tape's
+# own for these nodes, not the generated ones from the VJPs)
+_OWN_RULES = {"add": "linear", "subtract": "linear", "multiply": "mul"}
+
+
 def _family(n, spec):
     bp = n.bp
     if bp is _bp_generic:
         return "generic"
     if spec.kernel is not None:
         return "fused"
-    a = getattr(bp, "_args", None)
-    if a is _args_unary:
-        return "unary"
-    if a is _args_xy or a is _args_yx:
-        q = bp.__qualname__
-        if "_linear_bps" in q:
-            return "linear"
-        if "_mul_bps" in q:
-            return "mul"
-        if q.startswith("elementwise_binary."):
-            return "binary"
-        raise NotCompilable(f"unknown backward rule {q} of '{spec.name}'")
-    name = getattr(bp, "__name__", "")
-    if name == "_bp_getitem":
-        return "getitem"
-    if name == "_bp_sum_all":
-        return "sum_all"
-    raise NotCompilable(f"no replay rule for nodes of '{spec.name}' ({name})")
+    form = getattr(bp, "_form", None)       # the layout of the node (extend._tag)
+    if form == "binary_own":
+        inl = spec.inline
+        rule = None if inl is None else _OWN_RULES.get(inl.kind)
+        if rule is None:
+            raise NotCompilable(f"hand-written backward rules of '{spec.name}'")
+        return rule
+    if form is None:
+        raise NotCompilable(f"no replay rule for nodes of '{spec.name}' "
+                            f"({getattr(bp, '__name__', bp)})")
+    return form
 
 
 def _quiet(fn, *args, **kw):
@@ -1189,56 +1210,14 @@ _OPS = {operator.add: "+", operator.sub: "-", operator.mul: "*"}
 _CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
         operator.eq: "==", operator.ne: "!="}
 
-# inline templates of the hottest rules. Each is used only while the primitive's own
-# function is the one it was written from (looked up below, once stanlite.math is
-# loaded), so a changed rule in the library falls back to calling that rule.
-_F_FWD = {"negative": "-{x}", "square": "{x} * {x}"}
-_F_VJP = {
-    "exp": "{g} * {ans}", "log": "{g} / {x}", "log1p": "{g} / (1.0 + {x})",
-    "expm1": "{g} * ({ans} + 1.0)", "sqrt": "0.5 * {g} / {ans}",
-    "sin": "{g} * _cos({x})", "cos": "-{g} * _sin({x})",
-    "sinh": "{g} * _cosh({x})", "cosh": "{g} * _sinh({x})",
-    "tanh": "{g} * (1.0 - {ans}) * (1.0 + {ans})", "negative": "-{g}",
-    "square": "{g} * 2.0 * {x}",
-    "inv_logit": "{g} * {ans} * _ils(-{x})", "log_inv_logit": "{g} * _ils(-{x})",
-    "log1m_inv_logit": "-{g} * _ils({x})", "log1p_exp": "{g} * _ils({x})",
-}
-_A_VJP = {
-    "exp": "{g} * {ans}", "log": "{g} / {x}", "log1p": "{g} / (1.0 + {x})",
-    "expm1": "{g} * ({ans} + 1.0)", "sqrt": "0.5 * {g} / {ans}",
-    "tanh": "{g} * (1.0 - {ans}) * (1.0 + {ans})", "negative": "-{g}",
-    "square": "{g} * 2.0 * {x}",
-    "sin": "{g} * _np.cos({x})", "cos": "-{g} * _np.sin({x})",
-    "sinh": "{g} * _np.cosh({x})", "cosh": "{g} * _np.sinh({x})",
-    "inv_logit": "{g} * ({ans} * _il(-{x}))", "log_inv_logit": "{g} * _il(-{x})",
-    "log1m_inv_logit": "-{g} * _il({x})", "log1p_exp": "{g} * _il({x})",
-}
-_TNAME = {}         # primitive (spec) -> the name of its templates
-
-
-def _load_templates():
-    """Map stanlite's own primitives to their templates (by identity: a user primitive
-    of the same name never matches), and fetch runtime helpers from the library."""
-    if _TNAME:
+def _load_runtime():
+    """Fetch the fused densities' floating-point state helpers (stanlite.distributions
+    imports this package: so on first use, not at import)."""
+    if "_ignore_fp" in _RUNTIME:
         return
     from ..distributions.fused import _ignore_fp, _restore_fp
-    from ..math import arithmetic as ar
-    from ..math import elementwise as el
-    from ..math import linalg as la
-    for name in set(_F_VJP) | set(_A_VJP) | set(_F_FWD):
-        f = getattr(el, name, None) or getattr(ar, name, None)
-        spec = getattr(f, "_spec", None)
-        if spec is not None:
-            _TNAME[spec] = name
-    _TNAME[ar.divide._spec] = "divide"
-    _TNAME[ar.power._spec] = "power"
-    _TNAME[la.matmul._spec] = "matmul"
-    from . import extend as ex
-    _TNAME[ex.reshape._spec] = "reshape"
     _RUNTIME["_ignore_fp"] = _ignore_fp
     _RUNTIME["_restore_fp"] = _restore_fp
-    _RUNTIME["_il"] = el.inv_logit._spec.fun        # what sl.inv_logit(array) calls
-    _RUNTIME["_ils"] = el.inv_logit._spec.scalar    # ... and sl.inv_logit(float)
 
 
 class _Program:
@@ -1257,13 +1236,14 @@ class _Program:
 
 def build(rec, inputs, output, exact=False, value_only=False, name="retaped"):
     """Generate, compile and return the replay function of ``rec`` (a _Program)."""
-    _load_templates()
+    _load_runtime()
     gen = _Gen(rec, inputs, output, exact, value_only)
     body = gen.generate()
     params = ", ".join(f"{k}={k}" for k in gen.consts)
     head = f"def {name}(x{', *, ' + params if params else ''}):"
     src = "\n".join([head] + ["    " + line for line in body]) + "\n"
     ns = dict(_RUNTIME)
+    ns.update(gen.helpers)
     ns.update(gen.consts)
     code = builtins.compile(src, f"<sl.compile {name}>", "exec")
     exec(code, ns)

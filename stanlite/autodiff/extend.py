@@ -41,7 +41,8 @@ from .var import Box, Var, make_node, shape_of
 
 __all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
            "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
-           "spec_of", "node_record", "defjvp_all", "reshape", "batch_shape"]
+           "spec_of", "node_record", "defjvp_all", "reshape", "batch_shape", "definline",
+           "Inline"]
 
 
 class Primitive:
@@ -49,7 +50,7 @@ class Primitive:
 
     __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped",
                  "broadcasting", "nondiff", "scalar", "scalar_vjp", "op", "kernel",
-                 "check", "plain", "lower")
+                 "check", "plain", "lower", "inline")
 
     def __init__(self, name, fun, broadcasting=False):
         # the implementations the fast paths use, for tools that replay a tape
@@ -60,6 +61,8 @@ class Primitive:
         self.plain = None
         # how it lowers to the compiled interpreter (autodiff/vm/program.py: deflower)
         self.lower = None
+        # how the Python replay writes it in place of a call (definline)
+        self.inline = None
         self.scalar = None
         self.scalar_vjp = None
         self.op = None
@@ -343,6 +346,48 @@ def defjvp_all(prim, jvp_all):
     return prim
 
 
+class Inline:
+    """How the Python replay (:mod:`.codegen`) writes a primitive in place of calls.
+
+    ``kind`` names the numpy operation the primitive is, bit for bit (``"add"``,
+    ``"subtract"``, ``"multiply"``, ``"divide"``, ``"power"``, ``"matmul"``,
+    ``"reshape"``): the generator then writes the operator, the method or the
+    derivative the tape's own backward rule computes. ``fwd`` (the value of a float),
+    ``vjp_float`` (the VJP on floats) and ``vjp_array`` (the VJP where the adjoint or
+    the argument is an array) are templates of Python expressions in ``{x}`` (the
+    argument), ``{ans}`` (the value) and ``{g}`` (the output's adjoint); ``helpers``
+    maps the names they call to the functions (the generated code's globals).
+    """
+
+    __slots__ = ("kind", "fwd", "vjp_float", "vjp_array", "helpers")
+
+    def __init__(self, kind, fwd, vjp_float, vjp_array, helpers):
+        self.kind = kind
+        self.fwd = fwd
+        self.vjp_float = vjp_float
+        self.vjp_array = vjp_array
+        self.helpers = helpers
+
+
+def definline(prim, kind=None, fwd=None, vjp=None, vjp_float=None, vjp_array=None,
+              helpers=None):
+    """Declare how the Python replay writes ``prim`` inline (see :class:`Inline`).
+
+    ``vjp`` is the template for floats and arrays alike (``vjp_float``/``vjp_array``
+    override it). A template must compute what the primitive's own rule computes, the
+    same operations in the same order: the replay is checked bit for bit against the
+    tape. The VJP templates of an elementwise unary primitive must be linear in
+    ``{g}`` (one that starts with ``-{g}`` gives its sign as a flag on arrays).
+    Helper names start with ``_`` (the generated code's constants never do).
+    """
+    helpers = dict(helpers or {})
+    for k in helpers:
+        if not k.startswith("_"):
+            raise ValueError(f"definline: helper name {k!r} must start with '_'")
+    spec_of(prim).inline = Inline(kind, fwd, vjp_float or vjp, vjp_array or vjp, helpers)
+    return prim
+
+
 # --------------------------------------------------------------------------------------
 # broadcasting and reshaping: the structural primitives the core itself needs
 # --------------------------------------------------------------------------------------
@@ -430,6 +475,7 @@ defjvp(sum_to_shape, _sum_to_shape_jvp, None, None)
 defjvp(broadcast_to, _broadcast_to_jvp, None, None)
 defjvp(reshape, lambda t, ans, x, shape: reshape(t, batch_shape(t, x) + shape_of(ans)),
        None)
+definline(reshape, kind="reshape")
 
 
 # --------------------------------------------------------------------------------------
@@ -504,7 +550,7 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
                 return float(raw(x))
         return raw(x)
 
-    _tag(bp, spec, _args_unary)
+    _tag(bp, spec, _args_unary, "unary")
     wrapped.__name__ = wrapped.__qualname__ = name
     wrapped._spec = spec
     spec.wrapped = wrapped
@@ -588,9 +634,10 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
 
     if bps is not None:
         bp_xy, bp_x, bp_y = bps(spec)
-    _tag(bp_xy, spec, _args_xy)
-    _tag(bp_x, spec, _args_xy)
-    _tag(bp_y, spec, _args_yx)
+    form = "binary" if bps is None else "binary_own"
+    _tag(bp_xy, spec, _args_xy, form)
+    _tag(bp_x, spec, _args_xy, form)
+    _tag(bp_y, spec, _args_yx, form)
 
     checked = vjp_x is None or vjp_y is None
 
@@ -683,13 +730,20 @@ def _args_yx(node):
     return (node.y, node.x)
 
 
-def _tag(bp, spec, args_of):
+def _tag(bp, spec, args_of, form=None):
     """Attach to a backward rule the primitive it belongs to and how to read the
     node's inputs back, so that every node of a tape can be replayed; mark the rules
-    of elementwise primitives (they accept a lazily broadcast scalar adjoint)."""
+    of elementwise primitives (they accept a lazily broadcast scalar adjoint).
+
+    ``form`` names the layout of the rule's nodes for the Python replay (codegen.py):
+    ``"unary"``, ``"binary"`` (elementwise; ``node.x``/``node.y`` are the arguments or
+    the traced one and the constant; ``"binary_own"``: with hand-written rules),
+    ``"getitem"``, ``"sum_all"``; None: replayed only through the primitive record (a
+    fused density) or not at all."""
     bp._spec = spec
     bp._args = args_of
     bp._bcast = spec.broadcasting
+    bp._form = form
 
 
 def node_record(node):

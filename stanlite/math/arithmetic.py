@@ -16,7 +16,8 @@ import operator
 
 import numpy as np
 
-from ..autodiff.extend import accumulate, defjvp, elementwise_binary, elementwise_unary
+from ..autodiff.extend import (accumulate, defjvp, definline, elementwise_binary,
+                               elementwise_unary)
 from ..autodiff.var import UFUNCS, Var, guarded, value_of
 from .structure import where
 
@@ -30,6 +31,7 @@ def _neg_vjp(g, ans, x):
 
 negative = elementwise_unary("negative", np.negative, _neg_vjp, scalar=operator.neg,
                              scalar_vjp=lambda g, ans, x: -g)
+definline(negative, fwd="-{x}", vjp="-{g}")
 
 def _linear_bps(sx, sy):
     """Backward rules of ``sx * x + sy * y`` (add: (1, 1), subtract: (1, -1)).
@@ -144,16 +146,19 @@ add = elementwise_binary("add", np.add,
                          lambda g, ans, x, y: g,
                          lambda g, ans, x, y: g, op=operator.add,
                          bps=_linear_bps(1, 1))
+definline(add, kind="add")
 # d(x - y) = dx - dy
 subtract = elementwise_binary("subtract", np.subtract,
                               lambda g, ans, x, y: g,
                               lambda g, ans, x, y: -g, op=operator.sub,
                               bps=_linear_bps(1, -1))
+definline(subtract, kind="subtract")
 # d(x y) = y dx + x dy
 multiply = elementwise_binary("multiply", np.multiply,
                               lambda g, ans, x, y: g * y,
                               lambda g, ans, x, y: g * x, op=operator.mul,
                               bps=_mul_bps)
+definline(multiply, kind="multiply")
 
 
 def _true_divide(x, y):
@@ -164,6 +169,7 @@ divide = elementwise_binary("divide", _true_divide,
                             lambda g, ans, x, y: g / y,
                             lambda g, ans, x, y: -g * ans / y, op=None,
                             scalar_vjp=lambda g, ans, x, y: (g / y, -g * ans / y))
+definline(divide, kind="divide")
 
 
 def _pow_raw(x, y):
@@ -199,6 +205,7 @@ def _pow_vjp_y(g, ans, x, y):
 
 
 power = elementwise_binary("power", _pow_raw, _pow_vjp_x, _pow_vjp_y, op=None)
+definline(power, kind="power")
 
 
 # forward mode: the same derivatives, applied to tangents

@@ -49,7 +49,7 @@ import math
 import numpy as np
 from scipy.special import expit as _expit, log_expit as _log_expit
 
-from ..autodiff.extend import defjvp, elementwise_binary, elementwise_unary
+from ..autodiff.extend import defjvp, definline, elementwise_binary, elementwise_unary
 from ..autodiff.var import UFUNCS, value_of
 from .arithmetic import fabs, power
 from .structure import where
@@ -145,6 +145,7 @@ def _d_exp(g, ans, x):
 
 exp = _unary("exp", np.exp, _d_exp, scalar=math.exp, svjp=_d_exp, safe=True)
 defjvp(exp, _d_exp)
+definline(exp, vjp="{g} * {ans}")
 
 
 # d log(x) = dx / x
@@ -154,6 +155,7 @@ def _d_log(g, ans, x):
 
 log = _unary("log", np.log, _d_log, scalar=math.log, svjp=_d_log)
 defjvp(log, _fwd(_d_log))
+definline(log, vjp="{g} / {x}")
 
 
 # d log2(x) = dx / (x log 2)
@@ -181,6 +183,7 @@ def _d_log1p(g, ans, x):
 
 log1p = _unary("log1p", np.log1p, _d_log1p, scalar=math.log1p, svjp=_d_log1p)
 defjvp(log1p, _fwd(_d_log1p))
+definline(log1p, vjp="{g} / (1.0 + {x})")
 
 
 # d expm1(x) = exp(x) dx = (expm1(x) + 1) dx
@@ -190,6 +193,7 @@ def _d_expm1(g, ans, x):
 
 expm1 = _unary("expm1", np.expm1, _d_expm1, scalar=math.expm1, svjp=_d_expm1, safe=True)
 defjvp(expm1, _d_expm1)
+definline(expm1, vjp="{g} * ({ans} + 1.0)")
 
 
 # d log1m(x) = d log(1 - x) = -dx / (1 - x)          (x <= 1; Stan's log1m)
@@ -219,6 +223,7 @@ def _d_sqrt(g, ans, x):
 
 sqrt = _unary("sqrt", np.sqrt, _d_sqrt, scalar=math.sqrt, svjp=_d_sqrt)
 defjvp(sqrt, _fwd(_d_sqrt))
+definline(sqrt, vjp="0.5 * {g} / {ans}")
 
 
 # d cbrt(x) = dx / (3 cbrt(x)^2)
@@ -244,6 +249,7 @@ def _d_square(g, ans, x):
 square = _unary("square", _square_raw, _d_square, scalar=lambda v: v * v,
                 svjp=_d_square, safe=True)
 defjvp(square, _d_square)
+definline(square, fwd="{x} * {x}", vjp="{g} * 2.0 * {x}")
 
 
 # d (1/x) = -dx / x^2 = -(1/x)^2 dx
@@ -300,6 +306,8 @@ def _d_sin(g, ans, x):
 sin = _unary("sin", np.sin, _d_sin, scalar=math.sin,
              svjp=lambda g, ans, x: g * math.cos(x))
 defjvp(sin, _d_sin)
+definline(sin, vjp_float="{g} * _cos({x})", vjp_array="{g} * _np.cos({x})",
+          helpers={"_cos": math.cos})
 
 
 # d cos(x) = -sin(x) dx
@@ -310,6 +318,8 @@ def _d_cos(g, ans, x):
 cos = _unary("cos", np.cos, _d_cos, scalar=math.cos,
              svjp=lambda g, ans, x: -g * math.sin(x))
 defjvp(cos, _d_cos)
+definline(cos, vjp_float="-{g} * _sin({x})", vjp_array="-{g} * _np.sin({x})",
+          helpers={"_sin": math.sin})
 
 
 # d tan(x) = (1 + tan(x)^2) dx
@@ -396,6 +406,8 @@ def _d_sinh(g, ans, x):
 sinh = _unary("sinh", np.sinh, _d_sinh, scalar=math.sinh,
               svjp=lambda g, ans, x: g * math.cosh(x))
 defjvp(sinh, _d_sinh)
+definline(sinh, vjp_float="{g} * _cosh({x})", vjp_array="{g} * _np.cosh({x})",
+          helpers={"_cosh": math.cosh})
 
 
 # d cosh(x) = sinh(x) dx
@@ -406,6 +418,8 @@ def _d_cosh(g, ans, x):
 cosh = _unary("cosh", np.cosh, _d_cosh, scalar=math.cosh,
               svjp=lambda g, ans, x: g * math.sinh(x))
 defjvp(cosh, _d_cosh)
+definline(cosh, vjp_float="{g} * _sinh({x})", vjp_array="{g} * _np.sinh({x})",
+          helpers={"_sinh": math.sinh})
 
 
 # d tanh(x) = (1 - tanh(x)^2) dx = (1 - tanh)(1 + tanh) dx
@@ -415,6 +429,7 @@ def _d_tanh(g, ans, x):
 
 tanh = _unary("tanh", np.tanh, _d_tanh, scalar=math.tanh, svjp=_d_tanh, safe=True)
 defjvp(tanh, _d_tanh)
+definline(tanh, vjp="{g} * (1.0 - {ans}) * (1.0 + {ans})")
 
 
 # d asinh(x) = dx / sqrt(1 + x^2) = dx / hypot(1, x)
@@ -646,6 +661,10 @@ def _d_inv_logit(g, ans, x):
 inv_logit = _unary("inv_logit", _inv_logit_raw, _d_inv_logit, scalar=_inv_logit_s,
                    svjp=lambda g, ans, x: g * ans * _inv_logit_s(-x), safe=True)
 defjvp(inv_logit, _d_inv_logit)
+# the replay calls what inv_logit itself calls on floats (_ils) and arrays (_il)
+_IL = {"_ils": _inv_logit_s, "_il": _inv_logit_raw}
+definline(inv_logit, vjp_float="{g} * {ans} * _ils(-{x})",
+          vjp_array="{g} * ({ans} * _il(-{x}))", helpers=_IL)
 
 
 # log_inv_logit(x) = log(inv_logit(x)) = min(x, 0) - log1p(exp(-|x|))
@@ -667,6 +686,8 @@ log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw, _d_log_inv_logit,
                        scalar=_log_inv_logit_s,
                        svjp=lambda g, ans, x: g * _inv_logit_s(-x), safe=True)
 defjvp(log_inv_logit, _d_log_inv_logit)
+definline(log_inv_logit, vjp_float="{g} * _ils(-{x})", vjp_array="{g} * _il(-{x})",
+          helpers=_IL)
 
 
 # log1m_inv_logit(x) = log(1 - inv_logit(x)) = min(-x, 0) - log1p(exp(-|x|))
@@ -688,6 +709,8 @@ log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw, _d_log1m_inv_l
                          scalar=_log1m_inv_logit_s,
                          svjp=lambda g, ans, x: -g * _inv_logit_s(x), safe=True)
 defjvp(log1m_inv_logit, _d_log1m_inv_logit)
+definline(log1m_inv_logit, vjp_float="-{g} * _ils({x})", vjp_array="-{g} * _il({x})",
+          helpers=_IL)
 
 
 # log1p_exp(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))   (softplus)
@@ -712,6 +735,8 @@ def _d_log1p_exp(g, ans, x):
 log1p_exp = _unary("log1p_exp", _log1p_exp_raw, _d_log1p_exp, scalar=_log1p_exp_s,
                    svjp=lambda g, ans, x: g * _inv_logit_s(x), safe=True)
 defjvp(log1p_exp, _d_log1p_exp)
+definline(log1p_exp, vjp_float="{g} * _ils({x})", vjp_array="{g} * _il({x})",
+          helpers=_IL)
 
 
 # log1m_exp(x) = log(1 - exp(x)), x <= 0: log(-expm1(x)) for x > -log 2 (no

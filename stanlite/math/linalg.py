@@ -57,8 +57,8 @@ Conventions
 import numpy as np
 from scipy.linalg.lapack import dtrtrs as _dtrtrs
 
-from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, defvjp,
-                                defvjp_all, primitive)
+from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, definline,
+                                defvjp, defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
 from ..errors import DomainError
 from ..autodiff.dual import is_identity_seed
@@ -259,6 +259,7 @@ def _matmul_jvp_b(t, ans, a, b):
 
 
 defjvp(matmul, _matmul_jvp_a, _matmul_jvp_b)
+definline(matmul, kind="matmul")        # the replay writes Giles's rules for <= 2-d
 
 
 def dot(a, b):

@@ -140,7 +140,7 @@ def _bp_sum_all(node, g):
     accumulate(x, _expand_back(g, xv, None, False))
 
 
-_tag(_bp_sum_all, _sum._spec, lambda node: (node.x,))
+_tag(_bp_sum_all, _sum._spec, lambda node: (node.x,), "sum_all")
 
 
 def sum(x, axis=None, keepdims=False):

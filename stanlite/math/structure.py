@@ -18,7 +18,7 @@ sweep owns that buffer) so a Python loop over ``x[i]`` costs O(1) per element.
 
 import numpy as np
 
-from ..autodiff.extend import (accumulate, batch_shape, defjvp, defjvp_all, defvjp,
+from ..autodiff.extend import (_tag, accumulate, batch_shape, defjvp, defjvp_all, defvjp,
                                primitive)
 from ..autodiff.var import FUNCTIONS, Box, Var, make_node, shape_of
 
@@ -203,8 +203,7 @@ _f64 = np.float64
 
 # the node of x[idx] recorded with _bp_getitem is a plain getitem(x, idx) node: say so,
 # for tools that read a tape back as (primitive, inputs) records
-_bp_getitem._spec = getitem._spec
-_bp_getitem._args = lambda node: (node.x, node.y)
+_tag(_bp_getitem, getitem._spec, lambda node: (node.x, node.y), "getitem")
 
 
 def var_getitem(self, idx):

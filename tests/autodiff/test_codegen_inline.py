@@ -1,0 +1,145 @@
+"""The Python replay (autodiff/codegen.py) writes rules inline from what each
+primitive declares beside its definition (extend.definline), never from its name."""
+
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+import stanlite.autodiff.compile  # noqa: F401  (the module; sl.compile is the function)
+from stanlite.autodiff.extend import definline, elementwise_unary
+from stanlite.math import arithmetic, elementwise, linalg
+
+C = sys.modules["stanlite.autodiff.compile"]
+
+
+@pytest.fixture(autouse=True)
+def python_replay(monkeypatch):
+    # the generated-Python backend, not the compiled interpreter
+    monkeypatch.setenv("STANLITE_BACKEND", "python")
+
+
+def _replay(f, x0, points):
+    """Compile ``f`` for the Python replay; every point equals the tape bit for bit.
+    Returns the constants the generated functions were given (the rules they call)."""
+    vg = sl.compile(f, x0)
+    for x in points:
+        r, e = vg(x), sl.value_and_grad(f)(x)
+        assert C._identical(r, e), (x, r, e)
+    assert vg.fallback is None, vg.fallback
+    called = []
+    for progs in vg._programs.values():
+        for p in progs:
+            called += list((p.fn.__kwdefaults__ or {}).values())
+    return vg, called
+
+
+def _declared():
+    """Every library primitive that declares an inline template."""
+    out = {}
+    for mod in (arithmetic, elementwise, linalg):
+        for name, f in vars(mod).items():
+            spec = getattr(f, "_spec", None)
+            inl = getattr(spec, "inline", None)
+            if inl is not None and (inl.fwd or inl.vjp_float or inl.vjp_array):
+                out[spec.name] = f
+    return out
+
+
+DECLARED = _declared()
+
+
+def test_the_hottest_rules_are_declared_beside_their_primitives():
+    assert {"exp", "log", "inv_logit", "log1p_exp", "negative", "square", "sin"} \
+        <= set(DECLARED)
+    kinds = {f._spec.name: f._spec.inline.kind for f in
+             (arithmetic.add, arithmetic.subtract, arithmetic.multiply, arithmetic.divide,
+              arithmetic.power, linalg.matmul, sl.reshape)}
+    assert kinds == {"add": "add", "subtract": "subtract", "multiply": "multiply",
+                     "divide": "divide", "power": "power", "matmul": "matmul",
+                     "reshape": "reshape"}
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_a_declared_template_replays_the_tape_bit_for_bit(name, rng):
+    prim = DECLARED[name]
+    spec = prim._spec
+
+    def f(x):
+        return sl.sum(prim(x) * x) + prim(x[0]) * x[1] - prim(x[2])
+
+    x0 = rng.uniform(0.2, 0.9, 4)
+    vg, called = _replay(f, x0, [rng.uniform(0.2, 0.9, 4) for _ in range(3)])
+    # the templates are written out: neither VJP is called by the replay
+    if spec.inline.vjp_array:
+        assert spec.vjps[0] not in called, vg.source
+    if spec.inline.vjp_float:
+        assert spec.scalar_vjp not in called, vg.source
+    if spec.inline.fwd:
+        assert spec.scalar not in called, vg.source        # (arrays: spec.fun)
+
+
+def _softplus(name, helper):
+    """A user's elementwise softplus whose VJP calls ``helper`` (the logistic)."""
+    def raw(x):
+        return np.logaddexp(0.0, x)
+
+    def scalar(v):
+        return float(np.logaddexp(0.0, v))
+
+    def vjp(g, ans, x):
+        return g * elementwise.inv_logit(x)
+
+    def svjp(g, ans, x):
+        return g * helper(x)
+    return elementwise_unary(name, raw, vjp, scalar=scalar, scalar_vjp=svjp)
+
+
+def _logistic(v):
+    return elementwise._inv_logit_s(v)
+
+
+def test_a_user_primitive_declares_its_template_and_its_helpers(rng):
+    sp = _softplus("my_softplus", _logistic)
+    definline(sp, vjp_float="{g} * _my_logistic({x})",
+              helpers={"_my_logistic": _logistic})
+    f = lambda x: sp(x[0]) * x[1] + sp(x[1] - x[0])
+    vg, called = _replay(f, np.array([0.3, -0.4]),
+                         [rng.standard_normal(2) for _ in range(3)])
+    assert "_my_logistic(" in vg.source
+    assert sp._spec.scalar_vjp not in called
+
+
+def test_a_helper_name_taken_by_another_function_falls_back_to_calling_the_rule(rng):
+    a = _softplus("softplus_a", _logistic)
+    b = _softplus("softplus_b", lambda v: _logistic(v))
+    definline(a, vjp_float="{g} * _lgst({x})", helpers={"_lgst": _logistic})
+    definline(b, vjp_float="{g} * _lgst({x})", helpers={"_lgst": lambda v: _logistic(v)})
+    f = lambda x: a(x[0]) * b(x[1]) + b(x[0] * x[1])
+    vg, called = _replay(f, np.array([0.3, -0.4]),
+                         [rng.standard_normal(2) for _ in range(3)])
+    # the first template written takes the name; the other rule is called, never
+    # written with a helper that is not its own
+    assert (a._spec.scalar_vjp in called) != (b._spec.scalar_vjp in called)
+
+
+def test_definline_helper_names_cannot_collide_with_the_generated_constants():
+    sp = _softplus("softplus_c", _logistic)
+    with pytest.raises(ValueError, match="'lgst' must start with '_'"):
+        definline(sp, vjp_float="{g} * lgst({x})", helpers={"lgst": math.exp})
+
+
+def test_a_primitive_named_like_a_library_one_is_not_replayed_as_it(rng):
+    # a user's "divide" is x / y + 1: the replay calls it, never writes x / y
+    @sl.primitive(name="divide")
+    def divide(x, y):
+        return np.true_divide(x, y) + 1.0
+
+    sl.defvjp(divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * x / (y * y))
+    f = lambda x: divide(x[0], x[1]) * x[0] + sl.sum(divide(x, 2.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _replay(f, np.array([0.3, 1.4]), [rng.uniform(0.5, 2.0, 2) for _ in range(3)])
