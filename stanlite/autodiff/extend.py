@@ -33,6 +33,7 @@ those (which records the lower levels, if any) and records one node at that leve
 """
 
 import functools
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -346,7 +347,7 @@ def defjvp_all(prim, jvp_all):
     return prim
 
 
-class Inline:
+class Inline(NamedTuple):
     """How the Python replay (:mod:`.codegen`) writes a primitive in place of calls.
 
     ``kind`` names the numpy operation the primitive is, bit for bit (``"add"``,
@@ -359,14 +360,11 @@ class Inline:
     maps the names they call to the functions (the generated code's globals).
     """
 
-    __slots__ = ("kind", "fwd", "vjp_float", "vjp_array", "helpers")
-
-    def __init__(self, kind, fwd, vjp_float, vjp_array, helpers):
-        self.kind = kind
-        self.fwd = fwd
-        self.vjp_float = vjp_float
-        self.vjp_array = vjp_array
-        self.helpers = helpers
+    kind: Optional[str]
+    fwd: Optional[str]
+    vjp_float: Optional[str]
+    vjp_array: Optional[str]
+    helpers: dict
 
 
 def definline(prim, kind=None, fwd=None, vjp=None, vjp_float=None, vjp_array=None,
