@@ -206,3 +206,52 @@ def test_the_cases_reach_every_arithmetic_and_density_op(vm):
            and 0 < v < O.GUARD_POSITIVE and k not in fields}
     missing = {k for k, v in ops.items() if v not in seen} - ELSEWHERE
     assert not missing, sorted(missing)
+
+
+# --------------------------------------------------------------------------------------
+# Hessians: sl.compile(f).hessian records sl.hessian(f) (forward over reverse) and
+# lowers that recording too where it can
+# --------------------------------------------------------------------------------------
+def _hessian_cases():
+    for name, (fn, dom) in UNARY.items():
+        yield f"{name}-vector", (lambda x, fn=fn: SHAPES["vector"](fn, x)), dom
+    for name, (op, dom) in BINARY.items():
+        for mix in ("scalar_vector", "matrix_row", "scalar_const", "const_vector"):
+            yield (f"{name}-{mix}",
+                   (lambda x, op=op, mix=mix: _weighted_sum(op(*MIXES[mix](x)))), dom)
+    for name, f in REDUCTIONS.items():
+        yield name, f, (-1.5, 1.5)
+    for name, f in DENSITIES.items():
+        yield name, f, (0.2, 0.9)
+
+
+HESSIAN_CASES = {name: (f, dom) for name, f, dom in _hessian_cases()}
+# these must run in the interpreter (others may replay as Python: a constant Hessian,
+# trigamma, a guard without a lowering; or as the eager tape: a value read in a VJP)
+HESSIAN_VM = ["exp-vector", "log-vector", "sin-vector", "tanh-vector",
+              "inv_logit-vector", "log1p_exp-vector", "Phi-vector", "sqrt-vector",
+              "divide-scalar_vector", "divide-matrix_row", "divide-const_vector",
+              "matvec", "vecmat", "normal_data", "normal_all_traced",
+              "normal_vector_sigma", "cauchy", "cauchy_data", "lognormal_data",
+              "bernoulli_logit", "exponential"]
+
+
+@pytest.mark.parametrize("name", sorted(HESSIAN_CASES))
+def test_compiled_hessians_equal_the_tapes(vm, name):
+    import warnings
+    f, (lo, hi) = HESSIAN_CASES[name]
+    pts = _points(lo, hi, k=2)
+    vg = vm.compile(f, pts[0])                     # unverified: so is its Hessian
+    with warnings.catch_warnings():
+        # a Hessian whose recording reads a value (power, atan, poisson) is the eager
+        # tape's, with a CompileWarning: the same numbers
+        warnings.simplefilter("ignore", sl.CompileWarning)
+        vg.hessian(pts[0])
+    h = vg._hessian
+    if name in HESSIAN_VM:
+        assert h.compiled and h.fallback is None, (h.vm_skipped, h.fallback)
+    for x in pts[1:]:
+        H = vg.hessian(x)
+        E = sl.hessian(f)(x)
+        assert vm.close((0.0, H), (0.0, E)), (name, x, H - E)
+        assert np.allclose(H, H.T, rtol=1e-12, atol=1e-12)
