@@ -215,3 +215,17 @@ def test_multi_normal_cholesky_traced_factor():
         chol = sl.reshape(sl.stack(entries), (KM, KM))
         return sl.multi_normal_cholesky_lpdf(yy, x[len(pos):], chol)
     check(f, RNG.standard_normal(len(pos) + KM) * 0.3)
+
+
+def test_big_vectorised_programs_replay_in_numpy():
+    # exp/log of 1e4 elements: numpy's SIMD loops beat the interpreter (program.py,
+    # _numpy_is_faster); small vectors stay in the interpreter
+    X = RNG.standard_normal((20000, 3))
+    f = lambda b: sl.sum(sl.log1p_exp(X @ b))     # noqa: E731
+    vg = sl.compile(f, np.zeros(3), verify=False)
+    v, g = vg(np.full(3, 0.1))
+    assert not vg.compiled and "numpy" in vg.vm_skipped
+    v0, g0 = sl.value_and_grad(f)(np.full(3, 0.1))
+    np.testing.assert_allclose(g, g0, rtol=1e-12)
+    small = lambda b: sl.sum(sl.log1p_exp(X[:100] @ b))     # noqa: E731
+    assert _vm(small, np.zeros(3)).compiled
