@@ -23,15 +23,26 @@ Families:
 
 A second table measures one gradient of the posteriordb model one_comp_mm_elim_abs
 (one state, three parameters, 20 output times, Michaelis-Menten elimination): the
-case NUTS pays for at every leapfrog step.
+case NUTS pays for at every leapfrog step. A third times the zoo's ODE models'
+gradients (one_comp_mm_elim_abs, mm_multidose_ss) at distinct points, as a sampler
+calls them.
+
+Each stanlite time is given for the right-hand-side routes side by side, measured
+alternately in one run: "compiled" (the default: f recorded once and run by the
+compiled tape interpreter, functor/ode_compiled.py), "retaped" (f's Jacobian rows
+replayed by sl.compile, the route before; ode_compiled.COMPILE_AFTER = None) and,
+in the PK table, "tape" (f recorded and swept at every evaluation; RETAPE_AFTER =
+None).
 
 Run:  python benchmarks/ode.py [--quick]
 """
 
 import argparse
+import contextlib
 import math
 import sys
 import time
+import warnings
 
 import blas_threads  # noqa: F401  (before numpy)
 import numpy as np
@@ -211,8 +222,8 @@ def diffrax_gradient(pb):
 
 def sweep_table(title, cases, budget):
     print(f"\n{title}")
-    cols = "    N     P |  fwd sens   adjoint   fin.diff |  adj err   fd err | " \
-           "     jax  jax err | diffrax  dfx err"
+    cols = "    N     P |  fwd sens   before   adjoint   before   fin.diff |  adj err " \
+           "  fd err |      jax  jax err | diffrax  dfx err"
     print("CPU time per gradient, ms")
     print(cols)
     print("-" * len(cols))
@@ -224,8 +235,8 @@ def sweep_table(title, cases, budget):
         g_fwd = sl.grad(L_fwd)(p)
         g_adj = sl.grad(L_adj)(p)
         g_fd = fd_gradient(L_plain, p)
-        t_fwd = best_time(lambda: sl.grad(L_fwd)(p), budget)
-        t_adj = best_time(lambda: sl.grad(L_adj)(p), budget)
+        t_fwd = _routes(lambda: sl.grad(L_fwd)(p), budget, ("compiled", "retaped"))
+        t_adj = _routes(lambda: sl.grad(L_adj)(p), budget, ("compiled", "retaped"))
         t_fd = best_time(lambda: fd_gradient(L_plain, p), budget, repeats=2)
         jg = jax_gradient(pb)
         g_jax = t_jax = None
@@ -237,7 +248,9 @@ def sweep_table(title, cases, budget):
         if dg is not None:
             g_dfx = dg(p)
             t_dfx = best_time(lambda: dg(p), budget)
-        row = (f"{pb['N']:5d} {p.size:5d} | {_fmt(t_fwd)}  {_fmt(t_adj)}   {_fmt(t_fd)} | "
+        row = (f"{pb['N']:5d} {p.size:5d} | {_fmt(t_fwd['compiled'])} "
+               f"{_fmt(t_fwd['retaped'])}  {_fmt(t_adj['compiled'])} "
+               f"{_fmt(t_adj['retaped'])}   {_fmt(t_fd)} | "
                f"{_err(g_adj, g_fwd)}   {_err(g_fd, g_fwd)} | {_fmt(t_jax)}   "
                f"{_err(g_jax, g_fwd)} | {_fmt(t_dfx)}   {_err(g_dfx, g_fwd)}")
         print(row, flush=True)
@@ -284,10 +297,10 @@ def pk_table(budget):
     ]
     print("\none_comp_mm_elim_abs: one log density and one gradient (20 output times, "
           "1 state, 3 parameters)")
-    print("CPU ms; 'eager f' records f and sweeps at every right-hand side, 'retaped f' "
-          "replays its compiled recording (the default)")
-    head = (f"{'method':46s} {'value':>7s} {'gradient':>9s} {'eager f':>8s} "
-            f"{'grad/value':>10s}")
+    print("CPU ms per log density ('value', compiled f) and per gradient by route: "
+          "'compiled' (the default), 'retaped' (before), 'tape'")
+    head = (f"{'method':46s} {'value':>7s} {'compiled':>9s} {'retaped':>8s} "
+            f"{'tape':>8s} {'before/after':>12s}")
     print(head)
     print("-" * len(head))
     rows = []
@@ -295,33 +308,89 @@ def pk_table(budget):
         f = lp(solve)
         vg = sl.value_and_grad(f)
         tv = best_time(lambda: f(theta), budget)
-        tg, te = _with_and_without_retaping(lambda: vg(theta), budget)
-        row = f"{name:46s} {tv * 1e3:7.2f} {tg * 1e3:9.2f} {te * 1e3:8.2f} {tg / tv:10.1f}"
+        t = _routes(lambda: vg(theta), budget)
+        row = (f"{name:46s} {tv * 1e3:7.2f} {t['compiled'] * 1e3:9.2f} "
+               f"{t['retaped'] * 1e3:8.2f} {t['tape'] * 1e3:8.2f} "
+               f"{t['retaped'] / t['compiled']:12.1f}")
         print(row, flush=True)
         rows.append(row)
     return rows
 
 
-def _with_and_without_retaping(fn, budget):
-    """Gradient times with the retaped right-hand side and with the eager one,
-    measured alternately (so that the load of a shared machine hits both alike)."""
-    from stanlite.functor import ode_rhs
-    saved = ode_rhs.RETAPE_AFTER
-    best = {True: math.inf, False: math.inf}
+@contextlib.contextmanager
+def _route(name):
+    """Evaluate ODE right-hand sides by one route: "compiled" (the default),
+    "retaped" (the route before the compiled one) or "tape" (no retaping)."""
+    from stanlite.functor import ode_compiled, ode_rhs
+    saved = ode_rhs.RETAPE_AFTER, ode_compiled.COMPILE_AFTER
     try:
-        for _ in range(3):
-            for retaped in (True, False):
-                ode_rhs.RETAPE_AFTER = saved if retaped else None
-                best[retaped] = min(best[retaped], best_time(fn, budget / 3, repeats=1))
+        if name != "compiled":
+            ode_compiled.COMPILE_AFTER = None
+        if name == "tape":
+            ode_rhs.RETAPE_AFTER = None
+        with warnings.catch_warnings():
+            # the retaped route's replays agree with the tape only to rounding now
+            # (sl.compile lowers them to the interpreter): a model may warn and fall back
+            warnings.simplefilter("ignore", sl.CompileWarning)
+            yield
     finally:
-        ode_rhs.RETAPE_AFTER = saved
-    return best[True], best[False]
+        ode_rhs.RETAPE_AFTER, ode_compiled.COMPILE_AFTER = saved
+
+
+def _routes(fn, budget, names=("compiled", "retaped", "tape")):
+    """Best time of ``fn`` by each route, measured alternately (so that the load of a
+    shared machine hits all alike)."""
+    best = {n: math.inf for n in names}
+    for _ in range(3):
+        for n in names:
+            with _route(n):
+                best[n] = min(best[n], best_time(fn, budget / 3, repeats=1))
+    return best
+
+
+# ------------------------------------------------------------------------------------
+# the zoo's ODE models: one gradient at distinct points, as a sampler asks for it
+# ------------------------------------------------------------------------------------
+def zoo_table(quick):
+    import stanlite.models as zoo
+    from stanlite.models import mm_multidose_ss as mm
+    cases = [("one_comp_mm_elim_abs", dict(k_a=1.0, K_m=2.0, V_m=3.0, sigma=0.5),
+              12 if quick else 40),
+             ("mm_multidose_ss", {k: mm.TRUTH[k] for k in ("V", "Vmax", "Km", "sigma")},
+              4 if quick else 12)]
+    print("\nzoo ODE models: CPU ms per log-density gradient at distinct points near a "
+          "typical point (a fresh model per route; best of 2 passes)")
+    head = f"{'model':22s} {'compiled':>9s} {'retaped':>9s} {'before/after':>12s}"
+    print(head)
+    print("-" * len(head))
+    rows = []
+    for name, at, n in cases:
+        rng = np.random.default_rng(0)
+        x0 = zoo.get(name).unconstrain(at)
+        xs = [x0 + rng.normal(0.0, 0.02, x0.size) for _ in range(n)]
+        best = {"compiled": math.inf, "retaped": math.inf}
+        for _ in range(2):
+            for route in best:
+                with _route(route):
+                    m = zoo.get(name)
+                    m.log_density_gradient(xs[0])      # recordings, caches
+                    t0 = time.process_time()
+                    for x in xs[1:]:
+                        m.log_density_gradient(x)
+                    best[route] = min(best[route],
+                                      (time.process_time() - t0) / (len(xs) - 1))
+        row = (f"{name:22s} {best['compiled'] * 1e3:9.1f} {best['retaped'] * 1e3:9.1f} "
+               f"{best['retaped'] / best['compiled']:12.1f}")
+        print(row, flush=True)
+        rows.append(row)
+    return rows
 
 
 def main(quick=False):
     budget = 0.3 if quick else 1.0
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}")
     pk_table(budget)
+    zoo_table(quick)
     chains = [1, 2, 5, 10] if quick else [1, 2, 5, 10, 25, 50, 100]
     sweep_table("chain: N states, P = 2N parameters",
                 [chain_problem(N) for N in chains], budget)

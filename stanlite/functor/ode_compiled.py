@@ -36,7 +36,8 @@ import warnings
 import numpy as np
 
 from ..autodiff.codegen import NotCompilable
-from ..autodiff.compile import CompileWarning, Recording, _Retaped, _record_function
+from ..autodiff.compile import (CompileWarning, Recording, _close, _Retaped,
+                                _record_function)
 from ..autodiff.tape import sweep
 from ..autodiff.var import Box, Var
 from ..autodiff.vm.opcodes import DOMAIN, OK
@@ -44,11 +45,16 @@ from ..math.structure import reshape
 
 __all__ = ["CompiledRHS", "evaluator", "STATS", "COMPILE_AFTER"]
 
-# Calls of f with the same data before it is compiled: a recording, its lowering and
-# the first checks against the eager tape cost about as much as a few dozen eager
-# evaluations, and a solve makes hundreds. None turns the compiled route off (the
-# benchmarks time both routes in one run).
-COMPILE_AFTER = 16
+# Calls of f with the same data before it is compiled. 1: at once, so that every
+# evaluation of f - from the first solve of a model on - gives the kernel's numbers,
+# and a model's retaped gradient, recorded around a solve and replayed, meets the same
+# numbers again (a switch from the tape's numbers to the kernel's, equal only to
+# rounding, would move the solver's steps between recording and replay). A recording
+# and its lowering cost about as much as a few dozen eager evaluations; a solve makes
+# hundreds. None turns the compiled route off (the benchmarks time both routes).
+COMPILE_AFTER = 1
+# recordings per right-hand side (guard paths: ``if t > t_dose`` ...) before the tape
+MAX_RECORDINGS = 16
 # the largest n k (n + P) contraction of the tangent system done from the Jacobian
 TANGENT_MAX_WORK = 200_000
 #: how many right-hand sides were compiled, and how many fell back (see ``fallback``)
@@ -71,7 +77,8 @@ class CompiledRHS(_Retaped):
     quiet = True                    # a fallback is silent: the caller has its own path
 
     def __init__(self, rhs, t, y, args):
-        super().__init__(f"the ODE right-hand side {rhs.name}", 8, True)
+        super().__init__(f"the ODE right-hand side {rhs.name}", MAX_RECORDINGS, True)
+        self.forward_pays = None        # OdeRHS._choose's decision, from the recording
         n = self.n = rhs.n
         F, state = rhs.F, rhs.state
         self.pos = pos = [j for j, a in enumerate(args) if _is_param(a)]
@@ -117,6 +124,8 @@ class CompiledRHS(_Retaped):
                 return Recording(tape, rec.nodes, rec.inputs, out, rec.guards,
                                  escapes, (0.0, np.zeros(n * (1 + self.dim))), x)
             nodes = rec.nodes
+            if self.forward_pays is None:
+                self.forward_pays = rhs_prefers_forward(n, nodes)
             for i in range(n):
                 for node in nodes:
                     node.adj = None
@@ -134,6 +143,31 @@ class CompiledRHS(_Retaped):
 
     def _eager(self, x):
         return self._record(x).result
+
+    def _rerecord(self, x, key):
+        """A new recording (a guard failed), then the kernel's numbers at ``x``: every
+        point gets the same numbers whichever path recorded it."""
+        r = super()._rerecord(x, key)
+        progs = self._programs.get(key)
+        if self.fallback is None and progs:
+            try:
+                s = progs[0].fn(x)
+            except ArithmeticError:
+                return r                     # a domain error: the tape's numbers
+            if type(s) is tuple:
+                return s
+        return r
+
+    def _checked(self, x, r):
+        """A spot check: the eager tape's numbers at ``x`` must agree with the kernel's
+        (to rounding); the kernel's are returned, so that results do not depend on
+        which call was checked. A disagreement turns the evaluator off for good."""
+        e = self._reference(x)
+        if not _close(r, e):
+            self._give_up("its replay differs from the eager tape at a new point (f "
+                          "depends on values in a way no guard saw?)")
+            return e
+        return r
 
     def _vm_io(self, rec):
         leaf = rec.inputs[0]
@@ -313,6 +347,12 @@ class CompiledRHS(_Retaped):
         whose cost grows as ``k`` times f's operations: large systems with many
         directions keep the forward pass (measured: benchmarks/ode.py, chain N)."""
         return self.n * k * (self.n + self.P) <= TANGENT_MAX_WORK
+
+
+def rhs_prefers_forward(n, nodes):
+    """OdeRHS._choose's rule (scalar code favours sweeps for more states)."""
+    from .ode_rhs import _prefers_forward
+    return _prefers_forward(n, nodes)
 
 
 def _status(st):

@@ -135,6 +135,10 @@ class OdeRHS:
             if c is None:
                 return None
             m = self._cm = (args, c, c.params(args))
+            # beside the retaped rows of these arguments (the same role, compiled)
+            self._retaped[("compiled",) + tuple(map(id, args))] = [c, args, m[2]]
+            if self._forward is None and c.forward_pays is not None:
+                self._forward = c.forward_pays
         c = m[1]
         return (c, m[2]) if c.fallback is None else None
 
@@ -271,9 +275,7 @@ class OdeRHS:
     def _choose(self, nodes):
         """Decide between reverse sweeps and the forward pass from one recording of
         f: scalar code (most nodes hold floats) favours sweeps for more states."""
-        scalars = sum(1 for node in nodes if type(node.value) is float)
-        limit = REVERSE_MAX_N_SCALAR if 2 * scalars >= len(nodes) else REVERSE_MAX_N_VECTOR
-        self._forward = self.n > limit
+        self._forward = _prefers_forward(self.n, nodes)
 
     def jac(self, t, y, args):
         """``J_y`` at plain values (BDF's Newton iterations)."""
@@ -314,6 +316,12 @@ class OdeRHS:
         if s is None:
             s = self._tangents[key] = TangentRHS(self, k, tuple(mask), nargs)
         return s
+
+
+def _prefers_forward(n, nodes):
+    scalars = sum(1 for node in nodes if type(node.value) is float)
+    limit = REVERSE_MAX_N_SCALAR if 2 * scalars >= len(nodes) else REVERSE_MAX_N_VECTOR
+    return n > limit
 
 
 def forward_tangent(rhs, t, y, args, mask, V, D, k):
