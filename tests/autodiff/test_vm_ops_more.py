@@ -229,3 +229,17 @@ def test_big_vectorised_programs_replay_in_numpy():
     np.testing.assert_allclose(g, g0, rtol=1e-12)
     small = lambda b: sl.sum(sl.log1p_exp(X[:100] @ b))     # noqa: E731
     assert _vm(small, np.zeros(3)).compiled
+
+
+@pytest.mark.parametrize("axis,keepdims", [(0, False), (1, False), (-1, True), ((0,), False)])
+def test_log_sum_exp_along_an_axis(axis, keepdims):
+    w = RNG.standard_normal(np.zeros((3, 4)).sum(axis=axis, keepdims=keepdims).shape)
+    check(lambda x: sl.sum(w * sl.log_sum_exp(sl.reshape(x, (3, 4)), axis=axis,
+                                              keepdims=keepdims)),
+          RNG.standard_normal(12))
+
+
+def test_log_sum_exp_along_the_middle_axis():
+    w = RNG.standard_normal((2, 4))
+    check(lambda x: sl.sum(w * sl.log_sum_exp(sl.reshape(x, (2, 3, 4)), axis=1)),
+          RNG.standard_normal(24))

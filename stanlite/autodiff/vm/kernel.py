@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from .opcodes import (CUMSUM, EXTREME, LOG_MIX, LOG_SOFTMAX, MVN_CHOLESKY,
+from .opcodes import (CUMSUM, EXTREME, LOG_MIX, LOG_SOFTMAX, LSE_AXIS, MVN_CHOLESKY,
                       POISSON_SS, SOFTMAX, SUMN)
 from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
                       CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
@@ -648,6 +648,46 @@ def _softmax_rev(V, A, code, r, log):
 
 
 @_jit
+def _lse_axis_fwd(V, code, r):
+    # log_sum_exp along the middle axis of V[a] as (outer, length, inner), as LSE
+    o = code[r, OUT]
+    a = code[r, FA]
+    nout = code[r, X1]
+    ln = code[r, X2]
+    inner = code[r, X3]
+    for u in range(nout):
+        for j in range(inner):
+            base = u * ln * inner + j
+            hi = -math.inf
+            for t in range(ln):
+                if V[a + base + t * inner] > hi:
+                    hi = V[a + base + t * inner]
+            if hi == -math.inf or hi == math.inf:
+                V[o + u * inner + j] = hi
+            else:
+                s = 0.0
+                for t in range(ln):
+                    s += math.exp(V[a + base + t * inner] - hi)
+                V[o + u * inner + j] = hi + math.log(s)
+
+
+@_jit
+def _lse_axis_rev(V, A, code, r):
+    o = code[r, OUT]
+    a = code[r, FA]
+    nout = code[r, X1]
+    ln = code[r, X2]
+    inner = code[r, X3]
+    for u in range(nout):
+        for j in range(inner):
+            g = A[o + u * inner + j]
+            ans = V[o + u * inner + j]
+            base = u * ln * inner + j
+            for t in range(ln):
+                A[a + base + t * inner] += g * math.exp(V[a + base + t * inner] - ans)
+
+
+@_jit
 def _extreme_index(V, a, k, is_max):
     # numpy's argmax/argmin: the first extreme element, the first NaN if any
     best = 0
@@ -878,6 +918,8 @@ def forward(code, aux, V):
             V[o] = V[a + _extreme_index(V, a, code[r, X2], code[r, X1] != 0)]
         elif op == SOFTMAX or op == LOG_SOFTMAX:
             _softmax_fwd(V, code, r, op == LOG_SOFTMAX)
+        elif op == LSE_AXIS:
+            _lse_axis_fwd(V, code, r)
         elif op < 90:
             st, lp = _density_value(op, V, aux, code, r)
             if st != OK:
@@ -1035,6 +1077,8 @@ def reverse(code, aux, V, A):
             A[a + _extreme_index(V, a, code[r, X2], code[r, X1] != 0)] += A[o]
         elif op == SOFTMAX or op == LOG_SOFTMAX:
             _softmax_rev(V, A, code, r, op == LOG_SOFTMAX)
+        elif op == LSE_AXIS:
+            _lse_axis_rev(V, A, code, r)
         elif op < 90:
             _density_grad(op, V, A, code, r, A[o])
 

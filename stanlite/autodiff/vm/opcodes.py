@@ -75,6 +75,7 @@ SUMN = 48                # out[0] = sum_i V[aux[X1 + i]], i < X2 (n-ary sum, pas
 EXTREME = 49             # out[0] = max (X1 = 1) or min (X1 = 0) of V[a : a + X2]
 SOFTMAX = 50             # softmax of V[a] as (X1, X2, X3) along its middle axis
 LOG_SOFTMAX = 51         # log_softmax, the same layout
+LSE_AXIS = 52            # log_sum_exp of V[a] as (X1, X2, X3) along its middle axis
 
 # -- summed log densities: out[0] = sum_i lpdf(V[a+i*sa] | V[b+i*sb], V[c+i*sc]) -------
 NORMAL = 60

@@ -39,7 +39,7 @@ _CONST = 1 << 40            # program._CONST: constants' provisional offsets sta
 _BINARY = frozenset(range(O.ADD, O.LSE2 + 1))
 _UNARY = frozenset(range(O.NEG, O.PHI + 1))
 _ONE_ARG = frozenset((O.COPY, O.SUM, O.LSE, O.SEGSUM, O.CUMSUM, O.EXTREME, O.SOFTMAX,
-                      O.LOG_SOFTMAX))
+                      O.LOG_SOFTMAX, O.LSE_AXIS))
 _DENSITIES = frozenset((O.NORMAL, O.CAUCHY, O.LOGNORMAL, O.STD_NORMAL, O.EXPONENTIAL,
                         O.POISSON, O.POISSON_LOG, O.GAMMA, O.BETA, O.STUDENT_T,
                         O.BERNOULLI_LOGIT))

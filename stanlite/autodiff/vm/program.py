@@ -181,6 +181,15 @@ def reduction(op):
         if axis is None:
             L.emit(op, 1, out, a=a, x2=n, mask=L.var(x))
             return
+        if op == O.LSE:
+            if not isinstance(axis, (int, np.integer)):
+                if len(tuple(axis)) != 1:
+                    raise NotLowerable(f"{L.spec.name} along several axes")
+                axis = tuple(axis)[0]
+            nout, ln, inner = _axis_layout(L.shape_of(x), axis)
+            L.emit(O.LSE_AXIS, nout * inner, out, a=a, x1=nout, x2=ln, x3=inner,
+                   mask=L.var(x))
+            return
         if op != O.SUM:
             raise NotLowerable(f"{L.spec.name} along an axis")
         table, size = _reduced_map(L.shape_of(x), axis)
@@ -602,8 +611,11 @@ def _numpy_is_faster(rows):
     interpreter: big vectors of transcendental work in few instructions."""
     work = 0
     for r in rows:
-        if r[0] not in _CHEAP and r[0] < 90:
-            work += r[1]
+        op = r[0]
+        if op not in _CHEAP and op < 90:
+            # elements: N, but a full LSE reads X2 of them and LSE_AXIS N * X2
+            work += r[11] * (r[1] if op == O.LSE_AXIS else 1) if op in (
+                O.LSE, O.LSE_AXIS) else r[1]
     return work >= _BIG and work * _NS_PER_ELEMENT > len(rows) * _NS_PER_ROW
 
 
