@@ -430,33 +430,77 @@ def _trajectory(W, S, I, M, code, aux, V, A, dim, out, nvar, g, box, r):
     return r
 
 
+@_jit
+def _open(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h, code, aux, V, A, dim,
+          out, nvar, g, box):
+    """:func:`_begin`, then (from a row to evaluate) :func:`_trajectory`: one call
+    into compiled code instead of two (a call costs ~0.5 us plus ~0.1 us an
+    argument). Returns what the last of them returned; ``box[1]`` counts the
+    evaluations (0 when the trajectory did not start)."""
+    box[1] = 0.0
+    r = _begin(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h)
+    if r >= 0:
+        r = _trajectory(W, S, I, M, code, aux, V, A, dim, out, nvar, g, box, r)
+    return r
+
+
 if njit is not None:
-    # the interpreter is compiled into _trajectory's cached machine code, but numba keys
-    # that cache on this file alone: drop it when the interpreter's source changes
-    _vm.drop_stale_cache([_trajectory], "nuts_jit")
+    # the interpreter is compiled into _trajectory's (and _open's) cached machine code,
+    # but numba keys that cache on this file alone: drop it when the interpreter's
+    # source changes
+    _vm.drop_stale_cache([_trajectory, _open], "nuts_jit")
 
 _NO_GRADIENT = np.zeros(0)          # what a failed evaluation passes (never read)
 
 
 def warm():
     """Load (or compile) the kernel now: before chains are forked, so that each
-    worker inherits it instead of loading it from numba's cache (~0.2 s each)."""
+    worker inherits it instead of loading it from numba's cache (~0.2 s each);
+    the interpreter's own kernels too (the first evaluations and the spot checks
+    call them from Python: another ~0.2 s a worker otherwise)."""
     if njit is None:
         return
+    _vm.warm()
     W, S, I, n = _workspace(1, 1)
     M = np.ones((2, 1))
     x = np.zeros(1)
     _begin(W, S, I, M, x, 0.0, x, x, np.full(n, 0.75), 1, 1000.0)
     _advance(W, S, I, M, x, 0.0)
     code = np.zeros((1, 14), dtype=np.int64)
-    _trajectory(W, S, I, M, code, np.zeros(1, dtype=np.int64), np.zeros(2), np.zeros(2),
-                1, 1, 2, np.zeros(1), np.zeros(2), _DONE)
+    aux, V, A, g, box = (np.zeros(1, dtype=np.int64), np.zeros(2), np.zeros(2),
+                         np.zeros(1), np.zeros(2))
+    _trajectory(W, S, I, M, code, aux, V, A, 1, 1, 2, g, box, _DONE)
+    _open(W, S, I, M, x, -math.inf, x, x, np.full(n, 0.75), 1, 1000.0, code, aux, V, A,
+          1, 1, 2, g, box)
 
 
 def _compiled(model):
     """The model's retaped gradient, if it offers its program to compiled loops."""
     f = getattr(model, "compiled_gradient", None)
     return f() if f is not None else None
+
+
+class _Context:
+    """What the transitions of one chain reuse, kept on its metric (a chain has its
+    own; adaptation replaces it): the workspace (made for the deepest tree asked
+    for so far), and the model's retaped gradient - looked up once per model, not
+    at every transition (~1 us: it goes through the model)."""
+
+    __slots__ = ("ws", "depth", "model", "cg")
+
+    def __init__(self, dim, max_depth):
+        self.ws = _workspace(dim, max_depth)
+        self.depth = max_depth
+        self.model = self.cg = None
+
+
+def _context(metric, model, max_depth):
+    c = getattr(metric, "_jit_context", None)
+    if c is None or c.depth < max_depth:
+        c = metric._jit_context = _Context(metric.dim, max_depth)
+    if c.model is not model:
+        c.model, c.cg = model, _compiled(model)
+    return c
 
 
 def _kernel_buffers(metric, prog, dim):
@@ -505,29 +549,33 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     """One NUTS transition from point ``z`` with a Euclidean ``metric`` (one with
     ``whitened_steps``): the same contract as :func:`.nuts.transition` (the new point
     carries no momentum). Call inside ``np.errstate(all="ignore")`` as the chain
-    does (a failing density is a rejected proposal)."""
-    dim = metric.dim
-    ws = getattr(metric, "_jit_workspace", None)
-    if ws is None or ws[0].shape[0] < _LEVEL0 + _PER_LEVEL * (max_depth + 1):
-        ws = metric._jit_workspace = _workspace(dim, max_depth)
-    W, S, I, n_uniforms = ws
+    does (a failing density is a rejected proposal).
+
+    With the model's program in the interpreter a transition is usually one call
+    into compiled code (:func:`_open`): at ~1.5 us a leapfrog step (eight schools)
+    the Python around it is most of its cost, so it is kept to a minimum."""
+    ctx = _context(metric, model, max_depth)
+    W, S, I, n_uniforms = ctx.ws
+    cg = ctx.cg
     M = _steps(metric, eps)
-    p0 = rng.standard_normal(dim)
-    r = _begin(W, S, I, M, z.q, z.lp, z.grad, p0, _uniform_batch(rng, n_uniforms),
-               max_depth, max_delta_h)
-    g = z.grad
-    grad = model.log_density_gradient
-    lp, err = z.lp, None        # the last evaluation's density, what it raised
-    cg = _compiled(model)
+    p0 = rng.standard_normal(metric.dim)
+    u = _uniform_batch(rng, n_uniforms)
     prog = cg.kernel_program() if cg is not None else None
+    lp, g, err = z.lp, z.grad, None     # the last evaluation: density, gradient, error
+    if prog is not None:
+        kb = _kernel_buffers(metric, prog, metric.dim)
+        box = kb[3]
+        r = _open(W, S, I, M, z.q, z.lp, z.grad, p0, u, max_depth, max_delta_h,
+                  prog.code, prog.aux, kb[0], kb[1], prog.dim, prog.out, prog.nvar,
+                  kb[2], box)
+        ran = True                      # r is what _trajectory returned
+    else:
+        r = _begin(W, S, I, M, z.q, z.lp, z.grad, p0, u, max_depth, max_delta_h)
+        ran = False
     n_kernel = 0
-    while r != _DONE:
-        if prog is not None and r >= 0:
-            kb = _kernel_buffers(metric, prog, dim)
-            box = kb[3]
-            box[1] = 0.0
-            r = _trajectory(W, S, I, M, prog.code, prog.aux, kb[0], kb[1], prog.dim,
-                            prog.out, prog.nvar, kb[2], box, r)
+    while True:
+        if ran:
+            ran = False
             n_kernel += int(box[1])
             if r == _NEED_UNIFORMS:
                 _refill(S, I, n_uniforms, rng)
@@ -537,14 +585,20 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
             if r < 0:
                 continue
             # the interpreter handed W[r] back: evaluated below, by the model
+        elif r == _DONE:
+            break
+        elif prog is not None and r >= 0:
+            kb = _kernel_buffers(metric, prog, metric.dim)
+            box = kb[3]
+            box[1] = 0.0
+            r = _trajectory(W, S, I, M, prog.code, prog.aux, kb[0], kb[1], prog.dim,
+                            prog.out, prog.nvar, kb[2], box, r)
+            ran = True
+            continue
         if r == _BAD_GRADIENT:
-            from stanlite.errors import ModelError
-            raise ModelError(f"log_density_gradient returned a gradient of shape "
-                             f"{np.shape(g)} at a position of shape {np.shape(z.q)}; "
-                             f"expected ({dim},) for both, one entry per unconstrained "
-                             "parameter")
+            _bad_gradient(g, z.q, metric.dim)
         try:
-            lp, g = grad(W[r].copy())
+            lp, g = model.log_density_gradient(W[r].copy())
             lp = float(lp)
         except RejectedPoint as e:
             lp, g, err = math.nan, _NO_GRADIENT, e
@@ -554,17 +608,32 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         if r == _NEED_UNIFORMS:
             _refill(S, I, n_uniforms, rng)
             r = _advance(W, S, I, M, g, lp)
-    if n_kernel:
-        cg.kernel_replays(n_kernel, W[_SQ].copy() if I[_SAMPLE_MOVED] else z.q)
-    if I[_SAMPLE_MOVED]:
-        sample = Point(W[_SQ].copy(), None, float(S[_S_LP]), W[_SG].copy(), None,
-                       float(S[_S_H]))
+    return _result(z, W, S, I, cg, n_kernel, err, lp, g)
+
+
+def _bad_gradient(g, q, dim):
+    from stanlite.errors import ModelError
+    raise ModelError(f"log_density_gradient returned a gradient of shape "
+                     f"{np.shape(g)} at a position of shape {np.shape(q)}; "
+                     f"expected ({dim},) for both, one entry per unconstrained "
+                     "parameter")
+
+
+def _result(z, W, S, I, cg, n_kernel, err, lp, g):
+    """``(sample, TransitionInfo)`` of a finished transition; the spot checks of the
+    interpreter's program continue at the sample."""
+    s = S[:_S_LEVEL0].tolist()          # (one conversion, not one per number)
+    i = I.tolist()
+    if i[_SAMPLE_MOVED]:
+        sample = Point(W[_SQ].copy(), None, s[_S_LP], W[_SG].copy(), None, s[_S_H])
     else:
-        sample = Point(z.q, None, z.lp, z.grad, None, float(S[_H0]), z.aux)
+        sample = Point(z.q, None, z.lp, z.grad, None, s[_H0], z.aux)
+    if n_kernel:
+        cg.kernel_replays(n_kernel, sample.q)
     energy = sample.h
-    n_failed = int(I[_N_FAILED])
+    n_failed = i[_N_FAILED]
     # a failed step ends the trajectory: the failure is the last evaluation's
     rejected = {rejection_reason(err, lp, g): n_failed} if n_failed else None
     return sample, TransitionInfo(
-        float(S[_ACCEPT]), int(I[_N_LEAPFROG]), int(I[_DEPTH]), bool(I[_DIVERGENT]),
-        energy, n_failed, energy - float(S[_H0]), float(S[_MAX_ERR]), rejected)
+        s[_ACCEPT], i[_N_LEAPFROG], i[_DEPTH], bool(i[_DIVERGENT]), energy, n_failed,
+        energy - s[_H0], s[_MAX_ERR], rejected)
