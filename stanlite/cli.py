@@ -210,7 +210,7 @@ def _cmd_sample(args, out):
                        seed=args.seed, metric=args.metric, adapt_delta=args.adapt_delta,
                        max_treedepth=args.max_treedepth, thin=args.thin,
                        init=_read_init(args.init), progress=not args.no_progress,
-                       parallel=not args.serial)
+                       parallel=not args.serial, adaptation=args.adaptation)
     seed = "" if args.seed is None else f", seed {args.seed}"
     return _save_and_print(fit, f"{ALIASES.get(args.model, args.model)}: {fit.num_chains} "
                            f"chains x {fit.num_draws} draws (warmup {args.warmup}{seed})",
@@ -424,6 +424,10 @@ def make_parser():
                    help="warmup iterations per chain (default 1000)")
     s.add_argument("--thin", type=_positive, default=1)
     s.add_argument("--metric", choices=["unit_e", "diag_e", "dense_e"], default="diag_e")
+    from .samplers.adaptation import ADAPTATIONS
+    s.add_argument("--adaptation", choices=ADAPTATIONS, default="stan",
+                   help="how warmup adapts the metric: Stan's windows (default) or "
+                   "nutpie's from draws and gradients, which needs a shorter warmup")
     s.add_argument("--adapt-delta", type=_unit_open, default=0.8,
                    help="target acceptance statistic (default 0.8)")
     s.add_argument("--max-treedepth", type=_positive, default=10)

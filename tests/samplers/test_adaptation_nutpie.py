@@ -228,6 +228,24 @@ def test_resume_keeps_the_adaptation():
     np.testing.assert_array_equal(more["x"][:, :10], fit["x"])
 
 
+def test_command_line_takes_the_adaptation(tmp_path):
+    import io
+    from stanlite import cli
+    from stanlite.samplers.adaptation import ADAPTATIONS
+    out_file = tmp_path / "es.nc"
+    code = cli.main(["sample", "eight_schools", "--draws", "20", "--warmup", "30",
+                     "--chains", "1", "--seed", "5", "--no-progress", "--serial",
+                     "--adaptation", "nutpie-lowrank", "-o", str(out_file)],
+                    out=io.StringIO())
+    assert code == 0
+    fit = sl.load_fit(out_file)
+    assert fit.chain_states[0].adaptation == "nutpie-lowrank"
+    assert fit.inv_metric.shape == (1, 10, 10)
+    help_text = cli.make_parser()._subparsers._group_actions[0].choices["sample"] \
+        .format_help()
+    assert all(a in help_text for a in ADAPTATIONS)
+
+
 # ---- interruption, saving, resuming ---------------------------------------------------------
 class Interrupting(sl.Model):
     mu = sl.param.vector(2)
