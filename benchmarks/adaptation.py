@@ -150,8 +150,9 @@ def scalars(fit, names):
     for k in names:
         v = np.asarray(fit[k], dtype=float)
         flat = v.reshape(v.shape[0], v.shape[1], -1)
+        scalar = flat.shape[2] == 1 and v.ndim == 2
         for j in range(flat.shape[2]):
-            out[k if flat.shape[2] == 1 and v.ndim == 2 else f"{k}[{j + 1}]"] = flat[:, :, j]
+            out[k if scalar else f"{k}[{j + 1}]"] = flat[:, :, j]
     return out
 
 

@@ -624,7 +624,13 @@ class Model:
         if not self._has_gq:
             return {}
         params, _ = self._constrain(self._point(x), False)
-        avail = {**params, **self._transformed(params)}
+        return self._generated({**params, **self._transformed(params)}, rng)
+
+    def _generated(self, avail, rng):
+        """:meth:`generated_values` from the parameters and transformed parameters
+        (``avail``, as the blocks take them)."""
+        if not self._has_gq:
+            return {}
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         gq = self.generated_quantities(gen, **self._pick(self._gq_args, avail,
                                                          "generated_quantities"))
@@ -645,6 +651,50 @@ class Model:
             out.update({k: _plain(v) for k, v in self._transformed(params).items()})
         if include_gq:
             out.update(self.generated_values(x, rng))
+        return out
+
+    # ---- a fit's draws (stanlite/fit.py output_arrays): the same numbers as output() ---
+    def _draw_output(self, x):
+        """``(output(x, include_gq=False), gq)`` with ``gq(rng)`` giving
+        ``generated_values(x, rng)`` from the same constrained and transformed
+        parameters: computed once per draw instead of once for each; None when a
+        subclass replaces ``output`` or ``generated_values`` (call them instead)."""
+        if not _own_outputs(type(self)):
+            return None
+        params, _ = self._constrain(self._point(x), False)
+        out = {k: _plain(v) for k, v in params.items()}     # (before tp: as output())
+        tp = self._transformed(params)
+        if tp:
+            out.update({k: _plain(v) for k, v in tp.items()})
+        avail = {**params, **tp} if tp else params
+        return out, lambda rng: self._generated(avail, rng)
+
+    def _constrain_draws(self, X):
+        """The parameters at every row of ``X`` (draws x dim), ``{name: (draws,
+        *shape)}``: what :meth:`output` gives draw by draw, bit for bit - each
+        parameter's own constrain step on the same values, all draws in one call
+        where the step is elementwise (``elementwise`` on it, transforms.py), one
+        call per draw for a scalar (its plain-float formula, as output() calls it).
+        None when output() reports more than the parameters (transformed
+        parameters, generated quantities: computed per draw), a bound depends on
+        other parameters, or a transform is not elementwise (simplex, Cholesky
+        factors, ...)."""
+        if self._has_tp or self._has_gq or self._dynamic or not _own_outputs(type(self)):
+            return None
+        if any(s.shaped is None or not getattr(s.shaped, "elementwise", False)
+               for s in self._slots):
+            return None
+        n = X.shape[0]
+        out = {}
+        for s in self._slots:
+            cols = X[:, s.start:s.stop]
+            f = s.shaped
+            if s.kind == _SCALAR:
+                y = np.array([f(v)[0] for v in cols[:, 0].tolist()], dtype=float)
+            else:
+                y = np.asarray(f(np.ascontiguousarray(cols).reshape(
+                    (n,) + tuple(s.free_shape)))[0], dtype=float)
+            out[s.name] = y.reshape((n,) + tuple(s.shape))
         return out
 
     def output_shapes(self):
@@ -686,8 +736,9 @@ class Model:
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
         continues an interrupted run or extends a finished one (``draws`` larger), with
-        the run's settings: fewer ``draws``, or a ``warmup``, ``metric`` or
-        ``adapt_delta`` other than both its default and the run's, is an ArgumentError.
+        the run's settings: fewer ``draws``, or a ``warmup``, ``metric``,
+        ``adapt_delta`` or ``adaptation`` other than both its default and the run's,
+        is an ArgumentError.
         Returns a :class:`~stanlite.fit.Fit`. ``init``: None (uniform(-2, 2) on the
         unconstrained space), a radius, a possibly partial dict of parameter values,
         an unconstrained vector, or a list of those, one per chain
@@ -810,9 +861,9 @@ class Model:
 
 def _check_resume_settings(st0, **given):
     """A resumed run keeps its settings and its draws: ``draws`` may only extend it,
-    and ``warmup``, ``metric`` or ``adapt_delta`` other than their defaults must be
-    the run's: refused rather than silently ignored. (A default value given
-    explicitly cannot be told from one left out, so it is accepted.)"""
+    and ``warmup``, ``metric``, ``adapt_delta`` or ``adaptation`` other than their
+    defaults must be the run's: refused rather than silently ignored. (A default
+    value given explicitly cannot be told from one left out, so it is accepted.)"""
     draws = given.pop("draws")
     if _is_int(draws) and draws < st0.num_draws:
         raise ArgumentError(f"draws={draws} is fewer than the {st0.num_draws} draws per "
@@ -943,6 +994,13 @@ def _not_numbers(raw):
     # lists (a list of numbers and True is a float array to numpy), objects
     return any(isinstance(e, (str, bytes, bool, np.bool_))
                for e in np.asarray(raw, dtype=object).ravel())
+
+
+def _own_outputs(cls):
+    """Whether ``cls`` reports its draws with Model's own ``output`` and
+    ``generated_values`` (the shortcuts of a fit's draws rely on them)."""
+    return cls.output is Model.output and cls.generated_values is Model.generated_values \
+        and cls._constrain is Model._constrain and cls.constrain is Model.constrain
 
 
 def _plain(v):

@@ -209,7 +209,8 @@ def test_adaptation_argument_is_checked():
     with pytest.raises(sl.ArgumentError, match=r"adaptation='nutpie' adapts metric "
                        r"'diag_e', got metric='dense_e' \(adaptation='nutpie-lowrank'"):
         m.sample(adaptation="nutpie", metric="dense_e", **kw)
-    with pytest.raises(sl.ArgumentError, match="'diag_e' or 'dense_e', got metric='unit_e'"):
+    with pytest.raises(sl.ArgumentError,
+                       match="'diag_e' or 'dense_e', got metric='unit_e'"):
         m.sample(adaptation="nutpie-lowrank", metric="unit_e", **kw)
     with pytest.raises(sl.ArgumentError, match="sampler='rhmc'"):
         m.sample(adaptation="nutpie", sampler="rhmc", **kw)
@@ -231,7 +232,6 @@ def test_resume_keeps_the_adaptation():
 def test_command_line_takes_the_adaptation(tmp_path):
     import io
     from stanlite import cli
-    from stanlite.samplers.adaptation import ADAPTATIONS
     out_file = tmp_path / "es.nc"
     code = cli.main(["sample", "eight_schools", "--draws", "20", "--warmup", "30",
                      "--chains", "1", "--seed", "5", "--no-progress", "--serial",
