@@ -711,12 +711,16 @@ def _log_mix_fwd(V, code, r):
     sb = code[r, SB]
     c = code[r, FC]
     sc = code[r, SC]
+    lt = l1t = 0.0
     for i in range(n):
         th = V[a + i * sa]
-        if not (th > 0.0 and th < 1.0):
-            return DOMAIN                   # theta = 0 or 1 (exact selection): eager
-        x = math.log(th) + V[b + i * sb]
-        y = math.log1p(-th) + V[c + i * sc]
+        if i == 0 or sa != 0:               # a scalar theta: its logs once
+            if not (th > 0.0 and th < 1.0):
+                return DOMAIN               # theta = 0 or 1 (exact selection): eager
+            lt = math.log(th)
+            l1t = math.log1p(-th)
+        x = lt + V[b + i * sb]
+        y = l1t + V[c + i * sc]
         hi = x if x > y else y
         if hi == -math.inf:
             V[o + i] = -math.inf
