@@ -1454,6 +1454,7 @@ def hypergeometric_rng(N, a, b, rng=None):
 from ..autodiff.vm import opcodes as _op  # noqa: E402
 from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
                                    deflower as _deflower, density as _ld,
+                                   lchoose_sum as _lchoose_sum,
                                    lgamma_table as _lgamma_table)
 
 _deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
@@ -1462,3 +1463,5 @@ _check_lowering(poisson_log_lpmf, None, "finite")
 _check_lowering(bernoulli_logit_lpmf, None, "not_nan")
 _deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
 _deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))
+_deflower(binomial_logit_lpmf, _ld(_op.BINOMIAL_LOGIT, 3, _lchoose_sum))
+_check_lowering(binomial_logit_lpmf, None, None, "finite")

@@ -243,3 +243,23 @@ def test_log_sum_exp_along_the_middle_axis():
     w = RNG.standard_normal((2, 4))
     check(lambda x: sl.sum(w * sl.log_sum_exp(sl.reshape(x, (2, 3, 4)), axis=1)),
           RNG.standard_normal(24))
+
+
+# ---- binomial_logit ---------------------------------------------------------------------------
+NB = np.array([10, 4, 7, 0, 12])
+KB = np.array([3, 4, 0, 0, 5])
+
+
+def test_binomial_logit_vector_logits():
+    check(lambda x: sl.binomial_logit_lpmf(KB, NB, x), RNG.standard_normal(5))
+
+
+def test_binomial_logit_scalar_logit_and_scalar_trials():
+    check(lambda x: sl.binomial_logit_lpmf(KB, 12, x[0]) + sl.binomial_logit_lpmf(3, 9, x[1]),
+          RNG.standard_normal(2))
+
+
+def test_binomial_logit_infinite_logit_goes_to_the_tape():
+    vg = _vm(lambda x: sl.binomial_logit_lpmf(KB, NB, x[0] / x[1]), np.array([0.3, 1.0]))
+    with pytest.raises(sl.DomainError), np.errstate(divide="ignore"):
+        vg(np.array([1.0, 0.0]))

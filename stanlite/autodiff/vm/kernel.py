@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from .opcodes import (CUMSUM, EXTREME, LOG_MIX, LOG_SOFTMAX, LSE_AXIS, MVN_CHOLESKY,
+from .opcodes import (BINOMIAL_LOGIT, CUMSUM, EXTREME, LOG_MIX, LOG_SOFTMAX, LSE_AXIS, MVN_CHOLESKY,
                       POISSON_SS, SOFTMAX, SUMN)
 from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
                       CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
@@ -253,6 +253,14 @@ def _density_value(op, V, aux, code, r):
         return OK, V[k] * math.log(lam) - V[k + 1] * lam - V[k + 2]
     if op == MVN_CHOLESKY:
         return _mvn_value(V, code, r)
+    if op == BINOMIAL_LOGIT:
+        # n alpha - N log1p_exp(alpha), summed, + sum lchoose(N, n) (a constant)
+        for i in range(n):
+            al = V[c + i * sc]
+            if not math.isfinite(al):
+                return DOMAIN, 0.0
+            lp += V[a + i * sa] * al - V[b + i * sb] * _log1p_exp(al)
+        return OK, V[code[r, X1]] + lp
     if op == NORMAL:
         for i in range(n):
             s = V[c + i * sc]
@@ -366,6 +374,11 @@ def _density_grad(op, V, A, code, r, g):
             A[b] += g * (V[k] / V[b] - V[k + 1])
     elif op == MVN_CHOLESKY:
         _mvn_grad(V, A, code, r, g)
+    elif op == BINOMIAL_LOGIT:
+        if m & 4:
+            for i in range(n):
+                al = V[c + i * sc]
+                A[c + i * sc] += g * (V[a + i * sa] - V[b + i * sb] * _inv_logit(al))
     elif op == NORMAL:
         for i in range(n):
             s = V[c + i * sc]

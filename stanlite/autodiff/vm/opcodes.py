@@ -90,6 +90,7 @@ BETA = 68                # (y | a, b)
 STUDENT_T = 69           # (y | nu, mu, sigma): X1 offset of sigma, X2 its stride
 BERNOULLI_LOGIT = 70     # (n | alpha)
 MVN_CHOLESKY = 71        # (y | mu, L): X1 rows, X2 = K, X3 scratch (2 X1 X2 values)
+BINOMIAL_LOGIT = 73      # (n | N, alpha): + the constant V[X1] = sum lchoose(N, n)
 POISSON_SS = 72          # sufficient statistics: V[X1] log V[b] - V[X1+1] V[b] - V[X1+2]
 
 # -- guards: a decision recorded at one point, checked again at every call --------------

@@ -22,17 +22,18 @@ rule thus serves every indexing form numpy has, with numpy's own semantics.
 
 import math
 import operator
+import threading
 
 import numpy as np
 
-from ..var import Box, _strip
+from ..var import Box, Var, _strip
 from . import opcodes as O
 
 __all__ = ["deflower", "guard_lowering", "lower", "NotLowerable", "unary", "binary",
            "movement", "density", "reduction", "dot", "matmul_rule", "scatter_add_rule",
            "sum_to_shape_rule", "lgamma_table", "Program", "log_mix_rule", "glm_rule",
            "along_axis", "extreme_rule", "dot_self_rule", "squared_distance_rule",
-           "mvn_cholesky_rule"]
+           "mvn_cholesky_rule", "lchoose_sum"]
 
 _CONST = 1 << 40            # provisional offsets of constants (patched at the end)
 
@@ -273,6 +274,17 @@ def lgamma_table(L, args, shape):
     return off
 
 
+def lchoose_sum(L, args, shape):
+    """X1 of BINOMIAL_LOGIT: the constant sum lchoose(N, n) over the broadcast (data)."""
+    from ...math.special import lchoose
+    n, N = args[0], args[1]
+    if L.traced(n) or L.traced(N):
+        raise NotLowerable("a traced count")
+    n, N = (np.asarray(_strip(v), dtype=np.float64) for v in (n, N))   # as the kernel
+    v = np.broadcast_to(np.asarray(lchoose(N, n), dtype=np.float64), shape)
+    return L.constant(float(v.sum()), key=("lchoose", float(v.sum())))[0]
+
+
 def log_mix_rule(L, node, args, kw):
     """``log_mix(theta, lp1, lp2)``, elementwise with broadcasting: one LOG_MIX."""
     if kw or len(args) != 3:
@@ -420,6 +432,8 @@ class Lowerer:
         return self._on_tape(x) is not None
 
     def _on_tape(self, x):
+        if type(x) is Var and x.tape is self.tape:     # the common case, first
+            return x
         while isinstance(x, Box):
             if x.tape is self.tape:
                 return x
@@ -711,7 +725,7 @@ def _assemble(L, rec, dim, out_off, out_shape, value_only, result_shape):
         if f == O.X1:
             # X1 is an offset into V only for these ops (else a size or a table offset)
             sel = np.isin(code[:, O.OP], (O.POISSON, O.POISSON_LOG, O.STUDENT_T,
-                                               O.POISSON_SS))
+                                               O.POISSON_SS, O.BINOMIAL_LOGIT))
             sub = col[sel]
             patch(sub)
             col[sel] = sub
@@ -757,22 +771,39 @@ def _replay_function(p, result_shape):
             return x.reshape(-1) if x.ndim != 1 else x
         return np.ascontiguousarray(x, dtype=f64).reshape(-1)
 
+    # V and A are the program's: the kernels release the GIL, so a call made while
+    # another thread runs this program (chains under a ThreadPoolExecutor share the
+    # model) works on private copies instead of mixing its values into the other's
+    busy = threading.Lock()
+    free, done = busy.acquire, busy.release
+
     if result_shape is not None:
         size = p.size
 
         def fn(x):
             res = zeros(size)
-            st = vo(code, aux, V, dim, out, size, _vector(x), res)
+            if free(False):
+                try:
+                    st = vo(code, aux, V, dim, out, size, _vector(x), res)
+                finally:
+                    done()
+            else:
+                st = vo(code, aux, V.copy(), dim, out, size, _vector(x), res)
             if st:
                 return _status(st)
             if not np.isfinite(res).all():
                 raise FloatingPointError("a non-finite entry: the eager tape decides")
             return 0.0, res.reshape(result_shape)
     elif p.value_only:
-        res1 = zeros(1)
-
         def fn(x):
-            st = vo(code, aux, V, dim, out, 1, _vector(x), res1)
+            res1 = zeros(1)
+            if free(False):
+                try:
+                    st = vo(code, aux, V, dim, out, 1, _vector(x), res1)
+                finally:
+                    done()
+            else:
+                st = vo(code, aux, V.copy(), dim, out, 1, _vector(x), res1)
             if st:
                 return _status(st)
             v = float(res1[0])
@@ -782,7 +813,14 @@ def _replay_function(p, result_shape):
     else:
         def fn(x):
             g = zeros(dim)
-            st, lp = vg(code, aux, V, A, dim, out, nvar, _vector(x), g)
+            if free(False):
+                try:
+                    st, lp = vg(code, aux, V, A, dim, out, nvar, _vector(x), g)
+                finally:
+                    done()
+            else:
+                st, lp = vg(code, aux, V.copy(), zeros(A.size), dim, out, nvar,
+                            _vector(x), g)
             if st:
                 return _status(st)
             return lp, g
