@@ -228,3 +228,36 @@ def test_non_finite_results_are_the_tapes(vm):
         e = _outcome(lambda z: m._gradient(m._point(z), True), x)
         assert _same_outcome(vm, _outcome(m.log_density_gradient, x), e), x
     assert m._retaped[True].compiled
+
+
+# --------------------------------------------------------------------------------------
+# threads: the kernels release the GIL, the program's buffers are shared
+# --------------------------------------------------------------------------------------
+def test_threads_calling_one_program_get_their_own_results(vm):
+    # chains under a ThreadPoolExecutor share a model, so its program: a call while
+    # another runs must not mix values into it (it did: 4 threads, wrong gradients)
+    import threading
+
+    def f(x):
+        s = 0.0
+        for i in range(300):              # a long scalar program: calls overlap
+            s = s + sl.sin(x[i % 7] * s * 0.01 + x[(i + 3) % 7]) * x[i % 5]
+        return s
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(7) for _ in range(4)]
+    vg = vm.compile(f, xs[0])
+    expected = [vg(x) for x in xs]
+    bad = []
+
+    def work(k):
+        for _ in range(400):
+            r = vg(xs[k])
+            if r[0] != expected[k][0] or not np.array_equal(r[1], expected[k][1]):
+                bad.append(k)
+                return
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad and vg.compiled
