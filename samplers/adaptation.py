@@ -257,19 +257,28 @@ def _scaled_window(qs, gs):
     return sigma, X / sigma, G * sigma
 
 
-def _spd_geometric_mean(A, B):
-    """``S`` with ``S B S = A`` (A, B symmetric positive definite): the geometric mean
-    of ``A`` and ``B^-1``, ``B^-1/2 (B^1/2 A B^1/2)^1/2 B^-1/2``. For draws with
+def _spd_geometric_mean(A, B, a_min):
+    """The eigenvalues and -vectors of ``S`` with ``S B S = A`` (A, B symmetric
+    positive definite, ``a_min`` a lower bound of A's eigenvalues): the geometric
+    mean of ``A`` and ``B^-1``, ``B^-1/2 (B^1/2 A B^1/2)^1/2 B^-1/2``. For draws with
     covariance ``A`` and gradients with covariance ``B`` of a Gaussian, both are
     estimates of the same covariance ``S`` (``B = S^-1``); the mean minimises the
-    Fisher divergence of the Gaussian ``N(., S)`` (Seyboldt)."""
+    Fisher divergence of the Gaussian ``N(., S)`` (Seyboldt).
+
+    The eigenvalues are clipped to the bounds ``S B S = A`` implies,
+    ``sqrt(min eig A / max eig B) <= eig S <= sqrt(max eig A / min eig B)``: when
+    ``B`` is ill-conditioned (early warmup, draws far in a tail) rounding can put
+    the smallest one at zero or below, and the metric would not be positive
+    definite."""
     w, U = np.linalg.eigh(B)
     w = np.maximum(w, 1e-300)
     root = (U * np.sqrt(w)) @ U.T
     inv_root = (U / np.sqrt(w)) @ U.T
     m, V = np.linalg.eigh(root @ A @ root)
-    middle = (V * np.sqrt(np.maximum(m, 0.0))) @ V.T
-    return inv_root @ middle @ inv_root
+    S = inv_root @ ((V * np.sqrt(np.maximum(m, 0.0))) @ V.T) @ inv_root
+    lam, vecs = np.linalg.eigh(0.5 * (S + S.T))
+    lo, hi = math.sqrt(a_min / w[-1]), math.sqrt(np.trace(A) / w[0])
+    return np.clip(lam, lo, hi), vecs
 
 
 def lowrank_inverse_metric(qs, gs, cutoff=2.0, gamma=1e-3):
@@ -292,13 +301,22 @@ def lowrank_inverse_metric(qs, gs, cutoff=2.0, gamma=1e-3):
     if basis is not None:
         X, G = X @ basis, G @ basis
     k = X.shape[1]
-    S = _spd_geometric_mean(X.T @ X / n + gamma * np.eye(k),
-                            G.T @ G / n + gamma * np.eye(k))
-    lam, V = np.linalg.eigh(0.5 * (S + S.T))
+    lam, V = _spd_geometric_mean(X.T @ X / n + gamma * np.eye(k),
+                                 G.T @ G / n + gamma * np.eye(k), gamma)
     keep = (lam > cutoff) | (lam < 1.0 / cutoff)
     U = V[:, keep] if basis is None else basis @ V[:, keep]
     out = np.eye(dim) + (U * (lam[keep] - 1.0)) @ U.T
     return sigma[:, None] * out * sigma[None, :]
+
+
+def _positive_definite(a):
+    if not np.all(np.isfinite(a)):
+        return False
+    try:
+        np.linalg.cholesky(0.5 * (a + a.T))
+    except np.linalg.LinAlgError:
+        return False
+    return True
 
 
 def _clamped(inv, previous, lo=1e-10, hi=1e10):
@@ -397,8 +415,8 @@ class GradientAdaptation:
             if not (switched or i < self.early_switch or (i + 1) % self.lowrank_every == 0):
                 return None
             inv = lowrank_inverse_metric(self.fg["qs"], self.fg["gs"], self.cutoff)
-            if not np.all(np.isfinite(inv)):
-                return None
+            if not _positive_definite(inv):
+                return None             # (rounding in an extreme window: keep the last)
         else:
             var_q = self.fg["q"].m2
             var_g = self.fg["g"].m2          # (both over n - 1: the ratio is the same)

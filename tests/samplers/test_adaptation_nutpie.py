@@ -134,6 +134,31 @@ def test_lowrank_estimate_recovers_a_correlated_covariance():
     assert np.all((w > 0.49) & (w < 2.01)), w
 
 
+def test_lowrank_metric_stays_positive_definite_in_an_extreme_window():
+    """Six early-warmup draws of the kidiq regression (posteriordb), far in the tail
+    (gradients ~1e6): the geometric mean's smallest eigenvalue, ~3e-5, came out of
+    rounding as -2e-10 and the metric was not positive definite (sampling failed).
+    It is clipped to the bounds ``S B S = A`` implies."""
+    qs = [[0.20337684181393412, -1.0642930465758038, 0.5577201888415453],
+          [0.30961418516634825, -0.9589796046316699, 0.6636453573985202],
+          [0.6253911377249606, -0.6414058111530755, 0.9571330611331271],
+          [0.7836086296694346, -0.4741906588500735, 1.0670980584991265],
+          [1.474069376787464, 0.32929955528659505, 1.2080632284348336],
+          [1.8773401445976199, 0.8523535411374836, 1.0435000725296912]]
+    gs = [[27458.041444376162, 2799268.6667935736, 5436362.292512929],
+          [20991.58335891844, 2139694.7791937697, 3929952.6715936726],
+          [9618.988313163958, 979875.3066512469, 1489167.8778928139],
+          [6853.026031350049, 697802.2082419315, 944592.3679625411],
+          [2029.805150093388, 205421.4925495448, 119465.51366014642],
+          [-16.984795764039998, -4627.974179503863, 18162.775195124934]]
+    qs, gs = [np.array(x) for x in qs], [np.array(x) for x in gs]
+    inv = lowrank_inverse_metric(qs, gs)
+    np.linalg.cholesky(inv)
+    sd = np.sqrt(np.diag(inv))
+    w = np.linalg.eigvalsh(inv / np.outer(sd, sd))
+    assert w[0] > 1e-6
+
+
 # ---- exact posteriors ----------------------------------------------------------------------
 def test_nutpie_on_independent_scales_is_exact_and_needs_little_warmup():
     m = Scales(D=len(SD), sd=SD)
