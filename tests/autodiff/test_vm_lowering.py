@@ -261,3 +261,21 @@ def test_threads_calling_one_program_get_their_own_results(vm):
     for t in ts:
         t.join()
     assert not bad and vg.compiled
+
+
+def test_scalar_and_matrix_inputs_keep_their_shapes(vm):
+    # the interpreter's flat gradient comes back in the input's own shape (a float for
+    # a float; a (2, 3) array, and a (2, 3, 2, 3) Hessian, for a matrix)
+    f = lambda x: sl.exp(x) * x
+    vg = vm.compile(f, 0.3)
+    r, e = vg(0.7), sl.value_and_grad(f)(0.7)
+    assert type(r[1]) is float and vm.close(r, e)
+    w = np.arange(6.0).reshape(2, 3)
+    g = lambda x: sl.sum(sl.sin(x) * w * x[0, 1])
+    X = np.linspace(0.1, 1.0, 6).reshape(2, 3)
+    vg = vm.compile(g, X)
+    r, e = vg(2 * X), sl.value_and_grad(g)(2 * X)
+    assert r[1].shape == (2, 3) and vm.close(r, e)
+    H = vg.hessian(2 * X)
+    assert vg._hessian.compiled and H.shape == (2, 3, 2, 3)
+    assert vm.close((0.0, H), (0.0, sl.hessian(g)(2 * X)))
