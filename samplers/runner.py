@@ -122,17 +122,8 @@ def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=No
         return state                 # queued when Ctrl-C came: never started
     t0 = time.perf_counter()
     q = _QUEUE
-    last = [0.0]
-    divs = [0]
-
-    def tick(st, info):
-        divs[0] += info.divergent
-        now = time.perf_counter()
-        if q is not None and (now - last[0] > report_every or st.done):
-            last[0] = now
-            q.put((st.chain_id, st.iteration, divs[0]))
-        if stop is not None and stop.is_set():
-            raise KeyboardInterrupt  # after a committed iteration: the state is whole
+    # nothing to report and nothing to watch: no call per iteration at all
+    tick = _ticker(q, stop, report_every) if q is not None or stop is not None else None
     with blas_limit(blas_threads):
         try:
             if state is None:
@@ -145,6 +136,33 @@ def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=No
             state.interrupted = True
     state.elapsed = getattr(state, "elapsed", 0.0) + time.perf_counter() - t0
     return state
+
+
+#: seconds between two looks of a chain at its stop event: a multiprocessing Event
+#: costs ~1 us a look (a lock and a semaphore), a large part of a small model's
+#: iteration; a Ctrl-C is answered within this time (plus an iteration)
+_STOP_POLL = 0.005
+
+
+def _ticker(q, stop, report_every):
+    """The chain's ``on_iteration``: its progress (iteration, divergences) put on
+    ``q`` every ``report_every`` seconds and at the end; a KeyboardInterrupt after a
+    committed iteration (the state is whole) once ``stop`` is set."""
+    last = [0.0, -float("inf")]         # the last report, the last look at stop
+    divs = [0]
+    clock = time.perf_counter
+
+    def tick(st, info):
+        divs[0] += info.divergent
+        now = clock()
+        if q is not None and (now - last[0] > report_every or st.done):
+            last[0] = now
+            q.put((st.chain_id, st.iteration, divs[0]))
+        if stop is not None and (now - last[1] >= _STOP_POLL or st.done):
+            last[1] = now
+            if stop.is_set():
+                raise KeyboardInterrupt
+    return tick
 
 
 class _Progress:
@@ -293,7 +311,7 @@ def _run_serial(model, states, init_kwargs, bars, intr):
     for c in range(len(states)):
         if intr.stopped:
             break
-        _QUEUE = _DirectQueue(bars)
+        _QUEUE = _DirectQueue(bars) if bars.bars is not None else None
         try:
             intr.armed = True
             if states[c] is None:
