@@ -628,9 +628,13 @@ def output_arrays(model, draws, rngs, what="draws"):
       ``model.sample(resume_from=fit)`` recomputes everything exactly (the
       generated quantities' seeds are kept).
     """
+    whole = _parameters_only(model, draws)
+    if whole is not None:
+        return whole
     table = _OutputTable(len(draws), max((len(xs) for xs in draws), default=0))
     gq_fun = getattr(model, "generated_values", None)
     split = callable(gq_fun) and getattr(model, "_has_gq", True)
+    table.parts = getattr(model, "_draw_output", None)
     stop = None                                   # (chain, draw) of a Ctrl-C
     for c, (xs, rng) in enumerate(zip(draws, rngs)):
         for d in range(len(xs)):
@@ -649,6 +653,41 @@ def output_arrays(model, draws, rngs, what="draws"):
     return table.out
 
 
+def _parameters_only(model, draws):
+    """:func:`output_arrays` for a model whose draws report their parameters only
+    (no transformed parameters, no generated quantities): every draw constrained in
+    one pass (``model._constrain_draws``: the numbers ``output`` gives draw by draw,
+    ~100x cheaper for a small model); None when the model cannot (the per-draw loop
+    then runs, with its handling of failures and Ctrl-C: this pass is retried there
+    if anything interrupts it)."""
+    batch = getattr(model, "_constrain_draws", None)
+    if batch is None:
+        return None
+    lengths = [len(xs) for xs in draws]
+    dim = getattr(model, "dim", None)
+    try:
+        X = [np.asarray(xs, dtype=float) for xs in draws if len(xs)]
+        if not X:
+            return {}
+        X = X[0] if len(X) == 1 else np.concatenate(X)
+        if X.ndim != 2 or X.shape[1] != dim:
+            return None
+        vals = batch(X)
+    except (Exception, KeyboardInterrupt):   # noqa: BLE001 - the per-draw loop decides
+        return None
+    if vals is None:
+        return None
+    out = {}
+    n = max(lengths)
+    for k, v in vals.items():
+        a = out[k] = np.full((len(draws), n) + v.shape[1:], np.nan)
+        i = 0
+        for c, m in enumerate(lengths):
+            a[c, :m] = v[i:i + m]
+            i += m
+    return out
+
+
 class _OutputTable:
     """The arrays :func:`output_arrays` fills: NaN until a draw's value is put, each
     array allocated by the first value of its name (its shape); the failures, by
@@ -664,14 +703,24 @@ class _OutputTable:
         self.done = 0                 # draws with everything computed
         self.total = 0
         self.params_stopped = False   # a second Ctrl-C stopped the parameters too
+        self.parts = None             # model._draw_output, where it has one
 
     def draw(self, c, d, model, x, rng, gq_fun):
         """One draw: everything, each block's failure counted (its values NaN)."""
         block = "transformed_parameters" if gq_fun is not None else "output"
         self.tried[block] += 1
         try:
-            base = model.output(x, rng=rng, include_gq=False) if gq_fun is not None \
-                else model.output(x, rng=rng)
+            if gq_fun is not None:
+                # one constrain (and transformed parameters) for both blocks where
+                # the model offers it
+                parts = self.parts(x) if self.parts is not None else None
+                if parts is not None:
+                    base, gq_of = parts
+                else:
+                    base = model.output(x, rng=rng, include_gq=False)
+                    gq_of = None
+            else:
+                base = model.output(x, rng=rng)
         except Exception as e:       # noqa: BLE001 - the user's code: NaN, counted
             self._fail(block, c, d, e)
             self.put_params(c, d, model, x)
@@ -681,7 +730,8 @@ class _OutputTable:
         if gq_fun is not None:
             self.tried["generated_quantities"] += 1
             try:
-                vals = self._checked("generated_quantities", gq_fun(x, rng))
+                vals = self._checked("generated_quantities",
+                                     gq_of(rng) if gq_of is not None else gq_fun(x, rng))
             except Exception as e:   # noqa: BLE001 - the user's code: NaN, counted
                 self._fail("generated_quantities", c, d, e)
                 return

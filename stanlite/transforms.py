@@ -421,13 +421,21 @@ _INF = float("inf")
 
 
 # the shortcuts shaped_constrain returns: small picklable callables (a model holding
-# them can be pickled, copied and sent to worker processes)
+# them can be pickled, copied and sent to worker processes). ``elementwise``: the
+# callable takes free values with leading batch axes too (draws x shape), and gives
+# each element the value a call on that draw's own array gives - the same formula
+# per element, chosen by that element's sign only (the model constrains a fit's
+# draws all at once with it: Model._constrain_draws)
 def _shaped_identity(x):
     return x, 0.0
 
 
+_shaped_identity.elementwise = True
+
+
 class _ShapedBounded:
     __slots__ = ("case", "lb", "ub", "n")
+    elementwise = True
 
     def __init__(self, case, lb, ub, n):
         self.case, self.lb, self.ub, self.n = case, lb, ub, n
