@@ -54,7 +54,7 @@ from ..errors import DifferentiationError, SolverError
 from ..math.elementwise import sqrt
 from ..math.linalg import solve
 from ..math.reductions import sum as _sum
-from ..math.structure import transpose, where
+from ..math.structure import stack, transpose, where
 
 __all__ = ["algebra_solver", "solve_powell", "solve_newton"]
 
@@ -248,8 +248,36 @@ class _Problem:
 # --------------------------------------------------------------------------------------
 # the iterations, shared by the plain solve and the taped baseline
 # --------------------------------------------------------------------------------------
+class _Residual:
+    """``f(x, *args)`` seen as an ODE right-hand side ``F(t, y, *args)`` (no ``t``), so
+    that the plain iterations evaluate f and J_x by its compiled program
+    (:mod:`.ode_compiled`: recorded once per f and data, guards and checks kept)."""
+
+    __slots__ = ("F", "key", "n", "name", "state")
+
+    def __init__(self, prob):
+        f = prob.f
+        self.key = f
+        self.n = prob.n
+        self.name = prob.name
+
+        def F(t, y, *args):
+            return f(y, *args)
+        self.F = F
+
+        def state(out):
+            prob.check_residual(out)
+            if isinstance(out, (list, tuple)):
+                return stack(list(out)) if any(isinstance(o, Box) for o in out) \
+                    else np.asarray(out, dtype=np.float64)
+            return out
+        self.state = state
+
+
 class _PlainBackend:
-    """f, J_x and the Gauss-Newton step on plain floats (LAPACK LU)."""
+    """f, J_x and the Gauss-Newton step on plain floats (LAPACK LU). Without a user's
+    ``jac_x``, f and J_x come from f's compiled program when it lowers (one numba
+    call each), else from the tape (a forward pass per Jacobian)."""
 
     taped = False
 
@@ -257,6 +285,22 @@ class _PlainBackend:
         self.prob = prob
         self.args = args
         self.last = None        # (J, lu, piv, rcond) of the last factorisation
+        self.compiled = None    # (evaluator, its inputs p), False: not used
+        if prob.jac_x is not None:
+            self.compiled = False
+
+    def _compiled(self, x):
+        c = self.compiled
+        if c is None:
+            from . import ode_compiled
+            args = tuple(self.args)
+            ev = ode_compiled.evaluator(_Residual(self.prob), 0.0, x, args)
+            if ev is None:
+                return None                     # not yet (or turned off): ask again
+            c = self.compiled = (ev, ev.params(args)) if ev.ok else False
+        if c is False or not c[0].ok:
+            return None
+        return c
 
     def _check(self, F, J=None):
         if isinstance(F, Box) or isinstance(J, Box):
@@ -270,6 +314,10 @@ class _PlainBackend:
     # expected event - a non-finite ||f|| rejects the step - not a numpy warning
     def fun(self, x):
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            c = self._compiled(x)
+            F = None if c is None else c[0].value(0.0, x, c[1])
+            if F is not None:
+                return F
             F = self.prob.f(x, *self.args)
         self._check(F)
         F = np.asarray(F, dtype=np.float64)
@@ -278,6 +326,10 @@ class _PlainBackend:
 
     def fun_jac(self, x, F=None):
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            c = self._compiled(x)
+            r = None if c is None else c[0].jacobian(0.0, x, c[1])
+            if r is not None:
+                return r[0], np.ascontiguousarray(r[1][:, 1:1 + self.prob.n])
             F, J = self.prob.jacobian(x, self.args, F)
         self._check(F, J)
         F = np.asarray(F, dtype=np.float64)

@@ -376,7 +376,10 @@ def evaluator(rhs, t, y, args):
     from ..autodiff.vm.kernel import available
     if not available():
         return None
-    key = ("compiled", rhs.F, rhs.n) + tuple(
+    fkey = getattr(rhs, "key", rhs.F)
+    if fkey in _UNLOWERABLE:
+        return None             # not lowerable with other data either: not tried again
+    key = ("compiled", fkey, rhs.n) + tuple(
         ("p", np.shape(a)) if _is_param(a) else r._data_key(a) for a in args)
     cache = r._cache
     with r._cache_lock:
@@ -389,6 +392,29 @@ def evaluator(rhs, t, y, args):
             cache.move_to_end(key)
         e[0] += 1
         c = e[1]
-        if c is None and e[0] >= COMPILE_AFTER:
-            c = e[1] = CompiledRHS(rhs, t, y, args)
+        if c is not None or e[0] < COMPILE_AFTER:
+            return None if c is _BUILDING else c
+        e[1] = _BUILDING
+    # recorded outside the lock: f may itself solve an ODE (an algebraic residual
+    # integrating one), whose right-hand side comes here too; meanwhile other callers
+    # of this f evaluate their own way
+    try:
+        c = CompiledRHS(rhs, t, y, args)
+    except BaseException:
+        e[1] = None
+        raise
+    e[1] = c
+    if c.fallback is not None:
+        _UNLOWERABLE[fkey] = c.fallback
+        if len(_UNLOWERABLE) > 64:
+            _UNLOWERABLE.pop(next(iter(_UNLOWERABLE)))
     return c
+
+
+_BUILDING = object()
+
+
+# functions whose first recording did not lower (a primitive without a rule, a value
+# read with value_of, a super node): other data would not change that, and a recording
+# can cost a solve (an algebraic residual that integrates an ODE)
+_UNLOWERABLE = {}
