@@ -66,6 +66,7 @@ Run:  python benchmarks/algebraic_solver.py [--quick] [--states 2 4 ...] [--budg
 import argparse
 import math
 import os
+import sys
 import time
 
 try:
@@ -291,6 +292,39 @@ def run(states=tuple(range(2, 29, 2)), budget=0.5, columns=None, figure=None):
     return rows
 
 
+def routes_table(states=(2, 12, 28), budget=0.5):
+    """The AD-Jacobian solver (no ``jac_x``: the plain iterations' f and df/dx come from
+    f's compiled program, functor/ode_compiled.py) against the route before (f and a
+    forward pass on the tape at each iteration; ``ode_compiled.COMPILE_AFTER = None``),
+    timed alternately in one run: a plain solve, one gradient, all sensitivities."""
+    from stanlite.functor import ode_compiled
+    print("\nAD-Jacobian solver (no jac_x): CPU ms, compiled f (default) / tape f (before)")
+    head = f"{'states':>6}" + "".join(f"{c:>24}" for c in
+                                      ("plain solve", "super 1 grad", "super (AD J)"))
+    print(head)
+    print("-" * len(head))
+    saved = ode_compiled.COMPILE_AFTER
+    for st in states:
+        f, _, x0, theta = steady_state_problem(st // 2)
+        fns = [lambda t: sl.algebra_solver(f, x0, t, **SOLVER),
+               sl.grad(lambda t: sl.sum(sl.algebra_solver(f, x0, t, **SOLVER))),
+               sl.jacobian_reverse(lambda t: sl.algebra_solver(f, x0, t, **SOLVER))]
+        cells = []
+        for fn in fns:
+            best = {}
+            try:
+                for _ in range(2):
+                    for route, after in (("after", saved), ("before", None)):
+                        ode_compiled.COMPILE_AFTER = after
+                        best[route] = min(best.get(route, math.inf),
+                                          best_time(fn, theta, budget / 2, repeats=2))
+            finally:
+                ode_compiled.COMPILE_AFTER = saved
+            cells.append(f"{best['after'] * 1e3:7.2f} / {best['before'] * 1e3:7.2f}"
+                         f" {best['before'] / best['after']:4.1f}x")
+        print(f"{st:>6}" + "".join(f"{c:>24}" for c in cells), flush=True)
+
+
 FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 
 
@@ -299,6 +333,8 @@ def parse_args(description, default_budget=0.5):
     ap.add_argument("--quick", action="store_true", help="states 2, 12, 28; short loops")
     ap.add_argument("--states", type=int, nargs="+", help="even numbers of states (2..28)")
     ap.add_argument("--no-figure", action="store_true")
+    ap.add_argument("--routes", action="store_true",
+                    help="only the compiled-f vs tape-f table of the AD-Jacobian solver")
     ap.add_argument("--budget", type=float, default=None,
                     help=f"CPU seconds of timing per method and size (default "
                          f"{default_budget})")
@@ -306,6 +342,9 @@ def parse_args(description, default_budget=0.5):
     st = tuple(a.states) if a.states else ((2, 12, 28) if a.quick else tuple(range(2, 29, 2)))
     if any(s % 2 or not 2 <= s <= 2 * MAX_PATIENTS for s in st):
         ap.error(f"--states must be even numbers in 2..{2 * MAX_PATIENTS}")
+    if a.routes:
+        routes_table(st if a.states else (2, 12, 28), a.budget or default_budget)
+        sys.exit(0)
     return st, a.budget or (0.15 if a.quick else default_budget), not a.no_figure
 
 
