@@ -601,7 +601,9 @@ def test_a_model_with_bounds_records_a_path_per_sign_pattern():
                                                                  -1.0, 0.5]),
            np.full(m.dim, 0.7)]
     for x in pts:
-        assert same(m.log_density_gradient(x), m._gradient(x, True))
+        # the model's default backend: the interpreter, equal to rounding (its graph
+        # passes reorder sums)
+        assert C._close(m.log_density_gradient(x), m._gradient(x, True))
     rg = m._retaped[True]
     assert rg.fallback is None and rg.programs == 3
 

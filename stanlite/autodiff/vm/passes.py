@@ -97,7 +97,8 @@ class _Graph:
 
     def __init__(self, L):
         self.L = L
-        self.rows = [list(r) for r in L.rows]
+        # tuples (hashable keys); rows the passes make are lists until finish()
+        self.rows = [r if type(r) is tuple else tuple(r) for r in L.rows]
         self.aux = (np.concatenate(L.aux) if L.aux else np.zeros(0, dtype=np.int64))
         self.top = L.top
         self.extra = []              # tables appended by the passes
@@ -163,12 +164,18 @@ def _cse(g, out_off):
     changed = False
     for row in g.rows:
         if changed:
-            for f in _reads(row):
+            fields = _reads(row)
+            if row[O.OP] == O.STUDENT_T:
+                fields = fields + (O.X1,)
+            new = None
+            for f in fields:
                 v = row[f]
-                if v < top:
-                    row[f] = int(rm[v])
-            if row[O.OP] == O.STUDENT_T and row[O.X1] < top:
-                row[O.X1] = int(rm[row[O.X1]])
+                if v < top and rm[v] != v:
+                    if new is None:
+                        new = list(row)
+                    new[f] = int(rm[v])
+            if new is not None:
+                row = tuple(new)
             t = g.table(row)
             if t is not None:
                 m = t < top
@@ -178,7 +185,7 @@ def _cse(g, out_off):
             if op == O.GATHER:
                 key = (op, row[O.N], row[O.MASK], g.table(row).tobytes())
             else:
-                key = tuple(row[:O.OUT]) + tuple(row[O.OUT + 1:])
+                key = row[:O.OUT] + row[O.OUT + 1:]
             hit = seen.get(key)
             if hit is not None:
                 k = _out_size(row)

@@ -99,10 +99,15 @@ def binary(op):
         x, y = args
         out = L.out(node)
         shape = L.shape(node)
+        a, xs, tx = L.arg(x)
+        b, ys, ty = L.arg(y)
+        if not shape:                   # scalars (loops): no broadcasting to work out
+            L.rows.append((op, 1, out, a, 0, b, 0, 0, 0, tx | 2 * ty, 0, 0, 0, 0))
+            return
         n = _prod(shape)
         a, sa = L.strided(x, n, shape)
         b, sb = L.strided(y, n, shape)
-        L.emit(op, n, out, a=a, sa=sa, b=b, sb=sb, mask=L.var(x) | 2 * L.var(y))
+        L.emit(op, n, out, a=a, sa=sa, b=b, sb=sb, mask=tx | 2 * ty)
     return rule
 
 
@@ -137,13 +142,17 @@ def density(op, n_args, data_offsets=None):
     def rule(L, node, args, kw):
         if kw or len(args) != n_args:
             raise NotLowerable(f"{L.spec.name}: unexpected arguments")
-        shapes = [L.shape_of(x) for x in args]
-        shape = () if not any(shapes) else np.broadcast_shapes(*shapes)
-        n = _prod(shape)
-        offs = [L.strided(x, n, shape) for x in args]
+        info = [L.arg(x) for x in args]
         mask = 0
-        for i, x in enumerate(args):
-            mask |= L.var(x) << i
+        for i, t in enumerate(info):
+            mask |= t[2] << i
+        if any(t[1] for t in info):
+            shape = np.broadcast_shapes(*[t[1] for t in info])
+            n = _prod(shape)
+            offs = [L.strided(x, n, shape) for x in args]
+        else:                           # scalars (loops): no broadcasting to work out
+            shape, n = (), 1
+            offs = [(t[0], 0) for t in info]
         f = dict(mask=mask)
         for (o, s), (ka, ks) in zip(offs, (("a", "sa"), ("b", "sb"), ("c", "sc"),
                                            ("x1", "x2"))):
@@ -450,6 +459,18 @@ class Lowerer:
             return s[1] if s is not None else _shape(v.value)
         return _shape(_strip(x))
 
+    def arg(self, x):
+        """(offset, shape, 1 if traced else 0) of an argument: :meth:`slot` and
+        :meth:`var` in one look-up (the rules of scalar loop bodies run 10^4 times)."""
+        v = x if type(x) is Var and x.tape is self.tape else self._on_tape(x)
+        if v is not None:
+            s = self.slots.get(id(v))
+            if s is None:
+                raise NotLowerable("an input recorded outside the lowered nodes")
+            return s[0], s[1], 1
+        off, shape = self.constant(_strip(x))
+        return off, shape, 0
+
     def slot(self, x):
         """(offset, shape) of a traced value's node or of a constant."""
         v = self._on_tape(x)
@@ -491,6 +512,8 @@ class Lowerer:
         """(offset, stride) of ``x`` broadcast to ``shape`` (n elements): stride 1 when it
         has every element, 0 for a single element, else a gathered broadcast copy."""
         off, s = self.slot(x)
+        if not s:
+            return off, 0
         size = _prod(s)
         if size == 1:
             return off, 0
@@ -583,9 +606,10 @@ def lower(rec, leaves, output, value_only=False, result_shape=None):
         while gi < len(guards) and guards[gi][1].pos <= j:
             _lower_guard(L, *guards[gi])
             gi += 1
-        if id(node) not in live:
+        record = live.get(id(node))
+        if record is None:
             continue
-        spec, args, kw = node_record(node)
+        spec, args, kw = record
         rule = getattr(spec, "lower", None)
         if rule is None:
             raise NotLowerable(f"no interpreter rule for '{spec.name}'")
@@ -636,19 +660,24 @@ def _numpy_is_faster(rows):
 def _live(nodes, out_var, guards, L):
     """Nodes the output or a guard depends on (the rest is never lowered)."""
     from ..extend import node_record
-    live = {id(out_var)}
+    live = {id(out_var): None}
     for g in guards:
         for a in g.args:
             v = L._on_tape(a)
             if v is not None:
-                live.add(id(v))
+                live[id(v)] = None
+    on_tape = L._on_tape
     for node in reversed(nodes):
         if id(node) in live:
-            spec, args, kw = node_record(node)
-            for a in list(args) + list(kw.values()):
-                v = L._on_tape(a)
-                if v is not None:
-                    live.add(id(v))
+            rec = live[id(node)] = node_record(node)      # kept for the lowering
+            for a in rec[1]:
+                v = on_tape(a)
+                if v is not None and id(v) not in live:
+                    live[id(v)] = None
+            for a in rec[2].values():
+                v = on_tape(a)
+                if v is not None and id(v) not in live:
+                    live[id(v)] = None
     return live
 
 
