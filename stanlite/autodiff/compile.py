@@ -61,6 +61,7 @@ True
 import os
 import sys
 import threading
+from time import perf_counter as _clock
 import warnings
 
 import numpy as np
@@ -277,6 +278,7 @@ class _Retaped:
         self._replays = 0               # successful replays so far
         # the replay count of the next spot check against the eager tape (verify)
         self._next_check = 2 if self.verify else float("inf")
+        self._replay_seconds = 0.0      # one replay's cost, timed at the recording point
 
     def _fast_call(self, x, key):
         """Replay the program that replayed last (no bookkeeping), else the full path."""
@@ -333,10 +335,15 @@ class _Retaped:
                           f"(max_recordings){why}")
             return self._eager(x)
         rec = self._record(x)
-        self._add(rec, key)
-        return rec.result
+        r = self._add(rec, key)
+        return rec.result if r is None else r
 
     def _add(self, rec, key):
+        """Keep a program for recording ``rec``. -> the program's own result at the
+        recording point (None if there is none): what the call that recorded returns,
+        so every answer comes from the program and a run does not depend on which of
+        its calls happened to record or be checked (the interpreter equals the tape
+        to rounding, not bit for bit: same seed, same draws, whatever ran before)."""
         self.recordings += 1
         self._fast = None
         if rec.escapes:
@@ -353,7 +360,9 @@ class _Retaped:
             return
         # the generated code must give the tape's results at the recording point
         try:
+            t0 = _clock()
             r = prog.fn(rec.x)
+            self._replay_seconds = _clock() - t0
         except (ArithmeticError, ValueError):
             r = None                        # inf/NaN there: checked at the next point
         else:
@@ -365,6 +374,7 @@ class _Retaped:
         self._programs.setdefault(key, []).insert(0, prog)
         if self.verify:
             self._check_at = _snapshot(rec.x)
+        return r
 
     def _lower(self, rec):
         """The recording as a compiled interpreter program (autodiff/vm), or None when
@@ -408,10 +418,7 @@ class _Retaped:
             self._replays += n
             if self._replays < self._next_check:
                 return True
-            nxt = self._next_check
-            while nxt <= self._replays:
-                nxt = 2 * nxt if nxt < (1 << 20) else nxt + (1 << 20)
-            self._next_check = nxt
+            self._schedule_after(self._replays)
             prog = self.kernel_program(key)
             if prog is None:
                 return self.fallback is None
@@ -440,25 +447,49 @@ class _Retaped:
         """Replays number 2, 4, 8, ... (then every 2^20th) are checked against the
         eager tape too: a dependence on values that agreed at the first new point (a
         ``.value`` mask that happened to match there) is caught when it shows, at an
-        amortised cost of O(log n / n) eager evaluations per replay."""
-        n = self._next_check
-        self._next_check = 2 * n if n < (1 << 20) else n + (1 << 20)
+        amortised cost of O(log n / n) eager evaluations per replay - or less: see
+        :meth:`_schedule_after`."""
+        self._schedule_after(self._next_check)
         return self._checked(x, r)
 
+    #: the share of the replays' own time that spot checks may cost after the first
+    #: ones (where an eager evaluation costs 10^4 replays - a Stan-style scalar loop -
+    #: the doubling schedule alone would spend most of a run checking)
+    check_budget = 0.05
+
+    def _schedule_after(self, n):
+        """The next spot check after replay ``n``: doubling (2, 4, 8, ..., then every
+        2^20th), from replay 8 on stretched to at least ``eager / (replay *
+        check_budget)`` replays later, with both costs as timed (the last check's
+        eager evaluation, one replay at the recording point)."""
+        nxt = self._next_check
+        while nxt <= n:
+            nxt = 2 * nxt if nxt < (1 << 20) else nxt + (1 << 20)
+        if nxt > 8 and self._replay_seconds > 0.0 and self._eager_seconds > 0.0:
+            stretch = self._eager_seconds / (self._replay_seconds * self.check_budget)
+            nxt = max(nxt, n + int(min(stretch, 1 << 30)))
+        self._next_check = nxt
+
     def _checked(self, x, r):
-        """The eager tape's result at ``x``; the eager tape for good if ``r`` differs."""
+        """``r`` checked against the eager tape at ``x``: ``r`` if they agree (a checked
+        call answers as an unchecked one would: see :meth:`_add`), else the eager
+        tape's result, and the eager tape for good."""
+        t0 = _clock()
         e = self._reference(x)
+        self._eager_seconds = _clock() - t0
         if not _close(r, e):
             self._give_up("its replay differs from the eager tape at a new point (the "
                           "graph depends on values in a way no guard saw: a .value read, "
                           "random numbers, state changed between calls?)")
-        return e
+            return e
+        return r
 
     def _reference(self, x):
         """What a replay is checked against: the eager tape."""
         return self._eager(x)
 
     quiet = False           # fall back without a warning (an optional speed-up)
+    _eager_seconds = 0.0    # the last check's eager evaluation, timed
 
     def _give_up(self, reason, warn=True):
         self.fallback = reason
@@ -505,7 +536,13 @@ def _identical(r, s):
 
 
 def _close(r, s, rtol=1e-12):
-    """Equal within ``rtol`` relative (to each part's largest magnitude)."""
+    """Equal to rounding: within ``rtol`` relative to each part's largest magnitude,
+    and never below ``rtol`` absolute - nor, for the gradient, ``rtol |value|``.
+
+    The floors are for cancellation: rounding errors scale with the terms summed, not
+    with the result, so a gradient of exact zeros at a mode (``sum(y - mu)`` at the
+    mean) comes out as 4e-16 summed in another order, and a log density can cross 0.
+    A replay whose graph differs (what the checks are for) differs far above them."""
     (a, ga), (b, gb) = r, s
     if ga is None or gb is None:
         if ga is not gb:
@@ -516,7 +553,7 @@ def _close(r, s, rtol=1e-12):
         return False
     if not (np.array_equal(np.isnan(ga), np.isnan(gb)) and (a != a) == (b != b)):
         return False
-    if a == a and abs(a - b) > rtol * max(abs(a), abs(b), 1e-300):
+    if a == a and abs(a - b) > rtol * max(abs(a), abs(b), 1.0):
         return a == b
     fin = ~np.isnan(ga)
     if not fin.any():
@@ -524,7 +561,9 @@ def _close(r, s, rtol=1e-12):
     da, db = ga[fin], gb[fin]
     if not np.array_equal(np.isinf(da), np.isinf(db)):
         return False
-    scale = max(np.max(np.abs(np.where(np.isinf(da), 0.0, da))), 1e-300)
+    floor = abs(a) if a - a == 0.0 else 0.0      # |value| if finite
+    scale = max(np.max(np.abs(np.where(np.isinf(da), 0.0, da))),
+                np.max(np.abs(np.where(np.isinf(db), 0.0, db))), floor, 1.0)
     with np.errstate(invalid="ignore"):         # inf - inf where both are inf: not used
         return bool(np.all(np.where(np.isinf(da), da == db,
                                     np.abs(da - db) <= rtol * scale)))

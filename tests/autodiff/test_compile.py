@@ -383,7 +383,9 @@ def test_a_value_read_that_agrees_at_the_first_replay_is_caught_by_a_spot_check(
         for _ in range(40):
             x = rng.standard_normal(2)
             assert same(vh(x), sl.value_and_grad(h)(x))
-    assert vh.fallback is None and vh._next_check == 64
+    # (checks at replays 2, 4, 8, then on a schedule stretched by the costs:
+    # _schedule_after; none is pending)
+    assert vh.fallback is None and vh._next_check > vh._replays
 
 
 def test_guarded_is_the_hook_for_library_decisions():
@@ -681,3 +683,19 @@ def test_element_reads_of_a_long_vector_stay_element_reads():
     g = lambda x: x[0] * x[1] * x[2]             # a short one: read at once
     vg = check(g, np.ones(3), [np.array([2.0, 3.0, 5.0])])
     assert "tolist" in vg.source and "_array([" in vg.source
+
+
+def test_spot_checks_cost_a_bounded_share_of_the_replays():
+    # where an eager evaluation costs many replays, the checks after replay 8 are
+    # spaced so that they cost about check_budget of the replays' time, not more
+    f = lambda x: sl.sum(sl.exp(x) * x)
+    vg = sl.compile(f, np.array([0.5, -0.5]))
+    vg._replay_seconds, vg._eager_seconds = 1e-6, 1e-2      # eager = 10^4 replays
+    vg._schedule_after(8)
+    assert vg._next_check >= 8 + 1e-2 / (1e-6 * vg.check_budget)
+    # early checks keep the doubling schedule whatever the costs
+    vh = sl.compile(f, np.array([0.5, -0.5]))
+    vh._replay_seconds, vh._eager_seconds = 1e-6, 1e-2
+    vh._next_check = 2
+    vh._schedule_after(2)
+    assert vh._next_check == 4
