@@ -263,3 +263,27 @@ def test_binomial_logit_infinite_logit_goes_to_the_tape():
     vg = _vm(lambda x: sl.binomial_logit_lpmf(KB, NB, x[0] / x[1]), np.array([0.3, 1.0]))
     with pytest.raises(sl.DomainError), np.errstate(divide="ignore"):
         vg(np.array([1.0, 0.0]))
+
+
+# ---- Hessians (forward over reverse) of programs with these ops ----------------------------
+HESSIAN_FUNCS = {
+    "log_mix": lambda x: sl.sum(sl.log_mix(sl.inv_logit(x[0]), -0.5 * (Y - x[1]) ** 2,
+                                           -0.5 * (Y - x[2]) ** 2)),
+    "cumsum_softmax": lambda x: sl.sum(sl.cumulative_sum(x) * sl.softmax(x)),
+    "log_softmax_lse": lambda x: sl.sum(sl.log_softmax(x) * Y[:3]) + sl.log_sum_exp(
+        sl.reshape(sl.stack([x[0], x[1], x[2], x[0] * x[1]]), (2, 2)), axis=0)[1],
+    "glm": lambda x: sl.bernoulli_logit_glm_lpmf(YB, XG[:, :2], x[0], x[1:]),
+    "mvn": lambda x: sl.multi_normal_cholesky_lpdf(x, np.zeros(3), LC[:3, :3]),
+    "distances": lambda x: sl.squared_distance(x, Y[:3]) * sl.dot_self(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HESSIAN_FUNCS))
+def test_hessians_agree_with_differences_of_the_tape_gradient(name):
+    f = HESSIAN_FUNCS[name]
+    x = np.array([0.3, -0.5, 0.8])
+    H = sl.compile(f, x).hessian(x)
+    g = sl.value_and_grad(f)
+    h = 1e-5
+    Hfd = np.array([(g(x + h * e)[1] - g(x - h * e)[1]) / (2 * h) for e in np.eye(3)])
+    np.testing.assert_allclose(H, Hfd, rtol=1e-5, atol=1e-6)
