@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from .var import Box, Var, make_node, shape_of
+from .vm.program import deflower, movement, sum_to_shape_rule
 
 __all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
            "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
@@ -474,6 +475,11 @@ defjvp(broadcast_to, _broadcast_to_jvp, None, None)
 defjvp(reshape, lambda t, ans, x, shape: reshape(t, batch_shape(t, x) + shape_of(ans)),
        None)
 definline(reshape, kind="reshape")
+# the interpreter (autodiff/vm): reshaping and broadcasting move data (one gather); the
+# sum back to a shape is a segment sum
+deflower(reshape, movement())
+deflower(broadcast_to, movement())
+deflower(sum_to_shape, sum_to_shape_rule)
 
 
 # --------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ import numpy as np
 from ..autodiff.extend import (accumulate, defjvp, definline, elementwise_binary,
                                elementwise_unary)
 from ..autodiff.var import UFUNCS, Var, guarded, value_of
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.program import binary as _lb, deflower as _deflower, unary as _lu
 from .structure import where
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "negative", "fabs",
@@ -32,6 +34,7 @@ def _neg_vjp(g, ans, x):
 negative = elementwise_unary("negative", np.negative, _neg_vjp, scalar=operator.neg,
                              scalar_vjp=lambda g, ans, x: -g)
 definline(negative, fwd="-{x}", vjp="-{g}")
+_deflower(negative, _lu(_op.NEG))
 
 def _linear_bps(sx, sy):
     """Backward rules of ``sx * x + sy * y`` (add: (1, 1), subtract: (1, -1)).
@@ -147,18 +150,21 @@ add = elementwise_binary("add", np.add,
                          lambda g, ans, x, y: g, op=operator.add,
                          bps=_linear_bps(1, 1))
 definline(add, kind="add")
+_deflower(add, _lb(_op.ADD))
 # d(x - y) = dx - dy
 subtract = elementwise_binary("subtract", np.subtract,
                               lambda g, ans, x, y: g,
                               lambda g, ans, x, y: -g, op=operator.sub,
                               bps=_linear_bps(1, -1))
 definline(subtract, kind="subtract")
+_deflower(subtract, _lb(_op.SUB))
 # d(x y) = y dx + x dy
 multiply = elementwise_binary("multiply", np.multiply,
                               lambda g, ans, x, y: g * y,
                               lambda g, ans, x, y: g * x, op=operator.mul,
                               bps=_mul_bps)
 definline(multiply, kind="multiply")
+_deflower(multiply, _lb(_op.MUL))
 
 
 def _true_divide(x, y):
@@ -170,6 +176,7 @@ divide = elementwise_binary("divide", _true_divide,
                             lambda g, ans, x, y: -g * ans / y, op=None,
                             scalar_vjp=lambda g, ans, x, y: (g / y, -g * ans / y))
 definline(divide, kind="divide")
+_deflower(divide, _lb(_op.DIV))
 
 
 def _pow_raw(x, y):
@@ -206,6 +213,7 @@ def _pow_vjp_y(g, ans, x, y):
 
 power = elementwise_binary("power", _pow_raw, _pow_vjp_x, _pow_vjp_y, op=None)
 definline(power, kind="power")
+_deflower(power, _lb(_op.POW))
 
 
 # forward mode: the same derivatives, applied to tangents
@@ -225,6 +233,7 @@ def _abs_vjp(g, ans, x):
 
 fabs = elementwise_unary("fabs", np.abs, _abs_vjp, scalar=abs)
 defjvp(fabs, _abs_vjp)
+_deflower(fabs, _lu(_op.FABS))
 abs_ = fabs
 pow_ = power
 
@@ -288,15 +297,3 @@ UFUNCS.update({
     np.not_equal: lambda a, b: guarded(operator.ne, a, b),
 })
 
-
-# interpreter lowerings (autodiff/vm): the same functions as instructions
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import binary as _lb, deflower as _deflower, unary as _lu  # noqa: E402,E501
-
-_deflower(add, _lb(_op.ADD))
-_deflower(subtract, _lb(_op.SUB))
-_deflower(multiply, _lb(_op.MUL))
-_deflower(divide, _lb(_op.DIV))
-_deflower(power, _lb(_op.POW))
-_deflower(negative, _lu(_op.NEG))
-_deflower(fabs, _lu(_op.FABS))

@@ -51,6 +51,8 @@ from scipy.special import expit as _expit, log_expit as _log_expit
 
 from ..autodiff.extend import defjvp, definline, elementwise_binary, elementwise_unary
 from ..autodiff.var import UFUNCS, value_of
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.program import deflower as _deflower, unary as _lu
 from .arithmetic import fabs, power
 from .structure import where
 
@@ -146,6 +148,7 @@ def _d_exp(g, ans, x):
 exp = _unary("exp", np.exp, _d_exp, scalar=math.exp, svjp=_d_exp, safe=True)
 defjvp(exp, _d_exp)
 definline(exp, vjp="{g} * {ans}")
+_deflower(exp, _lu(_op.EXP))
 
 
 # d log(x) = dx / x
@@ -156,6 +159,7 @@ def _d_log(g, ans, x):
 log = _unary("log", np.log, _d_log, scalar=math.log, svjp=_d_log)
 defjvp(log, _fwd(_d_log))
 definline(log, vjp="{g} / {x}")
+_deflower(log, _lu(_op.LOG))
 
 
 # d log2(x) = dx / (x log 2)
@@ -184,6 +188,7 @@ def _d_log1p(g, ans, x):
 log1p = _unary("log1p", np.log1p, _d_log1p, scalar=math.log1p, svjp=_d_log1p)
 defjvp(log1p, _fwd(_d_log1p))
 definline(log1p, vjp="{g} / (1.0 + {x})")
+_deflower(log1p, _lu(_op.LOG1P))
 
 
 # d expm1(x) = exp(x) dx = (expm1(x) + 1) dx
@@ -194,6 +199,7 @@ def _d_expm1(g, ans, x):
 expm1 = _unary("expm1", np.expm1, _d_expm1, scalar=math.expm1, svjp=_d_expm1, safe=True)
 defjvp(expm1, _d_expm1)
 definline(expm1, vjp="{g} * ({ans} + 1.0)")
+_deflower(expm1, _lu(_op.EXPM1))
 
 
 # d log1m(x) = d log(1 - x) = -dx / (1 - x)          (x <= 1; Stan's log1m)
@@ -211,6 +217,7 @@ def _d_log1m(g, ans, x):
 
 log1m = _unary("log1m", _log1m_raw, _d_log1m, scalar=_log1m_s, svjp=_d_log1m)
 defjvp(log1m, _fwd(_d_log1m))
+_deflower(log1m, _lu(_op.LOG1M))
 
 
 # ======================================================================================
@@ -224,6 +231,7 @@ def _d_sqrt(g, ans, x):
 sqrt = _unary("sqrt", np.sqrt, _d_sqrt, scalar=math.sqrt, svjp=_d_sqrt)
 defjvp(sqrt, _fwd(_d_sqrt))
 definline(sqrt, vjp="0.5 * {g} / {ans}")
+_deflower(sqrt, _lu(_op.SQRT))
 
 
 # d cbrt(x) = dx / (3 cbrt(x)^2)
@@ -235,6 +243,7 @@ cbrt = _unary("cbrt", np.cbrt, _d_cbrt,
               scalar=getattr(math, "cbrt", None),        # math.cbrt: Python >= 3.11
               svjp=lambda g, ans, x: g / (3.0 * ans * ans))
 defjvp(cbrt, _fwd(_d_cbrt))
+_deflower(cbrt, _lu(_op.CBRT))
 
 
 # d x^2 = 2x dx
@@ -250,6 +259,7 @@ square = _unary("square", _square_raw, _d_square, scalar=lambda v: v * v,
                 svjp=_d_square, safe=True)
 defjvp(square, _d_square)
 definline(square, fwd="{x} * {x}", vjp="{g} * 2.0 * {x}")
+_deflower(square, _lu(_op.SQUARE))
 
 
 # d (1/x) = -dx / x^2 = -(1/x)^2 dx
@@ -264,6 +274,7 @@ def _d_inv(g, ans, x):
 inv = _unary("inv", _inv_raw, _d_inv,
              scalar=lambda v: 1.0 / v, svjp=lambda g, ans, x: -g * (ans * ans), safe=True)
 defjvp(inv, _d_inv)
+_deflower(inv, _lu(_op.INV))
 
 
 # d x^(-1/2) = -(1/2) x^(-3/2) dx = -(1/2) inv_sqrt(x)^3 dx
@@ -279,6 +290,7 @@ inv_sqrt = _unary("inv_sqrt", _inv_sqrt_raw, _d_inv_sqrt,
                   scalar=lambda v: 1.0 / math.sqrt(v),
                   svjp=lambda g, ans, x: -0.5 * g * ans * (ans * ans), safe=True)
 defjvp(inv_sqrt, _d_inv_sqrt)
+_deflower(inv_sqrt, _lu(_op.INV_SQRT))
 
 
 # d x^(-2) = -2 x^(-3) dx = -2 inv_square(x) / x dx
@@ -293,6 +305,7 @@ def _d_inv_square(g, ans, x):
 inv_square = _unary("inv_square", _inv_square_raw, _d_inv_square,
                     scalar=lambda v: 1.0 / (v * v), svjp=_d_inv_square)
 defjvp(inv_square, _fwd(_d_inv_square))
+_deflower(inv_square, _lu(_op.INV_SQUARE))
 
 
 # ======================================================================================
@@ -308,6 +321,7 @@ sin = _unary("sin", np.sin, _d_sin, scalar=math.sin,
 defjvp(sin, _d_sin)
 definline(sin, vjp_float="{g} * _cos({x})", vjp_array="{g} * _np.cos({x})",
           helpers={"_cos": math.cos})
+_deflower(sin, _lu(_op.SIN))
 
 
 # d cos(x) = -sin(x) dx
@@ -320,6 +334,7 @@ cos = _unary("cos", np.cos, _d_cos, scalar=math.cos,
 defjvp(cos, _d_cos)
 definline(cos, vjp_float="-{g} * _sin({x})", vjp_array="-{g} * _np.sin({x})",
           helpers={"_sin": math.sin})
+_deflower(cos, _lu(_op.COS))
 
 
 # d tan(x) = (1 + tan(x)^2) dx
@@ -365,6 +380,7 @@ def _atan_svjp(g, ans, x):
 
 atan = _unary("atan", np.arctan, _atan_vjp, scalar=math.atan, svjp=_atan_svjp)
 defjvp(atan, _fwd(_atan_vjp))
+_deflower(atan, _lu(_op.ATAN))
 
 
 # atan2(y, x) = arg(x + iy);  d atan2(y, x) = (x dy - y dx) / (x^2 + y^2),
@@ -408,6 +424,7 @@ sinh = _unary("sinh", np.sinh, _d_sinh, scalar=math.sinh,
 defjvp(sinh, _d_sinh)
 definline(sinh, vjp_float="{g} * _cosh({x})", vjp_array="{g} * _np.cosh({x})",
           helpers={"_cosh": math.cosh})
+_deflower(sinh, _lu(_op.SINH))
 
 
 # d cosh(x) = sinh(x) dx
@@ -420,6 +437,7 @@ cosh = _unary("cosh", np.cosh, _d_cosh, scalar=math.cosh,
 defjvp(cosh, _d_cosh)
 definline(cosh, vjp_float="{g} * _sinh({x})", vjp_array="{g} * _np.sinh({x})",
           helpers={"_sinh": math.sinh})
+_deflower(cosh, _lu(_op.COSH))
 
 
 # d tanh(x) = (1 - tanh(x)^2) dx = (1 - tanh)(1 + tanh) dx
@@ -430,6 +448,7 @@ def _d_tanh(g, ans, x):
 tanh = _unary("tanh", np.tanh, _d_tanh, scalar=math.tanh, svjp=_d_tanh, safe=True)
 defjvp(tanh, _d_tanh)
 definline(tanh, vjp="{g} * (1.0 - {ans}) * (1.0 + {ans})")
+_deflower(tanh, _lu(_op.TANH))
 
 
 # d asinh(x) = dx / sqrt(1 + x^2) = dx / hypot(1, x)
@@ -633,6 +652,7 @@ def _d_logit(g, ans, u):
 logit = _unary("logit", _logit_raw, _d_logit, scalar=lambda v: math.log(v / (1.0 - v)),
                svjp=_d_logit)
 defjvp(logit, _fwd(_d_logit))
+_deflower(logit, _lu(_op.LOGIT))
 
 
 # inv_logit(x) = 1 / (1 + exp(-x)), evaluated with e = exp(-|x|) <= 1 (no overflow):
@@ -665,6 +685,7 @@ defjvp(inv_logit, _d_inv_logit)
 _IL = {"_ils": _inv_logit_s, "_il": _inv_logit_raw}
 definline(inv_logit, vjp_float="{g} * {ans} * _ils(-{x})",
           vjp_array="{g} * ({ans} * _il(-{x}))", helpers=_IL)
+_deflower(inv_logit, _lu(_op.INV_LOGIT))
 
 
 # log_inv_logit(x) = log(inv_logit(x)) = min(x, 0) - log1p(exp(-|x|))
@@ -688,6 +709,7 @@ log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw, _d_log_inv_logit,
 defjvp(log_inv_logit, _d_log_inv_logit)
 definline(log_inv_logit, vjp_float="{g} * _ils(-{x})", vjp_array="{g} * _il(-{x})",
           helpers=_IL)
+_deflower(log_inv_logit, _lu(_op.LOG_INV_LOGIT))
 
 
 # log1m_inv_logit(x) = log(1 - inv_logit(x)) = min(-x, 0) - log1p(exp(-|x|))
@@ -711,6 +733,7 @@ log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw, _d_log1m_inv_l
 defjvp(log1m_inv_logit, _d_log1m_inv_logit)
 definline(log1m_inv_logit, vjp_float="-{g} * _ils({x})", vjp_array="-{g} * _il({x})",
           helpers=_IL)
+_deflower(log1m_inv_logit, _lu(_op.LOG1M_INV_LOGIT))
 
 
 # log1p_exp(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))   (softplus)
@@ -737,6 +760,7 @@ log1p_exp = _unary("log1p_exp", _log1p_exp_raw, _d_log1p_exp, scalar=_log1p_exp_
 defjvp(log1p_exp, _d_log1p_exp)
 definline(log1p_exp, vjp_float="{g} * _ils({x})", vjp_array="{g} * _il({x})",
           helpers=_IL)
+_deflower(log1p_exp, _lu(_op.LOG1P_EXP))
 
 
 # log1m_exp(x) = log(1 - exp(x)), x <= 0: log(-expm1(x)) for x > -log 2 (no
@@ -771,6 +795,7 @@ def _d_log1m_exp(g, ans, x):
 log1m_exp = _unary("log1m_exp", _log1m_exp_raw, _d_log1m_exp, scalar=_log1m_exp_s,
                    svjp=lambda g, ans, x: -g * math.exp(x - ans))
 defjvp(log1m_exp, _d_log1m_exp)
+_deflower(log1m_exp, _lu(_op.LOG1M_EXP))
 
 
 # log_diff_exp(x, y) = log(exp(x) - exp(y)) = x + log1m_exp(y - x)       (x >= y)
@@ -839,20 +864,3 @@ UFUNCS.update({
     np.fmin: fmin, np.fmax: fmax, np.minimum: _minimum, np.maximum: _maximum,
     np.hypot: hypot, np.sign: sign,
 })
-
-
-# interpreter lowerings (autodiff/vm): the same functions as instructions
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import deflower as _deflower, unary as _lu  # noqa: E402
-
-for _f, _code in ((exp, _op.EXP), (log, _op.LOG), (log1p, _op.LOG1P), (expm1, _op.EXPM1),
-                  (sqrt, _op.SQRT), (square, _op.SQUARE), (inv, _op.INV),
-                  (log1m, _op.LOG1M), (inv_logit, _op.INV_LOGIT),
-                  (log_inv_logit, _op.LOG_INV_LOGIT),
-                  (log1m_inv_logit, _op.LOG1M_INV_LOGIT), (log1p_exp, _op.LOG1P_EXP),
-                  (tanh, _op.TANH), (sin, _op.SIN), (cos, _op.COS),
-                  (inv_sqrt, _op.INV_SQRT), (logit, _op.LOGIT), (atan, _op.ATAN),
-                  (sinh, _op.SINH), (cosh, _op.COSH), (inv_square, _op.INV_SQUARE),
-                  (log1m_exp, _op.LOG1M_EXP), (cbrt, _op.CBRT)):
-    _deflower(_f, _lu(_code))
-del _f, _code

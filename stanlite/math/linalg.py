@@ -60,6 +60,7 @@ from scipy.linalg.lapack import dtrtrs as _dtrtrs
 from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, definline,
                                 defvjp, defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
+from ..autodiff.vm.program import deflower as _deflower, matmul_rule as _lmm
 from ..errors import DomainError
 from ..autodiff.dual import is_identity_seed
 from .reductions import sum as _rsum
@@ -260,6 +261,7 @@ def _matmul_jvp_b(t, ans, a, b):
 
 defjvp(matmul, _matmul_jvp_a, _matmul_jvp_b)
 definline(matmul, kind="matmul")        # the replay writes Giles's rules for <= 2-d
+_deflower(matmul, _lmm)                 # the interpreter: vectors and matrices
 
 
 def dot(a, b):
@@ -1149,9 +1151,3 @@ FUNCTIONS.update({
     np.linalg.inv: inverse, np.linalg.solve: mdivide_left, np.linalg.det: determinant,
     np.linalg.cholesky: _np_cholesky,
 })
-
-
-# interpreter lowerings (autodiff/vm)
-from ..autodiff.vm.program import deflower as _deflower, matmul_rule as _lmm  # noqa: E402
-
-_deflower(matmul, _lmm)

@@ -46,6 +46,9 @@ import numpy as np
 from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
                                defjvp_all, defvjp, defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, Var, guarded, make_node, shape_of, value_of
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm import program as _program
+from ..autodiff.vm.program import deflower as _deflower, dot as _ldot, reduction as _lr
 from .elementwise import exp, sqrt
 from .structure import _where, concatenate, getitem, reshape
 
@@ -127,6 +130,7 @@ def _sum_jvp(t, ans, x, axis=None, keepdims=False):
 
 
 defjvp(_sum, _sum_jvp)
+_deflower(_sum, _lr(_op.SUM))
 
 
 def _bp_sum_all(node, g):
@@ -363,6 +367,7 @@ def _cumsum_vjp(g, ans, x, axis):
 
 defvjp(_cumsum, _cumsum_vjp, None)
 defjvp(_cumsum, lambda t, ans, x, axis: _cumsum(t, _batch_axis(axis, _nb(t, x))), None)
+_deflower(_cumsum, _program.along_axis(_op.CUMSUM))
 
 
 def cumulative_sum(x, axis=None):
@@ -417,6 +422,7 @@ def _inner(t, c, x):
 
 defjvp(_dot_product, lambda t, ans, a, b: _inner(t, b, a),
        lambda t, ans, a, b: _inner(t, a, b))
+_deflower(_dot_product, _ldot)
 
 
 def dot_product(a, b):
@@ -433,6 +439,7 @@ def dot_self(x):
 
 defvjp(dot_self, lambda g, ans, x: (2.0 * g) * x)
 defjvp(dot_self, lambda t, ans, x: 2.0 * _inner(t, x, x))
+_deflower(dot_self, _program.dot_self_rule)
 
 
 @primitive
@@ -447,6 +454,7 @@ defvjp(_squared_distance,
 defjvp(_squared_distance,
        lambda t, ans, a, b: 2.0 * _inner(t, a - b, a),
        lambda t, ans, a, b: -2.0 * _inner(t, a - b, b))
+_deflower(_squared_distance, _program.squared_distance_rule)
 
 
 def squared_distance(a, b):
@@ -480,6 +488,7 @@ defvjp(_softmax,
 # ds = s * (dx - <s, dx>): the same form as the adjoint, along the shifted axis
 defjvp(_softmax, lambda t, ans, x, axis: ans * (
     t - _sum(ans * t, _batch_axis(axis, _nb(t, x)), True)), None)
+_deflower(_softmax, _program.along_axis(_op.SOFTMAX))
 
 
 @primitive
@@ -492,6 +501,7 @@ defvjp(_log_softmax,
        lambda g, ans, x, axis: g - exp(ans) * _sum(g, axis, True), None)
 defjvp(_log_softmax, lambda t, ans, x, axis: t - _sum(
     exp(ans) * t, _batch_axis(axis, _nb(t, x)), True), None)
+_deflower(_log_softmax, _program.along_axis(_op.LOG_SOFTMAX))
 
 
 def softmax(x, axis=-1):
@@ -559,6 +569,8 @@ defvjp(_max, _extreme_vjp(np.argmax), None, None)
 defvjp(_min, _extreme_vjp(np.argmin), None, None)
 defjvp(_max, _extreme_jvp(np.argmax), None, None)
 defjvp(_min, _extreme_jvp(np.argmin), None, None)
+_deflower(_max, _program.extreme_rule(True))
+_deflower(_min, _program.extreme_rule(False))
 
 
 def max(x, axis=None, keepdims=False):
@@ -742,21 +754,3 @@ Var.argmin = lambda self, axis=None: guarded(lambda v: np.argmin(np.asarray(v), 
                                              self)
 Var.argsort = lambda self, axis=-1: sort_indices_asc(self, axis)
 
-
-# interpreter lowerings (autodiff/vm): the same functions as instructions
-from ..autodiff.extend import sum_to_shape as _sum_to_shape  # noqa: E402
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm import program as _program  # noqa: E402
-from ..autodiff.vm.program import (deflower as _deflower, dot as _ldot,  # noqa: E402
-                                   reduction as _lr, sum_to_shape_rule as _lsts)
-
-_deflower(_sum, _lr(_op.SUM))
-_deflower(_dot_product, _ldot)
-_deflower(_sum_to_shape, _lsts)
-_deflower(_cumsum, _program.along_axis(_op.CUMSUM))
-_deflower(_softmax, _program.along_axis(_op.SOFTMAX))
-_deflower(_log_softmax, _program.along_axis(_op.LOG_SOFTMAX))
-_deflower(_max, _program.extreme_rule(True))
-_deflower(_min, _program.extreme_rule(False))
-_deflower(dot_self, _program.dot_self_rule)
-_deflower(_squared_distance, _program.squared_distance_rule)

@@ -42,6 +42,10 @@ import scipy.special as sps
 from ..autodiff.extend import (batch_shape, defjvp, defjvp_all, defvjp, defvjp_all,
                                elementwise_binary, elementwise_unary, primitive)
 from ..autodiff.var import UFUNCS, guarded, shape_of, value_of
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm import program as _program
+from ..autodiff.vm.program import (binary as _lb, deflower as _deflower, reduction as _lr,
+                                   unary as _lu)
 from .elementwise import exp, inv_logit, log, log1p, square
 from .reductions import sum as _sum
 from .structure import reshape, stack, where
@@ -150,6 +154,7 @@ lgamma = elementwise_unary(
     "lgamma", sps.gammaln, _d_lgamma, scalar=math.lgamma,
     scalar_vjp=lambda g, ans, x: g * float(sps.psi(x)))
 defjvp(lgamma, _d_lgamma)
+_deflower(lgamma, _lu(_op.LGAMMA))
 
 
 # digamma(x) = Gamma'(x) / Gamma(x);  d = trigamma(x) dx  (DLMF 5.15.1)
@@ -267,6 +272,7 @@ erf = elementwise_unary(
     "erf", sps.erf, _d_erf, scalar=math.erf,
     scalar_vjp=lambda g, ans, x: g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
 defjvp(erf, _d_erf)
+_deflower(erf, _lu(_op.ERF))
 
 
 # erfc(x) = 1 - erf(x) (accurate in the right tail);  d = -2/sqrt(pi) e^{-x^2} dx
@@ -278,6 +284,7 @@ erfc = elementwise_unary(
     "erfc", sps.erfc, _d_erfc, scalar=math.erfc,
     scalar_vjp=lambda g, ans, x: -g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
 defjvp(erfc, _d_erfc)
+_deflower(erfc, _lu(_op.ERFC))
 
 
 # Phi(x) = standard normal CDF = erfc(-x / sqrt 2) / 2  (DLMF 7.2.2, 7.18);
@@ -290,6 +297,7 @@ Phi = elementwise_unary(
     "Phi", sps.ndtr, _d_Phi, scalar=lambda v: 0.5 * math.erfc(-v * _INV_SQRT2),
     scalar_vjp=lambda g, ans, x: g * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
 defjvp(Phi, _d_Phi)
+_deflower(Phi, _lu(_op.PHI))
 
 
 # log_Phi(x) = log Phi(x), accurate in both tails (scipy's log_ndtr; no underflow of
@@ -383,6 +391,7 @@ def _d_lse2_b(g, ans, a, b):
 _log_sum_exp2 = elementwise_binary("log_sum_exp", _lse2_raw, _d_lse2_a, _d_lse2_b,
                                    scalar_vjp=_lse2_svjp)
 defjvp(_log_sum_exp2, _d_lse2_a, _d_lse2_b)
+_deflower(_log_sum_exp2, _lb(_op.LSE2))
 
 
 def _kept_shape(shape, axis):
@@ -438,6 +447,7 @@ def _log_sum_exp_reduce_jvp(t, ans, x, axis=None, keepdims=False):
 
 defvjp(_log_sum_exp_reduce, _log_sum_exp_reduce_vjp, None, None)
 defjvp(_log_sum_exp_reduce, _log_sum_exp_reduce_jvp, None, None)
+_deflower(_log_sum_exp_reduce, _lr(_op.LSE))
 
 _NO_ARG = object()
 
@@ -507,6 +517,7 @@ def _log_mix_jvp(ts, ans, theta, lp1, lp2):
 
 defvjp_all(log_mix, _log_mix_vjp)
 defjvp_all(log_mix, _log_mix_jvp)
+_deflower(log_mix, _program.log_mix_rule)
 
 
 # --------------------------------------------------------------------------------------
@@ -716,17 +727,3 @@ defjvp(log_modified_bessel_first_kind, None, _d_log_bessel_z)
 
 UFUNCS.update({np.logaddexp: _log_sum_exp2})
 
-
-# interpreter lowerings (autodiff/vm): the same functions as instructions
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm import program as _program  # noqa: E402
-from ..autodiff.vm.program import (binary as _lb, deflower as _deflower,  # noqa: E402
-                                   reduction as _lr, unary as _lu)
-
-_deflower(lgamma, _lu(_op.LGAMMA))
-_deflower(erf, _lu(_op.ERF))
-_deflower(erfc, _lu(_op.ERFC))
-_deflower(Phi, _lu(_op.PHI))
-_deflower(_log_sum_exp2, _lb(_op.LSE2))
-_deflower(_log_sum_exp_reduce, _lr(_op.LSE))
-_deflower(log_mix, _program.log_mix_rule)

@@ -21,6 +21,10 @@ import numpy as np
 from ..autodiff.extend import (_tag, accumulate, batch_shape, defjvp, defjvp_all, defvjp,
                                primitive)
 from ..autodiff.var import FUNCTIONS, Box, Var, make_node, shape_of
+# the interpreter's lowerings (autodiff/vm): data movement as one gather (movement),
+# scatter_add as a segment sum
+from ..autodiff.vm.program import (deflower as _deflower, movement as _lm,
+                                   scatter_add_rule as _lsa)
 
 __all__ = ["getitem", "scatter_add", "reshape", "flatten", "transpose", "concatenate",
            "stack", "where", "append_row", "append_col", "head", "tail", "segment",
@@ -160,6 +164,8 @@ def _scatter_add_jvp(t, ans, gg, idx, shape):
 
 defjvp(getitem, _getitem_jvp, None)
 defjvp(scatter_add, _scatter_add_jvp, None, None)
+_deflower(getitem, _lm())
+_deflower(scatter_add, _lsa)
 
 
 def _bp_getitem(node, g):
@@ -274,6 +280,7 @@ def _transpose_jvp(t, ans, x, axes=None):
 
 
 defjvp(transpose, _transpose_jvp, None)
+_deflower(transpose, _lm())
 
 
 def swapaxes(x, a, b):
@@ -327,6 +334,7 @@ def _concat_jvp_all(ts, ans, axis, *xs):
 
 
 defjvp_all(_concat, _concat_jvp_all)
+_deflower(_concat, _lm())
 
 
 def concatenate(xs, axis=0):
@@ -377,6 +385,7 @@ def _stack_jvp_all(ts, ans, axis, *xs):
 
 
 defjvp_all(_stack, _stack_jvp_all)
+_deflower(_stack, _lm())
 
 
 def stack(xs, axis=0):
@@ -407,6 +416,7 @@ defjvp(_where, None,
 defvjp(_where, None,
        lambda g, ans, c, x, y: _where(c, g, 0.0),
        lambda g, ans, c, x, y: _where(c, 0.0, g))
+_deflower(_where, _lm())
 
 
 def where(c, x, y):
@@ -545,14 +555,3 @@ def _transpose_method(self, *axes):
 
 Var.transpose = _transpose_method
 
-
-# interpreter lowerings (autodiff/vm): data movement as one gather, scatter_add as a
-# segment sum
-from ..autodiff.extend import broadcast_to as _broadcast_to  # noqa: E402
-from ..autodiff.vm.program import (deflower as _deflower, movement as _lm,  # noqa: E402
-                                   scatter_add_rule as _lsa)
-
-for _f in (getitem, transpose, _concat, _stack, _where, reshape, _broadcast_to):
-    _deflower(_f, _lm())
-del _f
-_deflower(scatter_add, _lsa)
