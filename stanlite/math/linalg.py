@@ -1151,3 +1151,11 @@ FUNCTIONS.update({
     np.linalg.inv: inverse, np.linalg.solve: mdivide_left, np.linalg.det: determinant,
     np.linalg.cholesky: _np_cholesky,
 })
+
+
+# interpreter lowerings (autodiff/vm) of the Gaussian-process pieces
+from ..autodiff.vm import program as _program  # noqa: E402
+
+_deflower(gp_exp_quad_cov, _program.gp_exp_quad_rule)
+_deflower(add_diag, _program.add_diag_rule)
+_deflower(_cholesky, _program.cholesky_rule)

@@ -287,3 +287,55 @@ def test_hessians_agree_with_differences_of_the_tape_gradient(name):
     h = 1e-5
     Hfd = np.array([(g(x + h * e)[1] - g(x - h * e)[1]) / (2 * h) for e in np.eye(3)])
     np.testing.assert_allclose(H, Hfd, rtol=1e-5, atol=1e-6)
+
+
+# ---- Gaussian-process pieces: gp_exp_quad_cov, add_diag, cholesky_decompose -------------------
+XP = np.linspace(-2.0, 3.0, 5)
+
+
+def test_gp_exp_quad_cov_of_data_points():
+    w = RNG.standard_normal((5, 5))
+    check(lambda x: sl.sum(w * sl.gp_exp_quad_cov(XP, sl.exp(x[0]), sl.exp(x[1]))),
+          np.array([0.2, 0.4]))
+
+
+def test_gp_exp_quad_cov_of_traced_points_in_two_dimensions():
+    w = RNG.standard_normal((4, 4))
+    check(lambda x: sl.sum(w * sl.gp_exp_quad_cov(sl.reshape(x[2:], (4, 2)), sl.exp(x[0]),
+                                                  sl.exp(x[1]))),
+          RNG.standard_normal(10) * 0.5)
+
+
+@pytest.mark.parametrize("shape,dshape", [((3, 3), ()), ((3, 3), (3,)), ((2, 4), (2,))])
+def test_add_diag(shape, dshape):
+    w = RNG.standard_normal(shape)
+    n, k = int(np.prod(shape)), int(np.prod(dshape))
+    check(lambda x: sl.sum(w * sl.add_diag(sl.reshape(x[:n], shape),
+                                           sl.reshape(x[n:], dshape) if dshape else x[n])),
+          RNG.standard_normal(n + max(k, 1)))
+
+
+def test_cholesky_of_a_traced_matrix():
+    w = RNG.standard_normal((4, 4))         # upper entries of L read too (as zeros)
+
+    def f(x):
+        b = sl.reshape(x, (4, 4))
+        return sl.sum(w * sl.cholesky_decompose(b @ sl.transpose(b) + 4.0 * np.eye(4)))
+    check(f, RNG.standard_normal(16) * 0.5)
+
+
+def test_a_gp_model_as_the_zoo_writes_it():
+    k = np.array([3, 0, 5, 2, 1])
+
+    def f(x):
+        cov = sl.add_diag(sl.gp_exp_quad_cov(XP, sl.exp(x[0]), sl.exp(x[1])), 1e-6)
+        fv = sl.cholesky_decompose(cov) @ x[2:]
+        return sl.normal_lpdf(x[2:], 0, 1) + sl.poisson_log_lpmf(k, fv)
+    check(f, RNG.standard_normal(7) * 0.3)
+
+
+def test_cholesky_of_a_matrix_not_positive_definite_raises_as_the_tape():
+    f = lambda x: sl.sum(sl.cholesky_decompose(sl.reshape(x, (2, 2))))   # noqa: E731
+    vg = _vm(f, np.array([2.0, 0.5, 0.5, 1.0]))
+    with pytest.raises(sl.DomainError):
+        vg(np.array([1.0, 2.0, 2.0, 1.0]))

@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from .opcodes import (BINOMIAL_LOGIT, CUMSUM, EXTREME, LOG_MIX, LOG_SOFTMAX, LSE_AXIS, MVN_CHOLESKY,
+from .opcodes import (BINOMIAL_LOGIT, CHOLESKY, CUMSUM, EXTREME, GP_EXP_QUAD, LOG_MIX, LOG_SOFTMAX, LSE_AXIS, MVN_CHOLESKY,
                       POISSON_SS, SOFTMAX, SUMN)
 from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
                       CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
@@ -661,6 +661,132 @@ def _softmax_rev(V, A, code, r, log):
 
 
 @_jit
+def _gp_exp_quad_fwd(V, code, r):
+    # K_ij = alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)), x: N points of D coordinates
+    o = code[r, OUT]
+    a = code[r, FA]
+    al = V[code[r, FB]]
+    rho = V[code[r, FC]]
+    npt = code[r, X1]
+    d = code[r, X2]
+    if not (al > 0.0 and rho > 0.0 and math.isfinite(al) and math.isfinite(rho)):
+        return DOMAIN
+    a2 = al * al
+    h = 0.5 / (rho * rho)
+    for i in range(npt):
+        for j in range(npt):
+            s = 0.0
+            for k in range(d):
+                t = V[a + i * d + k] - V[a + j * d + k]
+                s += t * t
+            if s != s:
+                return DOMAIN               # a NaN coordinate: the eager check
+            V[o + i * npt + j] = a2 * math.exp(-s * h)
+    return OK
+
+
+@_jit
+def _gp_exp_quad_rev(V, A, code, r, m):
+    # Gk = G o K: alpha_bar = 2 sum(Gk) / alpha, rho_bar = sum(Gk o d2) / rho^3,
+    # x_bar_i = sum_j (Gk + Gk^T)_ij (x_j - x_i) / rho^2
+    o = code[r, OUT]
+    a = code[r, FA]
+    b = code[r, FB]
+    c = code[r, FC]
+    al = V[b]
+    rho = V[c]
+    npt = code[r, X1]
+    d = code[r, X2]
+    inv_r2 = 1.0 / (rho * rho)
+    sg = 0.0
+    sgd = 0.0
+    for i in range(npt):
+        for j in range(npt):
+            gk = A[o + i * npt + j] * V[o + i * npt + j]
+            if gk == 0.0:
+                continue
+            sg += gk
+            s = 0.0
+            for k in range(d):
+                t = V[a + i * d + k] - V[a + j * d + k]
+                s += t * t
+                if m & 1:
+                    # (Gk)_ij reaches x_i with (x_j - x_i) and x_j with (x_i - x_j)
+                    A[a + i * d + k] -= gk * t * inv_r2
+                    A[a + j * d + k] += gk * t * inv_r2
+            sgd += gk * s
+    if m & 2:
+        A[b] += 2.0 * sg / al
+    if m & 4:
+        A[c] += sgd * inv_r2 / rho
+
+
+@_jit
+def _cholesky_fwd(V, code, r):
+    # the lower Cholesky factor of a symmetric positive-definite A (upper part 0)
+    o = code[r, OUT]
+    a = code[r, FA]
+    n = code[r, X1]
+    for i in range(n):
+        for j in range(i):
+            if V[a + i * n + j] != V[a + j * n + i]:
+                return DOMAIN               # not exactly symmetric: the eager check
+    for j in range(n):
+        s = V[a + j * n + j]
+        for k in range(j):
+            s -= V[o + j * n + k] * V[o + j * n + k]
+        if not s > 0.0 or not math.isfinite(s):
+            return DOMAIN                   # not positive definite: the eager error
+        djj = math.sqrt(s)
+        V[o + j * n + j] = djj
+        for i in range(j + 1, n):
+            t = V[a + i * n + j]
+            for k in range(j):
+                t -= V[o + i * n + k] * V[o + j * n + k]
+            V[o + i * n + j] = t / djj
+        for i in range(j):
+            V[o + i * n + j] = 0.0
+    return OK
+
+
+@_jit
+def _cholesky_rev(V, A, code, r):
+    # A_bar = sym(L^-T Phi(L^T L_bar) L^-1), Phi: the lower triangle, diagonal halved
+    # (linalg._cholesky_vjp, with the whole L_bar as there); scratch X3: 2 n^2 values
+    o = code[r, OUT]
+    a = code[r, FA]
+    n = code[r, X1]
+    P = code[r, X3]
+    X = P + n * n
+    for i in range(n):
+        for j in range(n):
+            if j > i:
+                V[P + i * n + j] = 0.0
+                continue
+            s = 0.0
+            for k in range(n):
+                s += V[o + k * n + i] * A[o + k * n + j]
+            V[P + i * n + j] = 0.5 * s if i == j else s
+    # X = L^-T Phi: solve L^T X = Phi, rows from the bottom
+    for j in range(n):
+        for i in range(n - 1, -1, -1):
+            s = V[P + i * n + j]
+            for k in range(i + 1, n):
+                s -= V[o + k * n + i] * V[X + k * n + j]
+            V[X + i * n + j] = s / V[o + i * n + i]
+    # S = X L^-1: solve S L = X, columns from the right (S kept in P)
+    for i in range(n):
+        for j in range(n - 1, -1, -1):
+            s = V[X + i * n + j]
+            for k in range(j + 1, n):
+                s -= V[P + i * n + k] * V[o + k * n + j]
+            V[P + i * n + j] = s / V[o + j * n + j]
+    for i in range(n):
+        for j in range(n):
+            A[a + i * n + j] += 0.5 * (V[P + i * n + j] + V[P + j * n + i])
+
+
+@_jit
 def _lse_axis_fwd(V, code, r):
     # log_sum_exp along the middle axis of V[a] as (outer, length, inner), as LSE
     o = code[r, OUT]
@@ -937,6 +1063,12 @@ def forward(code, aux, V):
             _softmax_fwd(V, code, r, op == LOG_SOFTMAX)
         elif op == LSE_AXIS:
             _lse_axis_fwd(V, code, r)
+        elif op == GP_EXP_QUAD:
+            if _gp_exp_quad_fwd(V, code, r) != OK:
+                return DOMAIN
+        elif op == CHOLESKY:
+            if _cholesky_fwd(V, code, r) != OK:
+                return DOMAIN
         elif op < 90:
             st, lp = _density_value(op, V, aux, code, r)
             if st != OK:
@@ -1096,6 +1228,10 @@ def reverse(code, aux, V, A):
             _softmax_rev(V, A, code, r, op == LOG_SOFTMAX)
         elif op == LSE_AXIS:
             _lse_axis_rev(V, A, code, r)
+        elif op == GP_EXP_QUAD:
+            _gp_exp_quad_rev(V, A, code, r, m)
+        elif op == CHOLESKY:
+            _cholesky_rev(V, A, code, r)
         elif op < 90:
             _density_grad(op, V, A, code, r, A[o])
 

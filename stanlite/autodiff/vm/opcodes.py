@@ -75,6 +75,9 @@ SUMN = 48                # out[0] = sum_i V[aux[X1 + i]], i < X2 (n-ary sum, pas
 EXTREME = 49             # out[0] = max (X1 = 1) or min (X1 = 0) of V[a : a + X2]
 SOFTMAX = 50             # softmax of V[a] as (X1, X2, X3) along its middle axis
 LOG_SOFTMAX = 51         # log_softmax, the same layout
+GP_EXP_QUAD = 53         # K (X1 x X1) of X1 points V[a] of X2 coordinates,
+#                          alpha V[b], rho V[c]
+CHOLESKY = 54            # lower factor of V[a] (X1 x X1); X3 scratch (2 X1^2 values)
 LSE_AXIS = 52            # log_sum_exp of V[a] as (X1, X2, X3) along its middle axis
 
 # -- summed log densities: out[0] = sum_i lpdf(V[a+i*sa] | V[b+i*sb], V[c+i*sc]) -------

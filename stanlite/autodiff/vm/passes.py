@@ -50,8 +50,8 @@ _SCALAR_OUT = _DENSITIES | {O.SUM, O.LSE, O.DOT, O.SUMN, O.EXTREME, O.MVN_CHOLES
 # rows that may be shared: pure functions of their argument slots and integer fields
 # (MVN_CHOLESKY writes a scratch region of its own: never shared)
 _SHAREABLE = (_BINARY | {O.LOG_MIX} | _UNARY | _ONE_ARG | _DENSITIES
-              | {O.GATHER, O.MATMUL, O.DOT, O.POISSON_SS})
-_KNOWN = _SHAREABLE | _GUARDS | {O.SUMN, O.MVN_CHOLESKY}
+              | {O.GATHER, O.MATMUL, O.DOT, O.POISSON_SS, O.GP_EXP_QUAD})
+_KNOWN = _SHAREABLE | _GUARDS | {O.SUMN, O.MVN_CHOLESKY, O.CHOLESKY}
 
 
 def enabled():
@@ -62,7 +62,7 @@ def enabled():
 def _reads(row):
     """The V offsets a row reads as (field, ...) of A/B/C: its slot arguments."""
     op = row[O.OP]
-    if op in _UNARY or op in _ONE_ARG:
+    if op in _UNARY or op in _ONE_ARG or op == O.CHOLESKY:
         return (O.A,)
     if op in _BINARY or op in (O.MATMUL, O.DOT):
         return (O.A, O.B)

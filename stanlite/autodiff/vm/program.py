@@ -33,7 +33,8 @@ __all__ = ["deflower", "guard_lowering", "lower", "NotLowerable", "unary", "bina
            "movement", "density", "reduction", "dot", "matmul_rule", "scatter_add_rule",
            "sum_to_shape_rule", "lgamma_table", "Program", "log_mix_rule", "glm_rule",
            "along_axis", "extreme_rule", "dot_self_rule", "squared_distance_rule",
-           "mvn_cholesky_rule", "lchoose_sum"]
+           "mvn_cholesky_rule", "lchoose_sum", "gp_exp_quad_rule", "add_diag_rule",
+           "cholesky_rule"]
 
 _CONST = 1 << 40            # provisional offsets of constants (patched at the end)
 
@@ -281,6 +282,58 @@ def lgamma_table(L, args, shape):
     key = ("lgamma1", float(vals.ravel()[0])) if vals.size == 1 else ("lgamma1", id(m))
     off, _ = L.constant(lg, key=key)
     return off
+
+
+def gp_exp_quad_rule(L, node, args, kw):
+    """``gp_exp_quad_cov(x, alpha, rho)``: one GP_EXP_QUAD (x: N points, 1-D or (N, D))."""
+    if kw or len(args) != 3:
+        raise NotLowerable("gp_exp_quad_cov: unexpected arguments")
+    x, alpha, rho = args
+    sx = L.shape_of(x)
+    if len(sx) not in (1, 2) or L.shape_of(alpha) != () or L.shape_of(rho) != ():
+        raise NotLowerable("gp_exp_quad_cov: unexpected shapes")
+    a, _ = L.dense(x)
+    b, _ = L.dense(alpha)
+    c, _ = L.dense(rho)
+    npt, d = int(sx[0]), (1 if len(sx) == 1 else int(sx[1]))
+    L.emit(O.GP_EXP_QUAD, npt * npt, L.out(node), a=a, b=b, c=c, x1=npt, x2=d,
+           mask=L.var(x) | 2 * L.var(alpha) | 4 * L.var(rho))
+
+
+def add_diag_rule(L, node, args, kw):
+    """``add_diag(m, d)``: the elements of m and of d (broadcast along the diagonal)
+    gathered into one run, then summed into place by a SEGSUM."""
+    m, d = args
+    sm_ = L.shape_of(m)
+    if len(sm_) != 2:
+        raise NotLowerable("add_diag of a stack")
+    rows, cols = int(sm_[0]), int(sm_[1])
+    k = min(rows, cols)
+    a, n = L.dense(m)
+    b, nd = L.dense(d)
+    if nd not in (1, k):
+        raise NotLowerable("add_diag: unexpected shapes")
+    idx = np.concatenate([np.arange(n, dtype=np.int64) + a,
+                          b + (np.arange(k, dtype=np.int64) if nd == k else np.zeros(k, np.int64))])
+    traced = L.var(m) | L.var(d)
+    tmp = L.alloc(n + k)
+    L.emit(O.GATHER, n + k, tmp, x1=L.table(idx), mask=traced)
+    where = np.concatenate([np.arange(n, dtype=np.int64),
+                            np.arange(k, dtype=np.int64) * (cols + 1)])
+    L.emit(O.SEGSUM, n, L.out(node), a=tmp, x1=L.table(where), x2=n + k, mask=traced)
+
+
+def cholesky_rule(L, node, args, kw):
+    """``cholesky_decompose``'s primitive: one CHOLESKY (its reverse sweep needs a
+    scratch region of 2 n^2 values)."""
+    x = args[0]
+    sx = L.shape_of(x)
+    if len(sx) != 2 or sx[0] != sx[1]:
+        raise NotLowerable("cholesky of a stack")
+    a, _ = L.dense(x)
+    n = int(sx[0])
+    scratch = L.alloc(2 * n * n)
+    L.emit(O.CHOLESKY, n * n, L.out(node), a=a, x1=n, x3=scratch, mask=L.var(x))
 
 
 def lchoose_sum(L, args, shape):
