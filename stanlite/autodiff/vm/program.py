@@ -18,6 +18,12 @@ one ``GATHER`` whose index table is found by running the primitive's own functio
 *slot numbers*: every input element is replaced by the index of its slot (exact as a
 float up to 2^53), so the output holds, element by element, where it came from. One
 rule thus serves every indexing form numpy has, with numpy's own semantics.
+
+Before assembly the rows go through the graph passes of :mod:`.passes` (shared
+subexpressions, n-ary sums, Poisson sufficient statistics, dead rows): what makes a
+Stan-style scalar loop cost about its vectorised form. A program of few instructions
+over big vectors of transcendental work is left to the Python replay instead
+(:func:`_numpy_is_faster`): numpy's SIMD loops beat the kernel's scalar libm calls there.
 """
 
 import math
