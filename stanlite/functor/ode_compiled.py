@@ -43,7 +43,7 @@ from ..autodiff.var import Box, Var
 from ..autodiff.vm.opcodes import DOMAIN, OK
 from ..math.structure import reshape
 
-__all__ = ["CompiledRHS", "evaluator", "STATS", "COMPILE_AFTER"]
+__all__ = ["CompiledRHS", "Directions", "evaluator", "STATS", "COMPILE_AFTER"]
 
 # Calls of f with the same data before it is compiled. 1: at once, so that every
 # evaluation of f - from the first solve of a model on - gives the kernel's numbers,
@@ -290,15 +290,15 @@ class CompiledRHS(_Retaped):
 
     def tangent(self, t, z, p, D, k):
         """The tangent system's right-hand side at ``z = [y, V.ravel()]``: ``[f, (V J_y^T
-        + D J_p^T).ravel()]`` with ``D`` (k, P) the directions of ``p``."""
-        prog = self._direct(z, self.n * (1 + k)) if D.shape == (k, self.P) else None
+        + D J_p^T).ravel()]`` with ``D`` the directions of ``p`` (:meth:`directions`)."""
         n = self.n
+        prog = self._direct(z, n * (1 + k)) if D.k == k else None
         if prog is not None:
             res = np.empty(n * (1 + k))
             with self._lock:
                 st = self._kk.rhs_tangent(prog.code, prog.aux, prog.V, prog.A, self.dim,
-                                          prog.out, prog.nvar, n, t, z, p, D, k, self._J,
-                                          res)
+                                          prog.out, prog.nvar, n, t, z, p, D.ptr, D.idx,
+                                          D.val, k, self._J, res)
             if st == OK:
                 self._replays += 1
                 return res
@@ -308,11 +308,12 @@ class CompiledRHS(_Retaped):
         f, J = r
         res = np.empty(n * (1 + k))
         res[:n] = f
-        res[n:] = (z[n:].reshape(k, n) @ J[:, 1:1 + n].T + D @ J[:, 1 + n:].T).ravel()
+        res[n:] = (z[n:].reshape(k, n) @ J[:, 1:1 + n].T + D.dense @ J[:, 1 + n:].T).ravel()
         return res
 
     def directions(self, mask, D, k):
-        """``D`` of the masked arguments as one (k, P) array over all of ``p``."""
+        """The directions ``D`` of the masked arguments as one (k, P) matrix over all
+        of ``p`` (:class:`Directions`), or None if one is a data argument."""
         out = np.zeros((k, self.P))
         where = {j: i for i, j in enumerate(self.pos)}
         for j, d in zip(mask, D):
@@ -321,7 +322,7 @@ class CompiledRHS(_Retaped):
                 return None             # a direction in a data argument: not ours
             a, b = self.offsets[i], self.offsets[i + 1]
             out[:, a:b] = np.reshape(d, (k, b - a))
-        return out
+        return Directions(out)
 
     def split(self, Jp, mask):
         """Columns of the masked arguments of ``Jp`` (n x P or P), one block each."""
@@ -341,12 +342,28 @@ class CompiledRHS(_Retaped):
         """Whether every argument in ``mask`` is an input of the program."""
         return all(j in self.pos for j in mask)
 
-    def tangent_pays(self, k):
-        """Whether ``k`` tangents are cheaper by the compiled Jacobian (n sweeps, then a
-        dense ``k x n x (n + P)`` contraction) than by today's vector forward pass,
+    def tangent_pays(self, D):
+        """Whether the tangents are cheaper by the compiled Jacobian (n sweeps, then the
+        ``k x n x n`` and ``n x nnz(D)`` contractions) than by the vector forward pass,
         whose cost grows as ``k`` times f's operations: large systems with many
         directions keep the forward pass (measured: benchmarks/ode.py, chain N)."""
-        return self.n * k * (self.n + self.P) <= TANGENT_MAX_WORK
+        n = self.n
+        return n * (D.k * n + D.val.size) <= TANGENT_MAX_WORK
+
+
+class Directions:
+    """Tangent directions of ``p``: the dense (k, P) matrix and its rows in compressed
+    form (``ptr``, ``idx``, ``val``) for the kernel."""
+
+    __slots__ = ("dense", "k", "ptr", "idx", "val")
+
+    def __init__(self, dense):
+        self.dense = dense
+        self.k = dense.shape[0]
+        rows, cols = np.nonzero(dense)
+        self.ptr = np.searchsorted(rows, np.arange(self.k + 1)).astype(np.int64)
+        self.idx = cols.astype(np.int64)
+        self.val = np.ascontiguousarray(dense[rows, cols], dtype=np.float64)
 
 
 def rhs_prefers_forward(n, nodes):

@@ -58,9 +58,11 @@ def rhs_vjp(code, aux, V, A, dim, out, nvar, n, t, y, p, w, f, g):
 
 
 @_jit
-def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, D, k, J, res):
+def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, ptr, idx, val, k, J, res):
     """``res = [f, V_b J_y^T + D_b J_p^T for b < k]`` with ``y = z[:n]``, ``V_b =
-    z[n + b n : n + (b + 1) n]`` and ``D`` (k, P) the directions of ``p``."""
+    z[n + b n : n + (b + 1) n]`` and the directions ``D`` of ``p`` (k x P) by rows in
+    compressed form (``D[b, idx[q]] = val[q]`` for ``ptr[b] <= q < ptr[b + 1]``: a
+    sensitivity system's are unit vectors, one per parameter)."""
     _load(V, t, z, n, p)
     st = _forward(code, aux, V)
     if st != OK:
@@ -68,16 +70,13 @@ def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, D, k, J, res):
     st = _rows(code, aux, V, A, dim, out, nvar, n, res, J)
     if st != OK:
         return st
-    P = p.shape[0]
     for b in range(k):
         zb = n + b * n
         for i in range(n):
             s = 0.0
             for j in range(n):
                 s += J[i, 1 + j] * z[zb + j]
-            for m in range(P):
-                s += J[i, 1 + n + m] * D[b, m]
+            for q in range(ptr[b], ptr[b + 1]):
+                s += J[i, 1 + n + idx[q]] * val[q]
             res[zb + i] = s
     return OK
-
-
