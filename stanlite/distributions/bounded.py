@@ -52,6 +52,10 @@ import scipy.special as sps
 from .. import math as sm
 from ..autodiff.extend import defjvp, defvjp, primitive
 from ..autodiff.var import guarded, shape_of
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.program import (check_lowering as _check_lowering,
+                                   deflower as _deflower, density as _ld,
+                                   guard_lowering as _guard_lowering)
 from ..errors import DomainError
 from .fused import (check_finite, check_in_range, check_nonnegative, check_not_nan,
                     check_positive, fused, plain, reps)
@@ -81,9 +85,15 @@ def _has_inf(y):
     return bool(np.any(np.asarray(y) == _INF))
 
 
+_guard_lowering(_has_inf, "nonfinite_branch")       # (lowerings: autodiff/vm)
+
+
 def _zero_or_inf(y):
     y = np.asarray(y)
     return bool(np.any((y == 0) | (y == _INF)))
+
+
+_guard_lowering(_zero_or_inf, "nonfinite_branch")
 
 
 def _nonpos_or_inf(y):
@@ -612,6 +622,8 @@ lognormal_lpdf = _make("lognormal_lpdf", _lognormal, _check_lognormal("lognormal
     >>> round(sl.lognormal_lpdf(2.0, 0.5, 1.5), 6)
     -2.025841
     """)
+_deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
+_check_lowering(lognormal_lpdf, "nonnegative_finite", "finite", "positive_finite")
 lognormal_lcdf = _make("lognormal_lcdf", _lognormal_cdf(True),
                        _check_lognormal("lognormal_lcdf"),
                        _cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"))
@@ -887,6 +899,8 @@ exponential_lpdf = _make("exponential_lpdf", _exponential,
 
     y >= 0, beta > 0.
     """)
+_deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
+_check_lowering(exponential_lpdf, "nonnegative_finite", "positive_finite")
 exponential_lcdf = _make("exponential_lcdf", _exponential_cdf(True),
                          _check_exponential("exponential_lcdf"),
                          _cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"))
@@ -960,6 +974,8 @@ gamma_lpdf = _make("gamma_lpdf", _gamma, _check_gamma("gamma_lpdf"), """
     >>> round(sl.gamma_lpdf(np.array([1.0, 2.0]), 2.0, 0.5), 6)
     -3.579442
     """)
+_deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
+_check_lowering(gamma_lpdf, "nonnegative_finite", "positive_finite", "positive_finite")
 gamma_lcdf = _make("gamma_lcdf", _gamma_cdf(True), _check_gamma("gamma_lcdf"),
                    _cdf_doc("gamma", "log P(alpha, beta y) (regularized incomplete "
                             "gamma; differentiable in alpha too)", "lcdf"))
@@ -1465,6 +1481,8 @@ beta_lpdf = _make("beta_lpdf", _beta, _check_beta("beta_lpdf"), """
     >>> round(sl.beta_lpdf(0.3, 2.0, 5.0), 6)
     0.770525
     """)
+_deflower(beta_lpdf, _ld(_op.BETA, 3))
+_check_lowering(beta_lpdf, "unit", "positive_finite", "positive_finite")
 beta_lcdf = _make("beta_lcdf", _beta_cdf(True), _check_beta("beta_lcdf"),
                   _cdf_doc("beta", "log I_theta(alpha, beta) (regularized incomplete "
                            "beta; differentiable in alpha and beta too)", "lcdf"))
@@ -1566,21 +1584,3 @@ def beta_proportion_rng(mu, kappa, rng=None):
 
 beta_proportion_rng.__doc__ = _rng_doc("BetaProportion(mu, kappa)",
                                        "Beta(mu kappa, (1 - mu) kappa)")
-
-
-# interpreter lowerings (autodiff/vm): each density as one summed instruction
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
-                                   deflower as _deflower, density as _ld,
-                                   guard_lowering as _guard_lowering)
-
-_deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
-_check_lowering(lognormal_lpdf, "nonnegative_finite", "finite", "positive_finite")
-_check_lowering(exponential_lpdf, "nonnegative_finite", "positive_finite")
-_check_lowering(gamma_lpdf, "nonnegative_finite", "positive_finite", "positive_finite")
-_check_lowering(beta_lpdf, "unit", "positive_finite", "positive_finite")
-_deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
-_deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
-_deflower(beta_lpdf, _ld(_op.BETA, 3))
-_guard_lowering(_has_inf, "nonfinite_branch")
-_guard_lowering(_zero_or_inf, "nonfinite_branch")

@@ -31,6 +31,9 @@ import scipy.special as sps
 
 from .. import math as sm
 from ..autodiff.extend import defjvp, defvjp, primitive
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.program import (check_lowering as _check_lowering,
+                                   deflower as _deflower, density as _ld)
 from ..errors import DifferentiationError, DomainError
 from ..math import log_Phi
 from ..autodiff.var import Box
@@ -139,6 +142,8 @@ normal_lpdf.__doc__ = """Normal log density, summed: sum_i log N(y_i | mu_i, sig
     >>> round(sl.normal_lpdf(1.0, 0.0, 1.0), 6)
     -1.418939
     """
+_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
+_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
 
 
 def _normal_lcdf(need, y, mu, sigma):
@@ -206,6 +211,8 @@ def _check_y(fn):
 
 
 std_normal_lpdf = _fused("std_normal_lpdf", _std_normal, _check_y("std_normal_lpdf"))
+_deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
+_check_lowering(std_normal_lpdf, "not_nan")
 std_normal_lcdf = _fused("std_normal_lcdf", _std_normal_lcdf, _check_y("std_normal_lcdf"))
 std_normal_lccdf = _fused("std_normal_lccdf", _std_normal_lccdf, _check_y("std_normal_lccdf"))
 
@@ -579,6 +586,8 @@ student_t_lpdf = _fused("student_t_lpdf", _student_t, _check_student_t("student_
     >>> round(sl.student_t_lpdf(1.0, 4.0, 0.0, 2.0), 6)
     -1.825538
     """)
+_deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))
+_check_lowering(student_t_lpdf, "not_nan", "positive_finite", "finite", "positive_finite")
 student_t_lcdf = _fused("student_t_lcdf", _student_t_cdf_kernel(False),
                        _check_student_t("student_t_lcdf"),
                        doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
@@ -647,6 +656,8 @@ cauchy_lpdf = _fused("cauchy_lpdf", _cauchy, _check_loc_scale("cauchy_lpdf"),
     >>> round(sl.cauchy_lpdf(1.0, 0.0, 1.0), 6)
     -1.837877
     """)
+_deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
+_check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
 cauchy_lcdf = _fused("cauchy_lcdf", _cauchy_cdf_kernel(False), _check_loc_scale("cauchy_lcdf"),
                     doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""")
 cauchy_lccdf = _fused("cauchy_lccdf", _cauchy_cdf_kernel(True),
@@ -1532,18 +1543,3 @@ def uniform_rng(alpha, beta, rng=None):
     """Draws from Uniform(alpha, beta)."""
     _check_uniform("uniform_rng")(0.0, alpha, beta)
     return draw(as_generator(rng).uniform, alpha, beta)
-
-
-# interpreter lowerings (autodiff/vm): each density as one summed instruction
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
-                                   deflower as _deflower, density as _ld)
-
-_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
-_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
-_check_lowering(std_normal_lpdf, "not_nan")
-_check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
-_check_lowering(student_t_lpdf, "not_nan", "positive_finite", "finite", "positive_finite")
-_deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
-_deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
-_deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))

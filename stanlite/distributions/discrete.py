@@ -43,6 +43,11 @@ import scipy.special as sps
 
 from .. import math as sm
 from ..autodiff.var import Box, shape_of, value_of
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.program import (check_lowering as _check_lowering,
+                                   deflower as _deflower, density as _ld,
+                                   lchoose_sum as _lchoose_sum,
+                                   lgamma_table as _lgamma_table)
 from ..errors import DomainError
 from .fused import (_fail, broadcast_size, check_finite, check_integer, check_not_nan,
                     check_positive, check_probability, fused)
@@ -385,6 +390,8 @@ bernoulli_logit_lpmf.__doc__ = """Bernoulli log mass on the logit scale, summed.
     >>> round(sl.bernoulli_logit_lpmf([1, 0], 800.0), 6)
     -800.0
     """
+_deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))
+_check_lowering(bernoulli_logit_lpmf, None, "not_nan")
 
 
 def bernoulli_logit_rng(alpha, rng=None):
@@ -533,6 +540,8 @@ binomial_logit_lpmf.__doc__ = """Binomial log mass on the logit scale, summed.
     >>> round(sl.binomial_logit_lpmf(3, 10, 0.0), 6)
     -2.14398
     """
+_deflower(binomial_logit_lpmf, _ld(_op.BINOMIAL_LOGIT, 3, _lchoose_sum))
+_check_lowering(binomial_logit_lpmf, None, None, "finite")
 
 
 def binomial_logit_rng(N, alpha, rng=None):
@@ -767,6 +776,8 @@ poisson_lpmf.__doc__ = """Poisson log mass, summed: sum_i log Poisson(n_i | lamb
     >>> round(sl.poisson_lpmf(2, 1.5), 6)
     -1.382217
     """
+_deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
+_check_lowering(poisson_lpmf, None, "nonnegative_finite")
 _poisson_lcdf, _poisson_lccdf = _cdf_pair(_poisson_cdf)
 poisson_lcdf = fused("poisson_lcdf", _poisson_lcdf,
                      _check_poisson("poisson_lcdf", cdf=True), nondiff=(0,))
@@ -830,6 +841,8 @@ poisson_log_lpmf.__doc__ = """Poisson log mass on the log scale, summed.
     >>> round(sl.poisson_log_lpmf(2, 0.0), 6)
     -1.693147
     """
+_deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
+_check_lowering(poisson_log_lpmf, None, "finite")
 
 
 def poisson_log_rng(alpha, rng=None):
@@ -1448,20 +1461,3 @@ def hypergeometric_rng(N, a, b, rng=None):
     _check_hypergeometric(fn)(None, N, a, b)
     N, a, b = (_rng_ints(fn, nm, v) for nm, v in (("N", N), ("a", a), ("b", b)))
     return _int_draws(as_generator(rng).hypergeometric(a, b, N))
-
-
-# interpreter lowerings (autodiff/vm): each density as one summed instruction
-from ..autodiff.vm import opcodes as _op  # noqa: E402
-from ..autodiff.vm.program import (check_lowering as _check_lowering,  # noqa: E402
-                                   deflower as _deflower, density as _ld,
-                                   lchoose_sum as _lchoose_sum,
-                                   lgamma_table as _lgamma_table)
-
-_deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
-_check_lowering(poisson_lpmf, None, "nonnegative_finite")
-_check_lowering(poisson_log_lpmf, None, "finite")
-_check_lowering(bernoulli_logit_lpmf, None, "not_nan")
-_deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
-_deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))
-_deflower(binomial_logit_lpmf, _ld(_op.BINOMIAL_LOGIT, 3, _lchoose_sum))
-_check_lowering(binomial_logit_lpmf, None, None, "finite")
