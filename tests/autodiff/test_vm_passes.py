@@ -226,3 +226,44 @@ def test_scalar_poisson_term_matches_the_array_kernel(n):
         sl.poisson_lpmf(-1, 2.0)
     with pytest.raises(sl.DomainError):
         sl.poisson_lpmf(n, -2.0)
+
+
+YD = np.array([0.3, -1.2, 2.5, 0.8, 1.1, -0.4, 0.0])
+CD = np.array([3, 0, 5, 2, 2, 7, 1])
+BD = np.array([1, 0, 0, 1, 1, 0, 1])
+
+GROUPED = {
+    O.NORMAL: lambda y, x: sl.normal_lpdf(y, x[0], sl.exp(x[1])),
+    O.CAUCHY: lambda y, x: sl.cauchy_lpdf(y, x[0], sl.exp(x[1])),
+    O.STUDENT_T: lambda y, x: sl.student_t_lpdf(y, 3.0 + sl.exp(x[1]), x[0], sl.exp(x[1])),
+    O.STD_NORMAL: lambda y, x: sl.std_normal_lpdf(y),
+    O.EXPONENTIAL: lambda y, x: sl.exponential_lpdf(abs(y), sl.exp(x[0])),
+    O.GAMMA: lambda y, x: sl.gamma_lpdf(abs(y) + 0.1, sl.exp(x[0]), sl.exp(x[1])),
+    O.LOGNORMAL: lambda y, x: sl.lognormal_lpdf(abs(y) + 0.1, x[0], sl.exp(x[1])),
+}
+
+
+@pytest.mark.parametrize("op", sorted(GROUPED))
+def test_a_loop_over_data_becomes_one_vector_density(op, monkeypatch):
+    term = GROUPED[op]
+
+    def f(x):
+        acc = 0.0
+        for y in YD:
+            acc = acc + term(float(y), x)
+        return acc + x[0] * x[1]
+    prog, prog0 = check(f, [0.2, -0.3], monkeypatch)
+    rows = [r for r in prog.code if r[O.OP] == op]
+    if op != O.STD_NORMAL:                 # (no parameter: not on the tape)
+        assert len(rows) == 1 and rows[0][O.N] == YD.size
+
+
+def test_discrete_loops_group_too(monkeypatch):
+    def f(x):
+        acc = 0.0
+        for n, b in zip(CD, BD):
+            acc = acc + sl.poisson_log_lpmf(n, x[0]) + sl.bernoulli_logit_lpmf(b, x[1])
+        return acc
+    prog, _ = check(f, [0.2, -0.3], monkeypatch)
+    ops = _ops(prog)
+    assert ops.count(O.POISSON_LOG) == 1 and ops.count(O.BERNOULLI_LOGIT) == 1

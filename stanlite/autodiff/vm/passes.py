@@ -15,10 +15,11 @@ rows, so every primitive's lowering benefits without knowing about it:
 2. **n-ary sums**: a tree of scalar ADD rows (and SUMs of a GATHER) whose inner
    results have no other reader becomes one SUMN over a table of its leaves: one
    instruction instead of one per ``+``, forward and backward.
-3. **Poisson sufficient statistics** (the one per-distribution rewrite): inside a
-   SUMN, scalar POISSON terms with data counts and the same rate become one
-   POISSON_SS, ``sum(n) log(lambda) - k lambda - sum lgamma(n + 1)``, as a vectorised
-   ``poisson_lpmf`` computes it.
+3. **grouped densities**: inside a SUMN, scalar density terms of data with the same
+   parameter slots become one row: Poisson terms their sufficient statistics,
+   POISSON_SS = ``sum(n) log(lambda) - k lambda - sum lgamma(n + 1)``, as a vectorised
+   ``poisson_lpmf`` computes it; the others (normal, ...) one vector row of their op
+   over the data (the loop ``y[n] ~ normal(mu, sigma)`` as the vectorised call).
 4. **dead rows** (no reader left, not a guard, not the output) are removed.
 
 Rows of an op the passes do not know (a newer op) switch them off for that program:
@@ -260,30 +261,68 @@ def _sums(g, out_off, out_size):
     g.rows = new
 
 
+# scalar density rows of data (y a constant) that one vector row of the same op can
+# replace when they share their parameters' slots: the loop body ``target +=
+# normal_lpdf(y[n] | mu, sigma)`` becomes the vectorised call
+_VECTORISABLE = frozenset((O.NORMAL, O.CAUCHY, O.LOGNORMAL, O.STD_NORMAL, O.EXPONENTIAL,
+                           O.GAMMA, O.BETA, O.STUDENT_T, O.BERNOULLI_LOGIT,
+                           O.POISSON_LOG))
+
+
+def _group_key(r):
+    """How a scalar density row of data groups with others, or None."""
+    op = r[O.OP]
+    if r[O.N] != 1 or r[O.A] < _CONST:
+        return None
+    if op == O.POISSON:
+        return (O.POISSON_SS, r[O.B], r[O.MASK]) if r[O.X1] >= _CONST else None
+    if op in _VECTORISABLE:
+        if op == O.POISSON_LOG and r[O.X1] < _CONST:
+            return None
+        x1 = r[O.X1] if op == O.STUDENT_T else 0
+        return (op, r[O.B], r[O.C], x1, r[O.MASK])
+    return None
+
+
 def _poisson_statistics(g, rows, owner, top, consts, terms, new):
-    """Terms of one sum that are scalar POISSON rows with data counts and a shared rate
-    -> one POISSON_SS row each (appended to ``new``); -> the remaining terms."""
+    """Terms of one sum that are scalar density rows of data sharing their parameters
+    -> one row per group (appended to ``new``): POISSON_SS for Poisson terms (sum(n)
+    log(lambda) - k lambda - sum lgamma(n + 1)), else one vector row of the same op
+    over the data; -> the remaining terms."""
     groups = {}
     rest = []
     for v in terms:
         p = owner[v] if v < top else -1
         r = rows[p] if p >= 0 else None
-        if r is not None and r[O.OP] == O.POISSON and r[O.N] == 1 and r[O.A] >= _CONST \
-                and r[O.X1] >= _CONST:
-            groups.setdefault((r[O.B], r[O.MASK]), []).append(r)
-        else:
+        key = _group_key(r) if r is not None else None
+        if key is None:
             rest.append(v)
-    for (b, mask), rs in groups.items():
+        else:
+            groups.setdefault(key, []).append(r)
+    for key, rs in groups.items():
         if len(rs) == 1:
             rest.append(rs[0][O.OUT])
             continue
-        m = sum(float(consts[r[O.A] - _CONST]) for r in rs)
-        c = sum(float(consts[r[O.X1] - _CONST]) for r in rs)
-        off, _ = g.L.constant(np.array([m, float(len(rs)), c]),
-                              key=("poisson_ss", m, len(rs), c))
         row = [0] * O.ROW
-        row[O.OP], row[O.N], row[O.OUT] = O.POISSON_SS, 1, g.L.alloc(1)
-        row[O.B], row[O.X1], row[O.MASK] = b, off, mask
+        row[O.OUT], row[O.N], row[O.MASK], row[O.B] = g.L.alloc(1), 1, rs[0][O.MASK], \
+            rs[0][O.B]
+        ys = np.array([consts[r[O.A] - _CONST] for r in rs])
+        if key[0] == O.POISSON_SS:
+            m, c = float(ys.sum()), sum(float(consts[r[O.X1] - _CONST]) for r in rs)
+            row[O.OP] = O.POISSON_SS
+            row[O.X1] = g.L.constant(np.array([m, float(len(rs)), c]),
+                                     key=("poisson_ss", m, len(rs), c))[0]
+        else:
+            op = row[O.OP] = key[0]
+            row[O.N] = len(rs)
+            row[O.A] = g.L.constant(ys, key=("grouped", g.L.const_len))[0]
+            row[O.SA] = 1
+            row[O.C] = rs[0][O.C]
+            if op == O.POISSON_LOG:         # lgamma(n + 1) laid out as the counts
+                lg = np.array([consts[r[O.X1] - _CONST] for r in rs])
+                row[O.X1] = g.L.constant(lg, key=("grouped", g.L.const_len))[0]
+            elif op == O.STUDENT_T:
+                row[O.X1] = rs[0][O.X1]
         new.append(row)
         rest.append(row[O.OUT])
     return rest
