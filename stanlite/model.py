@@ -689,7 +689,9 @@ class Model:
         for s in self._slots:
             cols = X[:, s.start:s.stop]
             f = s.shaped
-            if s.kind == _SCALAR:
+            if getattr(f, "identity", False):
+                y = cols.copy()
+            elif s.kind == _SCALAR:
                 y = np.array([f(v)[0] for v in cols[:, 0].tolist()], dtype=float)
             else:
                 y = np.asarray(f(np.ascontiguousarray(cols).reshape(
