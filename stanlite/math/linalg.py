@@ -60,6 +60,7 @@ from scipy.linalg.lapack import dtrtrs as _dtrtrs
 from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, definline,
                                 defvjp, defvjp_all, primitive)
 from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
+from ..autodiff.vm import program as _program
 from ..autodiff.vm.program import deflower as _deflower, matmul_rule as _lmm
 from ..errors import DomainError
 from ..autodiff.dual import is_identity_seed
@@ -524,6 +525,7 @@ def _add_diag_jvp_d(t, ans, m, d):
 
 
 defjvp(add_diag, lambda t, ans, m, d: t, _add_diag_jvp_d)
+_deflower(add_diag, _program.add_diag_rule)
 
 
 @primitive
@@ -690,6 +692,7 @@ def _cholesky_jvp(t, ans, a, fname):
 
 
 defjvp(_cholesky, _cholesky_jvp, None)
+_deflower(_cholesky, _program.cholesky_rule)
 
 
 def cholesky_decompose(a):
@@ -1096,6 +1099,7 @@ def _gp_exp_quad_cov_jvp_all(ts, ans, x, alpha, rho):
 
 
 defjvp_all(gp_exp_quad_cov, _gp_exp_quad_cov_jvp_all)
+_deflower(gp_exp_quad_cov, _program.gp_exp_quad_rule)
 
 cov_exp_quad = gp_exp_quad_cov
 
@@ -1151,11 +1155,3 @@ FUNCTIONS.update({
     np.linalg.inv: inverse, np.linalg.solve: mdivide_left, np.linalg.det: determinant,
     np.linalg.cholesky: _np_cholesky,
 })
-
-
-# interpreter lowerings (autodiff/vm) of the Gaussian-process pieces
-from ..autodiff.vm import program as _program  # noqa: E402
-
-_deflower(gp_exp_quad_cov, _program.gp_exp_quad_rule)
-_deflower(add_diag, _program.add_diag_rule)
-_deflower(_cholesky, _program.cholesky_rule)
