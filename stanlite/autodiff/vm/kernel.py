@@ -507,6 +507,13 @@ _BLAS_MIN = 256
 
 
 @_jit
+def _gemm(X, Y, out):
+    # out = X @ Y by BLAS: every call site passes 2-D C-contiguous arrays, so that
+    # numba compiles one np.dot (each signature costs seconds of the cold compile)
+    np.dot(X, Y, out)
+
+
+@_jit
 def _matmul_fwd(V, code, r):
     o = code[r, OUT]
     a = code[r, FA]
@@ -515,13 +522,8 @@ def _matmul_fwd(V, code, r):
     k = code[r, X2]
     q = code[r, X3]
     if p * k * q >= _BLAS_MIN:
-        if q == 1:
-            np.dot(V[a:a + p * k].reshape(p, k), V[b:b + k], V[o:o + p])
-        elif p == 1:
-            np.dot(V[a:a + k], V[b:b + k * q].reshape(k, q), V[o:o + q])
-        else:
-            np.dot(V[a:a + p * k].reshape(p, k), V[b:b + k * q].reshape(k, q),
-                   V[o:o + p * q].reshape(p, q))
+        _gemm(V[a:a + p * k].reshape(p, k), V[b:b + k * q].reshape(k, q),
+              V[o:o + p * q].reshape(p, q))
         return
     for i in range(p):
         for j in range(q):
@@ -541,26 +543,34 @@ def _matmul_rev(V, A, code, r, m):
     q = code[r, X3]
     if p * k * q >= _BLAS_MIN:
         G = A[o:o + p * q].reshape(p, q)
-        Xa = V[a:a + p * k].reshape(p, k)
-        Xb = V[b:b + k * q].reshape(k, q)
         if m & 1:
+            # dA += G B^T (B^T copied: B is the small operand of a big product)
             if q == 1:
                 for i in range(p):          # outer(g, b): no product to call BLAS for
                     gi = A[o + i]
                     for t in range(k):
                         A[a + i * k + t] += gi * V[b + t]
             else:
-                A[a:a + p * k] += np.dot(G, Xb.T).reshape(p * k)
-        if m & 2:
-            if q == 1:
-                A[b:b + k] += np.dot(A[o:o + p], Xa)
-            elif p == 1:
+                bt = np.empty((q, k))
                 for t in range(k):
-                    at = V[a + t]
                     for j in range(q):
-                        A[b + t * q + j] += at * A[o + j]
-            else:
-                A[b:b + k * q] += np.dot(Xa.T, G).reshape(k * q)
+                        bt[j, t] = V[b + t * q + j]
+                da = np.empty((p, k))
+                _gemm(G, bt, da)
+                for i in range(p):
+                    for t in range(k):
+                        A[a + i * k + t] += da[i, t]
+        if m & 2:
+            # dB += A^T G = (G^T A)^T (G^T copied: the size of the output)
+            gt = np.empty((q, p))
+            for i in range(p):
+                for j in range(q):
+                    gt[j, i] = A[o + i * q + j]
+            db = np.empty((q, k))
+            _gemm(gt, V[a:a + p * k].reshape(p, k), db)
+            for t in range(k):
+                for j in range(q):
+                    A[b + t * q + j] += db[j, t]
         return
     for i in range(p):
         for j in range(q):
