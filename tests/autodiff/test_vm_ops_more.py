@@ -54,7 +54,7 @@ Y = RNG.standard_normal(7)
 def test_log_mix_scalar_theta_vector_components():
     def f(x):
         theta = sl.inv_logit(x[0])
-        lp1 = sl.normal_lpdf(Y, x[1], 1.0) if False else -0.5 * (Y - x[1]) ** 2
+        lp1 = -0.5 * (Y - x[1]) ** 2
         lp2 = -0.5 * (Y - x[2]) ** 2 / 4.0
         return sl.sum(sl.log_mix(theta, lp1, lp2))
     check(f, [0.2, -1.0, 1.0])
@@ -95,7 +95,8 @@ def test_cumulative_sum_along_an_axis(axis):
 def test_softmax_along_an_axis(fn, axis):
     w = RNG.standard_normal((3, 4))
     f = getattr(sl, fn)
-    check(lambda x: sl.sum(w * f(sl.reshape(x, (3, 4)), axis=axis)), RNG.standard_normal(12))
+    check(lambda x: sl.sum(w * f(sl.reshape(x, (3, 4)), axis=axis)),
+          RNG.standard_normal(12))
 
 
 def test_softmax_vector():
@@ -121,7 +122,7 @@ def test_dot_self_and_squared_distance():
           RNG.standard_normal(8))
 
 
-# ---- matrix products -----------------------------------------------------------------------
+# ---- matrix products ---------------------------------------------------------------------
 @pytest.mark.parametrize("p,k,q", [(2, 3, 4), (40, 30, 20), (1, 30, 90), (90, 30, 1)])
 def test_matmul_both_traced(p, k, q):
     # the small shape runs the loop, the others BLAS (kernel._BLAS_MIN)
@@ -145,7 +146,7 @@ def test_matmul_vector_matrix_with_data():
     check(lambda b: sl.sum(sl.log1p_exp(b @ X)), RNG.standard_normal(20) * 0.1, fd=False)
 
 
-# ---- GLMs ------------------------------------------------------------------------------------
+# ---- GLMs --------------------------------------------------------------------------------
 N, K = 50, 4
 XG = RNG.standard_normal((N, K))
 YB = (RNG.random(N) < 0.4).astype(int)
@@ -189,7 +190,7 @@ def test_normal_id_glm_traced_scale_and_outcome():
     check(f, RNG.standard_normal(K + 3) * 0.3)
 
 
-# ---- multi_normal_cholesky -----------------------------------------------------------------------
+# ---- multi_normal_cholesky ---------------------------------------------------------------
 KM = 4
 LC = np.linalg.cholesky(np.eye(KM) + 0.5)
 
@@ -231,7 +232,8 @@ def test_big_vectorised_programs_replay_in_numpy():
     assert _vm(small, np.zeros(3)).compiled
 
 
-@pytest.mark.parametrize("axis,keepdims", [(0, False), (1, False), (-1, True), ((0,), False)])
+@pytest.mark.parametrize("axis,keepdims",
+                         [(0, False), (1, False), (-1, True), ((0,), False)])
 def test_log_sum_exp_along_an_axis(axis, keepdims):
     w = RNG.standard_normal(np.zeros((3, 4)).sum(axis=axis, keepdims=keepdims).shape)
     check(lambda x: sl.sum(w * sl.log_sum_exp(sl.reshape(x, (3, 4)), axis=axis,
@@ -245,7 +247,7 @@ def test_log_sum_exp_along_the_middle_axis():
           RNG.standard_normal(24))
 
 
-# ---- binomial_logit ---------------------------------------------------------------------------
+# ---- binomial_logit ----------------------------------------------------------------------
 NB = np.array([10, 4, 7, 0, 12])
 KB = np.array([3, 4, 0, 0, 5])
 
@@ -255,8 +257,8 @@ def test_binomial_logit_vector_logits():
 
 
 def test_binomial_logit_scalar_logit_and_scalar_trials():
-    check(lambda x: sl.binomial_logit_lpmf(KB, 12, x[0]) + sl.binomial_logit_lpmf(3, 9, x[1]),
-          RNG.standard_normal(2))
+    check(lambda x: sl.binomial_logit_lpmf(KB, 12, x[0])
+          + sl.binomial_logit_lpmf(3, 9, x[1]), RNG.standard_normal(2))
 
 
 def test_binomial_logit_infinite_logit_goes_to_the_tape():
@@ -265,7 +267,7 @@ def test_binomial_logit_infinite_logit_goes_to_the_tape():
         vg(np.array([1.0, 0.0]))
 
 
-# ---- Hessians (forward over reverse) of programs with these ops ----------------------------
+# ---- Hessians (forward over reverse) of programs with these ops --------------------------
 HESSIAN_FUNCS = {
     "log_mix": lambda x: sl.sum(sl.log_mix(sl.inv_logit(x[0]), -0.5 * (Y - x[1]) ** 2,
                                            -0.5 * (Y - x[2]) ** 2)),
@@ -289,7 +291,7 @@ def test_hessians_agree_with_differences_of_the_tape_gradient(name):
     np.testing.assert_allclose(H, Hfd, rtol=1e-5, atol=1e-6)
 
 
-# ---- Gaussian-process pieces: gp_exp_quad_cov, add_diag, cholesky_decompose -------------------
+# ---- Gaussian-process pieces: gp_exp_quad_cov, add_diag, cholesky_decompose --------------
 XP = np.linspace(-2.0, 3.0, 5)
 
 

@@ -200,7 +200,7 @@ def _cse(g, out_off):
     return int(rm[out_off]) if out_off < top else out_off
 
 
-# ---- 2. n-ary sums (3. with Poisson sufficient statistics) -----------------------------
+# ---- 2. n-ary sums (3. with grouped densities) ----------------------------------------
 def _sums(g, out_off, out_size):
     rows = g.rows
     top = g.top
@@ -328,7 +328,7 @@ def _poisson_statistics(g, rows, owner, top, consts, terms, new):
     return rest
 
 
-# ---- 4. dead rows --------------------------------------------------------------------------
+# ---- 4. dead rows ---------------------------------------------------------------------
 def _dead(g, out_off, out_size):
     rows = g.rows
     owner = g.owners()

@@ -319,8 +319,8 @@ def add_diag_rule(L, node, args, kw):
     b, nd = L.dense(d)
     if nd not in (1, k):
         raise NotLowerable("add_diag: unexpected shapes")
-    idx = np.concatenate([np.arange(n, dtype=np.int64) + a,
-                          b + (np.arange(k, dtype=np.int64) if nd == k else np.zeros(k, np.int64))])
+    dpos = np.arange(k, dtype=np.int64) if nd == k else np.zeros(k, dtype=np.int64)
+    idx = np.concatenate([np.arange(n, dtype=np.int64) + a, b + dpos])
     traced = L.var(m) | L.var(d)
     tmp = L.alloc(n + k)
     L.emit(O.GATHER, n + k, tmp, x1=L.table(idx), mask=traced)
