@@ -317,7 +317,26 @@ def test_add_diag(shape, dshape):
           RNG.standard_normal(n + max(k, 1)))
 
 
-def test_cholesky_of_a_traced_matrix():
+@pytest.fixture
+def vm_cholesky():
+    # cholesky_decompose is not lowered by default (math/linalg.py says why): lower it
+    # for these tests only
+    from stanlite.math import linalg
+    from stanlite.autodiff.vm.program import cholesky_rule, deflower
+    spec = linalg._cholesky._spec
+    old = getattr(spec, "lower", None)
+    deflower(linalg._cholesky, cholesky_rule)
+    yield
+    spec.lower = old
+
+
+def test_cholesky_is_not_lowered_by_default():
+    f = lambda x: sl.sum(sl.cholesky_decompose(sl.reshape(x, (2, 2))))   # noqa: E731
+    vg = sl.compile(f, np.array([2.0, 0.5, 0.5, 1.0]))
+    assert not vg.compiled and "_cholesky" in vg.vm_skipped
+
+
+def test_cholesky_of_a_traced_matrix(vm_cholesky):
     w = RNG.standard_normal((4, 4))         # upper entries of L read too (as zeros)
 
     def f(x):
@@ -326,7 +345,7 @@ def test_cholesky_of_a_traced_matrix():
     check(f, RNG.standard_normal(16) * 0.5)
 
 
-def test_a_gp_model_as_the_zoo_writes_it():
+def test_a_gp_model_as_the_zoo_writes_it(vm_cholesky):
     k = np.array([3, 0, 5, 2, 1])
 
     def f(x):
@@ -336,7 +355,7 @@ def test_a_gp_model_as_the_zoo_writes_it():
     check(f, RNG.standard_normal(7) * 0.3)
 
 
-def test_cholesky_of_a_matrix_not_positive_definite_raises_as_the_tape():
+def test_cholesky_of_a_matrix_not_positive_definite_raises_as_the_tape(vm_cholesky):
     f = lambda x: sl.sum(sl.cholesky_decompose(sl.reshape(x, (2, 2))))   # noqa: E731
     vg = _vm(f, np.array([2.0, 0.5, 0.5, 1.0]))
     with pytest.raises(sl.DomainError):
