@@ -695,9 +695,9 @@ defjvp(_cholesky, _cholesky_jvp, None)
 # not lowered (program.cholesky_rule exists): a GP covariance is often so ill-conditioned
 # (kappa ~ 1e10 with a 1e-10 jitter) that the kernel's Cholesky and LAPACK's, both right
 # to rounding, give gradients 1e-8 apart - and the spot checks (1e-12) then hand the
-# whole run to the eager tape (gp_pois_regr: 38 s instead of 1 s for 250 draws). Until
-# a failed check falls back to the Python replay rather than the tape, such programs
-# replay in Python.
+# whole run to the eager tape (gp_pois_regr, 250 draws: 39 s; 35 s in the Python
+# replay, 13 ms a gradient; the interpreter's gradient is 20 us). Until a failed check
+# falls back to the Python replay rather than the tape, such programs replay in Python.
 
 
 def cholesky_decompose(a):
