@@ -32,10 +32,10 @@ Columns, for 4 chains x (W warmup + 1000 draws), fixed seeds:
   max sd err      max over scalars of |sd - true sd| / true sd
   div             divergent transitions after warmup
 
-The ESS and the errors are deterministic for a seed up to the rounding of the
-compiled gradient (the 100-d Gaussian's rows move by a few percent between runs; the
-others repeat exactly); the wall time (last column) is noise on a shared machine,
-given for orientation only.
+The ESS and the errors are fixed by the seed up to the rounding of the compiled
+gradient, which changes the chains: they move by a few percent between runs (the
+100-d Gaussian) and code versions; the wall time (last column) is noise on a shared
+machine, given for orientation only.
 
 Run:  python benchmarks/adaptation.py [--quick] [--cases gauss100 scales20 eight_schools]
       (--quick: 2 chains x 300 draws and fewer schemes, a smoke run)
