@@ -441,7 +441,9 @@ class _Retaped:
         if _identical_input(x, self._check_at):
             return r
         self._check_at = None
-        return self._checked(x, r)
+        r = self._checked(x, r)
+        self._schedule_after(self._replays)
+        return r
 
     def _spot_check(self, x, r):
         """Replays number 2, 4, 8, ... (then every 2^20th) are checked against the
@@ -449,25 +451,31 @@ class _Retaped:
         ``.value`` mask that happened to match there) is caught when it shows, at an
         amortised cost of O(log n / n) eager evaluations per replay - or less: see
         :meth:`_schedule_after`."""
-        self._schedule_after(self._next_check)
-        return self._checked(x, r)
+        r = self._checked(x, r)
+        self._schedule_after(self._replays)
+        return r
 
-    #: the share of the replays' own time that spot checks may cost after the first
-    #: ones (where an eager evaluation costs 10^4 replays - a Stan-style scalar loop -
-    #: the doubling schedule alone would spend most of a run checking)
+    #: what spot checks may cost: this share of the replays' own time, plus
+    #: ``check_allowance`` seconds in all (a cheap model keeps the doubling schedule;
+    #: where one eager evaluation costs 10^4 replays - a Stan-style scalar loop - the
+    #: doubling schedule alone would spend most of a run checking)
     check_budget = 0.05
+    check_allowance = 0.05
 
     def _schedule_after(self, n):
         """The next spot check after replay ``n``: doubling (2, 4, 8, ..., then every
-        2^20th), from replay 8 on stretched to at least ``eager / (replay *
-        check_budget)`` replays later, with both costs as timed (the last check's
-        eager evaluation, one replay at the recording point)."""
+        2^20th), postponed while the checks made so far plus the next one would cost
+        more than ``check_allowance + check_budget * (time of the replays)``, with
+        the costs as timed (each check's eager evaluation, one replay at the
+        recording point). The first replay at a new point is always checked."""
         nxt = self._next_check
         while nxt <= n:
             nxt = 2 * nxt if nxt < (1 << 20) else nxt + (1 << 20)
-        if nxt > 8 and self._replay_seconds > 0.0 and self._eager_seconds > 0.0:
-            stretch = self._eager_seconds / (self._replay_seconds * self.check_budget)
-            nxt = max(nxt, n + int(min(stretch, 1 << 30)))
+        if self._replay_seconds > 0.0:
+            over = self._check_seconds + self._eager_seconds - self.check_allowance
+            if over > 0.0:
+                need = over / (self.check_budget * self._replay_seconds)
+                nxt = max(nxt, int(min(need, 1 << 40)))
         self._next_check = nxt
 
     def _checked(self, x, r):
@@ -477,6 +485,7 @@ class _Retaped:
         t0 = _clock()
         e = self._reference(x)
         self._eager_seconds = _clock() - t0
+        self._check_seconds += self._eager_seconds
         if not _close(r, e):
             self._give_up("its replay differs from the eager tape at a new point (the "
                           "graph depends on values in a way no guard saw: a .value read, "
@@ -490,6 +499,7 @@ class _Retaped:
 
     quiet = False           # fall back without a warning (an optional speed-up)
     _eager_seconds = 0.0    # the last check's eager evaluation, timed
+    _check_seconds = 0.0    # all checks' eager evaluations
 
     def _give_up(self, reason, warn=True):
         self.fallback = reason

@@ -686,16 +686,24 @@ def test_element_reads_of_a_long_vector_stay_element_reads():
 
 
 def test_spot_checks_cost_a_bounded_share_of_the_replays():
-    # where an eager evaluation costs many replays, the checks after replay 8 are
-    # spaced so that they cost about check_budget of the replays' time, not more
+    # where an eager evaluation costs many replays, the spot checks are spaced so that
+    # they cost about check_budget of the replays' time, not more
     f = lambda x: sl.sum(sl.exp(x) * x)
     vg = sl.compile(f, np.array([0.5, -0.5]))
     vg._replay_seconds, vg._eager_seconds = 1e-6, 1e-2      # eager = 10^4 replays
-    vg._schedule_after(8)
-    assert vg._next_check >= 8 + 1e-2 / (1e-6 * vg.check_budget)
-    # early checks keep the doubling schedule whatever the costs
+    vg._check_seconds = vg.check_allowance                  # the allowance spent
+    vg._schedule_after(1)
+    assert vg._next_check >= 1e-2 / (1e-6 * vg.check_budget)
+    # where it is cheap, the doubling schedule
     vh = sl.compile(f, np.array([0.5, -0.5]))
-    vh._replay_seconds, vh._eager_seconds = 1e-6, 1e-2
+    vh._replay_seconds, vh._eager_seconds = 1e-6, 1e-6
     vh._next_check = 2
     vh._schedule_after(2)
     assert vh._next_check == 4
+    # and the first replay at a new point is always checked
+    calls = []
+    vk = sl.compile(f, np.array([0.5, -0.5]))
+    vk._replay_seconds, vk._eager_seconds = 1e-6, 1e-2
+    vk._reference = lambda x: calls.append(x) or C.Compiled._reference(vk, x)
+    vk(np.array([0.1, 0.2]))
+    assert len(calls) == 1
