@@ -336,6 +336,10 @@ def run_stanlite(case, draws, warmup, seed, opts):
     cls = _stanlite_models()[case]
     model = cls(**case_data(case))
     metric = "dense_e" if case == "gauss100" else "diag_e"
+    # on the 100-d Gaussian nutpie runs its low-rank adaptation: stanlite runs its own
+    # (adaptation="nutpie-lowrank", benchmarks/adaptation.py: 7 steps a draw against
+    # Stan's windowed dense adaptation's 15); Stan's adaptation everywhere else
+    extra = {"adaptation": "nutpie-lowrank"} if case == "gauss100" else {}
     _COUNTER = mp.get_context("fork").Array("d", 2)
     # the compiled NUTS kernel (numba: imported, loaded from its cache or compiled)
     # is stanlite's compilation, outside "excl." as the peers' is
@@ -344,7 +348,7 @@ def run_stanlite(case, draws, warmup, seed, opts):
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     fit = model.sample(chains=4, draws=draws, warmup=warmup, seed=seed, metric=metric,
-                       progress=False, save_warmup=True)
+                       progress=False, save_warmup=True, **extra)
     excl = time.perf_counter() - t0
     t_end = time.time()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
