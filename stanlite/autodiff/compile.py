@@ -475,7 +475,8 @@ class _Retaped:
             over = self._check_seconds + self._eager_seconds - self.check_allowance
             if over > 0.0:
                 need = over / (self.check_budget * self._replay_seconds)
-                nxt = max(nxt, int(min(need, 1 << 40)))
+                # (never more than 2^20 replays without a check)
+                nxt = max(nxt, int(min(need, n + (1 << 20))))
         self._next_check = nxt
 
     def _checked(self, x, r):

@@ -80,3 +80,8 @@ def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, ptr, idx, val, k, J
                 s += J[i, 1 + n + idx[q]] * val[q]
             res[zb + i] = s
     return OK
+
+
+# these kernels carry the interpreter's machine code in their numba cache, which numba
+# keys on this file alone: drop it when the interpreter's source changes
+_k.drop_stale_cache([rhs_value, rhs_jacobian, rhs_vjp, rhs_tangent, _load], "ode_kernels")

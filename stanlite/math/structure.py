@@ -334,7 +334,7 @@ def _concat_jvp_all(ts, ans, axis, *xs):
 
 
 defjvp_all(_concat, _concat_jvp_all)
-_deflower(_concat, _lm())
+_deflower(_concat, _lm("rest"))
 
 
 def concatenate(xs, axis=0):
@@ -385,7 +385,7 @@ def _stack_jvp_all(ts, ans, axis, *xs):
 
 
 defjvp_all(_stack, _stack_jvp_all)
-_deflower(_stack, _lm())
+_deflower(_stack, _lm("rest"))
 
 
 def stack(xs, axis=0):
@@ -416,7 +416,7 @@ defjvp(_where, None,
 defvjp(_where, None,
        lambda g, ans, c, x, y: _where(c, g, 0.0),
        lambda g, ans, c, x, y: _where(c, 0.0, g))
-_deflower(_where, _lm())
+_deflower(_where, _lm((1, 2)))
 
 
 def where(c, x, y):

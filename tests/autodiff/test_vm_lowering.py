@@ -327,3 +327,37 @@ def test_rounding_at_a_mode_is_not_a_changed_graph():
         for x in [mode + 0.1, mode, mode, mode - 0.1, mode] * 4:   # spot checks at a mode
             m.log_density_gradient(x)
     assert m._retaped[True].fallback is None
+
+
+# ---- found by review: a two-leaf sum that absorbed a one-element sum; constants of
+# any numeric type moved by where/concatenate/stack (not read as slot numbers)
+@pytest.mark.parametrize("f", [
+    lambda x: x[2] * (x[0] + sl.sum(x[1:2])),
+    lambda x: sl.sum(x[0:1]) * x[1] + sl.sum(x[2:3]),
+])
+def test_a_sum_that_absorbs_a_one_element_sum_is_rewritten(vm, f):
+    vg = sl.compile(f, np.array([0.5, 0.0, 0.0]), verify=False)
+    assert vg.compiled
+    for x in (np.array([0.5, 1.0, 2.0]), np.array([-1.0, 3.0, 0.25])):
+        v, g = vg(x)
+        v0, g0 = sl.value_and_grad(f)(x)
+        assert np.isclose(v, v0, rtol=1e-12) and np.allclose(g, g0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("make", [
+    lambda c: (lambda x: sl.sum(sl.where(c, x, 0) * x)),
+    lambda c: (lambda x: sl.sum(sl.where(c, x, 1) * x)),
+    lambda c: (lambda x: sl.sum(sl.where(c, np.float64(2.0), x) * x)),
+    lambda c: (lambda x: sl.sum(sl.concatenate([x, np.array([0, 1])]) ** 2)),
+    lambda c: (lambda x: sl.sum(sl.stack([x[0], 3, x[1]]) * x)),
+])
+def test_moved_constants_of_any_numeric_type_are_constants(vm, make):
+    f = make(np.array([True, False, True]))
+    # the first parameter is 0 at the recording point: a constant read as slot 0 would
+    # agree there
+    vg = sl.compile(f, np.array([0.0, 1.0, -2.0]), verify=False)
+    assert vg.compiled
+    x = np.array([0.5, -1.0, 2.0])
+    v, g = vg(x)
+    v0, g0 = sl.value_and_grad(f)(x)
+    assert np.isclose(v, v0, rtol=1e-12) and np.allclose(g, g0, rtol=1e-12)

@@ -1395,5 +1395,5 @@ def warm():
 
 
 # the kernels read the op codes (another file) as compile-time constants
-drop_stale_cache([forward, reverse, value_grad, value_only, _unary, _unary_d,
-                  _density_value, _density_grad], "kernel")
+drop_stale_cache([d for d in list(globals().values())
+                  if hasattr(d, "_cache") and hasattr(d, "py_func")], "kernel")

@@ -252,7 +252,10 @@ def _sums(g, out_off, out_size):
         if i in absorbed:
             continue
         t = terms.get(i)
-        if t is not None and (len(t) > 2 or row[O.OP] == O.SUM):
+        # a row that absorbed another (whose row is dropped above) must be rewritten,
+        # whatever its number of leaves: it would read the dropped row's slot
+        if t is not None and (len(t) > 2 or row[O.OP] == O.SUM
+                              or t != [row[O.A], row[O.B]]):
             t = _poisson_statistics(g, rows, owner, top, consts, t, new)
             row = [0] * O.ROW
             row[O.OP], row[O.N], row[O.OUT] = O.SUMN, 1, rows[i][O.OUT]

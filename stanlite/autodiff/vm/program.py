@@ -118,22 +118,24 @@ def binary(op):
     return rule
 
 
-def movement(node_args=None):
+def movement(data=(0,)):
     """A pure data-movement primitive (its output elements are copies of input
     elements): one GATHER, its table found by running the function on slot numbers.
-    ``node_args(args, kw) -> positions`` of the array arguments (default: every Var or
-    array argument)."""
+    ``data``: the positions of the arguments whose elements move (the rest - indices,
+    axes, shapes, a condition - are run as they are), or ``"rest"`` for every position
+    after the first (``concatenate(axis, *xs)``). Every data argument is replaced by
+    its slots, a constant of any numeric type included (an int left as it is would be
+    read as a slot number)."""
     def rule(L, node, args, kw):
         spec = L.spec
         tagged = list(args)
-        for i, x in enumerate(args):
-            if node_args is not None and i not in node_args(args, kw):
+        positions = range(1, len(args)) if data == "rest" else data
+        for i in positions:
+            if i >= len(args):
                 continue
-            if L.traced(x) or type(x) is float or \
-                    isinstance(x, np.ndarray) and x.dtype.kind == "f":
-                off, shape = L.slot(x)
-                tagged[i] = (np.arange(_prod(shape), dtype=np.float64) + off).reshape(shape) \
-                    if shape else float(off)
+            off, shape = L.slot(args[i])
+            tagged[i] = (np.arange(_prod(shape), dtype=np.float64) + off).reshape(shape) \
+                if shape else float(off)
         ids = np.asarray(spec.fun(*tagged, **kw), dtype=np.float64).ravel()
         table = ids.astype(np.int64)
         if not np.array_equal(table, ids):
