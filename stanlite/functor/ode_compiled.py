@@ -41,7 +41,6 @@ from ..autodiff.compile import (CompileWarning, Recording, _close, _Retaped,
 from ..autodiff.tape import sweep
 from ..autodiff.var import Box, Var
 from ..autodiff.vm.opcodes import DOMAIN, OK
-from ..math.structure import reshape
 
 __all__ = ["CompiledRHS", "Directions", "evaluator", "STATS", "COMPILE_AFTER"]
 
@@ -92,12 +91,10 @@ class CompiledRHS(_Retaped):
         self._kk = ode_kernels
         data = list(args)
 
+        from .ode_rhs import unpack_arguments     # (ode_rhs imports this module)
+
         def f_of_x(x):
-            a = list(data)
-            off = 1 + n
-            for j, s, m in zip(pos, shapes, sizes):
-                a[j] = x[off] if s == () else reshape(x[off:off + m], s)
-                off += m
+            a, _ = unpack_arguments(x, data, n, pos, shapes, sizes)
             return state(F(x[0], x[1:1 + n], *a))
         self._f = f_of_x
         self._J = np.empty((n, self.dim))

@@ -85,6 +85,19 @@ def _closure_error(name):
         "as an argument after ts, so that its derivative is computed")
 
 
+
+def unpack_arguments(x, args, n, positions, shapes, sizes):
+    """The right-hand side's arguments with the float ones read from the flat input
+    ``x = (t, y[:n], p...)``: ``args`` with position ``positions[k]`` replaced by its
+    piece of ``x`` (shape ``shapes[k]``, ``sizes[k]`` values). -> (arguments, offset
+    of what follows the parameters in ``x``)."""
+    a = list(args)
+    off = 1 + n
+    for j, s, m in zip(positions, shapes, sizes):
+        a[j] = x[off] if s == () else reshape(x[off:off + m], s)
+        off += m
+    return a, off
+
 class OdeRHS:
     """``F(t, y, *args)`` (stanlite operations) with plain-value evaluators."""
 
@@ -506,11 +519,7 @@ class _Retaped:
         p = self.params(args)
 
         def _ode_rhs_rows(x):
-            a = list(args)
-            off = 1 + n
-            for j, s, m in zip(mask, shapes, sizes):
-                a[j] = x[off] if s == () else reshape(x[off:off + m], s)
-                off += m
+            a, off = unpack_arguments(x, args, n, mask, shapes, sizes)
             return _sum(state(F(x[0], x[1:1 + n], *a)) * x[off:])
 
         self.ok = False
