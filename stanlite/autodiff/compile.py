@@ -66,7 +66,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import DifferentiationError, StanliteError
+from ..errors import ArgumentError, DifferentiationError, StanliteError
 from .codegen import NotCompilable, _p, build
 from .tape import gc_paused_nested, sweep
 from .var import Box, Var, _as_float_value, _strip, unwatch, watch
@@ -743,13 +743,15 @@ def _backend(backend):
     """The replay backend: ``"auto"`` (the compiled interpreter where a recording
     lowers, else generated Python), ``"python"`` (generated Python only); the default
     comes from ``STANLITE_BACKEND``."""
+    name = "backend"
     if backend is None:
+        name = "the environment variable STANLITE_BACKEND"
         backend = os.environ.get("STANLITE_BACKEND", "auto").strip().lower() or "auto"
     if backend == "vm":
         backend = "auto"
     if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(map(repr, _BACKENDS))}, got "
-                         f"{backend!r}")
+        raise ArgumentError(f"{name} must be one of {', '.join(map(repr, _BACKENDS))}, "
+                            f"got {backend!r}")
     return backend
 
 

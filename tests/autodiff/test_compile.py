@@ -707,3 +707,12 @@ def test_spot_checks_cost_a_bounded_share_of_the_replays():
     vk._reference = lambda x: calls.append(x) or C.Compiled._reference(vk, x)
     vk(np.array([0.1, 0.2]))
     assert len(calls) == 1
+
+
+def test_a_bad_backend_is_an_argument_error_naming_it(monkeypatch):
+    f = lambda x: sl.sum(x * x)
+    with pytest.raises(sl.ArgumentError, match="backend must be one of 'auto'.*got 'gpu'"):
+        sl.compile(f, np.ones(2), backend="gpu")
+    monkeypatch.setenv("STANLITE_BACKEND", "fast")
+    with pytest.raises(sl.ArgumentError, match="STANLITE_BACKEND must be one of.*'fast'"):
+        sl.compile(f, np.ones(2))
