@@ -1,4 +1,10 @@
-"""Shared test configuration: deterministic seeds, paths to ../shared (optional)."""
+"""Shared test configuration: deterministic seeds, the optional reference data.
+
+Reference data (posteriordb posteriors with their reference means and sds, the
+Theophylline CSV) are optional: ``STANLITE_REFERENCE_DATA`` names a folder holding
+``posteriordb/`` and ``data/``; without it the folder beside the checkout that the
+project's CI provides is used when present. Tests that need them skip otherwise.
+"""
 
 import os
 import pathlib
@@ -14,7 +20,8 @@ NUMPY_PREIMPORTED = "numpy" in sys.modules
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
+SHARED = pathlib.Path(os.environ.get("STANLITE_REFERENCE_DATA")
+                      or pathlib.Path(__file__).resolve().parents[2] / "shared")
 
 
 @pytest.fixture
@@ -25,9 +32,11 @@ def rng():
 
 @pytest.fixture
 def shared_dir():
-    """../shared beside the checkout; tests needing it skip cleanly when it is absent."""
+    """The reference-data folder; tests needing it skip cleanly when it is absent."""
     if not SHARED.is_dir():
-        pytest.skip("../shared is not present (it is optional for users)")
+        pytest.skip("optional reference data (posteriordb references, the Theophylline "
+                    "CSV) not found: set STANLITE_REFERENCE_DATA to a folder holding "
+                    "posteriordb/ and data/ to run this test")
     return SHARED
 
 
