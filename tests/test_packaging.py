@@ -53,6 +53,11 @@ def test_wheel_contains_every_package_of_the_repo(wheel):
     assert not missing, f"packages missing from pyproject's package list: {missing}"
 
 
+def test_wheel_marks_the_package_as_typed(wheel):
+    # PEP 561: type checkers read stanlite's hints only when py.typed is installed
+    assert "stanlite/py.typed" in zipfile.ZipFile(wheel).namelist()
+
+
 def test_unpacked_wheel_imports(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
