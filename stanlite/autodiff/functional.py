@@ -10,6 +10,9 @@ traced values; outputs are plain floats/arrays, or traced values of the enclosin
 level when the input was traced.
 """
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from ..errors import DifferentiationError
@@ -66,7 +69,8 @@ def _argnums(argnum):
     return (argnum,) if isinstance(argnum, int) else tuple(argnum)
 
 
-def value_and_grad(f, argnum=0):
+def value_and_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0
+                   ) -> Callable[..., tuple[Any, Any]]:
     """``x -> (f(x), df/dx)`` for a scalar-valued ``f``, in one reverse sweep.
 
     ``argnum`` may be an int or a tuple of ints (then the gradient is a tuple).
@@ -117,7 +121,7 @@ def value_and_grad(f, argnum=0):
     return value_and_grad_f
 
 
-def grad(f, argnum=0):
+def grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> Callable[..., Any]:
     """``x -> df/dx`` for a scalar-valued ``f`` (reverse mode, one sweep).
 
     Example
@@ -134,7 +138,7 @@ def grad(f, argnum=0):
     return grad_f
 
 
-def vjp(f, *xs, cotangent):
+def vjp(f: Callable[..., Any], *xs: Any, cotangent: Any) -> tuple[Any, tuple[Any, ...]]:
     """``(f(*xs), J^T cotangent)``: a vector-Jacobian product in one reverse sweep.
 
     ``cotangent`` has the shape of ``f``'s output; the result has one entry per
@@ -154,7 +158,7 @@ def vjp(f, *xs, cotangent):
         return _unwrap_out(y, tape), grads
 
 
-def jacobian(f):
+def jacobian(f: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
     """``x -> J`` with ``J[i..., j...] = d f(x)[i...] / d x[j...]``.
 
     Chooses the mode by shape: reverse (one sweep per output) when the output has no
@@ -185,7 +189,7 @@ def jacobian(f):
     return jacobian_f
 
 
-def jacobian_reverse(f):
+def jacobian_reverse(f: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
     """``x -> J`` by reverse mode: one recording, one sweep per output element.
 
     Example
@@ -249,7 +253,7 @@ def _value_tangent(y, trace, batch):
     return y, np.zeros(tuple(batch) + shape_of(y))
 
 
-def jvp(f):
+def jvp(f: Callable[[Any], Any]) -> Callable[[Any, Any], tuple[Any, Any]]:
     """``(x, v) -> (f(x), J(x) v)``: a Jacobian-vector product in one forward pass.
 
     Example
@@ -263,7 +267,7 @@ def jvp(f):
     return jvp_f
 
 
-def hvp(f):
+def hvp(f: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
     """``(x, v) -> H(x) v`` for scalar ``f``: forward-over-reverse, one pass.
 
     Example
@@ -285,7 +289,7 @@ def _identity_tangents(x):
     return n, np.eye(n).reshape((n,) + xs)
 
 
-def hessian(f):
+def hessian(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``x -> H(x)`` for scalar ``f``, by forward-over-reverse in vector mode.
 
     All ``n`` directions ride on one batched tangent (the identity), so the whole
@@ -316,7 +320,7 @@ def _reshape_out(t, shape):
     return np.reshape(t, shape)
 
 
-def jacobian_forward(f):
+def jacobian_forward(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``x -> J`` by forward mode: one pass with ``x.size`` batched tangents."""
     def jacobian_f(x):
         xv = x if isinstance(x, Box) else _as_float_value(x)
@@ -333,7 +337,7 @@ def jacobian_forward(f):
     return jacobian_f
 
 
-def grad_hessian(f):
+def grad_hessian(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``x -> T`` with ``T[i, j, k] = d^3 f / dx_i dx_j dx_k`` (small ``n``; for tests).
 
     Forward mode (vector) over the forward-over-reverse Hessian.
@@ -341,7 +345,7 @@ def grad_hessian(f):
     return jacobian_forward(hessian(f))
 
 
-def grad_trace_mat_hessian(f):
+def grad_trace_mat_hessian(f: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
     """``(x, M) -> d/dx tr(M H(x))`` with ``M`` held constant.
 
     The contraction SoftAbs Riemannian HMC needs (Betancourt 2013; Stan's
