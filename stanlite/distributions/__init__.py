@@ -4,7 +4,7 @@ broadcasting), ``_lcdf``/``_lccdf`` (censoring) and ``_rng`` (generated quantiti
 Each log density is one fused node with analytic partials (:mod:`.fused`); modules
 split by support: :mod:`.continuous` (the real line), :mod:`.bounded` (positive and
 unit-interval support), :mod:`.discrete`, :mod:`.multivariate`, and :mod:`.glm` (the
-fused generalised linear models).
+fused generalised linear models); :mod:`.ordinal` (ordered probit).
 """
 
 from .fused import *  # noqa: F401,F403
@@ -15,5 +15,9 @@ from .multivariate import *  # noqa: F401,F403
 from .glm import *  # noqa: F401,F403
 from . import fused, continuous, bounded, discrete, multivariate, glm  # noqa: F401
 
+# families added for issue 21 (Stan's remaining distributions), one module per kind
+from .ordinal import *  # noqa: F401,F403,E402
+from . import ordinal  # noqa: F401,E402
+
 __all__ = (continuous.__all__ + bounded.__all__ + discrete.__all__
-           + multivariate.__all__ + glm.__all__)
+           + multivariate.__all__ + glm.__all__ + ordinal.__all__)
