@@ -4,7 +4,8 @@ broadcasting), ``_lcdf``/``_lccdf`` (censoring) and ``_rng`` (generated quantiti
 Each log density is one fused node with analytic partials (:mod:`.fused`); modules
 split by support: :mod:`.continuous` (the real line), :mod:`.bounded` (positive and
 unit-interval support), :mod:`.discrete`, :mod:`.multivariate`, and :mod:`.glm` (the
-fused generalised linear models); :mod:`.ordinal` (ordered probit).
+fused generalised linear models); :mod:`.ordinal` (ordered probit),
+:mod:`.more_glm` (categorical-logit and negative-binomial GLMs).
 """
 
 from .fused import *  # noqa: F401,F403
@@ -13,11 +14,14 @@ from .bounded import *  # noqa: F401,F403
 from .discrete import *  # noqa: F401,F403
 from .multivariate import *  # noqa: F401,F403
 from .glm import *  # noqa: F401,F403
-from . import fused, continuous, bounded, discrete, multivariate, glm  # noqa: F401
+from .hmm import *  # noqa: F401,F403
+from . import fused, continuous, bounded, discrete, multivariate, glm, hmm  # noqa: F401
 
 # families added for issue 21 (Stan's remaining distributions), one module per kind
 from .ordinal import *  # noqa: F401,F403,E402
-from . import ordinal  # noqa: F401,E402
+from .more_glm import *  # noqa: F401,F403,E402
+from . import ordinal, more_glm  # noqa: F401,E402
 
 __all__ = (continuous.__all__ + bounded.__all__ + discrete.__all__
-           + multivariate.__all__ + glm.__all__ + ordinal.__all__)
+           + multivariate.__all__ + glm.__all__ + ordinal.__all__ + hmm.__all__
+           + more_glm.__all__)
