@@ -45,7 +45,8 @@ import numpy as np
 from . import transforms
 from .errors import DataError, ModelError
 
-__all__ = ["data", "param", "Decl", "DataDecl", "ParamDecl"]
+__all__ = ["data", "transformed_data", "param", "Decl", "DataDecl", "TransformedDataDecl",
+           "ParamDecl"]
 
 
 class Decl:
@@ -54,27 +55,36 @@ class Decl:
     block = None
 
     def __init__(self, kind, dims=(), lower=None, upper=None, offset=None,
-                 multiplier=None, dtype="real"):
+                 multiplier=None, dtype="real", array=None, name=None):
         self.kind = kind
-        self.dims = tuple(dims)
+        self.dims = tuple(_size_expression(kind, d) for d in dims)
+        self.array = _array_dims(kind, array)
         self.lower = lower
         self.upper = upper
         self.offset = offset
         self.multiplier = multiplier
         self.dtype = dtype
-        self.name = None
+        self.name = _stan_name(kind, name)     # the Stan name (set by the class if None)
+        self.attr = None                       # the Python attribute name
         if (offset is not None or multiplier is not None) and (
                 lower is not None or upper is not None):
             raise ModelError("a declaration takes either bounds (lower/upper) or "
                              "offset/multiplier, not both (as in Stan)")
 
     def __set_name__(self, owner, name):
-        self.name = name
+        self.attr = name
+        if self.name is None:
+            self.name = name
+
+    @property
+    def size_exprs(self):
+        """The size expressions of the whole shape: the array's, then the type's."""
+        return self.array + self.dims
 
     @property
     def label(self):
         """How messages name this variable: ``data field 'y'``, ``parameter 'theta'``."""
-        return f"{'data field' if self.block == 'data' else 'parameter'} '{self.name}'"
+        return f"{_BLOCK_WORDS[self.block]} '{self.name}'"
 
     def __repr__(self):
         dims = ", ".join(map(repr, self.dims))
@@ -86,26 +96,40 @@ class Decl:
     # ---- shapes ----------------------------------------------------------------------
     def shape(self, env):
         """The concrete shape, sizes resolved against ``env`` (data seen so far)."""
+        lead = tuple(_resolve_size(self, d, env) for d in self.array)
         dims = tuple(_resolve_size(self, d, env) for d in self.dims)
         if self.kind == "cholesky_factor_cov" and len(dims) == 1:
             dims = (dims[0], dims[0])
         if self.kind in ("cholesky_factor_corr", "corr_matrix", "cov_matrix"):
             dims = (dims[0], dims[0])
+        dims = lead + dims
         _check_allocation(self, dims)
         return dims
 
     def describe(self, shape):
+        """Stan's spelling of the type: ``array[3] simplex[4]``, ``vector[8]<lower=0>``."""
+        n = len(self.array)
+        lead, shape = tuple(shape[:n]), tuple(shape[n:])
         base = {"int": "int", "real": "real"}.get(self.kind)
         if base is None and self.kind == "array":
             base = f"array[{', '.join(map(str, shape))}] {self.dtype}"
         elif base is None:
             base = f"{self.kind}[{', '.join(map(str, shape))}]"
+        if lead:
+            if base.startswith("array["):              # array[M] of array[N] real
+                base = f"array[{', '.join(map(str, lead))}, " + base[len("array["):]
+            else:
+                base = f"array[{', '.join(map(str, lead))}] {base}"
         b = []
         if self.lower is not None:
             b.append(f"lower={_show(self.lower)}")
         if self.upper is not None:
             b.append(f"upper={_show(self.upper)}")
         return base + (f"<{', '.join(b)}>" if b else "")
+
+
+_BLOCK_WORDS = {"data": "data field", "transformed_data": "transformed data",
+                "param": "parameter"}
 
 
 def _show(b):
@@ -141,16 +165,56 @@ def _size_source(d):
     return f"'{d}'" if isinstance(d, str) else _show(d)
 
 
+_ARRAY_HINT = ("for an array of them (Stan's array[M]) give the leading sizes as "
+               "array=, e.g. sl.param.simplex(\"K\", array=\"M\")")
+
+
+def _size_expression(kind, d):
+    """A size as declared. A tuple or list of sizes is a ModelError at once (the
+    natural attempt at an array of a type); other bad values (a float, a negative
+    int) are reported when the model is built, naming the variable."""
+    if isinstance(d, (tuple, list)):
+        raise ModelError(f"{kind}: a size is one int, data name or function of data, "
+                         f"got the {type(d).__name__} {d!r}; {_ARRAY_HINT}")
+    return d
+
+
+def _array_dims(kind, array):
+    """``array=``: the leading (Stan ``array[...]``) sizes as a tuple: one size or a
+    tuple/list of them; None for none."""
+    if array is None:
+        return ()
+    sizes = tuple(array) if isinstance(array, (tuple, list)) else (array,)
+    for d in sizes:
+        if isinstance(d, (tuple, list)):
+            raise ModelError(f"{kind}: array= takes a size or a flat tuple of sizes "
+                             f"(array=(\"M\", \"N\") for array[M, N]), got {array!r}")
+    return tuple(_size_expression(f"{kind} array=", d) for d in sizes)
+
+
+def _stan_name(kind, name):
+    """``name=``: the variable's name in Stan (and in every output), for names Python
+    cannot spell as an attribute (``lambda``); checked to be an identifier."""
+    if name is None:
+        return None
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii()
+            and name[:1].isalpha()):
+        raise ModelError(f"{kind}: name= must be a Stan identifier (letters, digits, "
+                         f"underscores, starting with a letter), got {name!r}")
+    return name
+
+
 def _data_sizes_note(decl, dims):
     """``"J = 8"``: the sizes of ``decl`` given by data (names or callables), or ''."""
     return ", ".join(f"{d if isinstance(d, str) else _size_source(d)} = {v}"
-                     for d, v in zip(decl.dims, dims) if isinstance(d, str) or callable(d))
+                     for d, v in zip(decl.size_exprs, dims)
+                     if isinstance(d, str) or callable(d))
 
 
 def _sizes_note(decl, dims):
     """``"J = 8, K = 3"``: the size expressions of ``decl`` with their values."""
     return ", ".join(f"{d if isinstance(d, str) else _size_source(d)} = {v}"
-                     for d, v in zip(decl.dims, dims))
+                     for d, v in zip(decl.size_exprs, dims))
 
 
 #: bytes an element takes once validated (float64 or int64)
@@ -176,7 +240,7 @@ def _check_allocation(decl, dims):
     if limit is None:
         limit = 2 ** 63                              # unknown: only the impossible
     if need > limit:
-        from_data = any(isinstance(d, str) or callable(d) for d in decl.dims)
+        from_data = any(isinstance(d, str) or callable(d) for d in decl.size_exprs)
         raise (DataError if from_data else ModelError)(f"{decl.label}: {decl.describe(dims)} has {count:,} elements "
                         f"({_bytes(need)}), more than this machine's memory "
                         f"({_bytes(limit)}); check its size ({_sizes_note(decl, dims)})")
@@ -248,8 +312,9 @@ class DataDecl(Decl):
     block = "data"
 
     def __init__(self, kind, dims=(), lower=None, upper=None, dtype="real",
-                 allow_nonfinite=False):
-        super().__init__(kind, dims, lower=lower, upper=upper, dtype=dtype)
+                 allow_nonfinite=False, array=None, name=None):
+        super().__init__(kind, dims, lower=lower, upper=upper, dtype=dtype, array=array,
+                         name=name)
         self.allow_nonfinite = allow_nonfinite
 
     def validate(self, value, env):
@@ -261,7 +326,7 @@ class DataDecl(Decl):
         shape = self.shape(env)
         is_int = self.kind == "int" or self.dtype == "int"
         field = _Field(self.name, self.describe(shape), is_int,
-                       _data_sizes_note(self, shape))
+                       _data_sizes_note(self, shape), _BLOCK_WORDS[self.block])
         arr = _numeric_array(value, field)
         arr = _as_ints(arr, field) if is_int else _as_reals(arr, field)
         arr = _fit_shape(arr, shape, field)
@@ -278,14 +343,15 @@ class DataDecl(Decl):
 class _Field:
     """A data field as messages name it: ``data field 'y': expected vector[8], ...``."""
 
-    __slots__ = ("name", "expected", "is_int", "sizes")
+    __slots__ = ("name", "expected", "is_int", "sizes", "what")
 
-    def __init__(self, name, expected, is_int, sizes=""):
+    def __init__(self, name, expected, is_int, sizes="", what="data field"):
         self.name, self.expected, self.is_int = name, expected, is_int
         self.sizes = sizes                 # "J = 8": the sizes that came from data
+        self.what = what                   # "data field", "transformed data"
 
     def error(self, problem):
-        return DataError(f"data field '{self.name}': {problem}")
+        return DataError(f"{self.what} '{self.name}': {problem}")
 
     def wrong(self, got):
         return self.error(f"expected {self.expected}, got {got}")
@@ -619,33 +685,47 @@ def _at(bad, arr):
     return f"{_position(idx)} is {arr[idx].item()!r}"
 
 
+class TransformedDataDecl(DataDecl):
+    """The declared type of a value ``transformed_data`` returns (``sl.transformed_data
+    .vector("N")``): validated as data are, with messages naming the transformed data."""
+
+    block = "transformed_data"
+
+
 class _DataNamespace:
-    """``sl.data``: declarations of a model's data block."""
+    """``sl.data``: declarations of a model's data block (``sl.transformed_data``: the
+    same types, declaring what ``transformed_data`` returns). ``array=`` gives leading
+    dimensions, Stan's ``array[N]`` (a size or a tuple of sizes); ``name=`` the field's
+    name in the data and every output, for a name Python cannot spell (``lambda``)."""
 
-    @staticmethod
-    def int(lower=None, upper=None):
-        """An integer: ``N = sl.data.int(lower=0)``."""
-        return DataDecl("int", (), lower, upper, dtype="int")
+    def __init__(self, cls):
+        self._cls = cls
 
-    @staticmethod
-    def real(lower=None, upper=None, allow_nonfinite=False):
-        """A real number."""
-        return DataDecl("real", (), lower, upper, allow_nonfinite=allow_nonfinite)
+    def int(self, lower=None, upper=None, array=None, name=None):
+        """An integer: ``N = sl.data.int(lower=0)``; ``sl.data.int(array="N")`` is
+        Stan's ``array[N] int``."""
+        return self._cls("int", (), lower, upper, dtype="int", array=array, name=name)
 
-    @staticmethod
-    def vector(size, lower=None, upper=None, allow_nonfinite=False):
-        """A vector of reals of length ``size`` (an int or a data name)."""
-        return DataDecl("vector", (size,), lower, upper, allow_nonfinite=allow_nonfinite)
+    def real(self, lower=None, upper=None, allow_nonfinite=False, array=None, name=None):
+        """A real number (``array=``: an array of them)."""
+        return self._cls("real", (), lower, upper, allow_nonfinite=allow_nonfinite,
+                         array=array, name=name)
 
-    @staticmethod
-    def matrix(rows, cols, lower=None, upper=None, allow_nonfinite=False):
-        """A ``rows x cols`` matrix of reals."""
-        return DataDecl("matrix", (rows, cols), lower, upper,
-                        allow_nonfinite=allow_nonfinite)
+    def vector(self, size, lower=None, upper=None, allow_nonfinite=False, array=None,
+               name=None):
+        """A vector of reals of length ``size`` (an int or a data name); with
+        ``array="N"``, Stan's ``array[N] vector[size]``, shape ``(N, size)``."""
+        return self._cls("vector", (size,), lower, upper,
+                         allow_nonfinite=allow_nonfinite, array=array, name=name)
 
-    @staticmethod
-    def array(*dims, shape=None, dtype="real", lower=None, upper=None,
-              allow_nonfinite=False):
+    def matrix(self, rows, cols, lower=None, upper=None, allow_nonfinite=False,
+               array=None, name=None):
+        """A ``rows x cols`` matrix of reals (``array=``: an array of them)."""
+        return self._cls("matrix", (rows, cols), lower, upper,
+                         allow_nonfinite=allow_nonfinite, array=array, name=name)
+
+    def array(self, *dims, shape=None, dtype="real", lower=None, upper=None,
+              allow_nonfinite=False, name=None):
         """An array of ints or reals: ``sl.data.array("N", dtype="int")`` or
         ``sl.data.array(shape=("N", 3))``."""
         if shape is not None:
@@ -659,17 +739,13 @@ class _DataNamespace:
             dtype = "real"
         else:
             raise ModelError(f"array dtype must be 'int' or 'real', got {dtype!r}")
-        return DataDecl("array", dims, lower, upper, dtype=dtype,
-                        allow_nonfinite=allow_nonfinite)
+        return self._cls("array", dims, lower, upper, dtype=dtype,
+                         allow_nonfinite=allow_nonfinite, name=name)
 
 
 # --------------------------------------------------------------------------------------
 # parameters
 # --------------------------------------------------------------------------------------
-_STRUCTURED = ("simplex", "ordered", "positive_ordered", "unit_vector",
-               "cholesky_factor_corr", "cholesky_factor_cov", "corr_matrix", "cov_matrix")
-
-
 class ParamDecl(Decl):
     block = "param"
 
@@ -700,7 +776,7 @@ class ParamDecl(Decl):
             return transform.free_size(shape)
         except ValueError as e:
             err = DataError if any(isinstance(d, str) or callable(d)
-                                   for d in self.dims) else ModelError
+                                   for d in self.size_exprs) else ModelError
             what = str(e).split(": ", 1)[-1]
             raise err(f"{self.label}: {self.kind} of shape {shape} is not possible: "
                       f"{self.kind} {what} ({_sizes_note(self, shape)})") from None
@@ -760,70 +836,119 @@ def _show_bound(b, value):
 
 
 class _ParamNamespace:
-    """``sl.param``: declarations of a model's parameters block."""
+    """``sl.param``: declarations of a model's parameters block.
+
+    Every type takes ``array=``, leading dimensions as Stan's ``array[M]`` (a size, or
+    a tuple of sizes for ``array[M, N]``): ``sl.param.simplex("K", array="M")`` is
+    ``array[M] simplex[K]``, of shape ``(M, K)``; each element gets its own transform
+    (all computed at once) and the log-Jacobian is their sum; element names are
+    Stan's (``theta[2,3]``). Bounds of an array broadcast against its whole shape (a
+    number, a vector of the element's length, an array of the full shape...).
+    ``name=`` gives the parameter a Stan name Python cannot spell: ``lambda_ =
+    sl.param.real(lower=0, name="lambda")`` is ``lambda`` in every output and init
+    dict; ``log_prob`` receives it as ``lambda_``."""
 
     @staticmethod
-    def real(lower=None, upper=None, offset=None, multiplier=None):
+    def real(lower=None, upper=None, offset=None, multiplier=None, array=None, name=None):
         """A real parameter, optionally bounded or affinely transformed."""
-        return ParamDecl("real", (), lower, upper, offset, multiplier)
+        return ParamDecl("real", (), lower, upper, offset, multiplier, array=array,
+                         name=name)
 
     @staticmethod
-    def vector(size, lower=None, upper=None, offset=None, multiplier=None):
+    def vector(size, lower=None, upper=None, offset=None, multiplier=None, array=None,
+               name=None):
         """A vector parameter of length ``size``."""
-        return ParamDecl("vector", (size,), lower, upper, offset, multiplier)
+        return ParamDecl("vector", (size,), lower, upper, offset, multiplier, array=array,
+                         name=name)
 
     @staticmethod
-    def matrix(rows, cols, lower=None, upper=None, offset=None, multiplier=None):
+    def matrix(rows, cols, lower=None, upper=None, offset=None, multiplier=None,
+               array=None, name=None):
         """A ``rows x cols`` matrix parameter."""
-        return ParamDecl("matrix", (rows, cols), lower, upper, offset, multiplier)
+        return ParamDecl("matrix", (rows, cols), lower, upper, offset, multiplier,
+                         array=array, name=name)
 
     @staticmethod
-    def array(*dims, shape=None, lower=None, upper=None, offset=None, multiplier=None):
+    def array(*dims, shape=None, lower=None, upper=None, offset=None, multiplier=None,
+              name=None):
         """An array of reals: ``sl.param.array("J", 2)`` or ``shape=("J", 2)``."""
         if shape is not None:
             dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        return ParamDecl("array", dims, lower, upper, offset, multiplier)
+        return ParamDecl("array", dims, lower, upper, offset, multiplier, name=name)
 
     @staticmethod
-    def simplex(K):
+    def simplex(K, array=None, name=None):
         """A K-simplex (non-negative, sums to one); K-1 free parameters."""
-        return ParamDecl("simplex", (K,))
+        return ParamDecl("simplex", (K,), array=array, name=name)
 
     @staticmethod
-    def ordered(K):
+    def ordered(K, array=None, name=None):
         """A strictly increasing K-vector."""
-        return ParamDecl("ordered", (K,))
+        return ParamDecl("ordered", (K,), array=array, name=name)
 
     @staticmethod
-    def positive_ordered(K):
+    def positive_ordered(K, array=None, name=None):
         """A strictly increasing K-vector of positive values."""
-        return ParamDecl("positive_ordered", (K,))
+        return ParamDecl("positive_ordered", (K,), array=array, name=name)
 
     @staticmethod
-    def unit_vector(K):
+    def unit_vector(K, array=None, name=None):
         """A K-vector of unit Euclidean length."""
-        return ParamDecl("unit_vector", (K,))
+        return ParamDecl("unit_vector", (K,), array=array, name=name)
 
     @staticmethod
-    def cholesky_factor_corr(K):
+    def sum_to_zero_vector(K, array=None, name=None):
+        """A K-vector summing to zero (Stan 2.36's isometric transform, K-1 free
+        parameters; no Jacobian term: a standard normal on the free parameters is
+        a normal of marginal variance (K-1)/K on each element)."""
+        return ParamDecl("sum_to_zero_vector", (K,), array=array, name=name)
+
+    @staticmethod
+    def stochastic_matrix(rows, columns, kind="row", array=None, name=None):
+        """A ``rows x columns`` matrix whose rows (``kind="row"``, Stan's
+        ``row_stochastic_matrix``) or columns (``kind="column"``,
+        ``column_stochastic_matrix``) are simplexes."""
+        k = {"row": "row", "rows": "row", "column": "column", "columns": "column",
+             "col": "column"}.get(kind) if isinstance(kind, str) else None
+        if k is None:
+            raise ModelError(f"stochastic_matrix: kind must be 'row' (each row a simplex) "
+                             f"or 'column' (each column a simplex), got {kind!r}")
+        return ParamDecl(f"{k}_stochastic_matrix", (rows, columns), array=array,
+                         name=name)
+
+    @staticmethod
+    def row_stochastic_matrix(rows, columns, array=None, name=None):
+        """A matrix whose rows are simplexes (Stan's ``row_stochastic_matrix``)."""
+        return ParamDecl("row_stochastic_matrix", (rows, columns), array=array, name=name)
+
+    @staticmethod
+    def column_stochastic_matrix(rows, columns, array=None, name=None):
+        """A matrix whose columns are simplexes (``column_stochastic_matrix``)."""
+        return ParamDecl("column_stochastic_matrix", (rows, columns), array=array,
+                         name=name)
+
+    @staticmethod
+    def cholesky_factor_corr(K, array=None, name=None):
         """The Cholesky factor of a K x K correlation matrix."""
-        return ParamDecl("cholesky_factor_corr", (K,))
+        return ParamDecl("cholesky_factor_corr", (K,), array=array, name=name)
 
     @staticmethod
-    def cholesky_factor_cov(M, N=None):
+    def cholesky_factor_cov(M, N=None, array=None, name=None):
         """The Cholesky factor (M x N, M >= N) of a covariance matrix."""
-        return ParamDecl("cholesky_factor_cov", (M,) if N is None else (M, N))
+        return ParamDecl("cholesky_factor_cov", (M,) if N is None else (M, N),
+                         array=array, name=name)
 
     @staticmethod
-    def corr_matrix(K):
+    def corr_matrix(K, array=None, name=None):
         """A K x K correlation matrix."""
-        return ParamDecl("corr_matrix", (K,))
+        return ParamDecl("corr_matrix", (K,), array=array, name=name)
 
     @staticmethod
-    def cov_matrix(K):
+    def cov_matrix(K, array=None, name=None):
         """A K x K covariance matrix (symmetric positive definite)."""
-        return ParamDecl("cov_matrix", (K,))
+        return ParamDecl("cov_matrix", (K,), array=array, name=name)
 
 
-data = _DataNamespace()
+data = _DataNamespace(DataDecl)
+transformed_data = _DataNamespace(TransformedDataDecl)
 param = _ParamNamespace()

@@ -37,7 +37,11 @@ Structured transforms (the constrained object is the trailing one or two axes of
 ``shape``; leading axes are an array of such objects, e.g. ``shape=(3, K)`` for three
 simplexes): :class:`Simplex`, :class:`Ordered`, :class:`PositiveOrdered`,
 :class:`UnitVector`, :class:`CholeskyFactorCorr`, :class:`CholeskyFactorCov`,
-:class:`CorrMatrix`, :class:`CovMatrix`. :func:`make` picks the transform for a
+:class:`CorrMatrix`, :class:`CovMatrix`, :class:`SumToZero` (Stan 2.36's isometric
+sum-to-zero vector), :class:`RowStochastic`, :class:`ColumnStochastic` (each row or
+column a simplex). A declaration's ``array=`` dimensions are such leading axes: every
+element of the array gets its own transform, computed for all elements at once, and
+the log-Jacobian is the sum over them. :func:`make` picks the transform for a
 declaration.
 
 >>> import numpy as np, stanlite as sl
@@ -81,14 +85,15 @@ from .autodiff.var import guarded, shape_of, value_type
 from .errors import DomainError
 from .autodiff.vm.program import guard_lowering as _guard_lowering
 from .math import (concatenate, cumulative_sum, exp, log, log_inv_logit,
-                   log1m_inv_logit, inv_logit, multiply_lower_tri_self_transpose,
+                   log1m_inv_logit, inv_logit, matmul, multiply_lower_tri_self_transpose,
                    reshape, swapaxes, tanh, where)
 from .math import sum as _sum
 from .math import sqrt as _sqrt
 
 __all__ = ["Transform", "Identity", "Lower", "Upper", "LowerUpper", "OffsetMultiplier",
            "Simplex", "Ordered", "PositiveOrdered", "UnitVector", "CholeskyFactorCorr",
-           "CholeskyFactorCov", "CorrMatrix", "CovMatrix", "make", "ELEMENTWISE_KINDS",
+           "CholeskyFactorCov", "CorrMatrix", "CovMatrix", "SumToZero", "RowStochastic",
+           "ColumnStochastic", "make", "ELEMENTWISE_KINDS",
            "STRUCTURED_KINDS", "CONSTRAINT_TOLERANCE"]
 
 CONSTRAINT_TOLERANCE = 1e-8   # Stan's tolerance for sums, unit lengths and symmetry
@@ -1234,6 +1239,149 @@ class CovMatrix(_Structured):
 
 
 # --------------------------------------------------------------------------------------
+# sum-to-zero vectors and stochastic matrices
+# --------------------------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def _zero_sum_basis(K):
+    """The ``(K - 1) x K`` matrix whose rows are an orthonormal basis of the vectors
+    summing to zero (Stan 2.36's "pivot coordinates"): row ``i`` (1-based) holds
+    ``1/sqrt(i(i+1))`` in its first ``i`` places, ``-i/sqrt(i(i+1))`` in place
+    ``i + 1`` and zeros after."""
+    B = np.zeros((max(K - 1, 0), K))
+    for i in range(1, K):
+        a = 1.0 / np.sqrt(i * (i + 1.0))
+        B[i - 1, :i] = a
+        B[i - 1, i] = -i * a
+    B.setflags(write=False)
+    return B
+
+
+class SumToZero(_Structured):
+    """Stan's ``sum_to_zero_vector[K]`` (Stan 2.36's isometric transform): ``K - 1``
+    free reals are the coordinates of ``y`` in the orthonormal basis of the
+    hyperplane ``sum(y) = 0`` given by :func:`_zero_sum_basis`, ``y = x B``. The map
+    is linear and an isometry onto the hyperplane, so ``log_jac = 0`` (as in Stan):
+    a standard normal on ``x`` is a normal on ``y`` with marginal variances
+    ``(K - 1) / K``.
+
+    >>> import numpy as np
+    >>> y, lj = SumToZero().constrain(np.array([1.0, 2.0]), (3,))
+    >>> round(float(y.sum()), 12), lj
+    (0.0, 0.0)
+    """
+
+    name = "sum_to_zero_vector"
+
+    def _check_dims(self, dims):
+        if dims[0] < 1:
+            raise ValueError("sum_to_zero_vector: needs at least 1 element")
+
+    def _core_free(self, dims):
+        return dims[0] - 1
+
+    def _constrain(self, x, batch, dims):
+        K = dims[0]
+        if K == 1:
+            return np.zeros(batch + (1,)), 0.0
+        return matmul(x, _zero_sum_basis(K)), 0.0
+
+    def _violation(self, v, dims):
+        msg = _nan_message(v)
+        if msg:
+            return msg
+        s = np.sum(v, axis=-1)
+        i = _first(~(np.abs(s) <= CONSTRAINT_TOLERANCE))
+        if i is not None:
+            at = f" at {_idx(i)}" if i else ""
+            return (f"must sum to 0 (within {CONSTRAINT_TOLERANCE:g}), but the sum{at} "
+                    f"is {_num(s[i])}")
+        return None
+
+    def _unconstrain(self, v, dims):
+        return v @ _zero_sum_basis(dims[0]).T
+
+
+class RowStochastic(_Structured):
+    """Stan's ``row_stochastic_matrix[N, M]``: each row a simplex (the
+    :class:`Simplex` transform per row, all rows at once), ``N (M - 1)`` free reals,
+    row by row (each row's ``M - 1`` together; Stan orders them column-major);
+    ``log_jac`` is the sum of the rows' simplex terms.
+
+    >>> import numpy as np
+    >>> RowStochastic().constrain(np.zeros(2), (2, 2))[0]
+    array([[0.5, 0.5],
+           [0.5, 0.5]])
+    """
+
+    name = "row_stochastic_matrix"
+    core = 2
+    _simplex = Simplex()
+
+    def _check_dims(self, dims):
+        if dims[1] < 1:
+            raise ValueError(f"{self.name}: needs at least 1 column")
+
+    def _core_free(self, dims):
+        return dims[0] * (dims[1] - 1)
+
+    def _constrain(self, x, batch, dims):
+        N, M = dims
+        return self._simplex._constrain(reshape(x, batch + (N, M - 1)), batch + (N,),
+                                        (M,))
+
+    def _violation(self, v, dims):
+        return _stochastic_message(v, -1, "row")
+
+    def _unconstrain(self, v, dims):
+        return self._simplex._unconstrain(v, (dims[1],))
+
+
+class ColumnStochastic(RowStochastic):
+    """Stan's ``column_stochastic_matrix[N, M]``: each column a simplex, ``(N - 1) M``
+    free reals, column by column (as Stan's column-major order); the simplex
+    transform on the transpose."""
+
+    name = "column_stochastic_matrix"
+
+    def _check_dims(self, dims):
+        if dims[0] < 1:
+            raise ValueError(f"{self.name}: needs at least 1 row")
+
+    def _core_free(self, dims):
+        return (dims[0] - 1) * dims[1]
+
+    def _constrain(self, x, batch, dims):
+        N, M = dims
+        y, lj = self._simplex._constrain(reshape(x, batch + (M, N - 1)), batch + (M,),
+                                         (N,))
+        return swapaxes(y, -1, -2), lj
+
+    def _violation(self, v, dims):
+        return _stochastic_message(v, -2, "column")
+
+    def _unconstrain(self, v, dims):
+        return self._simplex._unconstrain(np.swapaxes(v, -1, -2), (dims[0],))
+
+
+def _stochastic_message(v, axis, what):
+    """Why ``v`` is not row- (``axis=-1``) or column- (``axis=-2``) stochastic."""
+    msg = _nan_message(v)
+    if msg:
+        return msg
+    i = _first(v < 0)
+    if i is not None:
+        return f"must be >= 0, but {_loc(i)}is {_num(v[i])}"
+    s = np.sum(v, axis=axis)
+    i = _first(np.abs(s - 1.0) > CONSTRAINT_TOLERANCE)
+    if i is None:
+        return None
+    # i indexes the batch and then the row (column) whose sum is off
+    where = f"{what} {i[-1]}" + (f" of {_idx(i[:-1])}" if len(i) > 1 else "")
+    return (f"must have each {what} sum to 1 (within {CONSTRAINT_TOLERANCE:g}), but "
+            f"{where} sums to {_num(s[i])}")
+
+
+# --------------------------------------------------------------------------------------
 # the factory
 # --------------------------------------------------------------------------------------
 ELEMENTWISE_KINDS = ("real", "int", "vector", "row_vector", "matrix", "array")
@@ -1241,7 +1389,9 @@ STRUCTURED_KINDS = {
     "simplex": Simplex, "ordered": Ordered, "positive_ordered": PositiveOrdered,
     "unit_vector": UnitVector, "cholesky_factor_corr": CholeskyFactorCorr,
     "cholesky_factor_cov": CholeskyFactorCov, "corr_matrix": CorrMatrix,
-    "cov_matrix": CovMatrix,
+    "cov_matrix": CovMatrix, "sum_to_zero_vector": SumToZero,
+    "row_stochastic_matrix": RowStochastic,
+    "column_stochastic_matrix": ColumnStochastic,
 }
 
 
@@ -1261,7 +1411,9 @@ def make(kind, lower=None, upper=None, offset=None, multiplier=None):
     ``kind`` is one of ``ELEMENTWISE_KINDS`` (bounds and offset/multiplier apply
     elementwise) or a structured kind (``"simplex"``, ``"ordered"``,
     ``"positive_ordered"``, ``"unit_vector"``, ``"cholesky_factor_corr"``,
-    ``"cholesky_factor_cov"``, ``"corr_matrix"``, ``"cov_matrix"``), which take no
+    ``"cholesky_factor_cov"``, ``"corr_matrix"``, ``"cov_matrix"``,
+    ``"sum_to_zero_vector"``, ``"row_stochastic_matrix"``,
+    ``"column_stochastic_matrix"``), which take no
     bounds. Bounds may be numbers, arrays, or anything the caller evaluates later (a
     data name, a callable); they only decide the transform and serve as defaults.
     Numeric ``lower >= upper`` or a non-positive numeric multiplier raises ``ValueError``.
