@@ -296,16 +296,17 @@ def _field_digest(v):
     return digest(a)
 
 
-def compare_fingerprints(saved, model, where, changed_ok=False):
+def compare_fingerprints(saved, model, where, changed_ok=False, hint="", note=""):
     """Raise :class:`~stanlite.DataError` if ``model``'s data differ from the
     fingerprint ``saved`` (``where`` says whose fingerprint: "the fit in 'x.nc'"),
-    naming the fields that differ; a warning only if ``changed_ok``. A differing
-    model class is a RuntimeWarning (a renamed class is common; the parameters were
-    already checked to be the same)."""
+    naming the fields that differ (and ``hint``); a warning only if ``changed_ok``
+    (ending with ``note``). A differing model class is a RuntimeWarning (a renamed
+    class is common; the parameters were already checked to be the same). Returns
+    whether the data differ."""
     import warnings
     mine = data_fingerprint(model)
     if saved is None or mine is None:
-        return
+        return False
     a, b = saved.get("fields", {}), mine["fields"]
     differ = sorted(k for k in set(a) & set(b) if a[k] != b[k])
     only_saved, only_mine = sorted(set(a) - set(b)), sorted(set(b) - set(a))
@@ -316,9 +317,12 @@ def compare_fingerprints(saved, model, where, changed_ok=False):
         msg = (f"{where} was made with other data than this {type(model).__name__} "
                f"has ({'; '.join(parts)}): continuing it would mix two posteriors")
         if not changed_ok:
-            raise DataError(msg + "; pass data_changed_ok=True if that is what you want")
-        warnings.warn(msg + " (data_changed_ok=True)", RuntimeWarning, stacklevel=4)
+            raise DataError(msg + "; pass data_changed_ok=True if that is what you want"
+                            + hint)
+        warnings.warn(msg + f" (data_changed_ok=True){note}", RuntimeWarning,
+                      stacklevel=4)
     if saved.get("model") not in (None, mine["model"]):
         warnings.warn(f"{where} was made with a model class named {saved['model']}, this "
                       f"one is {mine['model']} (same parameters and data): continuing "
                       "assumes it is the same model", RuntimeWarning, stacklevel=4)
+    return bool(differ or only_saved or only_mine)

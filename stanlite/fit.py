@@ -68,6 +68,8 @@ class Fit:
     num_warmup_draws = 0
     _warmup_draws = {}
     _warmup_stats = {}
+    #: "posterior", or "prior" for model.sample_prior_predictive (ArviZ's prior groups)
+    kind = "posterior"
 
     def __init__(self, model, chain_states, gq_seeds, interrupted=False, method="nuts",
                  max_treedepth=10):
@@ -77,6 +79,7 @@ class Fit:
         self.interrupted = interrupted
         self.method = method
         self.max_treedepth = max_treedepth
+        self.kind = "prior" if getattr(model, "_prior_only", False) else "posterior"
         self._idata = None          # set for a fit read by load_fit
         self._build()
 
@@ -377,6 +380,7 @@ class Fit:
             idata = self.to_arviz()
         groups = {g: idata[g] for g in idata.groups()}
         meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "method": self.method,
+                "kind": self.kind,
                 "max_treedepth": self.max_treedepth, "interrupted": bool(self.interrupted),
                 "names": self.names,
                 # a fit loaded without its model keeps what its file said
@@ -979,8 +983,18 @@ def load_fit(path, model=None, data_changed_ok=False):
         raise FitFileError(path, f"is damaged or was edited: {type(e).__name__}: {e}") \
             from e
     if model is not None:
-        _check_model(path, fit, meta, model, data_changed_ok)
+        changed = _check_model(path, fit, meta, model, data_changed_ok)
+        if fit.kind == "prior":
+            from .workflow import prior_model
+            model = prior_model(model)
         fit.model = model
+        if changed:
+            # the saved quantities belong to the other data: recomputed from the saved
+            # draws and seeds, never kept silently (the chains stay the run's)
+            fit._sampled_fingerprint = fit._fingerprint
+            fit._idata = None
+            fit._whole = None
+            fit._build()
     return fit
 
 
@@ -1118,6 +1132,10 @@ def _fit_from_file(path, datasets, meta, version):
     fit.gq_seeds = [_seed_from_json(d) for d in seeds]
     fit.interrupted = _need(path, meta, "interrupted", bool)
     fit.method = _need(path, meta, "method", str)
+    fit.kind = meta.get("kind", "posterior")
+    if fit.kind not in ("posterior", "prior"):
+        raise FitFileError(path, f"its state has kind {fit.kind!r}, not 'posterior' or "
+                           "'prior' (edited?)")
     fit.max_treedepth = _need(path, meta, "max_treedepth", (int, type(None)))
     fit._fingerprint = meta.get("data_fingerprint") if version >= 2 else \
         _fingerprint_from_groups(datasets)
@@ -1194,9 +1212,15 @@ def _fingerprint_from_groups(datasets):
 
 
 def _check_model(path, fit, meta, model, data_changed_ok):
+    """Raise unless ``model`` may read the fit (same parameters; same data unless
+    ``data_changed_ok``); returns whether its data differ from the fit's."""
     check_same_parameters(fit, model, f"the fit in {path!r}", ModelError)
-    _fitio.compare_fingerprints(fit._fingerprint, model, f"the fit in {path!r}",
-                                changed_ok=data_changed_ok)
+    gq = (f"; to compute generated quantities with this model's data from the saved "
+          f"draws instead, use model.generate_quantities(sl.load_fit({path!r}))")
+    return _fitio.compare_fingerprints(
+        fit._fingerprint, model, f"the fit in {path!r}", changed_ok=data_changed_ok,
+        hint=gq, note="; its transformed parameters and generated quantities are "
+        "recomputed with this model's data")
 
 
 # ---- is a fit one of this model? ---------------------------------------------------------
@@ -1258,8 +1282,13 @@ def check_same_parameters(fit, model, where, error):
 
 
 def fit_fingerprint(fit):
-    """The fingerprint of the data ``fit`` was made with: its model's data, or (a fit
-    loaded without a model) what its file recorded; None if unknown."""
+    """The fingerprint of the data ``fit``'s chains were drawn with: its model's data,
+    or (a fit loaded without a model) what its file recorded, or (quantities
+    recomputed on other data: ``model.generate_quantities``, ``load_fit`` with other
+    data) the data of the run; None if unknown."""
+    sampled = getattr(fit, "_sampled_fingerprint", None)
+    if sampled is not None:
+        return sampled
     m = getattr(fit, "model", None)
     fp = _fitio.data_fingerprint(m) if m is not None else None
     return fp if fp is not None else getattr(fit, "_fingerprint", None)
@@ -1268,7 +1297,8 @@ def fit_fingerprint(fit):
 def check_resume_data(fit, model, data_changed_ok=False):
     """For ``model.sample(resume_from=fit)``: a DataError if ``fit`` was made with
     other data than ``model`` has (unless ``data_changed_ok``)."""
-    if getattr(fit, "model", None) is model:
+    if getattr(fit, "model", None) is model and \
+            getattr(fit, "_sampled_fingerprint", None) is None:
         return
     _fitio.compare_fingerprints(fit_fingerprint(fit), model, "resume_from (the fit)",
                                 changed_ok=data_changed_ok)

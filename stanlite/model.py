@@ -150,6 +150,8 @@ class Model:
 
     _data_decls = {}
     _param_decls = {}
+    #: True on the copy whose log density is the prior (stanlite/workflow.py)
+    _prior_only = False
     #: retape the log-density gradient (sl.compile, autodiff/compile.py): recorded
     #: once, replayed as generated code; ``False`` (on the class or an instance) keeps
     #: the eager tape, as does the environment variable ``STANLITE_COMPILE=0`` for the
@@ -334,7 +336,11 @@ class Model:
         tp = self._transformed(params)
         if tp:
             avail = {**params, **tp}
-        lp = self.log_prob(**self._pick(self._lp_args, avail, "log_prob"))
+        if self._prior_only:                # sample_prior_predictive: stanlite/workflow.py
+            from .workflow import log_prior
+            lp = log_prior(self, avail)
+        else:
+            lp = self.log_prob(**self._pick(self._lp_args, avail, "log_prob"))
         t = type(lp)
         if not (t is Var and type(lp.value) is float or t is float):
             self._check_log_prob(lp)            # (the common cases above need no check)
@@ -639,7 +645,7 @@ class Model:
         if not isinstance(gq, dict):
             raise ModelError("generated_quantities must return a dict of name -> value, got "
                              f"{type(gq).__name__}")
-        return {k: _plain(v) for k, v in gq.items()}
+        return {k: _plain_quantity(v) for k, v in gq.items()}
 
     def output(self, x, rng=None, include_tp=True, include_gq=True):
         """Everything a draw reports: parameters, transformed parameters, generated
@@ -823,6 +829,23 @@ class Model:
         return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
                    max_treedepth=max_treedepth)
 
+    def generate_quantities(self, fit, seed=None):
+        """A new fit with ``fit``'s parameter draws and this model's transformed
+        parameters and generated quantities (cmdstanpy's standalone generated
+        quantities); this model may have other data (out-of-sample prediction). See
+        :func:`stanlite.workflow.generate_quantities`."""
+        from .workflow import generate_quantities
+        return generate_quantities(self, fit, seed=seed)
+
+    def sample_prior_predictive(self, draws=1000, seed=None, check_proper=True, **kwargs):
+        """NUTS on the prior (``log_prior``, else ``log_prob`` minus the declared
+        ``log_likelihood``) and the generated quantities at each prior draw: a fit
+        whose ArviZ export has the ``prior`` and ``prior_predictive`` groups.
+        ``kwargs``: :meth:`sample`'s. See :func:`stanlite.workflow.sample_prior_predictive`."""
+        from .workflow import sample_prior_predictive
+        return sample_prior_predictive(self, draws=draws, seed=seed,
+                                       check_proper=check_proper, **kwargs)
+
     def variational(self, method="meanfield", seed=None, **kwargs):
         """Stan's ADVI (``method="meanfield"`` or ``"fullrank"``): a Gaussian on the
         unconstrained space fitted by stochastic gradient ascent on the ELBO. Returns
@@ -900,6 +923,9 @@ def _check_resume_from(fit):
     if not isinstance(states, (list, tuple)) or not states:
         raise ArgumentError(f"resume_from must be a fit with at least one chain, got "
                             f"{type(fit).__name__} with chain_states={states!r}")
+    if getattr(fit, "kind", "posterior") == "prior":
+        raise ArgumentError("resume_from is a fit of the prior (sample_prior_predictive): "
+                            "its chains cannot be continued on the posterior")
 
 
 def _sample_arguments(model, resumed, **a):
@@ -1010,6 +1036,14 @@ def _plain(v):
     if isinstance(v, np.ndarray):
         return v.copy()
     return float(v) if isinstance(v, (float, int, np.floating, np.integer)) else v
+
+
+def _plain_quantity(v):
+    """A generated quantity on plain numbers: :func:`_plain`, but an integer stays an
+    integer (``rng.poisson``, counts: fit.py keeps their integer dtype)."""
+    if isinstance(v, (int, np.integer, np.bool_)):
+        return int(v)
+    return _plain(v)
 
 
 # ---- data: field names and JSON ------------------------------------------------------
