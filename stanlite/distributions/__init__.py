@@ -5,7 +5,8 @@ Each log density is one fused node with analytic partials (:mod:`.fused`); modul
 split by support: :mod:`.continuous` (the real line), :mod:`.bounded` (positive and
 unit-interval support), :mod:`.discrete`, :mod:`.multivariate`, and :mod:`.glm` (the
 fused generalised linear models); :mod:`.ordinal` (ordered probit),
-:mod:`.more_glm` (categorical-logit and negative-binomial GLMs).
+:mod:`.more_glm` (categorical-logit and negative-binomial GLMs), :mod:`.more_continuous`
+(rayleigh, loglogistic).
 """
 
 from .fused import *  # noqa: F401,F403
@@ -20,8 +21,9 @@ from . import fused, continuous, bounded, discrete, multivariate, glm, hmm  # no
 # families added for issue 21 (Stan's remaining distributions), one module per kind
 from .ordinal import *  # noqa: F401,F403,E402
 from .more_glm import *  # noqa: F401,F403,E402
-from . import ordinal, more_glm  # noqa: F401,E402
+from .more_continuous import *  # noqa: F401,F403,E402
+from . import ordinal, more_glm, more_continuous  # noqa: F401,E402
 
 __all__ = (continuous.__all__ + bounded.__all__ + discrete.__all__
            + multivariate.__all__ + glm.__all__ + ordinal.__all__ + hmm.__all__
-           + more_glm.__all__)
+           + more_glm.__all__ + more_continuous.__all__)
