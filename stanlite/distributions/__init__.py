@@ -6,7 +6,8 @@ split by support: :mod:`.continuous` (the real line), :mod:`.bounded` (positive 
 unit-interval support), :mod:`.discrete`, :mod:`.multivariate`, and :mod:`.glm` (the
 fused generalised linear models); :mod:`.ordinal` (ordered probit),
 :mod:`.more_glm` (categorical-logit and negative-binomial GLMs), :mod:`.more_continuous`
-(rayleigh, loglogistic).
+(rayleigh, loglogistic), :mod:`.more_multivariate` (precision and Cholesky
+parameterisations, lkj_cov).
 """
 
 from .fused import *  # noqa: F401,F403
@@ -22,8 +23,9 @@ from . import fused, continuous, bounded, discrete, multivariate, glm, hmm  # no
 from .ordinal import *  # noqa: F401,F403,E402
 from .more_glm import *  # noqa: F401,F403,E402
 from .more_continuous import *  # noqa: F401,F403,E402
-from . import ordinal, more_glm, more_continuous  # noqa: F401,E402
+from .more_multivariate import *  # noqa: F401,F403,E402
+from . import ordinal, more_glm, more_continuous, more_multivariate  # noqa: F401,E402
 
 __all__ = (continuous.__all__ + bounded.__all__ + discrete.__all__
            + multivariate.__all__ + glm.__all__ + ordinal.__all__ + hmm.__all__
-           + more_glm.__all__ + more_continuous.__all__)
+           + more_glm.__all__ + more_continuous.__all__ + more_multivariate.__all__)
