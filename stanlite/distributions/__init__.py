@@ -7,7 +7,8 @@ unit-interval support), :mod:`.discrete`, :mod:`.multivariate`, and :mod:`.glm` 
 fused generalised linear models); :mod:`.ordinal` (ordered probit),
 :mod:`.more_glm` (categorical-logit and negative-binomial GLMs), :mod:`.more_continuous`
 (rayleigh, loglogistic), :mod:`.more_multivariate` (precision and Cholesky
-parameterisations, lkj_cov).
+parameterisations, lkj_cov), :mod:`.more_discrete` (beta_neg_binomial,
+dirichlet_multinomial).
 """
 
 from .fused import *  # noqa: F401,F403
@@ -24,8 +25,10 @@ from .ordinal import *  # noqa: F401,F403,E402
 from .more_glm import *  # noqa: F401,F403,E402
 from .more_continuous import *  # noqa: F401,F403,E402
 from .more_multivariate import *  # noqa: F401,F403,E402
-from . import ordinal, more_glm, more_continuous, more_multivariate  # noqa: F401,E402
+from .more_discrete import *  # noqa: F401,F403,E402
+from . import ordinal, more_glm, more_continuous, more_multivariate, more_discrete  # noqa: F401,E402,E501
 
 __all__ = (continuous.__all__ + bounded.__all__ + discrete.__all__
            + multivariate.__all__ + glm.__all__ + ordinal.__all__ + hmm.__all__
-           + more_glm.__all__ + more_continuous.__all__ + more_multivariate.__all__)
+           + more_glm.__all__ + more_continuous.__all__ + more_multivariate.__all__
+           + more_discrete.__all__)

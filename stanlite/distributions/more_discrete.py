@@ -1,0 +1,261 @@
+"""More discrete distributions: ``beta_neg_binomial`` and ``dirichlet_multinomial``.
+
+Stan's parameterisations (functions reference)::
+
+    BetaNegBinomial(n | r, alpha, beta) = Gamma(n + r) / (n! Gamma(r))
+                                          B(n + beta, r + alpha) / B(alpha, beta)
+
+the number of failures before the ``r``-th success when the success probability is
+``Beta(alpha, beta)`` (``n >= 0``; ``r, alpha, beta > 0``; mean ``r beta / (alpha -
+1)`` for ``alpha > 1``); ``_lpmf``, ``_lcdf``, ``_lccdf`` and ``_rng``. And::
+
+    DirichletMultinomial(y | alpha) = Gamma(alpha_0) Gamma(N + 1) / Gamma(N + alpha_0)
+                                      prod_k Gamma(y_k + alpha_k) / (Gamma(alpha_k) y_k!)
+
+the counts ``y`` (``N = sum_k y_k``) of N draws from a ``Dirichlet(alpha)``
+probability vector (``alpha_0 = sum_k alpha_k``); ``_lpmf`` and
+``_rng(alpha, N)``. ``y`` is one count vector (K,) or an array of them (M, K);
+``alpha`` (K,) or (M, K).
+
+Each density is one fused node (:mod:`.fused`); the integer outcomes are never
+differentiable (as in :mod:`.discrete`). ``beta_neg_binomial_lcdf`` sums the mass of
+``0..n`` (O(n) terms per element) in logs; its derivatives are the mass-weighted
+averages of the per-term scores, exact like the other count CDFs of
+:mod:`.discrete`. ``_lccdf`` is ``log(1 - CDF)`` of the same sum: the tail of this
+distribution decays only polynomially (like ``n^-(alpha+1)``), so there is no short
+upper sum; a complementary probability below ~1e-16 of the CDF rounds to ``-inf``.
+
+>>> import numpy as np, stanlite as sl
+>>> round(sl.beta_neg_binomial_lpmf(np.array([0, 3]), 2.0, 3.0, 1.5), 6)
+-3.513796
+>>> round(sl.dirichlet_multinomial_lpmf(np.array([1, 0, 2]), np.ones(3)), 6)     # 1/C(5, 2)
+-2.302585
+"""
+
+import numpy as np
+import scipy.special as sps
+
+from .. import math as sm
+from ..autodiff.var import value_of
+from ..errors import DomainError
+from .discrete import (_bshape, _bsum, _flat, _idata, _int_draws, _quiet, _ranges,
+                       _rng_ints, _scatter, _segment_weights, _segsum, _stats_to_sides,
+                       _sum_log_factorial)
+from .fused import broadcast_size, check_integer, check_positive, fused
+from .multivariate import dirichlet_rng
+from .rng import as_generator
+
+__all__ = ["beta_neg_binomial_lpmf", "beta_neg_binomial_lcdf", "beta_neg_binomial_lccdf",
+           "beta_neg_binomial_rng",
+           "dirichlet_multinomial_lpmf", "dirichlet_multinomial_rng"]
+
+_NEG_INF = -np.inf
+#: the largest Poisson rate a ``beta_neg_binomial_rng`` draw may need (numpy's int64)
+_MAX_RATE = 1e18
+
+
+# ======================================================================================
+# beta_neg_binomial
+# ======================================================================================
+def _bnb_terms(n, r, a, b):
+    """log BetaNegBinomial(n | r, a, b) elementwise, without the constant -log n!."""
+    return (sm.lgamma(n + r) - sm.lgamma(r) + sm.lbeta(n + b, r + a) - sm.lbeta(a, b))
+
+
+def _bnb_scores(n, r, a, b):
+    """d/dr, d/da, d/db of the log mass at n (elementwise)."""
+    pt = sm.digamma(n + r + a + b)
+    pab = sm.digamma(a + b)
+    par = sm.digamma(a + r)
+    return (sm.digamma(n + r) - sm.digamma(r) + par - pt,
+            par - pt - sm.digamma(a) + pab,
+            sm.digamma(n + b) - pt - sm.digamma(b) + pab)
+
+
+@_quiet
+def _beta_neg_binomial(need, n, r, alpha, beta):
+    """log BNB(n | r, a, b) = lgamma(n + r) - lgamma(n + 1) - lgamma(r)
+    + lbeta(n + b, r + a) - lbeta(a, b); with psi_T = psi(n + r + a + b):
+
+    d/dr = psi(n + r) - psi(r) + psi(a + r) - psi_T,
+    d/da = psi(a + r) - psi_T - psi(a) + psi(a + b),
+    d/db = psi(n + b) - psi_T - psi(b) + psi(a + b).
+    """
+    n = _idata(n)
+    M = broadcast_size(n, r, alpha, beta)
+    lp = _bsum(_bnb_terms(n, r, alpha, beta), M) - _sum_log_factorial(n) * (
+        M // max(1, np.size(n)))
+    parts = [None, None, None, None]
+    if need[1] or need[2] or need[3]:
+        dr, da, db = _bnb_scores(n, r, alpha, beta)
+        parts[1:] = [dr if need[1] else None, da if need[2] else None,
+                     db if need[3] else None]
+    return lp, parts
+
+
+def _bnb_cdf_core(need, n, r, alpha, beta, upper):
+    """log P(X <= n) (``upper`` False) or log(1 - P(X <= n)) per element and their
+    derivatives, from the finite sum of the mass over 0..n; (None, None) when an
+    element has probability 0 (an n < 0 for the CDF)."""
+    n = np.asarray(_idata(n))
+    shape = _bshape(n, r, alpha, beta)
+    M = int(np.prod(shape, dtype=np.int64))
+    nf = np.broadcast_to(n, shape).ravel()
+    below = nf < 0
+    if not upper and np.any(below):
+        return None, None
+    idx = np.flatnonzero(~below)
+    m = idx.size
+    if m == 0:                       # every n below the support: P(X > n) = 1
+        return np.zeros(M), [np.zeros(M) if nd else None for nd in need[1:]]
+    rr, aa, bb = (_flat(v, shape) for v in (r, alpha, beta))
+    if m != M:
+        rr, aa, bb = rr[idx], aa[idx], bb[idx]
+    k, seg, offs = _ranges(np.zeros(m), nf[idx] + 1)
+    t = _bnb_terms(k, rr[seg], aa[seg], bb[seg]) - sps.gammaln(k + 1.0)
+    logS, w = _segment_weights(t, seg, offs, m)
+    gs = [None, None, None]
+    if any(need[1:]):
+        scores = _bnb_scores(k, rr[seg], aa[seg], bb[seg])
+        gs = [_segsum(w * s, seg, m) if nd else None for s, nd in zip(scores, need[1:])]
+    val, gs = _stats_to_sides(logS, gs, np.ones(m, bool), upper)
+    if m != M:
+        val = _scatter(val, idx, M)         # elements below the support: log 1 = 0
+        gs = [None if g is None else _scatter(g, idx, M) for g in gs]
+    return val, gs
+
+
+def _bnb_cdf(upper):
+    @_quiet
+    def kernel(need, n, r, alpha, beta):
+        val, gs = _bnb_cdf_core(need, n, r, alpha, beta, upper)
+        if val is None:
+            return _NEG_INF, [None] + [0.0 if nd else None for nd in need[1:]]
+        shape = _bshape(n, r, alpha, beta)
+        return sm.sum(val), [None] + [None if g is None else sm.reshape(g, shape)
+                                      for g in gs]
+    return kernel
+
+
+def _check_bnb(fn, cdf=False):
+    def check(n, r, alpha, beta):
+        check_integer(fn, "n", n, None if cdf else 0)
+        check_positive(fn, "r", r)
+        check_positive(fn, "alpha", alpha)
+        check_positive(fn, "beta", beta)
+    return check
+
+
+beta_neg_binomial_lpmf = fused("beta_neg_binomial_lpmf", _beta_neg_binomial,
+                               _check_bnb("beta_neg_binomial_lpmf"), nondiff=(0,))
+beta_neg_binomial_lpmf.__doc__ = """Beta negative binomial log mass, summed.
+
+    BetaNegBinomial(n | r, alpha, beta) = Gamma(n + r)/(n! Gamma(r))
+                                          B(n + beta, r + alpha)/B(alpha, beta),
+    n >= 0, r, alpha, beta > 0 (scipy: ``betanbinom(r, alpha, beta)``).
+
+    >>> import stanlite as sl
+    >>> round(sl.beta_neg_binomial_lpmf(2, 3.0, 2.0, 1.0), 6)
+    -2.169054
+    """
+beta_neg_binomial_lcdf = fused("beta_neg_binomial_lcdf", _bnb_cdf(False),
+                               _check_bnb("beta_neg_binomial_lcdf", cdf=True), nondiff=(0,))
+beta_neg_binomial_lcdf.__doc__ = """Beta negative binomial log CDF, summed: log P(X <= n)
+    (the mass of 0..n summed in logs; n < 0 gives -inf)."""
+beta_neg_binomial_lccdf = fused("beta_neg_binomial_lccdf", _bnb_cdf(True),
+                                _check_bnb("beta_neg_binomial_lccdf", cdf=True),
+                                nondiff=(0,))
+beta_neg_binomial_lccdf.__doc__ = """Beta negative binomial log complementary CDF, summed:
+    log P(X > n) = log(1 - P(X <= n)) (n < 0 gives 0)."""
+
+
+def beta_neg_binomial_rng(r, alpha, beta, rng=None):
+    """BetaNegBinomial(r, alpha, beta) draws (ints): with p ~ Beta(alpha, beta) the
+    success probability, a negative binomial count of failures, drawn as
+    Poisson(Gamma(r, (1 - p)/p)) with (1 - p)/p = G_beta / G_alpha from two gammas
+    (no 1 - p cancellation). A Poisson rate beyond 1e18 (alpha tiny: the draw would
+    overflow an int64) raises DomainError."""
+    fn = "beta_neg_binomial_rng"
+    r, alpha, beta = (np.asarray(value_of(v), dtype=float) for v in (r, alpha, beta))
+    check_positive(fn, "r", r)
+    check_positive(fn, "alpha", alpha)
+    check_positive(fn, "beta", beta)
+    g = as_generator(rng)
+    shape = np.broadcast_shapes(r.shape, alpha.shape, beta.shape)
+    with np.errstate(divide="ignore", over="ignore"):
+        odds = g.standard_gamma(np.broadcast_to(beta, shape)) / g.standard_gamma(
+            np.broadcast_to(alpha, shape))
+        lam = g.standard_gamma(np.broadcast_to(r, shape)) * odds
+    if not np.all(lam <= _MAX_RATE):
+        raise DomainError(f"{fn}: a draw's Poisson rate exceeds {_MAX_RATE:g} (the count "
+                          "would overflow an int64; alpha is too small for integer draws)")
+    return _int_draws(g.poisson(lam))
+
+
+# ======================================================================================
+# dirichlet_multinomial
+# ======================================================================================
+@_quiet
+def _dirichlet_multinomial(need, y, alpha):
+    """sum_rows [lgamma(a0) - lgamma(N + a0) + lgamma(N + 1)
+                 + sum_k (lgamma(y_k + a_k) - lgamma(a_k) - lgamma(y_k + 1))];
+    d/da_k = psi(a0) - psi(N + a0) + psi(y_k + a_k) - psi(a_k)."""
+    y = np.asarray(_idata(y), dtype=float)
+    shape = _bshape(y, alpha)
+    yb = np.broadcast_to(y, shape)
+    a = alpha if _bshape(alpha) == shape else alpha + np.zeros(shape)
+    N = yb.sum(axis=-1)
+    a0 = sm.sum(a, axis=-1)
+    const = float(np.sum(sps.gammaln(N + 1.0))) - _sum_log_factorial(yb)
+    empty = N == 0              # no draws: probability 1 exactly (as Stan)
+    lp = (sm.sum(sm.where(empty, 0.0, sm.lgamma(a0) - sm.lgamma(N + a0)))
+          + sm.sum(sm.lgamma(yb + a) - sm.lgamma(a)) + const)
+    parts = [None, None]
+    if need[1]:
+        d0 = sm.where(empty, 0.0, sm.digamma(a0) - sm.digamma(N + a0))
+        parts[1] = sm.reshape(d0, shape[:-1] + (1,)) + sm.digamma(yb + a) - sm.digamma(a)
+    return lp, parts
+
+
+def _check_dirichlet_multinomial(y, alpha):
+    fn = "dirichlet_multinomial_lpmf"
+    sy, sa = np.shape(y), np.shape(alpha)
+    for arg, s in (("y", sy), ("alpha", sa)):
+        if len(s) not in (1, 2) or s[-1] == 0:
+            raise ValueError(f"{fn}: {arg} must be a vector or an array of vectors "
+                             f"(M, K), got shape {s}")
+    if sy[-1] != sa[-1] or (len(sy) == len(sa) == 2 and sy[0] != sa[0]):
+        raise ValueError(f"{fn}: shapes {sy} (y) and {sa} (alpha) do not match")
+    check_integer(fn, "y", y, 0)
+    check_positive(fn, "alpha", alpha)
+
+
+dirichlet_multinomial_lpmf = fused("dirichlet_multinomial_lpmf", _dirichlet_multinomial,
+                                   _check_dirichlet_multinomial, nondiff=(0,))
+dirichlet_multinomial_lpmf.__doc__ = """Dirichlet-multinomial log mass of the count vector(s) y.
+
+    DirichletMultinomial(y | alpha) = Gamma(a0) Gamma(N + 1) / Gamma(N + a0)
+                                      prod_k Gamma(y_k + alpha_k) / (Gamma(alpha_k) y_k!),
+    N = sum_k y_k, a0 = sum_k alpha_k; y_k >= 0 ints, alpha_k > 0. ``y`` (K,) or (M, K),
+    ``alpha`` (K,) or (M, K); the value is summed over the count vectors.
+
+    >>> import stanlite as sl
+    >>> round(sl.dirichlet_multinomial_lpmf([2, 1], [1.0, 1.0]), 6)     # uniform on 0..3
+    -1.386294
+    """
+
+
+def dirichlet_multinomial_rng(alpha, N, rng=None):
+    """One DirichletMultinomial(alpha, N) count vector (an int array of alpha's size):
+    a multinomial draw of N from a Dirichlet(alpha) probability vector."""
+    fn = "dirichlet_multinomial_rng"
+    alpha = np.asarray(value_of(alpha), dtype=float)
+    if alpha.ndim != 1 or alpha.size == 0:
+        raise ValueError(f"{fn}: alpha must be a non-empty vector, got shape {alpha.shape}")
+    check_positive(fn, "alpha", alpha)
+    N = int(_rng_ints(fn, "N", N))
+    g = as_generator(rng)
+    if N == 0:
+        return np.zeros(alpha.size, dtype=np.int64)
+    theta = dirichlet_rng(alpha, rng=g)
+    return np.asarray(g.multinomial(N, theta / theta.sum()), dtype=np.int64)
