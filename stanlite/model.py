@@ -402,6 +402,26 @@ class Model:
             return None
         return self._retaped_for(jacobian)
 
+    def precompile(self, jacobian=True):
+        """Record and compile the log-density gradient now, not at its first use;
+        returns the model (``m = MyModel(**data).precompile()``).
+
+        What the first gradient call would do (record the tape, lower it to the
+        compiled interpreter or to generated Python, or take a program from the
+        disk cache, ``stanlite/autodiff/program_cache.py``), and the check of its
+        first replay at a new point against the eager tape, at fixed points drawn
+        uniformly from (-2, 2) on the unconstrained space (points where the density
+        is not defined are skipped). The draws of a later run do not depend on it:
+        every answer comes from the same program, wherever it was recorded.
+        ``model.sample`` does this itself before its worker processes start, which
+        then inherit the program (forked) or receive it with the pickled model.
+        Nothing happens when ``compile`` is False."""
+        if self.compile:
+            rng = np.random.default_rng(20)
+            self._retaped_for(jacobian).prepare(
+                rng.uniform(-2.0, 2.0, self.dim) for _ in range(10))
+        return self
+
     def _retaped_for(self, key):
         """The retaped gradient (key: ``jacobian``) or density (``("density",
         jacobian)``) of this model, made at first use (autodiff/compile.py)."""
@@ -483,10 +503,32 @@ class Model:
         return plan
 
     def __getstate__(self):
-        # the generated code is rebuilt where the model is used (workers, copies)
+        # the interpreter programs travel as arrays (spawned workers, Dask tasks replay
+        # without recording: autodiff/compile.py portable_programs); generated Python
+        # and Hessians are recorded again where the model is used
         state = self.__dict__.copy()
-        state.pop("_retaped", None)
+        retaped = state.pop("_retaped", None)
+        if retaped:
+            from .autodiff.compile import portable_programs
+            shipped = portable_programs(retaped)
+            if shipped:
+                state["_retaped_portable"] = shipped
         return state
+
+    def __setstate__(self, state):
+        shipped = state.pop("_retaped_portable", None)
+        self.__dict__.update(state)
+        if shipped:
+            from .autodiff.compile import adopt_programs
+            adopt_programs(self, shipped)
+
+    def __copy__(self):
+        # a copy records its own programs: it may get another density (workflow.py's
+        # prior) or other attributes
+        new = _new(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__.pop("_retaped", None)
+        return new
 
     def log_density_hessian(self, x, jacobian=True):
         """``(log p(x), gradient, Hessian)``; the Hessian by nested (forward-over-

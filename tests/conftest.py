@@ -16,6 +16,9 @@ import sys
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 NUMPY_PREIMPORTED = "numpy" in sys.modules
+# No disk cache of lowered programs (stanlite/autodiff/program_cache.py): a test sees a
+# model recorded in its own process, whatever ran before; the cache's own tests set it.
+os.environ["STANLITE_CACHE_DIR"] = "off"
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -66,7 +66,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import ArgumentError, DifferentiationError, StanliteError
+from ..errors import ArgumentError, DifferentiationError, DomainError, StanliteError
 from .codegen import NotCompilable, _p, build
 from .tape import gc_paused_nested, sweep
 from .var import Box, Var, _as_float_value, _strip, unwatch, watch
@@ -318,7 +318,7 @@ class _Retaped:
                         progs.insert(0, progs.pop(j))
                     self._replays += 1
                     if self._check_at is not None:
-                        return self._first_replay(x, r)
+                        return self._first_replay(x, r, key)
                     if self._replays >= self._next_check:
                         return self._spot_check(x, r)
                     self._fast = (key, p.fn)
@@ -328,6 +328,10 @@ class _Retaped:
 
     # -- recording -----------------------------------------------------------------------
     def _rerecord(self, x, key):
+        if self.recordings == 0 and not self._cache_tried:
+            self._cache_tried = True
+            if self._load_cached():
+                return self._call_locked(x, key)    # its first replay is checked
         if self.recordings >= self.max_recordings:
             g = self._last_guard
             why = f"; the last guard that failed: {g.describe()}" if g is not None else ""
@@ -430,19 +434,39 @@ class _Retaped:
                 self._checked(x, r)
             return self.fallback is None
 
+    def kernel_budget(self):
+        """How many replays a compiled sampler may run before :meth:`kernel_replays`
+        makes the next spot check (it stops where a check is due; ``inf`` when the
+        program is not verified)."""
+        return self._next_check - self._replays
+
     @property
     def compiled(self):
         """Whether the program replayed last runs in the compiled interpreter."""
         progs = [p for ps in self._programs.values() for p in ps]
         return bool(progs) and hasattr(progs[0], "code")
 
-    def _first_replay(self, x, r):
-        """The first replay at a new point is checked against the eager tape."""
+    def _first_replay(self, x, r, key):
+        """The first replay at a new point is checked against the eager tape (for
+        programs from the disk cache: the first replay anywhere; one that disagrees is
+        dropped and the function recorded again, as if there had been no cache)."""
         if _identical_input(x, self._check_at):
             return r
         self._check_at = None
+        if self._cached:
+            self._cached = False
+            t0 = _clock()
+            e = self._reference(x)
+            self._check_seconds += _clock() - t0
+            if not _close(r, e):
+                self._programs, self._fast, self.recordings = {}, None, 0
+                return self._rerecord(x, key)
+            self._schedule_after(self._replays)
+            return r
         r = self._checked(x, r)
         self._schedule_after(self._replays)
+        if self.fallback is None:
+            self._store_cached()
         return r
 
     def _spot_check(self, x, r):
@@ -501,6 +525,16 @@ class _Retaped:
     quiet = False           # fall back without a warning (an optional speed-up)
     _eager_seconds = 0.0    # the last check's eager evaluation, timed
     _check_seconds = 0.0    # all checks' eager evaluations
+    _cached = False         # programs loaded from the disk cache, not checked yet
+    _cache_tried = False    # the disk cache was looked at (once, before recording)
+
+    # -- the disk cache (subclasses that have a key: ModelGradient) ---------------------
+    def _load_cached(self):
+        """Adopt programs from the disk cache (before a first recording). -> whether"""
+        return False
+
+    def _store_cached(self):
+        """Write the programs to the disk cache (their first new point checked)."""
 
     def _give_up(self, reason, warn=True):
         self.fallback = reason
@@ -509,6 +543,83 @@ class _Retaped:
         if warn and not self.quiet:
             warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
                           stacklevel=4)
+
+    # -- portable state: spawned workers, Dask tasks, the disk cache -----------------------
+    def portable(self):
+        """The interpreter programs (of input key None: a model's) and the state of
+        the checks, as plain arrays, numbers and strings (:func:`_program_state`):
+        what a process that did not record needs to replay as this one does. The
+        generated-Python replays are left out (code objects with arbitrary constants):
+        a process that needs one records it again."""
+        with self._lock:
+            progs = self._programs.get(None, ())
+            vm = [p for p in progs if hasattr(p, "code")]
+            whole = len(vm) == len(progs)
+            return {"format": _format_digest(), "value_only": self.value_only,
+                    "programs": [_program_state(p) for p in vm],
+                    "recordings": self.recordings if whole else len(vm),
+                    "fallback": self.fallback, "vm_skipped": self.vm_skipped,
+                    "replays": self._replays if vm else 0,
+                    "next_check": self._next_check if vm else self._first_check(),
+                    "replay_seconds": self._replay_seconds,
+                    "check_seconds": self._check_seconds,
+                    "eager_seconds": self._eager_seconds,
+                    "check_at": _snapshot(self._check_at) if vm else None,
+                    "cached": self._cached and bool(vm)}
+
+    def _adopt(self, st, fresh=False):
+        """Take over a :meth:`portable` state. -> whether it could be (made by this
+        interpreter, numba present). ``fresh`` (the disk cache): the counters start
+        over and the first replay at any point is checked against the eager tape."""
+        progs = st["programs"]
+        if st.get("format") != _format_digest() or st["value_only"] != self.value_only:
+            return False
+        if progs:
+            from .vm import kernel
+            if not kernel.available() or self.backend == "python":
+                return False
+        with self._lock:
+            self._programs = {None: [_program_from(d) for d in progs]} if progs else {}
+            self._fast = None
+            self._replay_seconds = st["replay_seconds"]
+            if fresh:
+                self.recordings = len(progs)
+                self._replays = 0
+                self._next_check = self._first_check()
+                self._check_at = _PENDING if self.verify else None
+                self._cached = self._cache_tried = self.verify
+                return True
+            self.recordings, self.fallback, self.vm_skipped = (
+                st["recordings"], st["fallback"], st["vm_skipped"])
+            self._replays, self._next_check = st["replays"], st["next_check"]
+            self._check_seconds, self._eager_seconds = (st["check_seconds"],
+                                                        st["eager_seconds"])
+            self._check_at, self._cached = st["check_at"], st["cached"]
+            self._cache_tried = True
+        return True
+
+    def _first_check(self):
+        return 2 if self.verify else float("inf")
+
+    def prepare(self, points):
+        """Record (or load) and lower now, and check the first replay at a new point,
+        trying ``points`` (plain inputs) in turn until a checked program is ready or
+        the eager tape took over; points where the function is not defined are
+        skipped. -> whether a checked program is ready. What a later call returns
+        does not depend on these points: every answer comes from the program (see
+        :meth:`_add`)."""
+        for x in points:
+            if self.fallback is not None or self._ready():
+                break
+            try:
+                with np.errstate(all="ignore"):
+                    self(x)
+            except _REJECTED:
+                continue
+        return self._ready()
+
+    def _ready(self):
+        return self.fallback is None and bool(self._programs) and self._check_at is None
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -527,6 +638,63 @@ class _Retaped:
 
 def _snapshot(x):
     return x.copy() if type(x) is np.ndarray else x
+
+
+#: the first replay of programs from the disk cache is checked at any point
+_PENDING = object()
+
+#: what a point outside the function's domain raises (samplers/hamiltonian.py's
+#: RejectedPoint): :meth:`_Retaped.prepare` tries another point
+_REJECTED = (DomainError, ArithmeticError, np.linalg.LinAlgError)
+
+
+class _GuardNote:
+    """A guard of a program made in another process: its description only (what a
+    warning names when the graph keeps changing)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def describe(self):
+        return self.text
+
+
+def _program_state(p):
+    """An interpreter program (autodiff/vm/program.py) as arrays, numbers and strings;
+    its value buffer as lowered (constants, zeros where values are computed)."""
+    V = p.V.copy()
+    V[:p.nvar] = 0.0
+    return {"code": p.code, "aux": p.aux, "V": V, "dim": p.dim, "out": p.out,
+            "nvar": p.nvar, "size": p.size, "value_only": p.value_only,
+            "nodes": p.nodes, "guards": [g.describe() for g in p.guards]}
+
+
+def _program_from(d):
+    """The program of :func:`_program_state` ``d``, with its own buffers."""
+    from .vm.program import Program, _replay_function
+    p = Program()
+    p.code = np.ascontiguousarray(d["code"], dtype=np.int64)
+    p.aux = np.ascontiguousarray(d["aux"], dtype=np.int64)
+    p.V = np.array(d["V"], dtype=np.float64)
+    p.A = np.zeros_like(p.V)
+    p.dim, p.out, p.nvar, p.size, p.nodes = (int(d[k]) for k in
+                                             ("dim", "out", "nvar", "size", "nodes"))
+    p.value_only = bool(d["value_only"])
+    p.guards = [_GuardNote(t) for t in d["guards"]]
+    p.inexact = True
+    p.fn = _replay_function(p, None)
+    p.source = p.listing()
+    return p
+
+
+def _format_digest():
+    """The programs' format: a hash of the interpreter's source (kernels, op codes,
+    the replay function); programs made by another version are not adopted."""
+    from .program_cache import source_digest
+    from .vm import kernel, opcodes, program
+    return source_digest((kernel.__file__, opcodes.__file__, program.__file__))
 
 
 def _identical_input(x, y):
@@ -836,6 +1004,30 @@ class ModelGradient(_Retaped):
     def _eager(self, x):
         return self.model._gradient(x, self.jacobian)
 
+    def _cache_what(self):
+        return ("density" if self.value_only else "gradient", bool(self.jacobian))
+
+    _disk_key = False       # the disk cache's key (program_cache.py), once computed
+
+    def _cache_key(self):
+        if self._disk_key is False:
+            from .program_cache import directory, model_key
+            if directory() is None or self.backend == "python":
+                return None
+            self._disk_key = model_key(self.model, self._cache_what())
+        return self._disk_key
+
+    def _load_cached(self):
+        from .program_cache import load
+        st = load(self._cache_key())
+        return st is not None and self._adopt(st, fresh=True)
+
+    def _store_cached(self):
+        from .program_cache import store
+        key = self._cache_key()
+        if key is not None and self._programs.get(None):
+            store(key, self.portable())
+
     def _vm_io(self, rec):
         plan = self.model._retape_plan()
         leaves = [(leaf, start, np.shape(leaf.value))
@@ -891,3 +1083,27 @@ class ModelDensity(ModelGradient):
         # the value on the tape, which the program replays (a super node may compute
         # its value on plain inputs another way: an ODE solver's steps differ)
         return self.model._gradient(x, self.jacobian)[0], None
+
+
+def portable_programs(retaped):
+    """A model's retaped gradients and densities (``Model._retaped``) as
+    :meth:`_Retaped.portable` states, by key: what its pickle carries (Model.__getstate__)
+    so that a spawned worker or a Dask task replays without recording. The Hessians
+    are left out (recorded again where used)."""
+    out = {}
+    for key, r in retaped.items():
+        if isinstance(r, ModelGradient):
+            st = r.portable()
+            if st["programs"] or st["fallback"] is not None:
+                out[key] = st
+    return out
+
+
+def adopt_programs(model, shipped):
+    """The other side of :func:`portable_programs`: ``model`` (just unpickled) takes
+    the states over; one made by another interpreter version is dropped (recorded
+    again at first use)."""
+    for key, st in shipped.items():
+        r = model._retaped_for(key)
+        if not r._adopt(st):
+            model.__dict__["_retaped"].pop(key, None)
