@@ -40,13 +40,13 @@ import numpy as np
 import scipy.special as sps
 
 from ..autodiff.extend import (batch_shape, defjvp, defjvp_all, defvjp, defvjp_all,
-                               elementwise_binary, elementwise_unary, primitive)
+                               elementwise_binary, elementwise_unary, primitive,
+                               unary_primitive)
 from ..autodiff.var import UFUNCS, guarded, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm import program as _program
-from ..autodiff.vm.program import (binary as _lb, deflower as _deflower, reduction as _lr,
-                                   unary as _lu)
-from .elementwise import exp, inv_logit, log, log1p, square
+from ..autodiff.vm.program import binary as _lb, deflower as _deflower, reduction as _lr
+from .elementwise import exp, expm1, inv_logit, log, log1p, square
 from .reductions import sum as _sum
 from .structure import reshape, stack, where
 
@@ -146,15 +146,9 @@ def _log1m(x):
 # the gamma family
 # --------------------------------------------------------------------------------------
 # lgamma(x) = log|Gamma(x)|;  d = digamma(x) dx  (DLMF 5.2.2). Poles give +inf.
-def _d_lgamma(g, ans, x):
-    return g * digamma(x)
-
-
-lgamma = elementwise_unary(
-    "lgamma", sps.gammaln, _d_lgamma, scalar=math.lgamma,
-    scalar_vjp=lambda g, ans, x: g * float(sps.psi(x)))
-defjvp(lgamma, _d_lgamma)
-_deflower(lgamma, _lu(_op.LGAMMA))
+# (one derivative declaration: extend.unary_primitive)
+lgamma = unary_primitive("lgamma", sps.gammaln, "g * digamma(x)", math.lgamma,
+                         names=globals(), safe=True, op=_op.LGAMMA, kernel="math.lgamma(x)")
 
 
 # digamma(x) = Gamma'(x) / Gamma(x);  d = trigamma(x) dx  (DLMF 5.15.1)
@@ -264,40 +258,21 @@ binomial_coefficient_log = lchoose
 # error functions and the normal distribution
 # --------------------------------------------------------------------------------------
 # erf(x) = 2/sqrt(pi) int_0^x e^{-t^2} dt;  d = 2/sqrt(pi) e^{-x^2} dx  (DLMF 7.2.1)
-def _d_erf(g, ans, x):
-    return g * _TWO_OVER_SQRT_PI * exp(-square(x))
-
-
-erf = elementwise_unary(
-    "erf", sps.erf, _d_erf, scalar=math.erf,
-    scalar_vjp=lambda g, ans, x: g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
-defjvp(erf, _d_erf)
-_deflower(erf, _lu(_op.ERF))
+erf = unary_primitive("erf", sps.erf, "g * _TWO_OVER_SQRT_PI * exp(-square(x))", math.erf,
+                      names=globals(), safe=True, op=_op.ERF, kernel="math.erf(x)")
 
 
 # erfc(x) = 1 - erf(x) (accurate in the right tail);  d = -2/sqrt(pi) e^{-x^2} dx
-def _d_erfc(g, ans, x):
-    return -g * _TWO_OVER_SQRT_PI * exp(-square(x))
-
-
-erfc = elementwise_unary(
-    "erfc", sps.erfc, _d_erfc, scalar=math.erfc,
-    scalar_vjp=lambda g, ans, x: -g * _TWO_OVER_SQRT_PI * math.exp(-x * x))
-defjvp(erfc, _d_erfc)
-_deflower(erfc, _lu(_op.ERFC))
+erfc = unary_primitive("erfc", sps.erfc, "-g * _TWO_OVER_SQRT_PI * exp(-square(x))",
+                       math.erfc, names=globals(), safe=True, op=_op.ERFC,
+                       kernel="math.erfc(x)")
 
 
 # Phi(x) = standard normal CDF = erfc(-x / sqrt 2) / 2  (DLMF 7.2.2, 7.18);
 # d = phi(x) dx = e^{-x^2/2} / sqrt(2 pi) dx, the normal density
-def _d_Phi(g, ans, x):
-    return g * _INV_SQRT_2PI * exp(-0.5 * square(x))
-
-
-Phi = elementwise_unary(
-    "Phi", sps.ndtr, _d_Phi, scalar=lambda v: 0.5 * math.erfc(-v * _INV_SQRT2),
-    scalar_vjp=lambda g, ans, x: g * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
-defjvp(Phi, _d_Phi)
-_deflower(Phi, _lu(_op.PHI))
+Phi = unary_primitive("Phi", sps.ndtr, "g * _INV_SQRT_2PI * exp(-0.5 * square(x))",
+                      lambda v: 0.5 * math.erfc(-v * _INV_SQRT2), names=globals(),
+                      safe=True, op=_op.PHI, kernel="0.5 * math.erfc(-x * _INV_SQRT2)")
 
 
 # log_Phi(x) = log Phi(x), accurate in both tails (scipy's log_ndtr; no underflow of
@@ -727,3 +702,269 @@ defjvp(log_modified_bessel_first_kind, None, _d_log_bessel_z)
 
 UFUNCS.update({np.logaddexp: _log_sum_exp2})
 
+
+
+# --------------------------------------------------------------------------------------
+# issue 21: lmultiply, log_inv_logit_diff, factorials, choose, Owen's T, Lambert W
+# --------------------------------------------------------------------------------------
+def _lmultiply_raw(a, b):
+    if type(a) is float and type(b) is float and b > 0.0:
+        return a * math.log(b)
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    zero = (a == 0.0) & (b == 0.0)
+    with np.errstate(divide="ignore"):     # log(0) = -inf is the value there
+        r = a * np.log(np.where(zero, 1.0, b))
+    return _f(r)
+
+
+# lmultiply(a, b) = a log(b), with 0 log 0 = 0 (Stan's lmultiply, formerly
+# multiply_log);  d = log(b) da + (a / b) db
+def _d_lmultiply_a(g, ans, a, b):
+    return g * log(b)
+
+
+def _d_lmultiply_b(g, ans, a, b):
+    return g * a / b
+
+
+lmultiply = elementwise_binary("lmultiply", _lmultiply_raw, _d_lmultiply_a,
+                               _d_lmultiply_b)
+defjvp(lmultiply, _d_lmultiply_a, _d_lmultiply_b)
+lmultiply.__doc__ = """``a * log(b)`` elementwise, with ``lmultiply(0, 0) = 0`` (Stan's
+    ``lmultiply``; ``multiply_log`` is the same function). d/da = log(b), d/db = a/b.
+
+    >>> import stanlite as sl
+    >>> sl.lmultiply(0.0, 0.0), round(sl.lmultiply(2.0, 3.0), 6)
+    (0.0, 2.197225)
+    """
+multiply_log = lmultiply
+
+
+def _log1m_exp_raw(u):
+    """log(1 - e^u) for u <= 0, accurate on both sides of -log 2 (Maechler 2012)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(u > -_LN2, np.log(-np.expm1(u)), np.log1p(-np.exp(u)))
+
+
+def _log_inv_logit_diff_raw(x, y):
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    with np.errstate(invalid="ignore"):
+        # log(inv_logit(x) - inv_logit(y)) = x - log1p_exp(x) + log1m_exp(y - x)
+        #                                    - log1p_exp(y)
+        r = x - np.logaddexp(0.0, x) + _log1m_exp_raw(y - x) - np.logaddexp(0.0, y)
+    return _f(r)
+
+
+# log_inv_logit_diff(x, y) = log(inv_logit(x) - inv_logit(y)), x > y (NaN for x < y,
+# -inf at x = y);  d/dx = -1/expm1(y - x) - inv_logit(x),
+#                  d/dy = -1/expm1(x - y) - inv_logit(y)  (from the form above)
+def _d_lild_x(g, ans, x, y):
+    return g * (-1.0 / expm1(y - x) - inv_logit(x))
+
+
+def _d_lild_y(g, ans, x, y):
+    return g * (-1.0 / expm1(x - y) - inv_logit(y))
+
+
+log_inv_logit_diff = elementwise_binary("log_inv_logit_diff", _log_inv_logit_diff_raw,
+                                        _d_lild_x, _d_lild_y)
+defjvp(log_inv_logit_diff, _d_lild_x, _d_lild_y)
+log_inv_logit_diff.__doc__ = """``log(inv_logit(x) - inv_logit(y))`` elementwise, stable
+    in both tails (Stan's ``log_inv_logit_diff``; an ordered-logistic cut-point
+    probability). Requires x > y (NaN below, -inf at x = y).
+
+    >>> import numpy as np, stanlite as sl
+    >>> round(sl.log_inv_logit_diff(1.0, -1.0), 6)
+    -0.771937
+    >>> round(float(sl.log_inv_logit_diff(-40.0, -41.0)), 4)  # no underflow
+    -40.4587
+    """
+
+
+def _log_falling_factorial_raw(x, n):
+    x = np.asarray(x, dtype=float)
+    with np.errstate(invalid="ignore"):
+        r = sps.gammaln(x + 1.0) - sps.gammaln(x - n + 1.0)
+    return _f(np.where(x < 0.0, np.nan, r))     # Stan's domain: x >= 0
+
+
+# log_falling_factorial(x, n) = log(x! / (x - n)!) = lgamma(x+1) - lgamma(x-n+1)
+# (DLMF 5.2.5);  d = (digamma(x+1) - digamma(x-n+1)) dx + digamma(x-n+1) dn
+def _d_lff_x(g, ans, x, n):
+    return g * (digamma(x + 1.0) - digamma(x - n + 1.0))
+
+
+def _d_lff_n(g, ans, x, n):
+    return g * digamma(x - n + 1.0)
+
+
+log_falling_factorial = elementwise_binary(
+    "log_falling_factorial", _log_falling_factorial_raw, _d_lff_x, _d_lff_n)
+defjvp(log_falling_factorial, _d_lff_x, _d_lff_n)
+log_falling_factorial.__doc__ = """``log(Gamma(x + 1) / Gamma(x - n + 1))`` elementwise (Stan's
+    ``log_falling_factorial``), for real x >= 0 (NaN below) and real n;
+    differentiable in both.
+
+    >>> import math, stanlite as sl
+    >>> round(sl.log_falling_factorial(5.0, 2.0), 10) == round(math.log(20.0), 10)
+    True
+    """
+
+
+def _log_rising_factorial_raw(x, n):
+    x = np.asarray(x, dtype=float)
+    with np.errstate(invalid="ignore"):
+        r = sps.gammaln(x + n) - sps.gammaln(x)
+    return _f(np.where(x < 0.0, np.nan, r))
+
+
+# log_rising_factorial(x, n) = log(Gamma(x + n) / Gamma(x))  (DLMF 5.2.5);
+# d = (digamma(x+n) - digamma(x)) dx + digamma(x+n) dn
+def _d_lrf_x(g, ans, x, n):
+    return g * (digamma(x + n) - digamma(x))
+
+
+def _d_lrf_n(g, ans, x, n):
+    return g * digamma(x + n)
+
+
+log_rising_factorial = elementwise_binary(
+    "log_rising_factorial", _log_rising_factorial_raw, _d_lrf_x, _d_lrf_n)
+defjvp(log_rising_factorial, _d_lrf_x, _d_lrf_n)
+log_rising_factorial.__doc__ = """``log(Gamma(x + n) / Gamma(x))`` elementwise (Stan's
+    ``log_rising_factorial``), for real x >= 0 (NaN below) and real n.
+
+    >>> import math, stanlite as sl
+    >>> round(sl.log_rising_factorial(5.0, 2.0), 10) == round(math.log(30.0), 10)
+    True
+    """
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _as_ints(fn, name, v):
+    from ..errors import DifferentiationError
+    from ..autodiff.var import Box
+    if isinstance(v, Box):
+        raise DifferentiationError(
+            f"{fn}: {name} is an integer argument and cannot be a traced value; "
+            f"lchoose(n, k) is the differentiable log of the binomial coefficient")
+    a = np.asarray(v)
+    if a.dtype.kind not in "iub":
+        af = a.astype(float)
+        if not np.all(af == np.round(af)):
+            raise ValueError(f"{fn}: {name} must be an integer, got {v!r}")
+        a = af.astype(np.int64)
+    return a
+
+
+def choose(n, k):
+    """The binomial coefficient ``n choose k`` for integers (Stan's ``choose``): an int
+    (an int64 array for array arguments, broadcasting). ``0`` when ``k > n``; n and k
+    must be non-negative (``DomainError`` otherwise, as Stan). Not differentiable
+    (integers): use :func:`lchoose` for a real, differentiable log version.
+
+    >>> import stanlite as sl
+    >>> sl.choose(5, 2), sl.choose(2, 5)
+    (10, 0)
+    """
+    from ..errors import DomainError
+    N = _as_ints("choose", "n", n)
+    K = _as_ints("choose", "k", k)
+    for name, a in (("n", N), ("k", K)):
+        if np.any(a < 0):
+            bad = int(np.min(a))
+            raise DomainError(f"choose: {name} must be non-negative, but is {bad}")
+    Nb, Kb = np.broadcast_arrays(N, K)
+    out = [math.comb(int(a), int(b)) for a, b in zip(Nb.ravel(), Kb.ravel())]
+    if any(v > _INT64_MAX for v in out):
+        raise DomainError(f"choose: the result overflows a 64-bit integer "
+                          f"(n = {int(np.max(Nb))})")
+    if Nb.ndim == 0:
+        return out[0]
+    return np.array(out, dtype=np.int64).reshape(Nb.shape)
+
+
+# owens_t(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1 + x^2) / 2) / (1 + x^2) dx  (Owen 1956;
+# scipy's owens_t);  d/dh = -phi(h) erf(a h / sqrt 2) / 2,
+#                    d/da = exp(-h^2 (1 + a^2) / 2) / (2 pi (1 + a^2))
+def _d_owens_t_h(g, ans, h, a):
+    return g * (-0.5 * _INV_SQRT_2PI) * exp(-0.5 * square(h)) * erf(a * h * _INV_SQRT2)
+
+
+def _d_owens_t_a(g, ans, h, a):
+    q = 1.0 + square(a)
+    return g * exp(-0.5 * square(h) * q) / (2.0 * math.pi * q)
+
+
+owens_t = elementwise_binary("owens_t", lambda h, a: _f(sps.owens_t(h, a)),
+                             _d_owens_t_h, _d_owens_t_a)
+defjvp(owens_t, _d_owens_t_h, _d_owens_t_a)
+owens_t.__doc__ = """Owen's T function ``T(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1+x^2)/2) /
+    (1+x^2) dx`` elementwise (Stan's ``owens_t``; scipy's values), differentiable in h
+    and a (the skew-normal CDF is built from it).
+
+    >>> import stanlite as sl
+    >>> round(sl.owens_t(0.0, 1.0), 6)   # arctan(a) / (2 pi)
+    0.125
+    """
+
+
+_INV_E = math.exp(-1.0)
+
+
+def _lambert_w_raw(x, branch):
+    x = np.asarray(x, dtype=float)
+    lo_ok = x >= -_INV_E
+    ok = lo_ok if branch == 0 else lo_ok & (x < 0.0)
+    with np.errstate(invalid="ignore"):
+        w = sps.lambertw(np.where(ok, x, 0.5 * -_INV_E), branch).real
+    # scipy gives NaN at the branch point itself (x = -1/e in double precision)
+    w = np.where(ok, np.where(x == -_INV_E, -1.0, w), np.nan)
+    if branch == -1:
+        w = np.where(x == 0.0, -_INF, w)        # the limit W_{-1}(0-) = -inf
+    return _f(w)
+
+
+# W(x) solves W e^W = x (DLMF 4.13); d = dx / (e^W (1 + W))  (implicit differentiation,
+# finite at x = 0 where W_0 = 0; infinite at the branch point x = -1/e, W = -1)
+def _d_lambert_w(g, ans, x):
+    return g * exp(-ans) / (1.0 + ans)
+
+
+lambert_w0 = elementwise_unary("lambert_w0", lambda x: _lambert_w_raw(x, 0), _d_lambert_w)
+defjvp(lambert_w0, _d_lambert_w)
+lambert_w0.__doc__ = """The principal branch ``W_0(x)`` of the Lambert W function (the
+    solution w >= -1 of ``w e^w = x``), elementwise, for x >= -1/e (NaN below;
+    Stan's ``lambert_w0``). d/dx = 1 / (e^W (1 + W)).
+
+    >>> import math, stanlite as sl
+    >>> sl.lambert_w0(math.e), sl.lambert_w0(0.0)
+    (1.0, 0.0)
+    """
+
+lambert_wm1 = elementwise_unary("lambert_wm1", lambda x: _lambert_w_raw(x, -1),
+                                _d_lambert_w)
+defjvp(lambert_wm1, _d_lambert_w)
+lambert_wm1.__doc__ = """The lower branch ``W_{-1}(x)`` of the Lambert W function (the
+    solution w <= -1 of ``w e^w = x``), elementwise, for -1/e <= x < 0 (NaN outside;
+    -inf at 0; Stan's ``lambert_wm1``). d/dx = 1 / (e^W (1 + W)).
+
+    >>> import math, stanlite as sl
+    >>> round(sl.lambert_wm1(-2.0 * math.exp(-2.0)), 12)
+    -2.0
+    """
+
+__all__ += ["lmultiply", "multiply_log", "log_inv_logit_diff", "log_falling_factorial",
+            "log_rising_factorial", "choose", "owens_t", "lambert_w0", "lambert_wm1"]
+
+# scipy.special's ufuncs on traced values (``sps.gammaln(v)``) dispatch to these
+# primitives through the numpy protocol, like ``np.exp(v)``
+UFUNCS.update({
+    sps.gammaln: lgamma, sps.psi: digamma, sps.gamma: tgamma, sps.betaln: lbeta,
+    sps.erf: erf, sps.erfc: erfc, sps.ndtr: Phi, sps.log_ndtr: log_Phi,
+    sps.ndtri: inv_Phi, sps.owens_t: owens_t, sps.expit: inv_logit,
+})
