@@ -58,7 +58,7 @@ from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    guard_lowering as _guard_lowering)
 from ..errors import DomainError
 from .fused import (check_finite, check_in_range, check_nonnegative, check_not_nan,
-                    check_positive, fused, plain, reps)
+                    check_positive, fused, plain, pointwise, reps)
 from .rng import as_generator, draw
 
 _NAMES = ["lognormal", "chi_square", "inv_chi_square", "scaled_inv_chi_square",
@@ -1584,3 +1584,251 @@ def beta_proportion_rng(mu, kappa, rng=None):
 
 beta_proportion_rng.__doc__ = _rng_doc("BetaProportion(mu, kappa)",
                                        "Beta(mu kappa, (1 - mu) kappa)")
+
+
+# --------------------------------------------------------------------------------------
+# elementwise forms (``reduce=False``, see :mod:`.fused`): an element outside the
+# support is -inf on its own (the summed kernels make the whole sum -inf); the ends of
+# a CDF as in :func:`_edges`, element by element. Masks of traced values are guarded.
+# --------------------------------------------------------------------------------------
+def _eq(x, v):
+    return np.asarray(x) == v
+
+
+def _pw_zero_or_inf(y):
+    return guarded(_eq, y, 0.0) | guarded(_eq, y, _INF)
+
+
+def _pw_nonpos_or_inf(y):
+    return (y <= 0.0) | guarded(_eq, y, _INF)
+
+
+def _pw_dead(dead, f, y, safe=1.0):
+    """``f(y)`` with -inf where ``dead`` (``f`` sees a safe value there)."""
+    if not np.any(dead):
+        return f(y)
+    return sm.where(dead, -_INF, f(sm.where(dead, safe, y)))
+
+
+def _pw_edges(y, lo, hi, safe, lower, f):
+    """The elementwise log CDF (``lower``) or CCDF ``f(y)`` with the support's ends
+    ``lo``/``hi`` as :func:`_edges` says: -inf on the impossible side, 0 on the other."""
+    dead, zero = (lo, hi) if lower else (hi, lo)
+    if not (np.any(dead) or np.any(zero)):
+        return f(y)
+    c = f(sm.where(dead | zero, safe, y))
+    return sm.where(dead, -_INF, sm.where(zero, 0.0, c))
+
+
+def _pw_positive_cdf(lower, f):
+    """Pointwise form of a CDF on [0, inf]: ``f(lower, y, *params)`` inside."""
+    def terms(y, *params):
+        lo, hi = guarded(_eq, y, 0.0), guarded(_eq, y, _INF)
+        return _pw_edges(y, lo, hi, 1.0, lower, lambda y: f(lower, y, *params))
+    return terms
+
+
+def _pw_cdf_pair(lcdf, lccdf, f):
+    pointwise(lcdf)(_pw_positive_cdf(True, f))
+    pointwise(lccdf)(_pw_positive_cdf(False, f))
+
+
+def _gamma_lf(upper, a, x):
+    return _gamma_tail(upper, False, False, a, x)[0]
+
+
+@pointwise(lognormal_lpdf)
+def _lognormal_terms(y, mu, sigma):
+    def f(y):
+        ly = sm.log(y)
+        z = (ly - mu) / sigma
+        return -0.5 * z * z - _HALF_LOG_TWO_PI - sm.log(sigma) - ly
+    return _pw_dead(_pw_zero_or_inf(y), f, y)
+
+
+_pw_cdf_pair(lognormal_lcdf, lognormal_lccdf, lambda lower, y, mu, sigma: sm.log_Phi(
+    (sm.log(y) - mu) / sigma if lower else (mu - sm.log(y)) / sigma))
+
+
+@pointwise(chi_square_lpdf)
+def _chi_square_terms(y, nu):
+    def f(y):
+        h = 0.5 * nu
+        return _xlog(h - 1.0, y, sm.log(y)) - 0.5 * y - h * _LOG_TWO - sm.lgamma(h)
+    return _pw_dead(guarded(_eq, y, _INF), f, y)
+
+
+_pw_cdf_pair(chi_square_lcdf, chi_square_lccdf,
+             lambda lower, y, nu: _gamma_lf(not lower, 0.5 * nu, 0.5 * y))
+
+
+@pointwise(inv_chi_square_lpdf)
+def _inv_chi_square_terms(y, nu):
+    def f(y):
+        h = 0.5 * nu
+        return -(h + 1.0) * sm.log(y) - 0.5 / y - h * _LOG_TWO - sm.lgamma(h)
+    return _pw_dead(_pw_nonpos_or_inf(y), f, y)
+
+
+_pw_cdf_pair(inv_chi_square_lcdf, inv_chi_square_lccdf,
+             lambda lower, y, nu: _gamma_lf(lower, 0.5 * nu, 0.5 / y))
+
+
+@pointwise(scaled_inv_chi_square_lpdf)
+def _scaled_inv_chi_square_terms(y, nu, s):
+    def f(y):
+        h = 0.5 * nu
+        return (h * sm.log(h) - sm.lgamma(h) + nu * sm.log(s) - (h + 1.0) * sm.log(y)
+                - h * s * s / y)
+    return _pw_dead(_pw_nonpos_or_inf(y), f, y)
+
+
+_pw_cdf_pair(scaled_inv_chi_square_lcdf, scaled_inv_chi_square_lccdf,
+             lambda lower, y, nu, s: _gamma_lf(lower, 0.5 * nu, 0.5 * nu * s * s / y))
+
+
+@pointwise(exponential_lpdf)
+def _exponential_terms(y, beta):
+    return _pw_dead(guarded(_eq, y, _INF), lambda y: sm.log(beta) - beta * y, y)
+
+
+_pw_cdf_pair(exponential_lcdf, exponential_lccdf, lambda lower, y, beta: (
+    _log1m_exp_neg(beta * y)[0] if lower else -(beta * y)))
+
+
+@pointwise(gamma_lpdf)
+def _gamma_terms(y, alpha, beta):
+    def f(y):
+        return (alpha * sm.log(beta) - sm.lgamma(alpha) + _xlog(alpha - 1.0, y, sm.log(y))
+                - beta * y)
+    return _pw_dead(guarded(_eq, y, _INF), f, y)
+
+
+_pw_cdf_pair(gamma_lcdf, gamma_lccdf,
+             lambda lower, y, alpha, beta: _gamma_lf(not lower, alpha, beta * y))
+
+
+@pointwise(inv_gamma_lpdf)
+def _inv_gamma_terms(y, alpha, beta):
+    def f(y):
+        return (alpha * sm.log(beta) - sm.lgamma(alpha) - (alpha + 1.0) * sm.log(y)
+                - beta / y)
+    return _pw_dead(_pw_nonpos_or_inf(y), f, y)
+
+
+_pw_cdf_pair(inv_gamma_lcdf, inv_gamma_lccdf,
+             lambda lower, y, alpha, beta: _gamma_lf(lower, alpha, beta / y))
+
+
+@pointwise(weibull_lpdf)
+def _weibull_terms(y, alpha, sigma):
+    def f(y):
+        ly = sm.log(y)
+        lsig = sm.log(sigma)
+        return (sm.log(alpha) + _xlog(alpha - 1.0, y, ly) - alpha * lsig
+                - sm.exp(alpha * (ly - lsig)))
+    return _pw_dead((y < 0.0) | guarded(_eq, y, _INF), f, y)
+
+
+def _weibull_cdf_terms(lower, y, alpha, sigma):
+    u = sm.exp(alpha * (sm.log(y) - sm.log(sigma)))
+    return sm.log1m_exp(-u) if lower else -u
+
+
+_pw_cdf_pair(weibull_lcdf, weibull_lccdf, _weibull_cdf_terms)
+
+
+@pointwise(frechet_lpdf)
+def _frechet_terms(y, alpha, sigma):
+    def f(y):
+        ly = sm.log(y)
+        lsig = sm.log(sigma)
+        return (sm.log(alpha) + alpha * lsig - (alpha + 1.0) * ly
+                - sm.exp(alpha * (lsig - ly)))
+    return _pw_dead(guarded(_eq, y, _INF), f, y)
+
+
+def _frechet_cdf_terms(lower, y, alpha, sigma):
+    u = sm.exp(-alpha * (sm.log(y) - sm.log(sigma)))
+    return -u if lower else sm.log1m_exp(-u)
+
+
+_pw_cdf_pair(frechet_lcdf, frechet_lccdf, _frechet_cdf_terms)
+
+
+@pointwise(pareto_lpdf)
+def _pareto_terms(y, y_min, alpha):
+    def f(y):
+        return sm.log(alpha) + alpha * sm.log(y_min) - (alpha + 1.0) * sm.log(y)
+    dead = (y < y_min) | guarded(_eq, y, _INF)
+    return _pw_dead(dead, f, y, safe=2.0 * plain(y_min))
+
+
+def _pareto_cdf_terms(lower):
+    def terms(y, y_min, alpha):
+        def f(y):
+            t = alpha * (sm.log(y_min) - sm.log(y))
+            return sm.log1m_exp(t) if lower else t
+        lo = (y <= y_min) if lower else (y < y_min)
+        return _pw_edges(y, lo, guarded(_eq, y, _INF), 2.0 * plain(y_min), lower, f)
+    return terms
+
+
+pointwise(pareto_lcdf)(_pareto_cdf_terms(True))
+pointwise(pareto_lccdf)(_pareto_cdf_terms(False))
+
+
+@pointwise(pareto_type_2_lpdf)
+def _pareto_type_2_terms(y, mu, lam, alpha):
+    def f(y):
+        return sm.log(alpha) - sm.log(lam) - (alpha + 1.0) * sm.log1p((y - mu) / lam)
+    return _pw_dead(guarded(_eq, y, _INF), f, y)
+
+
+def _pareto_type_2_cdf_terms(lower):
+    def terms(y, mu, lam, alpha):
+        def f(y):
+            t = -alpha * sm.log1p((y - mu) / lam)
+            return sm.log1m_exp(t) if lower else t
+        lo = guarded(_eq, y, plain(mu))
+        return _pw_edges(y, lo, guarded(_eq, y, _INF), plain(mu) + plain(lam), lower, f)
+    return terms
+
+
+pointwise(pareto_type_2_lcdf)(_pareto_type_2_cdf_terms(True))
+pointwise(pareto_type_2_lccdf)(_pareto_type_2_cdf_terms(False))
+
+
+def _beta_terms_ab(theta, a, b, norm):
+    """(a - 1) log theta + (b - 1) log(1 - theta) - norm, 0 log 0 = 0."""
+    return (_xlog(a - 1.0, theta, sm.log(theta)) - norm
+            + _xlog(b - 1.0, theta, sm.log1m(theta), pole=1.0, logf=_log1m))
+
+
+@pointwise(beta_lpdf)
+def _beta_terms(theta, alpha, beta):
+    return _beta_terms_ab(theta, alpha, beta, sm.lbeta(alpha, beta))
+
+
+@pointwise(beta_proportion_lpdf)
+def _beta_proportion_terms(theta, mu, kappa):
+    a = mu * kappa
+    b = (1.0 - mu) * kappa
+    return _beta_terms_ab(theta, a, b, sm.lgamma(a) + sm.lgamma(b) - sm.lgamma(kappa))
+
+
+def _unit_cdf_terms(lower, ab):
+    """Pointwise log CDF / CCDF of a beta law on [0, 1], ``ab(*params) = (a, b)``."""
+    def terms(theta, *params):
+        a, b = ab(*params)
+        lo, hi = guarded(_eq, theta, 0.0), guarded(_eq, theta, 1.0)
+        return _pw_edges(theta, lo, hi, 0.5, lower, lambda t: _beta_tail(
+            not lower, (False, False, False), a, b, t)[0])
+    return terms
+
+
+for _lower, _d in ((True, beta_lcdf), (False, beta_lccdf)):
+    pointwise(_d)(_unit_cdf_terms(_lower, lambda alpha, beta: (alpha, beta)))
+for _lower, _d in ((True, beta_proportion_lcdf), (False, beta_proportion_lccdf)):
+    pointwise(_d)(_unit_cdf_terms(_lower, lambda mu, kappa: (mu * kappa, (1.0 - mu) * kappa)))
+del _lower, _d

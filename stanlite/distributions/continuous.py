@@ -38,7 +38,7 @@ from ..errors import DifferentiationError, DomainError
 from ..math import log_Phi
 from ..autodiff.var import Box
 from .fused import (broadcast_size, reps, check_finite, check_in_range, check_nonnegative,
-                    check_not_nan, check_positive, fused, plain)
+                    check_not_nan, check_positive, fused, plain, pointwise)
 from .rng import as_generator, draw
 
 __all__ = ["normal_lpdf", "normal_lcdf", "normal_lccdf", "normal_rng",
@@ -1543,3 +1543,207 @@ def uniform_rng(alpha, beta, rng=None):
     """Draws from Uniform(alpha, beta)."""
     _check_uniform("uniform_rng")(0.0, alpha, beta)
     return draw(as_generator(rng).uniform, alpha, beta)
+
+
+# --------------------------------------------------------------------------------------
+# elementwise forms (``reduce=False``, see :mod:`.fused`): one function per family and
+# tail, stanlite operations on the arguments as given (traced or plain)
+# --------------------------------------------------------------------------------------
+def _std(y, mu, sigma):
+    return (y - mu) / sigma
+
+
+@pointwise(normal_lpdf)
+def _normal_terms(y, mu, sigma):
+    z = _std(y, mu, sigma)
+    return -0.5 * z * z - sm.log(sigma) - HALF_LOG_TWO_PI
+
+
+@pointwise(normal_lcdf)
+def _normal_lcdf_terms(y, mu, sigma):
+    return log_Phi(_std(y, mu, sigma))
+
+
+@pointwise(normal_lccdf)
+def _normal_lccdf_terms(y, mu, sigma):
+    return log_Phi(-_std(y, mu, sigma))
+
+
+@pointwise(std_normal_lpdf)
+def _std_normal_terms(y):
+    return -0.5 * y * y - HALF_LOG_TWO_PI
+
+
+@pointwise(std_normal_lcdf)
+def _std_normal_lcdf_terms(y):
+    return log_Phi(y)
+
+
+@pointwise(std_normal_lccdf)
+def _std_normal_lccdf_terms(y):
+    return log_Phi(-y)
+
+
+@pointwise(student_t_lpdf)
+def _student_t_terms(y, nu, mu, sigma):
+    return _t_logpdf(_std(y, mu, sigma), nu) - sm.log(sigma)
+
+
+@pointwise(student_t_lcdf)
+def _student_t_lcdf_terms(y, nu, mu, sigma):
+    return _t_lcdf(_std(y, mu, sigma), nu)
+
+
+@pointwise(student_t_lccdf)
+def _student_t_lccdf_terms(y, nu, mu, sigma):
+    return _t_lcdf(-_std(y, mu, sigma), nu)
+
+
+@pointwise(cauchy_lpdf)
+def _cauchy_terms(y, mu, sigma):
+    z = _std(y, mu, sigma)
+    return -LOG_PI - sm.log(sigma) - sm.log1p(z * z)
+
+
+@pointwise(cauchy_lcdf)
+def _cauchy_lcdf_terms(y, mu, sigma):
+    return sm.log(sm.atan2(1.0, -_std(y, mu, sigma))) - LOG_PI
+
+
+@pointwise(cauchy_lccdf)
+def _cauchy_lccdf_terms(y, mu, sigma):
+    return sm.log(sm.atan2(1.0, _std(y, mu, sigma))) - LOG_PI
+
+
+@pointwise(double_exponential_lpdf)
+def _double_exponential_terms(y, mu, sigma):
+    return -LOG_TWO - sm.log(sigma) - sm.fabs(_std(y, mu, sigma))
+
+
+@pointwise(double_exponential_lcdf)
+def _double_exponential_lcdf_terms(y, mu, sigma):
+    z = _std(y, mu, sigma)
+    neg = z < 0                     # (a comparison of a traced value is guarded)
+    return _where(neg, z - LOG_TWO, sm.log1m(0.5 * sm.exp(-_where(neg, 0.0, z))))
+
+
+@pointwise(double_exponential_lccdf)
+def _double_exponential_lccdf_terms(y, mu, sigma):
+    z = _std(y, mu, sigma)
+    neg = z < 0
+    return _where(neg, sm.log1m(0.5 * sm.exp(_where(neg, z, 0.0))), -LOG_TWO - z)
+
+
+@pointwise(logistic_lpdf)
+def _logistic_terms(y, mu, sigma):
+    z = _std(y, mu, sigma)
+    return sm.log_inv_logit(z) + sm.log1m_inv_logit(z) - sm.log(sigma)
+
+
+@pointwise(logistic_lcdf)
+def _logistic_lcdf_terms(y, mu, sigma):
+    return sm.log_inv_logit(_std(y, mu, sigma))
+
+
+@pointwise(logistic_lccdf)
+def _logistic_lccdf_terms(y, mu, sigma):
+    return sm.log1m_inv_logit(_std(y, mu, sigma))
+
+
+@pointwise(gumbel_lpdf)
+def _gumbel_terms(y, mu, beta):
+    z = _std(y, mu, beta)
+    return -sm.log(beta) - z - sm.exp(-z)
+
+
+@pointwise(gumbel_lcdf)
+def _gumbel_lcdf_terms(y, mu, beta):
+    return -sm.exp(-_std(y, mu, beta))
+
+
+@pointwise(gumbel_lccdf)
+def _gumbel_lccdf_terms(y, mu, beta):
+    return sm.log1m_exp(-sm.exp(-_std(y, mu, beta)))
+
+
+@pointwise(skew_normal_lpdf)
+def _skew_normal_terms(y, xi, omega, alpha):
+    return _sn_logpdf(_std(y, xi, omega), alpha) - sm.log(omega)
+
+
+@pointwise(skew_normal_lcdf)
+def _skew_normal_lcdf_terms(y, xi, omega, alpha):
+    return _sn_lcdf(_std(y, xi, omega), alpha)
+
+
+@pointwise(skew_normal_lccdf)
+def _skew_normal_lccdf_terms(y, xi, omega, alpha):
+    return _sn_lcdf(-_std(y, xi, omega), -alpha)
+
+
+@pointwise(exp_mod_normal_lpdf)
+def _exp_mod_normal_terms(y, mu, sigma, lam):
+    d = y - mu
+    ls = lam * sigma
+    return sm.log(lam) + 0.5 * ls * ls - lam * d + log_Phi(d / sigma - ls)
+
+
+def _exp_mod_normal_cdf_terms(upper):
+    # as _exp_mod_normal_cdf_kernel: F = Phi(u) - exp(q), q in logs
+    def terms(y, mu, sigma, lam):
+        u = _std(y, mu, sigma)
+        ls = lam * sigma
+        q = 0.5 * ls * ls - ls * u + log_Phi(u - ls)
+        if upper:
+            return sm.log_sum_exp(log_Phi(-u), q)
+        lpu = log_Phi(u)
+        return lpu + sm.log1m_exp(q - lpu)
+    return terms
+
+
+pointwise(exp_mod_normal_lcdf)(_exp_mod_normal_cdf_terms(False))
+pointwise(exp_mod_normal_lccdf)(_exp_mod_normal_cdf_terms(True))
+
+
+@pointwise(von_mises_lpdf)
+def _von_mises_terms(y, mu, kappa):
+    return kappa * sm.cos(y - mu) - LOG_TWO_PI - _log_i0(kappa)
+
+
+def _von_mises_cdf_terms(upper):
+    # as _von_mises_cdf_kernel: log F of the arc (c - h, c + h)
+    def terms(y, mu, kappa):
+        if upper:
+            c, h = 0.5 * (y + math.pi) - mu, 0.5 * (math.pi - y)
+        else:
+            c, h = 0.5 * (y - math.pi) - mu, 0.5 * (y + math.pi)
+        return _vm_cdf[0](c, h, kappa)
+    return terms
+
+
+pointwise(von_mises_lcdf)(_von_mises_cdf_terms(False))
+pointwise(von_mises_lccdf)(_von_mises_cdf_terms(True))
+
+
+@pointwise(uniform_lpdf)
+def _uniform_terms(y, alpha, beta):
+    outside = (y < alpha) | (y > beta)
+    return _where(outside, -math.inf, -sm.log(beta - alpha))
+
+
+def _uniform_cdf_terms(upper):
+    # an element on the impossible side is -inf, one on the certain side 0 (a safe
+    # numerator w there, so that no log of 0 or of a negative enters a derivative)
+    def terms(y, alpha, beta):
+        dead, one = ((y >= beta), (y < alpha)) if upper else ((y <= alpha), (y > beta))
+        w = beta - alpha
+        num = beta - y if upper else y - alpha
+        if np.any(dead | one):
+            num = _where(dead | one, w, num)
+        c = sm.log(num) - sm.log(w)
+        return _where(dead, -math.inf, c) if np.any(dead) else c
+    return terms
+
+
+pointwise(uniform_lcdf)(_uniform_cdf_terms(False))
+pointwise(uniform_lccdf)(_uniform_cdf_terms(True))

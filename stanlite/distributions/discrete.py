@@ -50,7 +50,7 @@ from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    lgamma_table as _lgamma_table)
 from ..errors import DomainError
 from .fused import (_fail, broadcast_size, check_finite, check_integer, check_not_nan,
-                    check_positive, check_probability, fused)
+                    check_positive, check_probability, fused, pointwise, terms_primitive)
 from .rng import as_generator
 
 __all__ = [
@@ -597,16 +597,28 @@ def _bb_cdf(need, n, N, alpha, beta, upper):
     the per-term scores d log p_k, computed on the side holding at most half the mass.
     """
     n, N = np.asarray(_idata(n)), np.asarray(_idata(N))
+    nf = np.broadcast_to(n, _bshape(n, N, alpha, beta)).ravel()
+    if np.any(nf >= np.broadcast_to(N, _bshape(n, N, alpha, beta)).ravel() if upper
+              else nf < 0):
+        return _NEG_INF, [None, None, 0.0 if need[2] else None, 0.0 if need[3] else None]
+    vals, parts = _bb_cdf_terms(need, n, N, alpha, beta, upper)
+    return sm.sum(vals), parts
+
+
+def _bb_cdf_terms(need, n, N, alpha, beta, upper):
+    """The elementwise values of :func:`_bb_cdf` at the broadcast shape (-inf for an
+    element with probability 0, 0 for one with probability 1) and their partials."""
+    n, N = np.asarray(_idata(n)), np.asarray(_idata(N))
     shape = _bshape(n, N, alpha, beta)
     M = int(np.prod(shape, dtype=np.int64))
     nf = np.broadcast_to(n, shape).ravel()
     Nf = np.broadcast_to(N, shape).ravel()
     below, above = nf < 0, nf >= Nf
-    if np.any(above if upper else below):
-        return _NEG_INF, [None, None, 0.0 if need[2] else None, 0.0 if need[3] else None]
+    dead = above if upper else below
     idx = np.flatnonzero(~(below | above))
     if idx.size == 0:
-        return 0.0, [None, None, 0.0 if need[2] else None, 0.0 if need[3] else None]
+        return (np.where(dead, _NEG_INF, 0.0).reshape(shape),
+                [None, None] + [np.zeros(shape) if nd else None for nd in need[2:]])
     nv, Nv = nf[idx], Nf[idx]
     m = idx.size
     a = _flat(alpha, shape)
@@ -637,12 +649,15 @@ def _bb_cdf(need, n, N, alpha, beta, upper):
             gs[1] = (_segsum(w * sm.digamma((Nv[seg] - k) + b[seg]), seg, m)
                      - sm.digamma(b) + common)
     val, gs = _stats_to_sides(logS, gs, head, upper)
-    lp = sm.sum(val)
+    if m != M:
+        val = _scatter(val, idx, M)
+        if np.any(dead):
+            val = sm.where(dead, _NEG_INF, val)
     parts = [None, None, None, None]
     for j, g in enumerate(gs):
         if g is not None:
             parts[2 + j] = sm.reshape(g if m == M else _scatter(g, idx, M), shape)
-    return lp, parts
+    return sm.reshape(val, shape), parts
 
 
 beta_binomial_lpmf = fused("beta_binomial_lpmf", _beta_binomial,
@@ -1292,17 +1307,10 @@ def _ol_layout(k, eta, c):
     return B, M, K, lo, hi, ilo, ihi
 
 
-@_quiet
-def _ordered_logistic(need, k, eta, c):
-    """log OrderedLogistic(k | eta, c) = log(inv_logit(eta - c_{k-1}) - inv_logit(eta - c_k))
-    with c_0 = -inf, c_K = +inf. With a = eta - c_{k-1}, b = eta - c_k, d = c_k - c_{k-1}:
-
-      log P = [k > 1] log_inv_logit(a) + [k < K] log1m_inv_logit(b) + [1 < k < K] log1m_exp(-d)
-
-    d/da = [k > 1] (1 - inv_logit(a)) + [1 < k < K] / expm1(d),
-    d/db = -[k < K] inv_logit(b) - [1 < k < K] / expm1(d);
-    d/deta = d/da + d/db, d/dc_{k-1} = -d/da, d/dc_k = -d/db.
-    """
+def _ol_pieces(k, eta, c):
+    """The flattened pieces of ordered_logistic (kernel and pointwise form): layout,
+    masks, a = eta - c_{k-1}, b = eta - c_k, -log_inv_logit(a), -log1m_inv_logit(b),
+    the cut-point gap (1 where there is none)."""
     B, M, K, lo, hi, ilo, ihi = _ol_layout(k, eta, c)
     mid = lo & hi
     e = _flat(eta, B)
@@ -1320,6 +1328,21 @@ def _ordered_logistic(need, k, eta, c):
     La = sm.log1p_exp(-a)           # -log_inv_logit(a)
     Lb = sm.log1p_exp(b)            # -log1m_inv_logit(b)
     dgap = sm.where(mid, chi - clo, 1.0)
+    return B, M, K, lo, hi, mid, ilo, ihi, rows, a, b, La, Lb, dgap
+
+
+@_quiet
+def _ordered_logistic(need, k, eta, c):
+    """log OrderedLogistic(k | eta, c) = log(inv_logit(eta - c_{k-1}) - inv_logit(eta - c_k))
+    with c_0 = -inf, c_K = +inf. With a = eta - c_{k-1}, b = eta - c_k, d = c_k - c_{k-1}:
+
+      log P = [k > 1] log_inv_logit(a) + [k < K] log1m_inv_logit(b) + [1 < k < K] log1m_exp(-d)
+
+    d/da = [k > 1] (1 - inv_logit(a)) + [1 < k < K] / expm1(d),
+    d/db = -[k < K] inv_logit(b) - [1 < k < K] / expm1(d);
+    d/deta = d/da + d/db, d/dc_{k-1} = -d/da, d/dc_k = -d/db.
+    """
+    B, M, K, lo, hi, mid, ilo, ihi, rows, a, b, La, Lb, dgap = _ol_pieces(k, eta, c)
     lp = (-sm.sum(sm.where(lo, La, 0.0)) - sm.sum(sm.where(hi, Lb, 0.0))
           + sm.sum(sm.where(mid, sm.log1m_exp(-dgap), 0.0)))
     parts = [None, None, None]
@@ -1461,3 +1484,220 @@ def hypergeometric_rng(N, a, b, rng=None):
     _check_hypergeometric(fn)(None, N, a, b)
     N, a, b = (_rng_ints(fn, nm, v) for nm, v in (("N", N), ("a", a), ("b", b)))
     return _int_draws(as_generator(rng).hypergeometric(a, b, N))
+
+
+# ======================================================================================
+# elementwise forms (``reduce=False``, see :mod:`.fused`): outcomes and sizes are data,
+# so masks on them are constants; an element with probability 0 is -inf on its own
+# ======================================================================================
+def _pw_int(x):
+    """An integer argument as a float array (plain: outcomes are never traced)."""
+    return np.asarray(_idata(x), dtype=float)
+
+
+def _pw_mask(mask, dead_value, f, *safe):
+    """``f(*safe)`` with ``dead_value`` where ``mask`` (which may be all False)."""
+    if not np.any(mask):
+        return f(*safe)
+    return sm.where(mask, dead_value, f(*safe))
+
+
+@pointwise(bernoulli_lpmf)
+def _bernoulli_terms(n, theta):
+    n = _pw_int(n)
+    return sm.log((1.0 - n) + (2.0 * n - 1.0) * theta)
+
+
+@pointwise(bernoulli_lcdf)
+def _bernoulli_lcdf_terms(n, theta):
+    n = _pw_int(n)
+    return sm.where(n < 0, _NEG_INF, sm.where(n == 0, sm.log1m(theta), 0.0))
+
+
+@pointwise(bernoulli_lccdf)
+def _bernoulli_lccdf_terms(n, theta):
+    n = _pw_int(n)
+    return sm.where(n >= 1, _NEG_INF, sm.where(n == 0, sm.log(theta), 0.0))
+
+
+@pointwise(bernoulli_logit_lpmf)
+def _bernoulli_logit_terms(n, alpha):
+    return -sm.log1p_exp((1.0 - 2.0 * _pw_int(n)) * alpha)
+
+
+@pointwise(binomial_lpmf)
+def _binomial_terms(n, N, theta):
+    n, N = _pw_int(n), _pw_int(N)
+    n, N = np.broadcast_arrays(n, N)
+    return sm.lchoose(N, n) + _xlog(n, theta) + _xlog(N - n, 1.0 - theta)
+
+
+def _binomial_cdf_terms(upper):
+    def terms(n, N, theta):
+        n, N = np.broadcast_arrays(_pw_int(n), _pw_int(N))
+        below, above = n < 0, n >= N
+        inside = ~(below | above)
+        nn, NN = np.where(inside, n, 0.0), np.where(inside, N, 1.0)
+        if upper:
+            lf = sm.log(sm.inc_beta(nn + 1.0, NN - nn, theta))
+        else:
+            lf = sm.log(sm.inc_beta(NN - nn, nn + 1.0, 1.0 - theta))
+        dead = above if upper else below
+        return sm.where(dead, _NEG_INF, sm.where(inside, lf, 0.0))
+    return terms
+
+
+pointwise(binomial_lcdf)(_binomial_cdf_terms(False))
+pointwise(binomial_lccdf)(_binomial_cdf_terms(True))
+
+
+@pointwise(binomial_logit_lpmf)
+def _binomial_logit_terms(n, N, alpha):
+    n, N = _pw_int(n), _pw_int(N)
+    return sm.lchoose(N, n) + n * alpha - N * sm.log1p_exp(alpha)
+
+
+@pointwise(beta_binomial_lpmf)
+def _beta_binomial_terms(n, N, alpha, beta):
+    n, N = np.broadcast_arrays(_pw_int(n), _pw_int(N))
+    dead = (n < 0) | (n > N)
+    n = np.where(dead, 0.0, n)
+    return _pw_mask(dead, _NEG_INF, lambda: sm.lchoose(N, n) + sm.lbeta(n + alpha, (N - n) + beta)
+                    - sm.lbeta(alpha, beta))
+
+
+def _quiet_terms(name, core, upper, nondiff):
+    """:func:`.terms_primitive` of ``core(need, *args, upper)`` (warnings off)."""
+    def q(need, *args):
+        args = [a if isinstance(a, Box) else _plain_float(a) for a in args]
+        with np.errstate(all="ignore"):
+            return core(need, *args, upper)
+    return terms_primitive(name, q, nondiff)
+
+
+pointwise(beta_binomial_lcdf)(_quiet_terms("beta_binomial_lcdf", _bb_cdf_terms, False, (0, 1)))
+pointwise(beta_binomial_lccdf)(_quiet_terms("beta_binomial_lccdf", _bb_cdf_terms, True,
+                                            (0, 1)))
+
+
+@pointwise(poisson_lpmf)
+def _poisson_terms(n, lam):
+    n = _pw_int(n)
+    dead = np.isinf(value_of(lam))
+    return _pw_mask(dead, _NEG_INF, lambda lam: _xlog(n, lam) - lam - sps.gammaln(n + 1.0),
+                    sm.where(dead, 1.0, lam) if np.any(dead) else lam)
+
+
+def _poisson_cdf_terms(upper):
+    def terms(n, lam):
+        n = _pw_int(n)
+        below = n < 0
+        nn = np.where(below, 0.0, n)
+        lf = sm.log(sm.gamma_p(nn + 1.0, lam) if upper else sm.gamma_q(nn + 1.0, lam))
+        return sm.where(below, 0.0 if upper else _NEG_INF, lf) if np.any(below) else lf
+    return terms
+
+
+pointwise(poisson_lcdf)(_poisson_cdf_terms(False))
+pointwise(poisson_lccdf)(_poisson_cdf_terms(True))
+
+
+@pointwise(poisson_log_lpmf)
+def _poisson_log_terms(n, alpha):
+    n = _pw_int(n)
+    av = np.asarray(value_of(alpha))
+    dead = av == np.inf
+    zero_n = (n == 0) & np.isneginf(av)     # n alpha with n = 0, alpha = -inf: 0
+    safe = sm.where(dead | zero_n, 0.0, alpha) if np.any(dead | zero_n) else alpha
+    v = n * safe - sm.exp(alpha) - sps.gammaln(n + 1.0)
+    return sm.where(dead, _NEG_INF, v) if np.any(dead) else v
+
+
+@pointwise(neg_binomial_lpmf)
+def _neg_binomial_terms(n, alpha, beta):
+    n = _pw_int(n)
+    return (sm.lchoose(n + alpha - 1.0, n) - alpha * sm.log1p(1.0 / beta)
+            - n * sm.log1p(beta))
+
+
+def _nb_cdf_terms(need, n, alpha, beta, upper):
+    """Per-element values of :func:`_nb_cdf_core` at the broadcast shape (-inf below
+    the support for the lower tail) and their partials [None, d/da, d/db]."""
+    n = np.asarray(_idata(n))
+    shape = _bshape(n, alpha, beta)
+    dead = np.broadcast_to(n < 0, shape) if not upper else np.zeros(shape, bool)
+    val, gs = _nb_cdf_core(need[1], need[2], np.where(dead, 0, n), alpha, beta, upper)
+    val = sm.reshape(val, shape)
+    gs = [None if g is None else sm.reshape(g, shape) for g in gs]
+    if np.any(dead):
+        val = sm.where(dead, _NEG_INF, val)
+        gs = [None if g is None else sm.where(dead, 0.0, g) for g in gs]
+    return val, [None] + gs
+
+
+def _nb2_cdf_terms(need, n, mu, phi, upper):
+    """NB2(mu, phi) = NB(phi, phi/mu) (the chain rule of :func:`_neg_binomial_2_cdf`)."""
+    b = phi / mu
+    nd = need[1] or need[2]
+    val, (_, ga, gb) = _nb_cdf_terms((False, nd, nd), n, phi, b, upper)
+    parts = [None, None, None]
+    if need[1]:
+        parts[1] = -gb * b / mu
+    if need[2]:
+        parts[2] = ga + gb / mu
+    return val, parts
+
+
+for _upper, _d in ((False, neg_binomial_lcdf), (True, neg_binomial_lccdf)):
+    pointwise(_d)(_quiet_terms(_d.__name__, _nb_cdf_terms, _upper, (0,)))
+for _upper, _d in ((False, neg_binomial_2_lcdf), (True, neg_binomial_2_lccdf)):
+    pointwise(_d)(_quiet_terms(_d.__name__, _nb2_cdf_terms, _upper, (0,)))
+del _upper, _d
+
+
+@pointwise(neg_binomial_2_lpmf)
+def _neg_binomial_2_terms(n, mu, phi):
+    n = _pw_int(n)
+    return (sm.lchoose(n + phi - 1.0, n) - n * sm.log1p(phi / mu)
+            - phi * sm.log1p(mu / phi))
+
+
+@pointwise(neg_binomial_2_log_lpmf)
+def _neg_binomial_2_log_terms(n, eta, phi):
+    n = _pw_int(n)
+    t = eta - sm.log(phi)
+    return sm.lchoose(n + phi - 1.0, n) + n * t - (n + phi) * sm.log1p_exp(t)
+
+
+@pointwise(categorical_lpmf, broadcast=False)
+def _categorical_terms(y, theta):
+    """One value per outcome (the shape of ``y``)."""
+    y = np.asarray(value_of(y), dtype=np.int64)
+    return sm.log(theta[y - 1])     # (indexed first: no log of a zero not chosen)
+
+
+@pointwise(categorical_logit_lpmf, broadcast=False)
+def _categorical_logit_terms(y, beta):
+    y = np.asarray(value_of(y), dtype=np.int64)
+    return beta[y - 1] - sm.log_sum_exp(beta)
+
+
+@pointwise(multinomial_lpmf, broadcast=False)
+def _multinomial_terms(y, theta):
+    """One count vector: the value itself (shape ())."""
+    return multinomial_lpmf(y, theta)
+
+
+@pointwise(ordered_logistic_lpmf, broadcast=False)
+def _ordered_logistic_terms(k, eta, c):
+    """One value per outcome (the broadcast of k, eta and c's leading axes)."""
+    B, M, K, lo, hi, mid, ilo, ihi, rows, a, b, La, Lb, dgap = _ol_pieces(k, eta, c)
+    v = (sm.where(mid, sm.log1m_exp(-dgap), 0.0) - sm.where(lo, La, 0.0)
+         - sm.where(hi, Lb, 0.0))
+    return sm.reshape(v, B)
+
+
+@pointwise(hypergeometric_lpmf)
+def _hypergeometric_terms(n, N, a, b):
+    n, N, a, b = (_pw_int(x) for x in (n, N, a, b))
+    return sm.lchoose(a, n) + sm.lchoose(b, N - n) - sm.lchoose(a + b, N)

@@ -22,6 +22,35 @@ stanlite operations, so the one function serves every mode:
 Argument checks (``sigma > 0`` ...) run on the plain values before anything else and
 raise :class:`~stanlite.errors.DomainError` naming the function, the argument and the
 offending value; samplers treat that as a rejection, as Stan does.
+
+Pointwise (elementwise) form
+----------------------------
+Every density also answers ``density(*args, reduce=False)``: the log densities one
+per element of the broadcast of the arguments (one per vector for a multivariate
+density, one per observation for a GLM) instead of their sum - a per-observation
+log-likelihood, a censored observation's log CCDF, the terms of a per-observation
+mixture. **How a family declares it** (once, in its module, after the densities):
+a function of the same arguments written with stanlite's elementwise operations, so
+that it is differentiable at every order by tracing; value branches use comparisons
+of the (possibly traced) arguments, which compiled replays guard, or ``guarded``::
+
+    @pointwise(normal_lpdf)
+    def _normal_terms(y, mu, sigma):
+        z = (y - mu) / sigma
+        return -0.5 * z * z - sm.log(sigma) - HALF_LOG_TWO_PI
+
+(or ``fused(..., pointwise=fn)``; one function may serve several densities). The
+result is broadcast to the shape of all the arguments (:func:`full_shape`); a
+family with a batch structure of its own declares ``@pointwise(d, broadcast=False)``
+and returns one value per vector (per row, per outcome) itself. A value computed by
+a numerical procedure rather than a composition (finite sums over a range that
+depends on the values) is declared with :func:`terms_primitive` from a kernel that
+gives per-element values and partials. ``reduce=False`` runs the density's own
+argument checks first (the same DomainError), then the function; the summed path
+(``reduce=True``, the default: the kernel and its compiled lowering) is untouched.
+``tests/distributions/test_pointwise.py`` enumerates every exported density and checks
+that the pointwise values sum to the summed value, so a density added without a
+pointwise form (or an argument generator there) fails.
 """
 
 import inspect
@@ -30,13 +59,14 @@ import weakref
 
 import numpy as np
 
-from ..autodiff.extend import Primitive, _call_ieee, _dispatch, _tag, accumulate
+from ..autodiff.extend import (Primitive, _call_ieee, _dispatch, _tag, accumulate,
+                               defjvp_all, defvjp_all, primitive)
 from ..autodiff.var import Box, Var, guarded, shape_of, value_of
 from ..errors import DomainError
 
-__all__ = ["fused", "check_positive", "check_finite", "check_nonnegative",
-           "check_probability", "check_not_nan", "check_in_range", "check_integer",
-           "plain", "broadcast_size", "reps"]
+__all__ = ["fused", "pointwise", "full_shape", "terms_primitive", "check_positive",
+           "check_finite", "check_nonnegative", "check_probability", "check_not_nan",
+           "check_in_range", "check_integer", "plain", "broadcast_size", "reps"]
 
 
 def plain(x):
@@ -101,11 +131,14 @@ def arity_error(name, params, got):
         " (arguments are positional)")
 
 
-def fused(name, kernel, check=None, nondiff=(), doc=None):
-    """Make a log-density primitive ``name(*args)`` from ``kernel`` (see module doc).
+def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
+    """Make a log-density primitive ``name(*args, reduce=True)`` from ``kernel`` (see
+    module doc).
 
     ``check(*plain_args)`` validates argument values (raise ``DomainError``);
-    ``nondiff`` lists positions that must never be traced (integer outcomes, sizes).
+    ``nondiff`` lists positions that must never be traced (integer outcomes, sizes);
+    ``pointwise(*args)`` is the elementwise form (``reduce=False``; or declare it
+    later with :func:`pointwise`).
     """
     spec = Primitive(name, None)
     params = parameter_names(check, kernel)
@@ -168,11 +201,13 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
             return kernel((False,) * len(args), *args)[0]
         return _dispatch(spec, wrapped, args, {})
 
-    def wrapped(*args):
+    def wrapped(*args, reduce=True):
         # the hot path (first order): every traced argument is a Var of one tape
         # holding a plain value; anything else goes the general way
         # (a wrong number of arguments fails inside; the except names the public
         # signature - no arity test on the hot path)
+        if reduce is not True:
+            return _elementwise(spec, params, nondiff, args, reduce)
         try:
             tape = None
             vals = []
@@ -244,8 +279,12 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
     if params is not None:
         # help() and inspect.signature show (y, mu, sigma, /), not (*args)
         wrapped.__signature__ = inspect.Signature(
-            [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params])
+            [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params]
+            + [_REDUCE])
     wrapped._spec = spec
+    wrapped._pointwise = None
+    if pointwise is not None:
+        _declare((wrapped,), pointwise, True)
     spec.wrapped = wrapped
     return wrapped
 
@@ -253,6 +292,116 @@ def fused(name, kernel, check=None, nondiff=(), doc=None):
 _new = object.__new__
 _ndarray = np.ndarray
 _f64 = np.float64
+_REDUCE = inspect.Parameter("reduce", inspect.Parameter.KEYWORD_ONLY, default=True)
+
+
+def pointwise(*densities, broadcast=True):
+    """Decorator: declare ``fn(*args)`` (stanlite operations) as the ``reduce=False``
+    form of each of ``densities`` (see the module doc). With ``broadcast`` (univariate
+    families) its result is brought to the broadcast shape of all the arguments;
+    multivariate families return their batch shape themselves (``broadcast=False``)."""
+    def declare(fn):
+        _declare(densities, fn, broadcast)
+        return fn
+    return declare
+
+
+def _declare(densities, fn, broadcast):
+    form = fn
+    if broadcast:
+        def form(*args):
+            return full_shape(fn(*args), *args)
+        form.__name__ = form.__qualname__ = fn.__name__
+        form.__doc__ = fn.__doc__
+    for d in densities:
+        d._pointwise = form
+
+
+def full_shape(x, *args):
+    """``x`` broadcast to the broadcast shape of ``args`` (a pointwise result whose
+    terms do not involve every argument: ``log(sigma)`` with a vector ``y``)."""
+    shape = np.broadcast_shapes(*[shape_of(a) for a in args])
+    if shape_of(x) == shape:
+        return x
+    return x + np.zeros(shape)
+
+
+def terms_primitive(name, core, nondiff=()):
+    """The pointwise form of a density whose values come from a numerical procedure
+    (finite sums over a data-dependent range, a choice of tail) rather than a
+    composition of elementwise operations: one primitive whose value is
+    ``core(need, *args)[0]`` (the per-element values, at the broadcast shape) and
+    whose derivatives are ``core``'s per-element partials (``[1]``, each broadcastable
+    to the values). The procedure runs again at every evaluation (its value decisions
+    are never frozen into a recorded graph); ``core`` written with stanlite
+    operations makes the partials themselves differentiable (nested AD)."""
+    nd = tuple(sorted(nondiff))
+
+    def fun(*args):
+        return core((False,) * len(args), *args)[0]
+    fun.__name__ = fun.__qualname__ = f"{name}_pointwise"
+    prim = primitive(fun)
+
+    def vjp_all(g, ans, *args):
+        need = tuple(i not in nd for i in range(len(args)))
+        parts = core(need, *args)[1]
+        return tuple(None if p is None else g * p for p in parts)
+
+    def jvp_all(ts, ans, *args):
+        parts = core(tuple(t is not None for t in ts), *args)[1]
+        r = len(shape_of(ans))
+        tan = None
+        for x, t, p in zip(args, ts, parts):
+            if t is None:
+                continue
+            xs, tsh = shape_of(x), shape_of(t)
+            nb = len(tsh) - len(xs)
+            if nb and r > len(xs):          # vector mode: batch axes lead
+                from ..math import reshape
+                t = reshape(t, tsh[:nb] + (1,) * (r - len(xs)) + xs)
+            c = t * p
+            tan = c if tan is None else tan + c
+        return tan
+
+    defvjp_all(prim, vjp_all, nondiff=nd)
+    defjvp_all(prim, jvp_all)
+    return prim
+
+
+def check_reduce(name, reduce):
+    """``reduce`` must be a bool: True (the sum) or False (the elementwise values)."""
+    if reduce is not True and reduce is not False and not isinstance(reduce, (bool, np.bool_)):
+        raise TypeError(f"{name}: reduce must be True or False, got {reduce!r}")
+    return bool(reduce)
+
+
+def _elementwise(spec, params, nondiff, args, reduce):
+    """``density(*args, reduce=False)``: the checks of the summed path, then the
+    family's pointwise function (plain arrays in, a plain array out; traced in,
+    traced out)."""
+    name = spec.name
+    if check_reduce(name, reduce):
+        return spec.wrapped(*args)
+    if params is not None and len(args) != len(params):
+        raise arity_error(name, params, len(args))
+    fn = spec.wrapped._pointwise
+    if fn is None:
+        raise NotImplementedError(f"{name}: no elementwise form (reduce=False) is declared")
+    args = tuple(float(a) if type(a) is _f64 else a for a in args)
+    if spec.check is not None:
+        guarded(spec.check, *args)
+    for i, a in enumerate(args):
+        if i in nondiff and isinstance(a, Box):
+            spec.check_differentiable(i)        # raises, naming the argument
+    token = _ignore_fp()
+    try:
+        out = fn(*args)
+    finally:
+        _restore_fp(token)
+    t = type(out)
+    if t is _f64 or t is _ndarray and out.ndim == 0:
+        return float(out)
+    return out
 
 
 # ``np.errstate(divide="ignore", invalid="ignore", over="ignore")`` around a kernel,

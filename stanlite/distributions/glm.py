@@ -43,9 +43,10 @@ import scipy.special as sps
 
 from .. import math as sm
 from ..autodiff.var import Box, shape_of, value_of
-from .discrete import _sum_log_factorial
+from .continuous import normal_lpdf
+from .discrete import _sum_log_factorial, bernoulli_logit_lpmf, poisson_log_lpmf
 from .fused import (_fail, check_finite, check_integer, check_positive, fp_ignored, fused,
-                    is_constant, once_for_constant, once_for_constants)
+                    is_constant, once_for_constant, once_for_constants, pointwise)
 
 __all__ = ["normal_id_glm_lpdf", "bernoulli_logit_glm_lpmf", "poisson_log_glm_lpmf"]
 
@@ -458,3 +459,24 @@ _deflower(normal_id_glm_lpdf, _glm(_op.NORMAL, with_sigma=True))
 _check_lowering(bernoulli_logit_glm_lpmf, None, None, None, None)
 _check_lowering(poisson_log_glm_lpmf, None, None, None, None)
 _check_lowering(normal_id_glm_lpdf, None, None, None, None, "positive_finite")
+
+
+# --------------------------------------------------------------------------------------
+# elementwise forms (``reduce=False``, see :mod:`.fused`): one value per row of x, the
+# elementwise form of the family at eta = alpha + x beta
+# --------------------------------------------------------------------------------------
+def _per_row(glm, family, checked):
+    """The pointwise form of ``glm`` from that of its ``family`` density; the finite
+    checks the summed kernel defers (:func:`_lazy_finite`) run first, in its order."""
+    def terms(y, x, alpha, beta, *scale):
+        args = dict(y=y, x=x, alpha=alpha, beta=beta)
+        for name in checked:
+            check_finite(glm.__name__, name, value_of(args[name]))
+        return family._pointwise(y, sm.matmul(x, beta) + alpha, *scale)
+    terms.__name__ = terms.__qualname__ = f"_{glm.__name__}_terms"
+    pointwise(glm, broadcast=False)(terms)
+
+
+_per_row(normal_id_glm_lpdf, normal_lpdf, ("y", "x", "alpha", "beta"))
+_per_row(bernoulli_logit_glm_lpmf, bernoulli_logit_lpmf, ("x", "alpha", "beta"))
+_per_row(poisson_log_glm_lpmf, poisson_log_lpmf, ("x", "alpha", "beta"))

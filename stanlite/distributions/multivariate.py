@@ -18,6 +18,9 @@ Parameterisations, supports and normalising constants are Stan's:
   distribution on correlation matrices (Lewandowski, Kurowicka & Joe 2009).
 * ``wishart_lpdf(W | nu, Sigma)``, ``inv_wishart_lpdf(W | nu, Sigma)``.
 
+``reduce=False`` gives one value per vector (``(N,)`` for ``(N, K)`` arguments, ``()``
+for one vector) instead of their sum; a density of one matrix gives its one value.
+
 Argument checks raise :class:`~stanlite.errors.DomainError` naming the function and
 the argument: ``Sigma``/``W`` symmetric (to ``1e-8`` relative, as the math library's
 ``cholesky_decompose``) and positive definite, Cholesky-factor arguments lower
@@ -57,7 +60,7 @@ from .. import math as sm
 from ..autodiff.var import Box, shape_of, value_of
 from ..errors import DomainError
 from .fused import (check_finite, check_integer, check_not_nan, check_positive, fused,
-                    once_for_constant)
+                    full_shape, once_for_constant, pointwise)
 from .rng import as_generator
 
 __all__ = ["multi_normal_lpdf", "multi_normal_rng",
@@ -88,8 +91,11 @@ def _arr(x):
 
 
 def _out(v):
-    """A plain result as a Python float (traced results pass through)."""
-    return v if isinstance(v, Box) else float(v)
+    """A plain scalar result as a Python float (traced results and the arrays of
+    ``reduce=False`` pass through)."""
+    if isinstance(v, Box) or type(v) is np.ndarray and v.ndim:
+        return v
+    return float(v)
 
 
 def _chol(fn, arg, S):
@@ -330,7 +336,7 @@ def _check_multi_normal(y, mu, Sigma):
 _multi_normal_node = fused("multi_normal_lpdf", _multi_normal, _check_multi_normal)
 
 
-def multi_normal_lpdf(y, mu, Sigma):
+def multi_normal_lpdf(y, mu, Sigma, *, reduce=True):
     """Multivariate normal log density, summed over the vectors of ``y``/``mu``.
 
         log MultiNormal(y | mu, Sigma) = -K/2 log(2 pi) - 1/2 log det Sigma
@@ -346,7 +352,7 @@ def multi_normal_lpdf(y, mu, Sigma):
     >>> round(sl.multi_normal_lpdf(np.array([[1.0, 0.0], [0.0, 1.0]]), np.zeros(2), S), 6)
     -5.092513
     """
-    return _out(_multi_normal_node(_arr(y), _arr(mu), _arr(Sigma)))
+    return _out(_multi_normal_node(_arr(y), _arr(mu), _arr(Sigma), reduce=reduce))
 
 
 def _multi_normal_cholesky(need, y, mu, L):
@@ -371,7 +377,7 @@ _multi_normal_cholesky_node = fused("multi_normal_cholesky_lpdf", _multi_normal_
                                     _check_multi_normal_cholesky)
 
 
-def multi_normal_cholesky_lpdf(y, mu, L):
+def multi_normal_cholesky_lpdf(y, mu, L, *, reduce=True):
     """Multivariate normal log density with the covariance's Cholesky factor,
     ``Sigma = L L^T``, summed over the vectors of ``y``/``mu``:
 
@@ -387,7 +393,7 @@ def multi_normal_cholesky_lpdf(y, mu, L):
     ...                                     np.zeros(2), L), 6)
     -5.092513
     """
-    return _out(_multi_normal_cholesky_node(_arr(y), _arr(mu), _arr(L)))
+    return _out(_multi_normal_cholesky_node(_arr(y), _arr(mu), _arr(L), reduce=reduce))
 
 
 def _mvn_draws(mu, L, rng, scale=None):
@@ -477,7 +483,7 @@ _multi_student_t_node = fused("multi_student_t_lpdf", _multi_student_t,
                               _check_multi_student_t)
 
 
-def multi_student_t_lpdf(y, nu, mu, Sigma):
+def multi_student_t_lpdf(y, nu, mu, Sigma, *, reduce=True):
     """Multivariate Student-t log density, summed over the vectors of ``y``/``mu``:
 
         log MultiStudentT(y | nu, mu, Sigma) = lgamma((nu + K)/2) - lgamma(nu/2)
@@ -491,7 +497,8 @@ def multi_student_t_lpdf(y, nu, mu, Sigma):
     >>> round(sl.multi_student_t_lpdf(np.ones(2), 4.0, np.zeros(2), np.eye(2)), 6)
     -3.054272
     """
-    return _out(_multi_student_t_node(_arr(y), _arr(nu), _arr(mu), _arr(Sigma)))
+    return _out(_multi_student_t_node(_arr(y), _arr(nu), _arr(mu), _arr(Sigma),
+                                      reduce=reduce))
 
 
 def multi_student_t_rng(nu, mu, Sigma, rng=None):
@@ -553,7 +560,7 @@ def _check_dirichlet(theta, alpha):
 _dirichlet_node = fused("dirichlet_lpdf", _dirichlet, _check_dirichlet)
 
 
-def dirichlet_lpdf(theta, alpha):
+def dirichlet_lpdf(theta, alpha, *, reduce=True):
     """Dirichlet log density, summed over the simplexes of ``theta``/``alpha``:
 
         log Dirichlet(theta | alpha) = lgamma(sum_k alpha_k) - sum_k lgamma(alpha_k)
@@ -567,7 +574,7 @@ def dirichlet_lpdf(theta, alpha):
     >>> round(sl.dirichlet_lpdf(np.array([0.2, 0.3, 0.5]), np.array([1.0, 2.0, 3.0])), 6)
     1.504077
     """
-    return _out(_dirichlet_node(_arr(theta), _arr(alpha)))
+    return _out(_dirichlet_node(_arr(theta), _arr(alpha), reduce=reduce))
 
 
 def dirichlet_rng(alpha, rng=None):
@@ -620,7 +627,7 @@ def _check_lkj_corr(Omega, eta):
 _lkj_corr_node = fused("lkj_corr_lpdf", _lkj_corr, _check_lkj_corr)
 
 
-def lkj_corr_lpdf(Omega, eta):
+def lkj_corr_lpdf(Omega, eta, *, reduce=True):
     """LKJ log density of a K x K correlation matrix ``Omega``, shape ``eta > 0``:
 
         log LkjCorr(Omega | eta) = (eta - 1) log det Omega - log c_K(eta),
@@ -637,7 +644,7 @@ def lkj_corr_lpdf(Omega, eta):
     >>> round(sl.lkj_corr_lpdf(np.array([[1.0, 0.3], [0.3, 1.0]]), 2.0), 6)
     -0.381993
     """
-    return _out(_lkj_corr_node(_arr(Omega), _arr(eta)))
+    return _out(_lkj_corr_node(_arr(Omega), _arr(eta), reduce=reduce))
 
 
 def _lkj_corr_cholesky(need, L, eta):
@@ -674,7 +681,7 @@ _lkj_corr_cholesky_node = fused("lkj_corr_cholesky_lpdf", _lkj_corr_cholesky,
                                 _check_lkj_corr_cholesky)
 
 
-def lkj_corr_cholesky_lpdf(L, eta):
+def lkj_corr_cholesky_lpdf(L, eta, *, reduce=True):
     """LKJ log density of the Cholesky factor ``L`` of a correlation matrix:
 
         log LkjCholesky(L | eta) = -log c_K(eta) + sum_{k=2}^K (K - k + 2 eta - 2) log L_kk
@@ -690,7 +697,7 @@ def lkj_corr_cholesky_lpdf(L, eta):
     >>> round(sl.lkj_corr_cholesky_lpdf(L, 2.0), 6)
     -0.381993
     """
-    return _out(_lkj_corr_cholesky_node(_arr(L), _arr(eta)))
+    return _out(_lkj_corr_cholesky_node(_arr(L), _arr(eta), reduce=reduce))
 
 
 def _check_lkj_rng(fn, K, eta):
@@ -820,7 +827,7 @@ _wishart_node = fused("wishart_lpdf", _wishart, _check_wishart("wishart_lpdf"))
 _inv_wishart_node = fused("inv_wishart_lpdf", _inv_wishart, _check_wishart("inv_wishart_lpdf"))
 
 
-def wishart_lpdf(W, nu, Sigma):
+def wishart_lpdf(W, nu, Sigma, *, reduce=True):
     """Wishart log density of a K x K symmetric positive-definite ``W``:
 
         log Wishart(W | nu, Sigma) = -nu K/2 log 2 - log Gamma_K(nu/2)
@@ -834,10 +841,10 @@ def wishart_lpdf(W, nu, Sigma):
     >>> round(sl.wishart_lpdf(np.eye(2), 3.0, np.eye(2)), 6)
     -3.531024
     """
-    return _out(_wishart_node(_arr(W), _arr(nu), _arr(Sigma)))
+    return _out(_wishart_node(_arr(W), _arr(nu), _arr(Sigma), reduce=reduce))
 
 
-def inv_wishart_lpdf(W, nu, Sigma):
+def inv_wishart_lpdf(W, nu, Sigma, *, reduce=True):
     """Inverse-Wishart log density of a K x K symmetric positive-definite ``W``:
 
         log InvWishart(W | nu, Sigma) = -nu K/2 log 2 - log Gamma_K(nu/2)
@@ -850,7 +857,7 @@ def inv_wishart_lpdf(W, nu, Sigma):
     >>> round(sl.inv_wishart_lpdf(np.eye(2), 3.0, np.eye(2)), 6)
     -3.531024
     """
-    return _out(_inv_wishart_node(_arr(W), _arr(nu), _arr(Sigma)))
+    return _out(_inv_wishart_node(_arr(W), _arr(nu), _arr(Sigma), reduce=reduce))
 
 
 def _bartlett(g, nu, K, shape):
@@ -903,3 +910,59 @@ def inv_wishart_rng(nu, Sigma, size=None, rng=None):
 from ..autodiff.vm.program import deflower as _deflower, mvn_cholesky_rule  # noqa: E402
 
 _deflower(_multi_normal_cholesky_node, mvn_cholesky_rule)
+
+
+# --------------------------------------------------------------------------------------
+# elementwise forms (``reduce=False``, see :mod:`.fused`): one value per vector
+# --------------------------------------------------------------------------------------
+def _per_vector(v, y, mu):
+    """``v`` (N,) as the batch shape of ``y - mu``: () for one vector."""
+    return sm.reshape(v, ()) if len(np.broadcast_shapes(shape_of(y), shape_of(mu))) == 1 \
+        else v
+
+
+def _mvn_terms(y, mu, L):
+    """log MultiNormal(y_n | mu_n, L L^T) per vector."""
+    R, n, sr = _centered(y, mu)
+    K = shape_of(L)[-1]
+    Z = sm.mdivide_left_tri_low(L, _mT(R))
+    v = -0.5 * sm.sum(Z * Z, axis=0) - _log_diag_sum(L) - K * HALF_LOG_TWO_PI
+    return _per_vector(v, y, mu)
+
+
+@pointwise(_multi_normal_node, broadcast=False)
+def _multi_normal_terms(y, mu, Sigma):
+    return _mvn_terms(y, mu, _chol("multi_normal_lpdf", "Sigma", Sigma))
+
+
+pointwise(_multi_normal_cholesky_node, broadcast=False)(_mvn_terms)
+
+
+@pointwise(_multi_student_t_node, broadcast=False)
+def _multi_student_t_terms(y, nu, mu, Sigma):
+    L = _chol("multi_student_t_lpdf", "Sigma", Sigma)
+    R, n, sr = _centered(y, mu)
+    K = shape_of(L)[-1]
+    Z = sm.mdivide_left_tri_low(L, _mT(R))
+    hk = 0.5 * (nu + K)
+    v = (sm.lgamma(hk) - sm.lgamma(0.5 * nu) - 0.5 * K * (sm.log(nu) + LOG_PI)
+         - _log_diag_sum(L) - hk * sm.log1p(sm.sum(Z * Z, axis=0) / nu))
+    return _per_vector(v, y, mu)
+
+
+@pointwise(_dirichlet_node, broadcast=False)
+def _dirichlet_terms(theta, alpha):
+    batch = np.broadcast_shapes(shape_of(theta)[:-1], shape_of(alpha)[:-1])
+    v = (sm.lgamma(sm.sum(alpha, axis=-1)) - sm.sum(sm.lgamma(alpha), axis=-1)
+         + sm.sum((alpha - 1.0) * sm.log(theta), axis=-1))
+    return full_shape(v, np.zeros(batch))
+
+
+def _one_value(node):
+    """A density of one matrix: its pointwise form is its value (shape ())."""
+    pointwise(node, broadcast=False)(node)
+
+
+for _node in (_lkj_corr_node, _lkj_corr_cholesky_node, _wishart_node, _inv_wishart_node):
+    _one_value(_node)
+del _node

@@ -59,8 +59,8 @@ def test_one_argument_too_many(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_unknown_keyword_names_the_function_and_keyword(name):
     args = [1.0] * len(_required(name))
-    with pytest.raises(TypeError, match=rf"\b{name}\(.*'reduce'"):
-        getattr(sl, name)(*args, reduce=False)
+    with pytest.raises(TypeError, match=rf"\b{name}\(.*'weights'"):
+        getattr(sl, name)(*args, weights=False)
 
 
 def test_message_gives_the_signature():
@@ -71,8 +71,8 @@ def test_message_gives_the_signature():
     with pytest.raises(TypeError, match=r"student_t_lcdf\(y, nu, mu, sigma\) .* got 5"):
         sl.student_t_lcdf(1.0, 3.0, 0.0, 1.0, 2.0)
     # the Stan names, not those of a shared check
-    assert str(inspect.signature(sl.neg_binomial_2_lcdf)) == "(n, mu, phi, /)"
-    assert str(inspect.signature(sl.normal_lpdf)) == "(y, mu, sigma, /)"
+    assert str(inspect.signature(sl.neg_binomial_2_lcdf)) == "(n, mu, phi, /, *, reduce=True)"
+    assert str(inspect.signature(sl.normal_lpdf)) == "(y, mu, sigma, /, *, reduce=True)"
 
 
 def test_wrong_arity_on_the_recorded_path():
