@@ -685,6 +685,49 @@ def _at(bad, arr):
     return f"{_position(idx)} is {arr[idx].item()!r}"
 
 
+def validate_transformed(name, value, decl, env):
+    """A value ``transformed_data`` returned, as the model keeps it: with a
+    declaration (``sl.transformed_data.*``), validated as that type; without one,
+    numbers only (an int, a real or an array of them: ints stay int64, others
+    float64), finite. Arrays come back read-only. Each failure is a DataError naming
+    the transformed data (it follows from the data)."""
+    if decl is not None:
+        return decl.validate(value, env)
+    arr0 = np.asarray(value) if isinstance(value, np.ndarray) else None
+    is_int = arr0 is not None and arr0.dtype.kind in "iu" or \
+        isinstance(value, (numbers.Integral, np.integer)) and not isinstance(
+            value, (bool, np.bool_))
+    field = _Field(name, "numbers (an int, a real or an array of them)", is_int,
+                   what="transformed data")
+    arr = _numeric_array(value, field)
+    if isinstance(value, (list, tuple)) and _all_ints(value):   # a list of ints: ints
+        field.is_int = True
+    arr = _as_ints(arr, field) if field.is_int else _as_reals(arr, field)
+    if not field.is_int:
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise field.error(f"expected finite values, {_at(bad, arr)}; declare it with "
+                              f"sl.transformed_data.<type>(..., allow_nonfinite=True) to "
+                              "allow NaN and inf")
+    if arr.ndim == 0:
+        return int(arr) if field.is_int else float(arr)
+    arr = np.array(arr)                       # our own copy: the caller's stays writable
+    arr.setflags(write=False)
+    return arr
+
+
+def _all_ints(rows):
+    """Whether a (nested) list holds Python/numpy ints only (no bools)."""
+    for e in rows:
+        if isinstance(e, (list, tuple)):
+            if not _all_ints(e):
+                return False
+        elif isinstance(e, (bool, np.bool_)) or not isinstance(e, (numbers.Integral,
+                                                                      np.integer)):
+            return False
+    return True
+
+
 class TransformedDataDecl(DataDecl):
     """The declared type of a value ``transformed_data`` returns (``sl.transformed_data
     .vector("N")``): validated as data are, with messages naming the transformed data."""

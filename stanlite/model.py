@@ -45,7 +45,8 @@ from .autodiff.extend import reshape
 from .autodiff.functional import hessian
 from .autodiff.tape import gc_paused_nested, sweep
 from .autodiff.var import Box, Var, shape_of, value_of
-from .declarations import DataDecl, ParamDecl, argument_names
+from .declarations import (DataDecl, ParamDecl, TransformedDataDecl, argument_names,
+                           validate_transformed)
 from .errors import ArgumentError, DataError, DifferentiationError, ModelError
 
 __all__ = ["Model", "element_names"]
@@ -163,15 +164,19 @@ class Model:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         skeleton = _is_skeleton(cls)        # before the attributes set below
-        data, params = {}, {}
+        data, tdata, params = {}, {}, {}
         for klass in reversed(cls.__mro__):
             for name, v in vars(klass).items():
-                if isinstance(v, DataDecl):
+                if isinstance(v, TransformedDataDecl):
+                    tdata[name] = v
+                elif isinstance(v, DataDecl):
                     data[name] = v
                 elif isinstance(v, ParamDecl):
                     params[name] = v
-        cls._data_decls = data
-        cls._param_decls = params
+        # keyed by Stan name (``name=``, else the attribute's): what data, outputs and
+        # init dicts use; ``decl.attr`` is the Python name
+        cls._data_decls, cls._tdata_decls, cls._param_decls = _by_stan_name(
+            cls, data, tdata, params)
         # cloudpickle (Dask, a class defined in __main__ or a notebook) rebuilds a class
         # as an empty skeleton and fills its attributes afterwards: only dunders at
         # creation time. Such a class is checked when it is instantiated instead.
@@ -183,21 +188,26 @@ class Model:
         if type(self).log_prob is Model.log_prob:
             raise _no_log_prob(type(self))      # an empty class body (see __init_subclass__)
         data = _positional_data(type(self), args, data)
+        data = _stan_keys(type(self), data)
         _check_unknown_fields(type(self), data)
-        env = {}
+        # env: data by Stan name (model.data); scope: what sizes and bounds may name
+        # (also the Python names of renamed fields, and the transformed data)
+        env, scope = {}, {}
         for name, decl in self._data_decls.items():
             if name not in data:
-                shape = decl.shape(env)
+                shape = decl.shape(scope)
                 raise DataError(f"missing data field '{name}' (expected "
                                 f"{decl.describe(shape)})")
-            env[name] = decl.validate(data[name], env)
+            env[name] = scope[name] = scope[decl.attr] = decl.validate(data[name], scope)
         self._data = env
-        for name, v in env.items():
-            setattr(self, name, v)
+        for name, decl in self._data_decls.items():
+            setattr(self, decl.attr, env[name])
+        scope.update(self._run_transformed_data(scope))
+        self._scope = scope
         slots = []
         k = 0
         for name, decl in self._param_decls.items():
-            shape = decl.shape(env)                # sizes named, memory checked
+            shape = decl.shape(scope)              # sizes named, memory checked
             decl.free_size(shape)                  # a shape the constraint can take
             s = _ParamSlot(name, decl, shape, k)
             k = s.stop
@@ -205,10 +215,13 @@ class Model:
         self._slots = slots
         self.dim = k
         names = frozenset(s.name for s in slots)
+        refs = names | frozenset(s.decl.attr for s in slots)
         for s in slots:
-            s.decl.check_bounds(s.shape, env, names)   # data bounds: now, not at a gradient
-            s.plan(env, names)
+            s.decl.check_bounds(s.shape, scope, refs)  # data bounds: now, not at a gradient
+            s.plan(scope, refs)
         self._param_set = names
+        # Python argument name -> Stan name, for parameters named with name=
+        self._aliases = {s.decl.attr: s.name for s in slots if s.decl.attr != s.name}
         # the env of data and earlier parameters is built per point only if some bound
         # is a function of earlier parameters
         self._dynamic = any(s.bounds is None for s in slots)
@@ -220,6 +233,56 @@ class Model:
         self._gq_args = (self._signature(self.generated_quantities, skip=1)
                          if self._has_gq else ())
         self._shapes = None
+        # data and transformed data are fixed once built (see __setattr__)
+        self._frozen = frozenset(d.attr for d in self._data_decls.values()) | \
+            frozenset(self._tdata)
+
+    def __setattr__(self, name, value):
+        frozen = self.__dict__.get("_frozen")
+        if frozen is not None and name in frozen:
+            what = "transformed data" if name in self._tdata else "a data field"
+            raise ModelError(f"{type(self).__name__}.{name} is {what}, fixed when the "
+                             f"model is built (a fit, a compiled gradient and the saved "
+                             f"data all use it): build a new model with other data "
+                             f"instead of assigning to it")
+        object.__setattr__(self, name, value)
+
+    def _run_transformed_data(self, scope):
+        """Stan's transformed data: ``transformed_data()`` run once, its values
+        validated (:func:`~stanlite.declarations.validate_transformed`: numbers only,
+        finite unless declared otherwise, read-only arrays; a declared output its
+        declared type) and set as attributes. Returns ``{name: value}``."""
+        cls = type(self)
+        decls = {d.attr: d for d in cls._tdata_decls.values()}
+        out = self.transformed_data() if self._has("transformed_data") else {}
+        if out is None:
+            out = {}
+        if not isinstance(out, Mapping):
+            raise ModelError(f"{cls.__name__}.transformed_data must return a dict of name "
+                             f"-> value, got {type(out).__name__}")
+        missing = [n for n in decls if n not in out]
+        if missing:
+            raise ModelError(f"{cls.__name__}.transformed_data declares "
+                             f"{', '.join(map(repr, missing))} (sl.transformed_data) but "
+                             f"does not return {'it' if len(missing) == 1 else 'them'}")
+        taken = {**{d.attr: "a data field" for d in cls._data_decls.values()},
+                 **{d.attr: "a parameter" for d in cls._param_decls.values()}}
+        values = {}
+        env = dict(scope)
+        for name, v in out.items():
+            if not isinstance(name, str) or not name.isidentifier() or name[0] == "_":
+                raise ModelError(f"{cls.__name__}.transformed_data: names must be Python "
+                                 f"identifiers (they become attributes) not starting with "
+                                 f"'_' (the model's own), got {name!r}")
+            if name in taken or hasattr(Model, name) or name == "dim":
+                clash = taken.get(name, "an attribute of sl.Model")
+                raise ModelError(f"{cls.__name__}.transformed_data returns '{name}', which "
+                                 f"is already {clash}")
+            values[name] = env[name] = validate_transformed(name, v, decls.get(name), env)
+        self._tdata = values
+        for name, v in values.items():
+            setattr(self, name, v)
+        return values
 
     @classmethod
     def from_json(cls, source, **overrides):
@@ -248,6 +311,18 @@ class Model:
         return [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
     # ---- blocks users may define -------------------------------------------------------
+    def transformed_data(self):
+        """Optional: Stan's transformed data block. Run once when the model is built,
+        after the data are validated (``self.<field>``); return a dict of new named
+        values, available as ``self.<name>`` in every other block. The values must
+        be numbers (ints, reals, arrays of them), finite unless declared with
+        ``allow_nonfinite=True``; arrays become read-only. An output may be declared
+        as a class attribute with the data types (``x_std = sl.transformed_data
+        .vector("N")``) to have its type, shape and bounds checked. Other objects (a
+        solver's options, an event schedule) stay ordinary attributes set in
+        ``__init__`` after ``super().__init__(...)``."""
+        return {}
+
     def transformed_parameters(self, **params):
         """Optional: return a dict of derived quantities (Stan's transformed parameters)."""
         return {}
@@ -276,7 +351,7 @@ class Model:
     def _constrain_pieces(self, pieces, jacobian):
         """The constrained parameters (dict) and the summed log-Jacobian, from each
         parameter's part of the unconstrained point (:meth:`_ParamSlot.piece`)."""
-        env = dict(self._data) if self._dynamic else None
+        env = dict(self._scope) if self._dynamic else None
         params = {}
         lj = 0.0
         for s, xi in zip(self._slots, pieces):
@@ -289,7 +364,7 @@ class Model:
             if jacobian and not (type(j) is float and j == 0.0):
                 lj = j if type(lj) is float and lj == 0.0 else lj + j
             if env is not None:
-                env[s.name] = y
+                env[s.name] = env[s.decl.attr] = y
             params[s.name] = y
         return params, lj
 
@@ -301,7 +376,11 @@ class Model:
         except KeyError:
             pass
         out = {}
+        aliases = self.__dict__.get("_aliases") or {}
         for n in names:
+            if n in aliases and n not in avail:     # a name= parameter, by its Python name
+                out[n] = avail[aliases[n]]
+                continue
             if n not in avail:
                 raise ModelError(f"{what} asks for '{n}', which is not a parameter"
                                  + (" or transformed parameter" if what == "log_prob" else "")
@@ -587,7 +666,7 @@ class Model:
             if fill.shape != (self.dim,):
                 raise ValueError(f"fill must be an unconstrained point of shape "
                                  f"({self.dim},), got {fill.shape}")
-        env = dict(self._data)
+        env = dict(self._scope)
         out = np.empty(self.dim)
         for s in self._slots:
             bounds = [_plain(b) for b in s.decl.bound_args(env)]
@@ -600,7 +679,7 @@ class Model:
                     piece = s.piece(fill)
                     y, _ = (s.shaped(piece) if s.shaped is not None else
                             s.transform.constrain(piece, s.shape, *bounds))
-                    env[s.name] = _plain(y)
+                    env[s.name] = env[s.decl.attr] = _plain(y)
                 continue
             where = label.format(name=s.name, decl=s.decl.describe(s.shape))
             raw = values[s.name]
@@ -634,7 +713,7 @@ class Model:
                 raise error(f"{where}: {_plain(v)} is on the boundary of the support (its "
                             "unconstrained value is infinite); give a value strictly "
                             "inside")
-            env[s.name] = v if v.ndim else float(v)
+            env[s.name] = env[s.decl.attr] = v if v.ndim else float(v)
         return out
 
     def param_names(self, include_tp=False, include_gq=False):
@@ -1104,6 +1183,39 @@ def _positional_data(cls, args, data):
                     f"({cls.__name__}(**data)), one dict, or {cls.__name__}.from_json(...); "
                     f"got {len(args)} positional argument(s) "
                     f"({', '.join(type(a).__name__ for a in args)})")
+
+
+def _by_stan_name(cls, *groups):
+    """Each ``{attribute: declaration}`` group keyed by the declarations' Stan names
+    (``name=``); two variables with one Stan name are a ModelError."""
+    seen, out = {}, []
+    for group in groups:
+        keyed = {}
+        for attr, decl in group.items():
+            name = decl.name if decl.attr == attr else attr
+            if name in seen:
+                raise ModelError(f"{cls.__name__}: '{attr}' and '{seen[name]}' are both "
+                                 f"named '{name}'")
+            seen[name] = attr
+            keyed[name] = decl
+        out.append(keyed)
+    return out
+
+
+def _stan_keys(cls, data):
+    """Keyword data with a renamed field (``name="lambda"``) given by its Python name
+    (``lambda_=``) re-keyed to the Stan name; both at once is a DataError."""
+    renamed = {d.attr: n for n, d in cls._data_decls.items() if d.attr != n}
+    if not renamed or not any(k in renamed for k in data):
+        return data
+    out = {}
+    for k, v in data.items():
+        n = renamed.get(k, k)
+        if n in out or n != k and n in data:
+            raise DataError(f"data field '{n}' is given twice: as '{n}' and as '{k}' "
+                            "(its Python name)")
+        out[n] = v
+    return out
 
 
 def _check_unknown_fields(cls, data):
