@@ -8,7 +8,7 @@ Stan's parameterisations (functions reference)::
 
 (``alpha`` the scale, the median; ``beta`` the shape). Each has ``_lpdf``, ``_lcdf``,
 ``_lccdf`` (one fused node each, see :mod:`.fused`, summed over the broadcast
-elements) and ``_rng``. Stan itself has ``loglogistic_cdf`` but not its logs; the log
+elements, or elementwise with ``reduce=False``) and ``_rng``. Stan itself has ``loglogistic_cdf`` but not its logs; the log
 forms are given here because stanlite's censoring interface is ``_lcdf``/``_lccdf``.
 
 Supports follow :mod:`.bounded`: ``y < 0`` (or NaN) raises
@@ -29,8 +29,9 @@ import numpy as np
 from .. import math as sm
 from ..autodiff.var import guarded
 from .bounded import (_bc, _cdf_doc, _dead, _edges, _finish, _log1m_exp_neg, _make,
-                      _positive_edges, _rng_doc, _size, _tot, _zero_or_inf)
-from .fused import check_nonnegative, check_positive
+                      _positive_edges, _pw_cdf_pair, _pw_dead, _pw_zero_or_inf, _rng_doc,
+                      _size, _tot, _zero_or_inf)
+from .fused import check_nonnegative, check_positive, pointwise
 from .rng import as_generator, draw
 
 __all__ = ["rayleigh_lpdf", "rayleigh_lcdf", "rayleigh_lccdf", "rayleigh_rng",
@@ -95,6 +96,20 @@ rayleigh_lcdf = _make("rayleigh_lcdf", _rayleigh_cdf(True), _check_rayleigh("ray
 rayleigh_lccdf = _make("rayleigh_lccdf", _rayleigh_cdf(False),
                        _check_rayleigh("rayleigh_lccdf"),
                        _cdf_doc("Rayleigh", "-y^2 / (2 sigma^2)", "lccdf"))
+
+
+@pointwise(rayleigh_lpdf)
+def _rayleigh_terms(y, sigma):
+    return _pw_dead(_pw_zero_or_inf(y), lambda y: (sm.log(y) - 2.0 * sm.log(sigma)
+                                                     - 0.5 * y * y / (sigma * sigma)), y)
+
+
+def _rayleigh_tail(lower, y, sigma):
+    u = 0.5 * y * y / (sigma * sigma)
+    return _log1m_exp_neg(u)[0] if lower else -u
+
+
+_pw_cdf_pair(rayleigh_lcdf, rayleigh_lccdf, _rayleigh_tail)
 
 
 def rayleigh_rng(sigma, rng=None):
@@ -185,6 +200,23 @@ loglogistic_lcdf = _make("loglogistic_lcdf", _loglogistic_cdf(True),
 loglogistic_lccdf = _make("loglogistic_lccdf", _loglogistic_cdf(False),
                           _check_loglogistic("loglogistic_lccdf"),
                           _cdf_doc("log-logistic", "-log(1 + (y / alpha)^beta)", "lccdf"))
+
+
+@pointwise(loglogistic_lpdf)
+def _loglogistic_terms(y, alpha, beta):
+    def f(y):
+        d = sm.log(y) - sm.log(alpha)
+        return (sm.log(beta) - sm.log(alpha) + (beta - 1.0) * d
+                - 2.0 * sm.log1p_exp(beta * d))
+    return _pw_dead(_pw_zero_or_inf(y), f, y)
+
+
+def _loglogistic_tail(lower, y, alpha, beta):
+    t = beta * (sm.log(y) - sm.log(alpha))
+    return -sm.log1p_exp(-t if lower else t)
+
+
+_pw_cdf_pair(loglogistic_lcdf, loglogistic_lccdf, _loglogistic_tail)
 
 
 def loglogistic_rng(alpha, beta, rng=None):

@@ -17,7 +17,8 @@ probability vector (``alpha_0 = sum_k alpha_k``); ``_lpmf`` and
 ``_rng(alpha, N)``. ``y`` is one count vector (K,) or an array of them (M, K);
 ``alpha`` (K,) or (M, K).
 
-Each density is one fused node (:mod:`.fused`); the integer outcomes are never
+``reduce=False`` gives one value per element (per count vector for
+``dirichlet_multinomial``) instead of the sum. Each density is one fused node (:mod:`.fused`); the integer outcomes are never
 differentiable (as in :mod:`.discrete`). ``beta_neg_binomial_lcdf`` sums the mass of
 ``0..n`` (O(n) terms per element) in logs; its derivatives are the mass-weighted
 averages of the per-term scores, exact like the other count CDFs of
@@ -36,12 +37,13 @@ import numpy as np
 import scipy.special as sps
 
 from .. import math as sm
-from ..autodiff.var import value_of
+from ..autodiff.var import Box, value_of
 from ..errors import DomainError
-from .discrete import (_bshape, _bsum, _flat, _idata, _int_draws, _quiet, _ranges,
-                       _rng_ints, _scatter, _segment_weights, _segsum, _stats_to_sides,
-                       _sum_log_factorial)
-from .fused import broadcast_size, check_integer, check_positive, fused
+from .discrete import (_bshape, _bsum, _flat, _idata, _int_draws, _plain_float, _pw_int,
+                       _quiet, _ranges, _rng_ints, _scatter, _segment_weights, _segsum,
+                       _stats_to_sides, _sum_log_factorial)
+from .fused import (broadcast_size, check_integer, check_positive, fused, pointwise,
+                    terms_primitive)
 from .multivariate import dirichlet_rng
 from .rng import as_generator
 
@@ -93,21 +95,21 @@ def _beta_neg_binomial(need, n, r, alpha, beta):
     return lp, parts
 
 
-def _bnb_cdf_core(need, n, r, alpha, beta, upper):
-    """log P(X <= n) (``upper`` False) or log(1 - P(X <= n)) per element and their
-    derivatives, from the finite sum of the mass over 0..n; (None, None) when an
-    element has probability 0 (an n < 0 for the CDF)."""
+def _bnb_cdf_terms(need, n, r, alpha, beta, upper):
+    """log P(X <= n) (``upper`` False) or log(1 - P(X <= n)) per element (at the
+    broadcast shape) and [None, d/dr, d/dalpha, d/dbeta] of them, from the finite sum
+    of the mass over 0..n. An n < 0 has P(X <= n) = 0: -inf (zero partials) for the
+    lower tail, 0 for the upper."""
     n = np.asarray(_idata(n))
     shape = _bshape(n, r, alpha, beta)
     M = int(np.prod(shape, dtype=np.int64))
     nf = np.broadcast_to(n, shape).ravel()
     below = nf < 0
-    if not upper and np.any(below):
-        return None, None
     idx = np.flatnonzero(~below)
     m = idx.size
-    if m == 0:                       # every n below the support: P(X > n) = 1
-        return np.zeros(M), [np.zeros(M) if nd else None for nd in need[1:]]
+    if m == 0:
+        val = np.full(shape, 0.0 if upper else _NEG_INF)
+        return val, [None] + [np.zeros(shape) if nd else None for nd in need[1:]]
     rr, aa, bb = (_flat(v, shape) for v in (r, alpha, beta))
     if m != M:
         rr, aa, bb = rr[idx], aa[idx], bb[idx]
@@ -120,20 +122,21 @@ def _bnb_cdf_core(need, n, r, alpha, beta, upper):
         gs = [_segsum(w * s, seg, m) if nd else None for s, nd in zip(scores, need[1:])]
     val, gs = _stats_to_sides(logS, gs, np.ones(m, bool), upper)
     if m != M:
-        val = _scatter(val, idx, M)         # elements below the support: log 1 = 0
+        val = _scatter(val, idx, M)         # below the support: log 1 = 0 (upper) ...
         gs = [None if g is None else _scatter(g, idx, M) for g in gs]
-    return val, gs
+        if not upper:
+            val = sm.where(below, _NEG_INF, val)      # ... or log 0 (lower)
+    return sm.reshape(val, shape), [None] + [None if g is None else sm.reshape(g, shape)
+                                             for g in gs]
 
 
 def _bnb_cdf(upper):
     @_quiet
     def kernel(need, n, r, alpha, beta):
-        val, gs = _bnb_cdf_core(need, n, r, alpha, beta, upper)
-        if val is None:
+        if not upper and np.any(np.asarray(_idata(n)) < 0):
             return _NEG_INF, [None] + [0.0 if nd else None for nd in need[1:]]
-        shape = _bshape(n, r, alpha, beta)
-        return sm.sum(val), [None] + [None if g is None else sm.reshape(g, shape)
-                                      for g in gs]
+        val, parts = _bnb_cdf_terms(need, n, r, alpha, beta, upper)
+        return sm.sum(val), parts
     return kernel
 
 
@@ -167,6 +170,25 @@ beta_neg_binomial_lccdf = fused("beta_neg_binomial_lccdf", _bnb_cdf(True),
                                 nondiff=(0,))
 beta_neg_binomial_lccdf.__doc__ = """Beta negative binomial log complementary CDF, summed:
     log P(X > n) = log(1 - P(X <= n)) (n < 0 gives 0)."""
+
+
+@pointwise(beta_neg_binomial_lpmf)
+def _beta_neg_binomial_terms(n, r, alpha, beta):
+    n = _pw_int(n)
+    return _bnb_terms(n, r, alpha, beta) - sps.gammaln(n + 1.0)
+
+
+def _bnb_cdf_primitive(name, upper):
+    """The pointwise CDF: a primitive of the per-element sums (see fused.terms_primitive)."""
+    def core(need, *args):
+        args = [a if isinstance(a, Box) else _plain_float(a) for a in args]
+        with np.errstate(all="ignore"):
+            return _bnb_cdf_terms(need, *args, upper)
+    return terms_primitive(name, core, (0,))
+
+
+pointwise(beta_neg_binomial_lcdf)(_bnb_cdf_primitive("beta_neg_binomial_lcdf", False))
+pointwise(beta_neg_binomial_lccdf)(_bnb_cdf_primitive("beta_neg_binomial_lccdf", True))
 
 
 def beta_neg_binomial_rng(r, alpha, beta, rng=None):
@@ -243,6 +265,21 @@ dirichlet_multinomial_lpmf.__doc__ = """Dirichlet-multinomial log mass of the co
     >>> round(sl.dirichlet_multinomial_lpmf([2, 1], [1.0, 1.0]), 6)     # uniform on 0..3
     -1.386294
     """
+
+
+@pointwise(dirichlet_multinomial_lpmf, broadcast=False)
+def _dirichlet_multinomial_terms(y, alpha):
+    """One log mass per count vector (shape () for one vector)."""
+    alpha = alpha if isinstance(alpha, Box) else np.asarray(alpha, dtype=float)
+    y = _pw_int(y)
+    shape = _bshape(y, alpha)
+    yb = np.broadcast_to(y, shape)
+    a = alpha if _bshape(alpha) == shape else alpha + np.zeros(shape)
+    N = yb.sum(axis=-1)
+    a0 = sm.sum(a, axis=-1)
+    return (sm.where(N == 0, 0.0, sm.lgamma(a0) - sm.lgamma(N + a0))
+            + sm.sum(sm.lgamma(yb + a) - sm.lgamma(a), axis=-1)
+            + sps.gammaln(N + 1.0) - np.sum(sps.gammaln(yb + 1.0), axis=-1))
 
 
 def dirichlet_multinomial_rng(alpha, N, rng=None):

@@ -17,6 +17,8 @@ are those of :func:`~stanlite.neg_binomial_2_log_lpmf` (no ``exp(eta)`` overflow
 the linear-predictor partial is carried to ``x``, ``alpha`` and ``beta`` as in every
 GLM.
 
+``reduce=False`` gives one value per outcome (per row of ``x``) instead of the sum.
+
 >>> import numpy as np, stanlite as sl
 >>> x = np.array([[1.0, 0.5], [-0.3, 2.0]])
 >>> beta = np.array([[0.2, -0.1, 0.4], [0.0, 0.3, -0.2]])
@@ -31,9 +33,9 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.var import Box, shape_of, value_of
-from .discrete import _check_category, _neg_binomial_2_log
-from .fused import check_positive, fp_ignored, fused
-from .glm import _check_count, _check_shapes, _lazy_finite, _linear_parts
+from .discrete import _check_category, _neg_binomial_2_log, neg_binomial_2_log_lpmf
+from .fused import check_finite, check_positive, fp_ignored, fused, pointwise
+from .glm import _check_count, _check_shapes, _lazy_finite, _linear_parts, _per_row
 
 __all__ = ["categorical_logit_glm_lpmf", "neg_binomial_2_log_glm_lpmf"]
 
@@ -121,6 +123,28 @@ categorical_logit_glm_lpmf.__doc__ = """Multi-logit regression log mass, one fus
     """
 
 
+@pointwise(categorical_logit_glm_lpmf, broadcast=False)
+def _categorical_logit_glm_terms(y, x, alpha, beta):
+    """One log mass per outcome: log_softmax(x_n beta + alpha)[y_n] (shape of y, or
+    (N,) for one y and an (N, K) x); the finite checks the summed kernel defers run
+    first, in its order."""
+    x, alpha, beta = (_f64_or_traced(a) for a in (x, alpha, beta))
+    for name, v in (("x", x), ("alpha", alpha), ("beta", beta)):
+        check_finite("categorical_logit_glm_lpmf", name, value_of(v))
+    one_row = len(shape_of(x)) == 1
+    eta = sm.matmul(sm.reshape(x, (1, -1)) if one_row else x, beta) + alpha
+    ls = eta - sm.log_sum_exp(eta, axis=1, keepdims=True)
+    y = np.asarray(value_of(y), dtype=np.int64)
+    if one_row:
+        return ls[np.zeros(y.shape, np.int64), y - 1]
+    n = shape_of(eta)[0]
+    return ls[np.arange(n), np.broadcast_to(y, (n,)) - 1]
+
+
+def _f64_or_traced(a):
+    return a if isinstance(a, Box) else np.asarray(a, dtype=float)
+
+
 # ======================================================================================
 # neg_binomial_2_log_glm
 # ======================================================================================
@@ -169,3 +193,7 @@ neg_binomial_2_log_glm_lpmf.__doc__ = """Negative binomial log-linear regression
     >>> round(sl.neg_binomial_2_log_glm_lpmf([3, 0], x, 0.1, np.array([0.2, 0.1]), 2.0), 6)
     -3.079138
     """
+
+
+# one value per row: neg_binomial_2_log_lpmf's pointwise form at the linear predictor
+_per_row(neg_binomial_2_log_glm_lpmf, neg_binomial_2_log_lpmf, ("x", "alpha", "beta"))

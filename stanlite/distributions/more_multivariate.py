@@ -19,7 +19,8 @@ Shapes, checks and the gradient convention for matrix arguments are those of
 gradient w.r.t. a symmetric matrix is the symmetric gradient of the formula with
 independent entries; a Cholesky factor's gradient is lower triangular). Each density
 is one fused node computing its value and closed-form partials from one Cholesky
-factorisation.
+factorisation. ``reduce=False`` gives one value per vector of ``y``/``mu`` (``()``
+for one vector); a density of one matrix gives its one value.
 
 >>> import numpy as np, stanlite as sl
 >>> round(sl.multi_normal_prec_lpdf(np.ones(2), np.zeros(2), 2.0 * np.eye(2)), 6)
@@ -30,12 +31,12 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.var import shape_of, value_of
-from .fused import check_finite, check_positive, fused
+from .fused import check_finite, check_positive, fused, pointwise
 from .multivariate import (HALF_LOG_TWO_PI, LOG_TWO, _arr, _bartlett, _centered, _chol,
                            _check_cholesky_factor, _check_locations, _check_nu_dims,
                            _check_scalar, _check_symmetric, _inv_from_chol,
                            _lkj_log_const, _lmgamma, _log_diag_sum, _mT, _mvn_draws, _out,
-                           _rows, _square)
+                           _per_vector, _rows, _square)
 from .rng import as_generator
 
 __all__ = ["multi_normal_prec_lpdf",
@@ -88,7 +89,16 @@ _multi_normal_prec_node = fused("multi_normal_prec_lpdf", _multi_normal_prec,
                                 _check_multi_normal_prec)
 
 
-def multi_normal_prec_lpdf(y, mu, Omega):
+@pointwise(_multi_normal_prec_node, broadcast=False)
+def _multi_normal_prec_terms(y, mu, Omega):
+    L = _chol("multi_normal_prec_lpdf", "Omega", Omega)
+    R, n, sr = _centered(y, mu)
+    v = (-0.5 * sm.sum(R * (R @ Omega), axis=1) + _log_diag_sum(L)
+         - shape_of(L)[-1] * HALF_LOG_TWO_PI)
+    return _per_vector(v, y, mu)
+
+
+def multi_normal_prec_lpdf(y, mu, Omega, *, reduce=True):
     """Multivariate normal log density with a precision matrix, summed over vectors:
 
         log MultiNormalPrec(y | mu, Omega) = -K/2 log(2 pi) + 1/2 log det Omega
@@ -103,7 +113,7 @@ def multi_normal_prec_lpdf(y, mu, Omega):
     ...                 sl.multi_normal_lpdf(np.ones(2), np.zeros(2), np.linalg.inv(O))))
     True
     """
-    return _out(_multi_normal_prec_node(_arr(y), _arr(mu), _arr(Omega)))
+    return _out(_multi_normal_prec_node(_arr(y), _arr(mu), _arr(Omega), reduce=reduce))
 
 
 # --------------------------------------------------------------------------------------
@@ -160,7 +170,18 @@ _multi_student_t_cholesky_node = fused("multi_student_t_cholesky_lpdf",
                                        _check_multi_student_t_cholesky)
 
 
-def multi_student_t_cholesky_lpdf(y, nu, mu, L):
+@pointwise(_multi_student_t_cholesky_node, broadcast=False)
+def _multi_student_t_cholesky_terms(y, nu, mu, L):
+    R, n, sr = _centered(y, mu)
+    K = shape_of(L)[-1]
+    Z = sm.mdivide_left_tri_low(L, _mT(R))
+    hk = 0.5 * (nu + K)
+    v = (sm.lgamma(hk) - sm.lgamma(0.5 * nu) - 0.5 * K * (sm.log(nu) + LOG_PI)
+         - _log_diag_sum(L) - hk * sm.log1p(sm.sum(Z * Z, axis=0) / nu))
+    return _per_vector(v, y, mu)
+
+
+def multi_student_t_cholesky_lpdf(y, nu, mu, L, *, reduce=True):
     """Multivariate Student-t log density with the scale's Cholesky factor
     (``Sigma = L L^T``), summed over the vectors of ``y``/``mu``:
 
@@ -176,7 +197,7 @@ def multi_student_t_cholesky_lpdf(y, nu, mu, L):
     >>> round(sl.multi_student_t_cholesky_lpdf(np.ones(2), 4.0, np.zeros(2), np.eye(2)), 6)
     -3.054272
     """
-    return _out(_multi_student_t_cholesky_node(_arr(y), _arr(nu), _arr(mu), _arr(L)))
+    return _out(_multi_student_t_cholesky_node(_arr(y), _arr(nu), _arr(mu), _arr(L), reduce=reduce))
 
 
 def multi_student_t_cholesky_rng(nu, mu, L, rng=None):
@@ -248,7 +269,7 @@ def _check_lkj_cov(W, mu, sigma, eta):
 _lkj_cov_node = fused("lkj_cov_lpdf", _lkj_cov, _check_lkj_cov)
 
 
-def lkj_cov_lpdf(W, mu, sigma, eta):
+def lkj_cov_lpdf(W, mu, sigma, eta, *, reduce=True):
     """LKJ log density of a covariance matrix with lognormal standard deviations:
 
         log LkjCov(W | mu, sigma, eta) = sum_k log LogNormal(sqrt(W_kk) | mu_k, sigma_k)
@@ -267,7 +288,7 @@ def lkj_cov_lpdf(W, mu, sigma, eta):
     ...                 + sl.lkj_corr_lpdf(C, 2.0)))
     True
     """
-    return _out(_lkj_cov_node(_arr(W), _arr(mu), _arr(sigma), _arr(eta)))
+    return _out(_lkj_cov_node(_arr(W), _arr(mu), _arr(sigma), _arr(eta), reduce=reduce))
 
 
 # --------------------------------------------------------------------------------------
@@ -314,9 +335,13 @@ def _check_wishart_cholesky(LW, nu, LS):
 
 _wishart_cholesky_node = fused("wishart_cholesky_lpdf", _wishart_cholesky,
                                _check_wishart_cholesky)
+# densities of one matrix: the pointwise form is the one value
+for _node in (_lkj_cov_node, _wishart_cholesky_node):
+    pointwise(_node, broadcast=False)(_node)
+del _node
 
 
-def wishart_cholesky_lpdf(L_W, nu, L_S):
+def wishart_cholesky_lpdf(L_W, nu, L_S, *, reduce=True):
     """Log density of the Cholesky factor ``L_W`` of a Wishart matrix:
 
         log WishartCholesky(L_W | nu, L_S) = log Wishart(L_W L_W^T | nu, L_S L_S^T)
@@ -330,7 +355,7 @@ def wishart_cholesky_lpdf(L_W, nu, L_S):
     >>> round(sl.wishart_cholesky_lpdf(np.eye(2), 3.0, np.eye(2)), 6)
     -2.14473
     """
-    return _out(_wishart_cholesky_node(_arr(L_W), _arr(nu), _arr(L_S)))
+    return _out(_wishart_cholesky_node(_arr(L_W), _arr(nu), _arr(L_S), reduce=reduce))
 
 
 def wishart_cholesky_rng(nu, L_S, size=None, rng=None):

@@ -8,8 +8,9 @@ Stan's parameterisation: an outcome ``k`` in ``1..K`` (1-based), a linear predic
 
 Vectorised as ``ordered_logistic``: ``k`` an int array, ``eta`` a scalar or an array
 of its shape, ``c`` one vector shared by all or one row per outcome
-(``eta.shape + (K - 1,)``). The value is the sum over the outcomes; one fused node
-(:mod:`.fused`) with the partials w.r.t. ``eta`` and ``c``.
+(``eta.shape + (K - 1,)``). The value is the sum over the outcomes (one value per
+outcome with ``reduce=False``); one fused node (:mod:`.fused`) with the partials
+w.r.t. ``eta`` and ``c``.
 
 The difference of two normal CDFs is formed in logs on the side of the tails where
 it does not cancel: with ``a = eta - c_{k-1} > b = eta - c_k``,
@@ -25,11 +26,11 @@ upper tails) otherwise, so a middle category far in either tail keeps its precis
 import numpy as np
 
 from .. import math as sm
-from ..autodiff.var import value_of
+from ..autodiff.var import Box, value_of
 from ..errors import DomainError
-from .discrete import (_check_category, _flat, _int_draws, _ol_layout, _quiet,
-                       _scatter_add2, _scatter_add_plain)
-from .fused import check_finite, fused
+from .discrete import (_check_category, _flat, _int_draws, _ol_layout, _plain_float,
+                       _quiet, _scatter_add2, _scatter_add_plain)
+from .fused import check_finite, fused, pointwise
 from .rng import as_generator
 
 __all__ = ["ordered_probit_lpmf", "ordered_probit_rng"]
@@ -98,6 +99,26 @@ def _cut_partials(parts, need, da, db, B, M, K, ilo, ihi, rows):
             parts[2] = sm.reshape(g, B + (K - 1,))
 
 
+def _op_pieces(k, eta, c):
+    """The flattened pieces of ordered_probit (kernel and pointwise form): the layout,
+    the masks, a = eta - c_{k-1}, b = eta - c_k and the log mass of each outcome."""
+    B, M, K, lo, hi, ilo, ihi = _ol_layout(k, eta, c)
+    e, clo, chi, rows = _cut_pairs(eta, c, B, M, K, ilo, ihi)
+    a = e - clo
+    b = e - chi
+    mid = lo & hi
+    # k = 1 has only the upper tail Phi(-b); k = K only Phi(a); a middle category the
+    # side with the smaller tail masses (a comparison on traced values: guarded)
+    flip = ~lo | (hi & ((a + b) > 0))
+    u = sm.where(flip, -b, a)
+    lu = sm.log_Phi(u)
+    lp_el = lu
+    if np.any(mid):
+        v = sm.where(mid, sm.where(flip, -a, b), u - 1.0)      # (u - 1: any finite v < u)
+        lp_el = lu + sm.where(mid, sm.log1m_exp(sm.log_Phi(v) - lu), 0.0)
+    return B, M, K, lo, hi, ilo, ihi, rows, a, b, lp_el
+
+
 @_quiet
 def _ordered_probit(need, k, eta, c):
     """log P = log(Phi(a) - Phi(b)) with a = eta - c_{k-1} (+inf for k = 1) and
@@ -106,21 +127,7 @@ def _ordered_probit(need, k, eta, c):
 
     d/da = phi(a) / P (0 for k = 1),  d/db = -phi(b) / P (0 for k = K).
     """
-    B, M, K, lo, hi, ilo, ihi = _ol_layout(k, eta, c)
-    e, clo, chi, rows = _cut_pairs(eta, c, B, M, K, ilo, ihi)
-    a = e - clo
-    b = e - chi
-    av, bv = np.asarray(value_of(a)), np.asarray(value_of(b))
-    mid = lo & hi
-    # k = 1 has only the upper tail Phi(-b); k = K only Phi(a); a middle category the
-    # side with the smaller tail masses
-    flip = ~lo | (hi & (av + bv > 0))
-    u = sm.where(flip, -b, a)
-    lu = sm.log_Phi(u)
-    lp_el = lu
-    if np.any(mid):
-        v = sm.where(mid, sm.where(flip, -a, b), u - 1.0)      # (u - 1: any finite v < u)
-        lp_el = lu + sm.where(mid, sm.log1m_exp(sm.log_Phi(v) - lu), 0.0)
+    B, M, K, lo, hi, ilo, ihi, rows, a, b, lp_el = _op_pieces(k, eta, c)
     lp = sm.sum(lp_el)
     parts = [None, None, None]
     if need[1] or need[2]:
@@ -143,6 +150,14 @@ ordered_probit_lpmf.__doc__ = """Ordered probit log mass, summed over the outcom
     >>> round(sl.ordered_probit_lpmf(2, 0.5, [-1.0, 1.0]), 6)
     -0.470555
     """
+
+
+@pointwise(ordered_probit_lpmf, broadcast=False)
+def _ordered_probit_terms(k, eta, c):
+    """One log mass per outcome (the broadcast of k, eta and c's leading axes)."""
+    k, eta, c = (a if isinstance(a, Box) else _plain_float(a) for a in (k, eta, c))
+    pieces = _op_pieces(k, eta, c)
+    return sm.reshape(pieces[-1], pieces[0])
 
 
 def ordered_probit_rng(eta, c, rng=None):

@@ -56,6 +56,20 @@ class DistributionChecks:
         cls.grad(fn, args, diff)
         cls.nested(fn, args, diff)
 
+    @classmethod
+    def pointwise(cls, fn, ref, args, diff, rtol=1e-10):
+        """``fn(*args, reduce=False)`` equals the elementwise reference (broadcast to
+        its shape) and sums to ``fn(*args)``; the gradient of a weighted sum of it
+        against differences."""
+        out = fn(*args, reduce=False)
+        want = np.broadcast_to(ref(*args), np.shape(out))
+        np.testing.assert_allclose(out, want, rtol=rtol, atol=1e-10,
+                                   err_msg=f"{fn.__name__} pointwise")
+        np.testing.assert_allclose(np.sum(out), fn(*args), rtol=1e-12, atol=1e-12)
+        w = np.random.default_rng(0).uniform(0.5, 1.5, np.shape(out))
+        cls.grad(lambda *a: sl.sum(w * fn(*a, reduce=False)), args, diff,
+                 rtol=1e-5, atol=1e-7)
+
     @staticmethod
     def domain(fn, args, i, bad, argname):
         """A bad value of argument ``i`` raises DomainError naming the argument."""

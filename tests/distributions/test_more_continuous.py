@@ -37,6 +37,8 @@ def test_against_scipy_and_finite_differences(check, rng, name, kind, i):
                  for a in (g(rng, s) for g, s in zip(gens, shapes)))
     ref = lambda y, *p: getattr(dist(*p), KINDS[kind])(y)          # noqa: E731
     check.all(getattr(sl, f"{name}_{kind}"), ref, args, tuple(range(len(args))), rtol=1e-9)
+    check.pointwise(getattr(sl, f"{name}_{kind}"), ref, args, tuple(range(len(args))),
+                    rtol=1e-9)
 
 
 def test_closed_form_gradients():
@@ -59,6 +61,12 @@ def test_ends_of_the_support():
         lcdf, lccdf = getattr(sl, f"{name}_lcdf"), getattr(sl, f"{name}_lccdf")
         assert lcdf(0.0, *params) == -np.inf and lccdf(0.0, *params) == 0.0
         assert lcdf(np.inf, *params) == 0.0 and lccdf(np.inf, *params) == -np.inf
+        # elementwise: each end on its own
+        ends = np.array([0.0, 1.1, np.inf])
+        np.testing.assert_array_equal(lcdf(ends, *params, reduce=False)[[0, 2]], [-np.inf, 0])
+        np.testing.assert_array_equal(lccdf(ends, *params, reduce=False)[[0, 2]], [0, -np.inf])
+        lpdf = getattr(sl, f"{name}_lpdf")
+        assert np.all(lpdf(ends, *params, reduce=False)[[0, 2]] == -np.inf)
         # an element at an end where the CDF is 1 contributes 0 to the sum
         y = np.array([0.0, 1.1])
         assert np.isclose(lccdf(y, *params), lccdf(1.1, *params))

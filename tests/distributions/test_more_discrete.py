@@ -50,6 +50,21 @@ def test_beta_neg_binomial(check, rng, kind):
         check.all(fn, _bnb_formula(kind), args, (1, 2, 3), rtol=1e-9)
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_beta_neg_binomial_pointwise(check, rng, kind):
+    fn = getattr(sl, f"beta_neg_binomial_{kind}")
+    whole, real = _bnb_cases(rng)
+    check.pointwise(fn, getattr(st.betanbinom, KINDS[kind]), whole[0], (1, 2, 3), rtol=1e-9)
+    check.pointwise(fn, _bnb_formula(kind), real[1], (1, 2, 3), rtol=1e-9)
+    if kind != "lpmf":
+        # below the support on its own: P(X <= -1) = 0
+        v = fn(np.array([-1, 2]), 2.0, 3.0, 1.5, reduce=False)
+        assert v[0] == (0.0 if kind == "lccdf" else -np.inf)
+        assert np.isclose(v[1], getattr(st.betanbinom, KINDS[kind])(2, 2, 3.0, 1.5))
+        check.nested(lambda r: sl.sum(fn(np.array([0, 4]), r, 3.0, 1.5, reduce=False)),
+                     (np.array([2.0, 1.5]),), (0,))
+
+
 def test_beta_neg_binomial_closed_form_and_edges():
     n, r, a, b = 3, 2.0, 3.0, 1.5
     g = sl.grad(sl.beta_neg_binomial_lpmf, (1, 2, 3))(n, r, a, b)
@@ -127,6 +142,16 @@ def test_dirichlet_multinomial(check, rng):
     theta = np.array([0.2, 0.3, 0.5])
     assert np.isclose(sl.dirichlet_multinomial_lpmf([2, 1, 4], 1e9 * theta),
                       sl.multinomial_lpmf([2, 1, 4], theta), rtol=1e-6)
+
+
+def test_dirichlet_multinomial_pointwise(check, rng):
+    Y = rng.integers(0, 6, (3, 4))
+    Y[1] = 0                                        # N = 0: exactly 0
+    alpha = rng.uniform(0.3, 3, 4)
+    check.pointwise(sl.dirichlet_multinomial_lpmf, _dm_ref, (Y, alpha), (1,))
+    assert sl.dirichlet_multinomial_lpmf(Y, alpha, reduce=False)[1] == 0.0
+    one = sl.dirichlet_multinomial_lpmf(Y[0], alpha, reduce=False)
+    assert np.shape(one) == () and np.isclose(one, _dm_ref(Y[0], alpha)[0])
 
 
 def test_dirichlet_multinomial_domain_errors(check):

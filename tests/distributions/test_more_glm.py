@@ -41,6 +41,13 @@ def test_categorical_logit_glm(check, rng, variant):
     assert np.isclose(sl.categorical_logit_glm_lpmf(*args), composed, rtol=1e-12)
 
 
+@pytest.mark.parametrize("variant", [{}, {"one_row": True}, {"y_scalar": True},
+                                     {"one_row": True, "y_scalar": True}])
+def test_categorical_logit_glm_pointwise(check, rng, variant):
+    args = _cat_args(rng, **variant)
+    check.pointwise(sl.categorical_logit_glm_lpmf, _cat_ref, args, (1, 2, 3))
+
+
 def test_categorical_logit_glm_closed_form_gradient(rng):
     y, x, alpha, beta = _cat_args(rng, N=40, K=5, C=3)
     v, (gx, ga, gb) = sl.value_and_grad(sl.categorical_logit_glm_lpmf, (1, 2, 3))(
@@ -65,8 +72,9 @@ def test_categorical_logit_glm_checks(check, rng):
     fn = sl.categorical_logit_glm_lpmf
     check.domain(fn, (y, x, alpha, beta), 0, np.full(6, 5), r"y\[0\] must be a category in 1..4")
     check.domain(fn, (y, x, alpha, beta), 0, 0, "y")
-    with pytest.raises(sl.DomainError, match="categorical_logit_glm_lpmf: beta"):
-        fn(y, x, alpha, np.full((3, 4), np.inf))
+    for reduce in (True, False):
+        with pytest.raises(sl.DomainError, match="categorical_logit_glm_lpmf: beta"):
+            fn(y, x, alpha, np.full((3, 4), np.inf), reduce=reduce)
     with pytest.raises(ValueError, match=r"alpha must have shape \(4,\)"):
         fn(y, x, np.zeros(3), beta)
     with pytest.raises(ValueError, match=r"beta must have shape \(3, C\)"):
@@ -105,6 +113,14 @@ def test_neg_binomial_2_log_glm(check, rng, variant):
                       sl.neg_binomial_2_log_lpmf(y, x @ beta + alpha, phi), rtol=1e-12)
 
 
+@pytest.mark.parametrize("variant", [{}, {"alpha_vec": True, "phi_vec": True},
+                                     {"y_scalar": True}])
+def test_neg_binomial_2_log_glm_pointwise(check, rng, variant):
+    args = _nb_args(rng, **variant)
+    check.pointwise(sl.neg_binomial_2_log_glm_lpmf, _nb_ref, args, (1, 2, 3, 4))
+    assert np.shape(sl.neg_binomial_2_log_glm_lpmf(*args, reduce=False)) == (7,)
+
+
 def test_neg_binomial_2_log_glm_large_predictor():
     # exp(800) overflows; the log1p_exp form does not
     x = np.array([[800.0]])
@@ -119,8 +135,10 @@ def test_neg_binomial_2_log_glm_checks(check, rng):
     check.domain(fn, args, 4, -1.0, "neg_binomial_2_log_glm_lpmf: phi")
     check.domain(fn, args, 0, np.full(7, -1), "y")
     check.domain(fn, args, 0, np.full(7, 1.5), "y")
-    with pytest.raises(sl.DomainError, match="beta"):
-        fn(args[0], args[1], args[2], np.array([np.nan, 0.0, 0.0]), args[4])
+    for reduce in (True, False):
+        with pytest.raises(sl.DomainError, match="neg_binomial_2_log_glm_lpmf: beta"):
+            fn(args[0], args[1], args[2], np.array([np.nan, 0.0, 0.0]), args[4],
+               reduce=reduce)
     with pytest.raises(ValueError, match=r"phi must be a scalar or have shape \(7,\)"):
         fn(*args[:4], np.ones(3))
     with pytest.raises(ValueError, match=r"beta must have shape \(3,\)"):

@@ -99,6 +99,36 @@ def test_multi_normal_prec(check, rng, shapes):
                       sl.multi_normal_lpdf(y, mu, np.linalg.inv(O)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_multivariate_pointwise(check, rng, shapes):
+    y, mu, S = rng.normal(size=shapes[0]), rng.normal(size=shapes[1]), spd(rng)
+    L = np.linalg.cholesky(S)
+    n = n_vectors(y, mu)
+    batch = () if len(y.shape) == len(mu.shape) == 1 else (n,)
+    want = st.multivariate_normal.logpdf(rows(y, n) - rows(mu, n), np.zeros(K), S)
+    check.pointwise(sl.multi_normal_prec_lpdf, lambda *a: np.reshape(want, batch),
+                    (y, mu, np.linalg.inv(S)), (0, 1))
+    want = st.multivariate_t.logpdf(rows(y, n) - rows(mu, n), np.zeros(K), S, df=3.7)
+    check.pointwise(sl.multi_student_t_cholesky_lpdf, lambda *a: np.reshape(want, batch),
+                    (y, 3.7, mu, L), (0, 1, 2))
+    # the matrix arguments through their free entries
+    w = rng.uniform(0.5, 1.5, batch)
+    f = by_lower(lambda y_, mu_, O_: sl.sum(w * sl.multi_normal_prec_lpdf(
+        y_, mu_, O_, reduce=False)), {2: True})
+    check.grad(f, (y, mu, lower(np.linalg.inv(S))), (2,))
+    f = by_lower(lambda y_, nu, mu_, L_: sl.sum(w * sl.multi_student_t_cholesky_lpdf(
+        y_, nu, mu_, L_, reduce=False)), {3: False})
+    check.grad(f, (y, 3.7, mu, lower(L)), (3,))
+    # a density of one matrix: its one value
+    W = spd(rng)
+    assert sl.lkj_cov_lpdf(W, 0.1, 0.9, 1.5, reduce=False) == sl.lkj_cov_lpdf(W, 0.1, 0.9, 1.5)
+    LW = np.linalg.cholesky(W)
+    assert (sl.wishart_cholesky_lpdf(LW, 4.5, L, reduce=False)
+            == sl.wishart_cholesky_lpdf(LW, 4.5, L))
+    with pytest.raises(sl.DomainError, match="lkj_cov_lpdf: sigma"):
+        sl.lkj_cov_lpdf(W, 0.1, -0.9, 1.5, reduce=False)
+
+
 def test_multi_normal_prec_checks(check, rng):
     y, mu, O = rng.normal(size=K), np.zeros(K), spd(rng)
     fn = sl.multi_normal_prec_lpdf

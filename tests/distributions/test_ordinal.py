@@ -39,6 +39,22 @@ def test_ordered_probit(check, rng):
                                                  np.array([-0.3, 0.6])), (1, 2))
 
 
+def test_ordered_probit_pointwise(check, rng):
+    c = np.array([-1.2, -0.1, 0.7, 1.9])
+    k = np.array([1, 2, 3, 4, 5, 5, 1, 3])
+    eta = rng.normal(size=8)
+    check.pointwise(sl.ordered_probit_lpmf, _op_ref, (k, eta, c), (1, 2))
+    check.pointwise(sl.ordered_probit_lpmf, _op_ref, (k, 0.3, c), (1, 2))
+    c2 = np.sort(rng.normal(size=(8, 4)), axis=1)
+    check.pointwise(sl.ordered_probit_lpmf, _op_ref, (k, eta, c2), (1, 2))
+    assert isinstance(sl.ordered_probit_lpmf(2, 0.3, c, reduce=False), float)
+    w = rng.uniform(0.5, 1.5, 8)
+    check.nested(lambda *a: sl.sum(w * sl.ordered_probit_lpmf(*a, reduce=False)),
+                 (k, eta, c), (1, 2))
+    with pytest.raises(sl.DomainError, match="ordered_probit_lpmf: k"):
+        sl.ordered_probit_lpmf(9, 0.3, c, reduce=False)
+
+
 def test_ordered_probit_tails():
     # a middle category 40 standard deviations out: Phi(-39) - Phi(-41) in logs
     c = np.array([-1.0, 1.0])
