@@ -1377,13 +1377,16 @@ def _scatter_add2(v, idx, shape):
     return out
 
 
-def _check_ordered_logistic(k, eta, c):
-    fn = "ordered_logistic_lpmf"
+def _check_cut_points(fn, c, eta=None):
+    """``c``: a non-empty vector (or array of vectors) of finite, strictly increasing
+    cut points (a shape error is a ValueError, a bad value a DomainError naming it);
+    ``eta``, if given, finite (checked before ``c``'s values). Returns ``c`` as floats."""
     c = np.asarray(c, dtype=float)
     if c.ndim < 1 or c.shape[-1] < 1:
         raise ValueError(f"{fn}: c must be a non-empty vector of cut points, "
                          f"but has shape {c.shape}")
-    check_finite(fn, "eta", eta)
+    if eta is not None:
+        check_finite(fn, "eta", eta)
     check_finite(fn, "c", c)
     if c.shape[-1] > 1:
         ok = np.diff(c, axis=-1) > 0
@@ -1394,17 +1397,26 @@ def _check_ordered_logistic(k, eta, c):
             raise DomainError(f"{fn}: c must be strictly increasing (ordered), but "
                               f"c[{where}] = {float(c[tuple(idx)])!r} does not exceed the "
                               "previous cut point")
-    _check_category(fn, "k", k, c.shape[-1] + 1)
-    if c.ndim > 1:
-        try:
-            np.broadcast_shapes(np.shape(k), np.shape(eta), c.shape[:-1])
-        except ValueError:
-            raise ValueError(f"{fn}: c of shape {c.shape} does not match k of shape "
-                             f"{np.shape(k)} and eta of shape {np.shape(eta)}") from None
+    return c
+
+
+def _check_ordinal(fn):
+    """The argument checks of an ordinal density ``fn(k, eta, c)`` (ordered_logistic,
+    ordered_probit): cut points, then the categories 1..K, then the shapes."""
+    def check(k, eta, c):
+        c = _check_cut_points(fn, c, eta)
+        _check_category(fn, "k", k, c.shape[-1] + 1)
+        if c.ndim > 1:
+            try:
+                np.broadcast_shapes(np.shape(k), np.shape(eta), c.shape[:-1])
+            except ValueError:
+                raise ValueError(f"{fn}: c of shape {c.shape} does not match k of shape "
+                                 f"{np.shape(k)} and eta of shape {np.shape(eta)}") from None
+    return check
 
 
 ordered_logistic_lpmf = fused("ordered_logistic_lpmf", _ordered_logistic,
-                              _check_ordered_logistic, nondiff=(0,))
+                              _check_ordinal("ordered_logistic_lpmf"), nondiff=(0,))
 ordered_logistic_lpmf.__doc__ = """Ordered logistic log mass, summed over the outcomes.
 
     OrderedLogistic(k | eta, c) = inv_logit(eta - c_{k-1}) - inv_logit(eta - c_k),

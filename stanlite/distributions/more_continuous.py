@@ -8,8 +8,9 @@ Stan's parameterisations (functions reference)::
 
 (``alpha`` the scale, the median; ``beta`` the shape). Each has ``_lpdf``, ``_lcdf``,
 ``_lccdf`` (one fused node each, see :mod:`.fused`, summed over the broadcast
-elements, or elementwise with ``reduce=False``) and ``_rng``. Stan itself has ``loglogistic_cdf`` but not its logs; the log
-forms are given here because stanlite's censoring interface is ``_lcdf``/``_lccdf``.
+elements, or elementwise with ``reduce=False``) and ``_rng``. Stan itself has
+``loglogistic_cdf`` but not its logs; the log forms are given here because stanlite's
+censoring interface is ``_lcdf``/``_lccdf``.
 
 Supports follow :mod:`.bounded`: ``y < 0`` (or NaN) raises
 :class:`~stanlite.errors.DomainError`; ``y = 0`` and ``y = inf`` are points of zero

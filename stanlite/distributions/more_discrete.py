@@ -18,8 +18,9 @@ probability vector (``alpha_0 = sum_k alpha_k``); ``_lpmf`` and
 ``alpha`` (K,) or (M, K).
 
 ``reduce=False`` gives one value per element (per count vector for
-``dirichlet_multinomial``) instead of the sum. Each density is one fused node (:mod:`.fused`); the integer outcomes are never
-differentiable (as in :mod:`.discrete`). ``beta_neg_binomial_lcdf`` sums the mass of
+``dirichlet_multinomial``) instead of the sum. Each density is one fused node
+(:mod:`.fused`); the integer outcomes are never differentiable (as in
+:mod:`.discrete`). ``beta_neg_binomial_lcdf`` sums the mass of
 ``0..n`` (O(n) terms per element) in logs; its derivatives are the mass-weighted
 averages of the per-term scores, exact like the other count CDFs of
 :mod:`.discrete`. ``_lccdf`` is ``log(1 - CDF)`` of the same sum: the tail of this

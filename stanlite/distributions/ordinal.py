@@ -27,48 +27,14 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.var import Box, value_of
-from ..errors import DomainError
-from .discrete import (_check_category, _flat, _int_draws, _ol_layout, _plain_float,
-                       _quiet, _scatter_add2, _scatter_add_plain)
+from .discrete import (_check_cut_points, _check_ordinal, _flat, _int_draws, _ol_layout,
+                       _plain_float, _quiet, _scatter_add2, _scatter_add_plain)
 from .fused import check_finite, fused, pointwise
 from .rng import as_generator
 
 __all__ = ["ordered_probit_lpmf", "ordered_probit_rng"]
 
 _HALF_LOG_TWO_PI = 0.5 * float(np.log(2.0 * np.pi))
-
-
-def check_cut_points(fn, c):
-    """``c``: a non-empty vector (or array of vectors) of finite, strictly increasing
-    cut points; a shape error is a ValueError, a bad value a DomainError naming it."""
-    c = np.asarray(c, dtype=float)
-    if c.ndim < 1 or c.shape[-1] < 1:
-        raise ValueError(f"{fn}: c must be a non-empty vector of cut points, "
-                         f"but has shape {c.shape}")
-    check_finite(fn, "c", c)
-    if c.shape[-1] > 1:
-        ok = np.diff(c, axis=-1) > 0
-        if not np.all(ok):
-            idx = np.argwhere(~ok)[0]
-            idx[-1] += 1
-            where = ", ".join(str(int(i)) for i in idx)
-            raise DomainError(f"{fn}: c must be strictly increasing (ordered), but "
-                              f"c[{where}] = {float(c[tuple(idx)])!r} does not exceed the "
-                              "previous cut point")
-    return c
-
-
-def _check_ordinal(fn):
-    def check(k, eta, c):
-        c = check_cut_points(fn, c)
-        check_finite(fn, "eta", eta)
-        _check_category(fn, "k", k, c.shape[-1] + 1)
-        try:
-            np.broadcast_shapes(np.shape(k), np.shape(eta), c.shape[:-1])
-        except ValueError:
-            raise ValueError(f"{fn}: c of shape {c.shape} does not match k of shape "
-                             f"{np.shape(k)} and eta of shape {np.shape(eta)}") from None
-    return check
 
 
 def _cut_pairs(eta, c, B, M, K, ilo, ihi):
@@ -166,7 +132,7 @@ def ordered_probit_rng(eta, c, rng=None):
     fn = "ordered_probit_rng"
     eta = np.asarray(value_of(eta), dtype=float)
     check_finite(fn, "eta", eta)
-    c = check_cut_points(fn, value_of(c))
+    c = _check_cut_points(fn, value_of(c))
     if c.ndim != 1:
         raise ValueError(f"{fn}: c must be one vector of cut points, got shape {c.shape}")
     z = eta + as_generator(rng).standard_normal(size=eta.shape)
