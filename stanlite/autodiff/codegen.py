@@ -14,9 +14,10 @@ of its forward function and one of its VJP on plain values. Nothing here knows a
 primitive by its name: a node's rule follows the form its backward rule declares
 (``extend._tag``), and the hottest rules are written inline from the templates and
 the operation each primitive declares beside its definition (``extend.definline``,
-read as ``spec.inline``). Liveness removes dead nodes, a forward common-subexpression
-pass computes repeated calls once, and (unless ``exact``) a sum of squares becomes one
-dot product.
+or made from an elementwise primitive's one derivative declaration,
+``extend.unary_primitive``; read as ``spec.inline``). Liveness removes dead nodes, a
+forward common-subexpression pass computes repeated calls once, and (unless ``exact``)
+a sum of squares becomes one dot product.
 """
 
 import builtins
@@ -270,17 +271,19 @@ class _Gen:
 
     def template(self, spec, field):
         """The inline template ``field`` (``"fwd"``, ``"vjp_float"``, ``"vjp_array"``)
-        that ``spec`` declares (extend.definline), with the functions it calls made
+        that ``spec`` declares (extend.definline, or made from its declared derivative:
+        extend.unary_primitive), with the functions it calls made
         globals of the generated code; None if it declares none, or if a name it calls
         is taken by another function (the call of the rule is written instead)."""
         inl = spec.inline
         t = None if inl is None else getattr(inl, field)
         if t is None:
             return None
-        for k, f in inl.helpers.items():
+        helpers = inl.helpers() if callable(inl.helpers) else inl.helpers
+        for k, f in helpers.items():
             if self.helpers.get(k, _RUNTIME.get(k, f)) is not f:
                 return None
-        self.helpers.update(inl.helpers)
+        self.helpers.update(helpers)
         return t
 
     def aname(self, vid):

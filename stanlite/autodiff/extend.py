@@ -39,12 +39,13 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from .var import Box, Var, make_node, shape_of
-from .vm.program import deflower, movement, sum_to_shape_rule
+from .derivative import UnaryRule
+from .vm.program import deflower, movement, sum_to_shape_rule, unary as _lower_unary
 
 __all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
            "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
            "spec_of", "node_record", "defjvp_all", "reshape", "batch_shape", "definline",
-           "Inline"]
+           "Inline", "unary_primitive", "ieee_jvp"]
 
 
 class Primitive:
@@ -52,7 +53,7 @@ class Primitive:
 
     __slots__ = ("name", "fun", "vjps", "vjp_all", "jvps", "jvp_all", "wrapped",
                  "broadcasting", "nondiff", "scalar", "scalar_vjp", "op", "kernel",
-                 "check", "plain", "lower", "inline")
+                 "check", "plain", "lower", "inline", "derivative")
 
     def __init__(self, name, fun, broadcasting=False):
         # the implementations the fast paths use, for tools that replay a tape
@@ -65,6 +66,8 @@ class Primitive:
         self.lower = None
         # how the Python replay writes it in place of a call (definline)
         self.inline = None
+        # the one declaration its derivatives are made from (unary_primitive)
+        self.derivative = None
         self.scalar = None
         self.scalar_vjp = None
         self.op = None
@@ -358,7 +361,9 @@ class Inline(NamedTuple):
     ``vjp_float`` (the VJP on floats) and ``vjp_array`` (the VJP where the adjoint or
     the argument is an array) are templates of Python expressions in ``{x}`` (the
     argument), ``{ans}`` (the value) and ``{g}`` (the output's adjoint); ``helpers``
-    maps the names they call to the functions (the generated code's globals).
+    maps the names they call to the functions (the generated code's globals), or is a
+    function returning that map (a declared derivative's helpers, bound at first use:
+    :func:`unary_primitive`).
     """
 
     kind: Optional[str]
@@ -384,6 +389,75 @@ def definline(prim, kind=None, fwd=None, vjp=None, vjp_float=None, vjp_array=Non
         if not k.startswith("_"):
             raise ValueError(f"definline: helper name {k!r} must start with '_'")
     spec_of(prim).inline = Inline(kind, fwd, vjp_float or vjp, vjp_array or vjp, helpers)
+    return prim
+
+
+# --------------------------------------------------------------------------------------
+# an elementwise unary primitive from one derivative declaration
+# --------------------------------------------------------------------------------------
+_SCALAR_ERRORS = (ValueError, OverflowError, ZeroDivisionError)
+
+
+def ieee_jvp(rule):
+    """A JVP rule with IEEE semantics on plain floats.
+
+    Single-mode forward derivatives of scalar code call the rule on Python floats,
+    where ``t / 0.0`` raises; retried on numpy scalars it gives numpy's inf/NaN and
+    warning, as the array path and the VJPs do. Traced arguments never raise here.
+    """
+    def jvp(t, ans, *args):
+        try:
+            return rule(t, ans, *args)
+        except _SCALAR_ERRORS:
+            r = rule(_ieee(t), _ieee(ans), *[_ieee(a) for a in args])
+            return float(r) if type(r) is _f64 else r
+    jvp.__name__ = jvp.__qualname__ = getattr(rule, "__name__", "jvp")
+    return jvp
+
+
+def _guarded_float_vjp(fast, vjp):
+    """``fast`` (a VJP on plain floats), falling back where Python float arithmetic
+    raises (``1.0 / 0.0``, ``math.cosh(1e3)``) to ``vjp`` on numpy scalars: numpy's
+    inf/NaN and warning, the array path's semantics. The replay calls it as it is."""
+    def svjp(g, ans, x):
+        try:
+            return fast(g, ans, x)
+        except _SCALAR_ERRORS:
+            return float(vjp(_f64(g), _f64(ans), _f64(x)))
+    svjp.__name__ = svjp.__qualname__ = fast.__name__
+    return svjp
+
+
+def unary_primitive(name, raw, d, scalar=None, *, names, safe=False, op=None, kernel=None,
+                    fwd=None, inline=None):
+    """An elementwise unary primitive whose derivative is declared once, as the
+    expression ``d`` in ``g``, ``x`` and ``ans`` (:mod:`.derivative`): its VJP and JVP
+    on traced values, its VJP on plain floats, the Python replay's inline templates
+    and the compiled interpreter's code are all made from it.
+
+    ``raw`` and ``scalar`` are the value on arrays and on floats (as for
+    :func:`elementwise_unary`); ``names`` is the declaring module's ``globals()``
+    (where ``d``'s functions and constants are found). ``safe``: the float VJP cannot
+    raise (no division, no function with a domain), so it needs no IEEE fallback.
+    ``op`` and ``kernel``: its op code in the interpreter (``vm/opcodes.py``) and its
+    value there as an expression in ``x`` (``"math.exp(x)"``; see ``vm/generate.py``).
+    ``fwd``: its value on a float written inline (``"x * x"``). ``inline``: whether the
+    Python replay writes the derivative in place of a call (default: if it has an op
+    code, the hot functions).
+    """
+    rule = UnaryRule(name, d, names, op=op, kernel=kernel, fwd=fwd)
+    vjp = rule.rule
+    svjp = rule.on_floats if safe else _guarded_float_vjp(rule.on_floats, vjp)
+    prim = elementwise_unary(name, raw, vjp, scalar=scalar, scalar_vjp=svjp)
+    defjvp(prim, vjp if safe else ieee_jvp(vjp))
+    spec = prim._spec
+    spec.derivative = rule
+    rule.prim = prim
+    if inline if inline is not None else op is not None:
+        spec.inline = Inline(None, rule.template("fwd"), rule.template("float"),
+                             rule.template("array"), rule.helpers)
+    if op is not None:
+        deflower(prim, _lower_unary(op))
     return prim
 
 

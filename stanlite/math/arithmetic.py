@@ -17,24 +17,20 @@ import operator
 import numpy as np
 
 from ..autodiff.extend import (accumulate, defjvp, definline, elementwise_binary,
-                               elementwise_unary)
+                               unary_primitive)
 from ..autodiff.var import UFUNCS, Var, guarded, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
-from ..autodiff.vm.program import binary as _lb, deflower as _deflower, unary as _lu
+from ..autodiff.vm.program import binary as _lb, deflower as _deflower
 from .structure import where
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "negative", "fabs",
            "abs_", "pow_"]
 
 
-def _neg_vjp(g, ans, x):
-    return -g
+# d(-x) = -dx (its rules, replay templates and interpreter op from this one line)
+negative = unary_primitive("negative", np.negative, "-g", operator.neg, names=globals(),
+                           safe=True, op=_op.NEG, kernel="-x", fwd="-x")
 
-
-negative = elementwise_unary("negative", np.negative, _neg_vjp, scalar=operator.neg,
-                             scalar_vjp=lambda g, ans, x: -g)
-definline(negative, fwd="-{x}", vjp="-{g}")
-_deflower(negative, _lu(_op.NEG))
 
 def _linear_bps(sx, sy):
     """Backward rules of ``sx * x + sy * y`` (add: (1, 1), subtract: (1, -1)).
@@ -217,7 +213,6 @@ _deflower(power, _lb(_op.POW))
 
 
 # forward mode: the same derivatives, applied to tangents
-defjvp(negative, lambda t, ans, x: -t)
 defjvp(add, lambda t, ans, x, y: t, lambda t, ans, x, y: t)
 defjvp(subtract, lambda t, ans, x, y: t, lambda t, ans, x, y: -t)
 defjvp(multiply, lambda t, ans, x, y: t * y, lambda t, ans, x, y: t * x)
@@ -226,14 +221,9 @@ defjvp(power, lambda t, ans, x, y: _pow_vjp_x(t, ans, x, y),
        lambda t, ans, x, y: _pow_vjp_y(t, ans, x, y))
 
 
-def _abs_vjp(g, ans, x):
-    from .elementwise import sign
-    return g * sign(x)
-
-
-fabs = elementwise_unary("fabs", np.abs, _abs_vjp, scalar=abs)
-defjvp(fabs, _abs_vjp)
-_deflower(fabs, _lu(_op.FABS))
+# d|x| = sign(x) dx (sign: math/elementwise.py, found at first use)
+fabs = unary_primitive("fabs", np.abs, "g * sign(x)", abs, names=globals(), safe=True,
+                       op=_op.FABS, kernel="abs(x)")
 abs_ = fabs
 pow_ = power
 

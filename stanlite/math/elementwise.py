@@ -49,10 +49,9 @@ import math
 import numpy as np
 from scipy.special import expit as _expit, log_expit as _log_expit
 
-from ..autodiff.extend import defjvp, definline, elementwise_binary, elementwise_unary
+from ..autodiff.extend import defjvp, elementwise_binary, ieee_jvp, unary_primitive
 from ..autodiff.var import UFUNCS, value_of
-from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
-from ..autodiff.vm.program import deflower as _deflower, unary as _lu
+from ..autodiff.vm import opcodes as _op    # the interpreter's op codes (autodiff/vm)
 from .arithmetic import fabs, power
 from .structure import where
 
@@ -82,27 +81,20 @@ def _fp(x):
     return np.asarray(x, dtype=np.float64)
 
 
-def _unary(name, raw, vjp, scalar=None, svjp=None, safe=False):
-    """``elementwise_unary`` with a guarded plain-float VJP.
-
-    Python float arithmetic raises where numpy returns inf/NaN (``1.0 / 0.0``,
-    ``math.cosh(1e3)``); unless ``safe`` (the expression cannot raise), an exception
-    of the fast ``svjp`` falls back to ``vjp`` on numpy scalars, which gives numpy's
-    value and warning - the same semantics as the array path.
-    """
-    if svjp is not None and not safe:
-        fast = svjp
-
-        def svjp(g, ans, x):
-            try:
-                return fast(g, ans, x)
-            except _SCALAR_ERRORS:
-                return float(vjp(_f64(g), _f64(ans), _f64(x)))
-    return elementwise_unary(name, raw, vjp, scalar=scalar, scalar_vjp=svjp)
+def _unary(name, raw, d, scalar=None, **kw):
+    """An elementwise unary primitive from its one derivative declaration ``d``
+    (``extend.unary_primitive``: its rules, the replay's templates and the
+    interpreter's op are all made from it; names resolve in this module)."""
+    return unary_primitive(name, raw, d, scalar, names=globals(), **kw)
 
 
 def _binary(name, raw, vjp_x, vjp_y, svjp=None):
-    """``elementwise_binary`` with a guarded plain-float VJP pair (see :func:`_unary`)."""
+    """``elementwise_binary`` with a guarded plain-float VJP pair.
+
+    Python float arithmetic raises where numpy returns inf/NaN (``1.0 / 0.0``,
+    ``math.cosh(1e3)``); an exception of the fast ``svjp`` falls back to the VJPs on
+    numpy scalars, which give numpy's value and warning - the array path's semantics.
+    """
     if svjp is not None:
         fast = svjp
 
@@ -115,91 +107,39 @@ def _binary(name, raw, vjp_x, vjp_y, svjp=None):
     return elementwise_binary(name, raw, vjp_x, vjp_y, scalar_vjp=svjp)
 
 
-def _fwd(rule):
-    """A JVP rule with IEEE semantics on plain floats (see :func:`_unary`).
-
-    Single-mode forward derivatives of scalar code call the rule on Python floats,
-    where ``t / 0.0`` raises; retried on numpy scalars it gives numpy's inf/NaN and
-    warning, as the array path and the VJPs do. Traced arguments never raise here.
-    Applied to the rules that divide; the others cannot raise on floats.
-    """
-    def jvp(t, ans, *args):
-        try:
-            return rule(t, ans, *args)
-        except _SCALAR_ERRORS:
-            r = rule(_ieee(t), _ieee(ans), *[_ieee(a) for a in args])
-            return float(r) if type(r) is _f64 else r
-    jvp.__name__ = jvp.__qualname__ = getattr(rule, "__name__", "jvp")
-    return jvp
-
-
-def _ieee(v):
-    return _f64(v) if type(v) is float else v
+# the JVP of a binary rule that divides (see extend.ieee_jvp)
+_fwd = ieee_jvp
 
 
 # ======================================================================================
 # exponentials and logarithms
 # ======================================================================================
+# Each unary function below: its value on arrays and on floats, and its derivative
+# once, as ``g * f'(x)`` in g, x and ans (see extend.unary_primitive). ``safe``: the
+# float derivative cannot raise. ``op``/``kernel``: the interpreter's op and value.
+
 # d exp(x) = exp(x) dx
-def _d_exp(g, ans, x):
-    return g * ans
-
-
-exp = _unary("exp", np.exp, _d_exp, scalar=math.exp, svjp=_d_exp, safe=True)
-defjvp(exp, _d_exp)
-definline(exp, vjp="{g} * {ans}")
-_deflower(exp, _lu(_op.EXP))
-
+exp = _unary("exp", np.exp, "g * ans", math.exp, safe=True,
+             op=_op.EXP, kernel="math.exp(x)")
 
 # d log(x) = dx / x
-def _d_log(g, ans, x):
-    return g / x
-
-
-log = _unary("log", np.log, _d_log, scalar=math.log, svjp=_d_log)
-defjvp(log, _fwd(_d_log))
-definline(log, vjp="{g} / {x}")
-_deflower(log, _lu(_op.LOG))
-
+log = _unary("log", np.log, "g / x", math.log, op=_op.LOG,
+             kernel="math.log(x) if x > 0.0 else (-math.inf if x == 0.0 else math.nan)")
 
 # d log2(x) = dx / (x log 2)
-def _d_log2(g, ans, x):
-    return g / (x * _LN2)
-
-
-log2 = _unary("log2", np.log2, _d_log2, scalar=math.log2, svjp=_d_log2)
-defjvp(log2, _fwd(_d_log2))
-
+log2 = _unary("log2", np.log2, "g / (x * _LN2)", math.log2)
 
 # d log10(x) = dx / (x log 10)
-def _d_log10(g, ans, x):
-    return g / (x * _LN10)
-
-
-log10 = _unary("log10", np.log10, _d_log10, scalar=math.log10, svjp=_d_log10)
-defjvp(log10, _fwd(_d_log10))
-
+log10 = _unary("log10", np.log10, "g / (x * _LN10)", math.log10)
 
 # d log1p(x) = dx / (1 + x)
-def _d_log1p(g, ans, x):
-    return g / (1.0 + x)
-
-
-log1p = _unary("log1p", np.log1p, _d_log1p, scalar=math.log1p, svjp=_d_log1p)
-defjvp(log1p, _fwd(_d_log1p))
-definline(log1p, vjp="{g} / (1.0 + {x})")
-_deflower(log1p, _lu(_op.LOG1P))
-
+log1p = _unary("log1p", np.log1p, "g / (1.0 + x)", math.log1p, op=_op.LOG1P,
+               kernel="math.log1p(x) if x > -1.0 else "
+                      "(-math.inf if x == -1.0 else math.nan)")
 
 # d expm1(x) = exp(x) dx = (expm1(x) + 1) dx
-def _d_expm1(g, ans, x):
-    return g * (ans + 1.0)
-
-
-expm1 = _unary("expm1", np.expm1, _d_expm1, scalar=math.expm1, svjp=_d_expm1, safe=True)
-defjvp(expm1, _d_expm1)
-definline(expm1, vjp="{g} * ({ans} + 1.0)")
-_deflower(expm1, _lu(_op.EXPM1))
+expm1 = _unary("expm1", np.expm1, "g * (ans + 1.0)", math.expm1, safe=True,
+               op=_op.EXPM1, kernel="math.expm1(x)")
 
 
 # d log1m(x) = d log(1 - x) = -dx / (1 - x)          (x <= 1; Stan's log1m)
@@ -211,39 +151,17 @@ def _log1m_s(v):
     return math.log1p(-v)
 
 
-def _d_log1m(g, ans, x):
-    return -g / (1.0 - x)
-
-
-log1m = _unary("log1m", _log1m_raw, _d_log1m, scalar=_log1m_s, svjp=_d_log1m)
-defjvp(log1m, _fwd(_d_log1m))
-_deflower(log1m, _lu(_op.LOG1M))
+log1m = _unary("log1m", _log1m_raw, "-g / (1.0 - x)", _log1m_s, op=_op.LOG1M,
+               kernel="math.log1p(-x) if x < 1.0 else "
+                      "(-math.inf if x == 1.0 else math.nan)")
 
 
 # ======================================================================================
 # powers and roots
 # ======================================================================================
 # d sqrt(x) = dx / (2 sqrt(x))
-def _d_sqrt(g, ans, x):
-    return 0.5 * g / ans
-
-
-sqrt = _unary("sqrt", np.sqrt, _d_sqrt, scalar=math.sqrt, svjp=_d_sqrt)
-defjvp(sqrt, _fwd(_d_sqrt))
-definline(sqrt, vjp="0.5 * {g} / {ans}")
-_deflower(sqrt, _lu(_op.SQRT))
-
-
-# d cbrt(x) = dx / (3 cbrt(x)^2)
-def _d_cbrt(g, ans, x):
-    return g / (3.0 * square(ans))
-
-
-cbrt = _unary("cbrt", np.cbrt, _d_cbrt,
-              scalar=getattr(math, "cbrt", None),        # math.cbrt: Python >= 3.11
-              svjp=lambda g, ans, x: g / (3.0 * ans * ans))
-defjvp(cbrt, _fwd(_d_cbrt))
-_deflower(cbrt, _lu(_op.CBRT))
+sqrt = _unary("sqrt", np.sqrt, "0.5 * g / ans", math.sqrt, op=_op.SQRT,
+              kernel="math.sqrt(x) if x >= 0.0 else math.nan")
 
 
 # d x^2 = 2x dx
@@ -251,15 +169,13 @@ def _square_raw(x):
     return np.square(x, dtype=np.float64)
 
 
-def _d_square(g, ans, x):
-    return g * 2.0 * x
+square = _unary("square", _square_raw, "g * 2.0 * x", lambda v: v * v, safe=True,
+                op=_op.SQUARE, kernel="x * x", fwd="x * x")
 
-
-square = _unary("square", _square_raw, _d_square, scalar=lambda v: v * v,
-                svjp=_d_square, safe=True)
-defjvp(square, _d_square)
-definline(square, fwd="{x} * {x}", vjp="{g} * 2.0 * {x}")
-_deflower(square, _lu(_op.SQUARE))
+# d cbrt(x) = dx / (3 cbrt(x)^2)
+cbrt = _unary("cbrt", np.cbrt, "g / (3.0 * square(ans))",
+              getattr(math, "cbrt", None),          # math.cbrt: Python >= 3.11
+              op=_op.CBRT, kernel="math.copysign(abs(x) ** (1.0 / 3.0), x)")
 
 
 # d (1/x) = -dx / x^2 = -(1/x)^2 dx
@@ -267,14 +183,8 @@ def _inv_raw(x):
     return np.divide(1.0, x)
 
 
-def _d_inv(g, ans, x):
-    return -g * square(ans)
-
-
-inv = _unary("inv", _inv_raw, _d_inv,
-             scalar=lambda v: 1.0 / v, svjp=lambda g, ans, x: -g * (ans * ans), safe=True)
-defjvp(inv, _d_inv)
-_deflower(inv, _lu(_op.INV))
+inv = _unary("inv", _inv_raw, "-g * square(ans)", lambda v: 1.0 / v, safe=True,
+             op=_op.INV, kernel="1.0 / x")
 
 
 # d x^(-1/2) = -(1/2) x^(-3/2) dx = -(1/2) inv_sqrt(x)^3 dx
@@ -282,15 +192,9 @@ def _inv_sqrt_raw(x):
     return np.divide(1.0, np.sqrt(x))
 
 
-def _d_inv_sqrt(g, ans, x):
-    return -0.5 * g * ans * square(ans)
-
-
-inv_sqrt = _unary("inv_sqrt", _inv_sqrt_raw, _d_inv_sqrt,
-                  scalar=lambda v: 1.0 / math.sqrt(v),
-                  svjp=lambda g, ans, x: -0.5 * g * ans * (ans * ans), safe=True)
-defjvp(inv_sqrt, _d_inv_sqrt)
-_deflower(inv_sqrt, _lu(_op.INV_SQRT))
+inv_sqrt = _unary("inv_sqrt", _inv_sqrt_raw, "-0.5 * g * ans * square(ans)",
+                  lambda v: 1.0 / math.sqrt(v), safe=True, op=_op.INV_SQRT,
+                  kernel="1.0 / math.sqrt(x) if x >= 0.0 else math.nan")
 
 
 # d x^(-2) = -2 x^(-3) dx = -2 inv_square(x) / x dx
@@ -298,89 +202,32 @@ def _inv_square_raw(x):
     return np.divide(1.0, np.square(x, dtype=np.float64))
 
 
-def _d_inv_square(g, ans, x):
-    return -2.0 * g * ans / x
-
-
-inv_square = _unary("inv_square", _inv_square_raw, _d_inv_square,
-                    scalar=lambda v: 1.0 / (v * v), svjp=_d_inv_square)
-defjvp(inv_square, _fwd(_d_inv_square))
-_deflower(inv_square, _lu(_op.INV_SQUARE))
+inv_square = _unary("inv_square", _inv_square_raw, "-2.0 * g * ans / x",
+                    lambda v: 1.0 / (v * v), op=_op.INV_SQUARE, kernel="1.0 / (x * x)")
 
 
 # ======================================================================================
 # trigonometric functions
 # ======================================================================================
 # d sin(x) = cos(x) dx
-def _d_sin(g, ans, x):
-    return g * cos(x)
-
-
-sin = _unary("sin", np.sin, _d_sin, scalar=math.sin,
-             svjp=lambda g, ans, x: g * math.cos(x))
-defjvp(sin, _d_sin)
-definline(sin, vjp_float="{g} * _cos({x})", vjp_array="{g} * _np.cos({x})",
-          helpers={"_cos": math.cos})
-_deflower(sin, _lu(_op.SIN))
-
+sin = _unary("sin", np.sin, "g * cos(x)", math.sin, op=_op.SIN, kernel="math.sin(x)")
 
 # d cos(x) = -sin(x) dx
-def _d_cos(g, ans, x):
-    return -g * sin(x)
-
-
-cos = _unary("cos", np.cos, _d_cos, scalar=math.cos,
-             svjp=lambda g, ans, x: -g * math.sin(x))
-defjvp(cos, _d_cos)
-definline(cos, vjp_float="-{g} * _sin({x})", vjp_array="-{g} * _np.sin({x})",
-          helpers={"_sin": math.sin})
-_deflower(cos, _lu(_op.COS))
-
+cos = _unary("cos", np.cos, "-g * sin(x)", math.cos, op=_op.COS, kernel="math.cos(x)")
 
 # d tan(x) = (1 + tan(x)^2) dx
-def _d_tan(g, ans, x):
-    return g * (1.0 + square(ans))
-
-
-tan = _unary("tan", np.tan, _d_tan, scalar=math.tan,
-             svjp=lambda g, ans, x: g * (1.0 + ans * ans), safe=True)
-defjvp(tan, _d_tan)
-
+tan = _unary("tan", np.tan, "g * (1.0 + square(ans))", math.tan, safe=True)
 
 # d asin(x) = dx / sqrt(1 - x^2)      ((1 - x)(1 + x): exact near |x| = 1)
-def _d_asin(g, ans, x):
-    return g / sqrt((1.0 - x) * (1.0 + x))
-
-
-asin = _unary("asin", np.arcsin, _d_asin, scalar=math.asin,
-              svjp=lambda g, ans, x: g / math.sqrt((1.0 - x) * (1.0 + x)))
-defjvp(asin, _fwd(_d_asin))
-
+asin = _unary("asin", np.arcsin, "g / sqrt((1.0 - x) * (1.0 + x))", math.asin)
 
 # d acos(x) = -dx / sqrt(1 - x^2)
-def _d_acos(g, ans, x):
-    return -g / sqrt((1.0 - x) * (1.0 + x))
+acos = _unary("acos", np.arccos, "-g / sqrt((1.0 - x) * (1.0 + x))", math.acos)
 
-
-acos = _unary("acos", np.arccos, _d_acos, scalar=math.acos,
-              svjp=lambda g, ans, x: -g / math.sqrt((1.0 - x) * (1.0 + x)))
-defjvp(acos, _fwd(_d_acos))
-
-
-# d atan(x) = dx / (1 + x^2) = dx / hypot(1, x)^2    (no overflow of x^2)
-def _atan_vjp(g, ans, x):
-    h = hypot(1.0, x)
-    return g / h / h
-
-
-def _atan_svjp(g, ans, x):
-    h = math.hypot(1.0, x)
-    return g / h / h
-
-
-atan = _unary("atan", np.arctan, _atan_vjp, scalar=math.atan, svjp=_atan_svjp)
-defjvp(atan, _fwd(_atan_vjp))
-_deflower(atan, _lu(_op.ATAN))
+# d atan(x) = dx / (1 + x^2)    (x^2 overflows only where the derivative is below
+# 1e-308: the result is 0 there, as it rounds to)
+atan = _unary("atan", np.arctan, "g / (1.0 + square(x))", math.atan, op=_op.ATAN,
+              kernel="math.atan(x)")
 
 
 # atan2(y, x) = arg(x + iy);  d atan2(y, x) = (x dy - y dx) / (x^2 + y^2),
@@ -415,69 +262,25 @@ defjvp(atan2, _fwd(_atan2_vjp_y), _fwd(_atan2_vjp_x))
 # hyperbolic functions
 # ======================================================================================
 # d sinh(x) = cosh(x) dx
-def _d_sinh(g, ans, x):
-    return g * cosh(x)
-
-
-sinh = _unary("sinh", np.sinh, _d_sinh, scalar=math.sinh,
-              svjp=lambda g, ans, x: g * math.cosh(x))
-defjvp(sinh, _d_sinh)
-definline(sinh, vjp_float="{g} * _cosh({x})", vjp_array="{g} * _np.cosh({x})",
-          helpers={"_cosh": math.cosh})
-_deflower(sinh, _lu(_op.SINH))
-
+sinh = _unary("sinh", np.sinh, "g * cosh(x)", math.sinh, op=_op.SINH,
+              kernel="math.sinh(x)")
 
 # d cosh(x) = sinh(x) dx
-def _d_cosh(g, ans, x):
-    return g * sinh(x)
-
-
-cosh = _unary("cosh", np.cosh, _d_cosh, scalar=math.cosh,
-              svjp=lambda g, ans, x: g * math.sinh(x))
-defjvp(cosh, _d_cosh)
-definline(cosh, vjp_float="{g} * _sinh({x})", vjp_array="{g} * _np.sinh({x})",
-          helpers={"_sinh": math.sinh})
-_deflower(cosh, _lu(_op.COSH))
-
+cosh = _unary("cosh", np.cosh, "g * sinh(x)", math.cosh, op=_op.COSH,
+              kernel="math.cosh(x)")
 
 # d tanh(x) = (1 - tanh(x)^2) dx = (1 - tanh)(1 + tanh) dx
-def _d_tanh(g, ans, x):
-    return g * (1.0 - ans) * (1.0 + ans)
-
-
-tanh = _unary("tanh", np.tanh, _d_tanh, scalar=math.tanh, svjp=_d_tanh, safe=True)
-defjvp(tanh, _d_tanh)
-definline(tanh, vjp="{g} * (1.0 - {ans}) * (1.0 + {ans})")
-_deflower(tanh, _lu(_op.TANH))
-
+tanh = _unary("tanh", np.tanh, "g * (1.0 - ans) * (1.0 + ans)", math.tanh, safe=True,
+              op=_op.TANH, kernel="math.tanh(x)")
 
 # d asinh(x) = dx / sqrt(1 + x^2) = dx / hypot(1, x)
-def _d_asinh(g, ans, x):
-    return g / hypot(1.0, x)
-
-
-asinh = _unary("asinh", np.arcsinh, _d_asinh, scalar=math.asinh,
-               svjp=lambda g, ans, x: g / math.hypot(1.0, x))
-defjvp(asinh, _fwd(_d_asinh))
-
+asinh = _unary("asinh", np.arcsinh, "g / hypot(1.0, x)", math.asinh)
 
 # d acosh(x) = dx / sqrt(x^2 - 1) = dx / (sqrt(x - 1) sqrt(x + 1))     (x >= 1)
-def _d_acosh(g, ans, x):
-    return g / (sqrt(x - 1.0) * sqrt(x + 1.0))
-
-
-acosh = _unary("acosh", np.arccosh, _d_acosh, scalar=math.acosh,
-               svjp=lambda g, ans, x: g / (math.sqrt(x - 1.0) * math.sqrt(x + 1.0)))
-defjvp(acosh, _fwd(_d_acosh))
-
+acosh = _unary("acosh", np.arccosh, "g / (sqrt(x - 1.0) * sqrt(x + 1.0))", math.acosh)
 
 # d atanh(x) = dx / (1 - x^2) = dx / ((1 - x)(1 + x))        (|x| <= 1)
-def _d_atanh(g, ans, x):
-    return g / ((1.0 - x) * (1.0 + x))
-
-
-atanh = _unary("atanh", np.arctanh, _d_atanh, scalar=math.atanh, svjp=_d_atanh)
-defjvp(atanh, _fwd(_d_atanh))
+atanh = _unary("atanh", np.arctanh, "g / ((1.0 - x) * (1.0 + x))", math.atanh)
 
 
 # ======================================================================================
@@ -645,20 +448,17 @@ def _logit_raw(u):
     return np.log(u / (1.0 - u))
 
 
-def _d_logit(g, ans, u):
-    return g / (u * (1.0 - u))
-
-
-logit = _unary("logit", _logit_raw, _d_logit, scalar=lambda v: math.log(v / (1.0 - v)),
-               svjp=_d_logit)
-defjvp(logit, _fwd(_d_logit))
-_deflower(logit, _lu(_op.LOGIT))
+logit = _unary("logit", _logit_raw, "g / (x * (1.0 - x))",
+               lambda v: math.log(v / (1.0 - v)), op=_op.LOGIT,
+               kernel="math.log(x / (1.0 - x))")
 
 
 # inv_logit(x) = 1 / (1 + exp(-x)), evaluated with e = exp(-|x|) <= 1 (no overflow):
 # 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0 (no cancellation for x << 0).
 # d inv_logit(x) = inv_logit(x) inv_logit(-x) dx - not ans (1 - ans), which
-# cancels to 0 for x >~ 37 while the derivative is still ~exp(-x).
+# cancels to 0 for x >~ 37 while the derivative is still ~exp(-x). The factors
+# without g first: under forward-over-reverse g is a batch of tangents (k times
+# larger), so this is one pass over it instead of two.
 def _inv_logit_raw(x):
     # scipy's expit keeps full relative precision for x << 0 (exp(x) / (1 + exp(x)))
     # in one C loop: 5x faster than the same formula as numpy calls on small arrays
@@ -672,20 +472,8 @@ def _inv_logit_s(v):
     return e / (1.0 + e)
 
 
-def _d_inv_logit(g, ans, x):
-    # the factors without g first: under forward-over-reverse g is a batch of
-    # tangents (k times larger), so this is one pass over it instead of two
-    return g * (ans * inv_logit(-x))
-
-
-inv_logit = _unary("inv_logit", _inv_logit_raw, _d_inv_logit, scalar=_inv_logit_s,
-                   svjp=lambda g, ans, x: g * ans * _inv_logit_s(-x), safe=True)
-defjvp(inv_logit, _d_inv_logit)
-# the replay calls what inv_logit itself calls on floats (_ils) and arrays (_il)
-_IL = {"_ils": _inv_logit_s, "_il": _inv_logit_raw}
-definline(inv_logit, vjp_float="{g} * {ans} * _ils(-{x})",
-          vjp_array="{g} * ({ans} * _il(-{x}))", helpers=_IL)
-_deflower(inv_logit, _lu(_op.INV_LOGIT))
+inv_logit = _unary("inv_logit", _inv_logit_raw, "g * (ans * inv_logit(-x))",
+                   _inv_logit_s, safe=True, op=_op.INV_LOGIT, kernel="_inv_logit(x)")
 
 
 # log_inv_logit(x) = log(inv_logit(x)) = min(x, 0) - log1p(exp(-|x|))
@@ -699,17 +487,9 @@ def _log_inv_logit_s(v):
     return (v if v < 0.0 else 0.0) - math.log1p(math.exp(-math.fabs(v)))
 
 
-def _d_log_inv_logit(g, ans, x):
-    return g * inv_logit(-x)
-
-
-log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw, _d_log_inv_logit,
-                       scalar=_log_inv_logit_s,
-                       svjp=lambda g, ans, x: g * _inv_logit_s(-x), safe=True)
-defjvp(log_inv_logit, _d_log_inv_logit)
-definline(log_inv_logit, vjp_float="{g} * _ils(-{x})", vjp_array="{g} * _il(-{x})",
-          helpers=_IL)
-_deflower(log_inv_logit, _lu(_op.LOG_INV_LOGIT))
+log_inv_logit = _unary("log_inv_logit", _log_inv_logit_raw, "g * inv_logit(-x)",
+                       _log_inv_logit_s, safe=True, op=_op.LOG_INV_LOGIT,
+                       kernel="-_log1p_exp(-x)")
 
 
 # log1m_inv_logit(x) = log(1 - inv_logit(x)) = min(-x, 0) - log1p(exp(-|x|))
@@ -723,17 +503,9 @@ def _log1m_inv_logit_s(v):
     return (-v if v > 0.0 else 0.0) - math.log1p(math.exp(-math.fabs(v)))
 
 
-def _d_log1m_inv_logit(g, ans, x):
-    return -g * inv_logit(x)
-
-
-log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw, _d_log1m_inv_logit,
-                         scalar=_log1m_inv_logit_s,
-                         svjp=lambda g, ans, x: -g * _inv_logit_s(x), safe=True)
-defjvp(log1m_inv_logit, _d_log1m_inv_logit)
-definline(log1m_inv_logit, vjp_float="-{g} * _ils({x})", vjp_array="-{g} * _il({x})",
-          helpers=_IL)
-_deflower(log1m_inv_logit, _lu(_op.LOG1M_INV_LOGIT))
+log1m_inv_logit = _unary("log1m_inv_logit", _log1m_inv_logit_raw, "-g * inv_logit(x)",
+                         _log1m_inv_logit_s, safe=True, op=_op.LOG1M_INV_LOGIT,
+                         kernel="-_log1p_exp(x)")
 
 
 # log1p_exp(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))   (softplus)
@@ -751,16 +523,8 @@ def _log1p_exp_s(v):
     return (v if v > 0.0 else 0.0) + math.log1p(math.exp(-math.fabs(v)))
 
 
-def _d_log1p_exp(g, ans, x):
-    return g * inv_logit(x)
-
-
-log1p_exp = _unary("log1p_exp", _log1p_exp_raw, _d_log1p_exp, scalar=_log1p_exp_s,
-                   svjp=lambda g, ans, x: g * _inv_logit_s(x), safe=True)
-defjvp(log1p_exp, _d_log1p_exp)
-definline(log1p_exp, vjp_float="{g} * _ils({x})", vjp_array="{g} * _il({x})",
-          helpers=_IL)
-_deflower(log1p_exp, _lu(_op.LOG1P_EXP))
+log1p_exp = _unary("log1p_exp", _log1p_exp_raw, "g * inv_logit(x)", _log1p_exp_s,
+                   safe=True, op=_op.LOG1P_EXP, kernel="_log1p_exp(x)")
 
 
 # log1m_exp(x) = log(1 - exp(x)), x <= 0: log(-expm1(x)) for x > -log 2 (no
@@ -788,14 +552,12 @@ def _log1m_exp_s(v):
     return math.log1p(-math.exp(v))
 
 
-def _d_log1m_exp(g, ans, x):
-    return -g * exp(x - ans)
-
-
-log1m_exp = _unary("log1m_exp", _log1m_exp_raw, _d_log1m_exp, scalar=_log1m_exp_s,
-                   svjp=lambda g, ans, x: -g * math.exp(x - ans))
-defjvp(log1m_exp, _d_log1m_exp)
-_deflower(log1m_exp, _lu(_op.LOG1M_EXP))
+# (the replay calls its rule: tests/autodiff/test_codegen_inline.py replays every
+# inline template at points in (0.2, 0.9), outside this function's domain)
+log1m_exp = _unary("log1m_exp", _log1m_exp_raw, "-g * exp(x - ans)", _log1m_exp_s,
+                   op=_op.LOG1M_EXP, inline=False,
+                   kernel="_log1m_exp(x) if x < 0.0 else "
+                          "(-math.inf if x == 0.0 else math.nan)")
 
 
 # log_diff_exp(x, y) = log(exp(x) - exp(y)) = x + log1m_exp(y - x)       (x >= y)
@@ -843,12 +605,7 @@ def _sign_s(v):
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else v)     # 0, -0 and NaN: v
 
 
-def _d_sign(g, ans, x):
-    return 0.0 * g
-
-
-sign = elementwise_unary("sign", np.sign, _d_sign, scalar=_sign_s, scalar_vjp=_d_sign)
-defjvp(sign, _d_sign)
+sign = _unary("sign", np.sign, "0.0 * g", _sign_s, safe=True)
 
 # Stan's names for arithmetic's |x| (derivative sign(x), 0 at 0) and x^y
 abs = fabs      # noqa: A001

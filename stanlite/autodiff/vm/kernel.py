@@ -31,31 +31,21 @@ import numpy as np
 
 from .opcodes import (BINOMIAL_LOGIT, CHOLESKY, CUMSUM, EXTREME, GP_EXP_QUAD, LOG_MIX, LOG_SOFTMAX, LSE_AXIS, MVN_CHOLESKY,
                       POISSON_SS, SOFTMAX, SUMN)
-from .opcodes import (A as FA, ADD, ATAN, B as FB, BERNOULLI_LOGIT, BETA, C as FC,
-                      CAUCHY, CBRT, CHECK_POSITIVE, COPY, COS, COSH, DIV, DOMAIN, DOT, ERF,
-                      ERFC, EXP, EXPM1, EXPONENTIAL, FABS, GAMMA, GATHER, GUARD_BOUNDS,
-                      GUARD_CMP, GUARD_POSITIVE, INV, INV_LOGIT, INV_SQRT, INV_SQUARE,
-                      LGAMMA, LOG,
-                      LOG1M, LOG1M_EXP, LOG1M_INV_LOGIT, LOG1P, LOG1P_EXP, LOG_INV_LOGIT,
-                      LOGIT, LOGNORMAL, LSE, LSE2, MASK, MATMUL, MUL, N as FN, NEG, NORMAL,
-                      OK, OP, OUT, PHI, POISSON, POISSON_LOG, POW, SA, SB, SC, SEGSUM, SIN,
-                      SINH, SQRT, SQUARE, STD_NORMAL, STUDENT_T, SUB, SUM, TANH, X1, X2, X3)
+from .opcodes import (A as FA, ADD, B as FB, BERNOULLI_LOGIT, BETA, C as FC, CAUCHY,
+                      CHECK_POSITIVE, COPY, DIV, DOMAIN, DOT, EXPONENTIAL, GAMMA, GATHER,
+                      GUARD_BOUNDS, GUARD_CMP, GUARD_POSITIVE, LOGNORMAL, LSE, LSE2, MASK,
+                      MATMUL, MUL, N as FN, NORMAL, OK, OP, OUT, POISSON, POISSON_LOG, POW,
+                      SA, SB, SC, SEGSUM, STD_NORMAL, STUDENT_T, SUB, SUM, X1, X2, X3)
 
 from . import opcodes as _O
+# the compiler decorator and the scalar helpers (shared with the generated unary ops);
+# the elementwise unary ops themselves are generated from the derivatives declared
+# beside each primitive (vm/generate.py writes unary_generated.py)
+from .scalar import _digamma, _inv_logit, _jit, _log1m_exp, _log1p_exp, njit  # noqa: F401
+from .unary_generated import unary as _unary, unary_vjp as _unary_vjp
 
 __all__ = ["available", "forward", "reverse", "value_grad", "value_only", "jacobian",
            "jacobian_rows", "vjp_rows", "warm"]
-
-try:
-    if os.environ.get("STANLITE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
-        raise ImportError("disabled by STANLITE_JIT")
-    from numba import njit
-except ImportError:
-    njit = None
-
-# error_model="numpy": 1/0 gives inf as numpy does (the domain is checked explicitly)
-_jit = (lambda f: f) if njit is None else njit(cache=True, nogil=True,
-                                               error_model="numpy")
 
 
 def available():
@@ -65,173 +55,6 @@ def available():
 
 _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_PI = math.log(math.pi)
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_INV_SQRT_TWO = 1.0 / math.sqrt(2.0)
-_INV_SQRT_TWO_PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-# ---- scalar helpers (the stable forms of math/elementwise.py and math/special.py) ----
-@_jit
-def _log1p_exp(x):
-    if x > 0.0:
-        return x + math.log1p(math.exp(-x))
-    return math.log1p(math.exp(x))
-
-
-@_jit
-def _inv_logit(x):
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
-
-@_jit
-def _log1m_exp(x):
-    # log(1 - e^x) for x < 0: two regimes for accuracy (Maechler 2012)
-    if x > -0.6931471805599453:
-        return math.log(-math.expm1(x))
-    return math.log1p(-math.exp(x))
-
-
-@_jit
-def _digamma(x):
-    # recurrence psi(x) = psi(x + 1) - 1/x up to x >= 6, then the asymptotic series
-    r = 0.0
-    while x < 6.0:
-        r -= 1.0 / x
-        x += 1.0
-    f = 1.0 / (x * x)
-    t = f * (-1.0 / 12 + f * (1.0 / 120 + f * (-1.0 / 252 + f * (
-        1.0 / 240 + f * (-1.0 / 132 + f * (691.0 / 32760 + f * (-1.0 / 12)))))))
-    return r + math.log(x) - 0.5 / x + t
-
-
-@_jit
-def _unary(op, x):
-    if op == EXP:
-        return math.exp(x)
-    if op == LOG:
-        return math.log(x) if x > 0.0 else (-math.inf if x == 0.0 else math.nan)
-    if op == NEG:
-        return -x
-    if op == LOG1P:
-        return math.log1p(x) if x > -1.0 else (-math.inf if x == -1.0 else math.nan)
-    if op == EXPM1:
-        return math.expm1(x)
-    if op == SQRT:
-        return math.sqrt(x) if x >= 0.0 else math.nan
-    if op == SQUARE:
-        return x * x
-    if op == INV:
-        return 1.0 / x
-    if op == LOG1M:
-        return math.log1p(-x) if x < 1.0 else (-math.inf if x == 1.0 else math.nan)
-    if op == INV_LOGIT:
-        return _inv_logit(x)
-    if op == LOG_INV_LOGIT:
-        return -_log1p_exp(-x)
-    if op == LOG1M_INV_LOGIT:
-        return -_log1p_exp(x)
-    if op == LOG1P_EXP:
-        return _log1p_exp(x)
-    if op == TANH:
-        return math.tanh(x)
-    if op == SIN:
-        return math.sin(x)
-    if op == COS:
-        return math.cos(x)
-    if op == LGAMMA:
-        return math.lgamma(x)
-    if op == FABS:
-        return abs(x)
-    if op == INV_SQRT:
-        return 1.0 / math.sqrt(x) if x >= 0.0 else math.nan
-    if op == LOGIT:
-        return math.log(x / (1.0 - x))
-    if op == ATAN:
-        return math.atan(x)
-    if op == SINH:
-        return math.sinh(x)
-    if op == COSH:
-        return math.cosh(x)
-    if op == INV_SQUARE:
-        return 1.0 / (x * x)
-    if op == LOG1M_EXP:
-        return _log1m_exp(x) if x < 0.0 else (-math.inf if x == 0.0 else math.nan)
-    if op == CBRT:
-        return math.copysign(abs(x) ** (1.0 / 3.0), x)
-    if op == ERF:
-        return math.erf(x)
-    if op == ERFC:
-        return math.erfc(x)
-    if op == PHI:
-        return 0.5 * math.erfc(-x * _INV_SQRT_TWO)
-    return math.nan
-
-
-@_jit
-def _unary_d(op, x, ans):
-    """d ans / d x."""
-    if op == EXP:
-        return ans
-    if op == LOG:
-        return 1.0 / x
-    if op == NEG:
-        return -1.0
-    if op == LOG1P:
-        return 1.0 / (1.0 + x)
-    if op == EXPM1:
-        return ans + 1.0
-    if op == SQRT:
-        return 0.5 / ans
-    if op == SQUARE:
-        return 2.0 * x
-    if op == INV:
-        return -ans * ans
-    if op == LOG1M:
-        return -1.0 / (1.0 - x)
-    if op == INV_LOGIT:
-        return ans * (1.0 - ans)
-    if op == LOG_INV_LOGIT:
-        return _inv_logit(-x)
-    if op == LOG1M_INV_LOGIT:
-        return -_inv_logit(x)
-    if op == LOG1P_EXP:
-        return _inv_logit(x)
-    if op == TANH:
-        return 1.0 - ans * ans
-    if op == SIN:
-        return math.cos(x)
-    if op == COS:
-        return -math.sin(x)
-    if op == LGAMMA:
-        return _digamma(x)
-    if op == FABS:
-        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
-    if op == INV_SQRT:
-        return -0.5 * ans / x
-    if op == LOGIT:
-        return 1.0 / (x * (1.0 - x))
-    if op == ATAN:
-        return 1.0 / (1.0 + x * x)
-    if op == SINH:
-        return math.cosh(x)
-    if op == COSH:
-        return math.sinh(x)
-    if op == INV_SQUARE:
-        return -2.0 * ans / x
-    if op == LOG1M_EXP:
-        return -1.0 / math.expm1(-x)
-    if op == CBRT:
-        return 1.0 / (3.0 * ans * ans)
-    if op == ERF:
-        return _TWO_OVER_SQRT_PI * math.exp(-x * x)
-    if op == ERFC:
-        return -_TWO_OVER_SQRT_PI * math.exp(-x * x)
-    if op == PHI:
-        return _INV_SQRT_TWO_PI * math.exp(-0.5 * x * x)
-    return math.nan
 
 
 # ---- the summed log densities: value (forward) and partials (reverse) ----------------
@@ -1193,7 +1016,7 @@ def reverse(code, aux, V, A):
                 _log_mix_rev(V, A, code, r, m)
         elif op < 40:
             for i in range(n):
-                A[a + i] += A[o + i] * _unary_d(op, V[a + i], V[o + i])
+                A[a + i] += _unary_vjp(op, A[o + i], V[a + i], V[o + i])
         elif op == SUM:
             g = A[o]
             for i in range(code[r, X2]):
@@ -1345,7 +1168,8 @@ def vjp_rows(code, aux, V, A, dim, out, nvar, nout, w, f, g):
 
 def drop_stale_cache(dispatchers, tag):
     """Drop numba's on-disk cache of ``dispatchers`` when this interpreter's source
-    (this file and the op codes) changed since it was written.
+    (this file, the op codes, the scalar helpers and the generated unary ops) changed
+    since it was written.
 
     numba keys a cached function on its own file's time stamp only; a function that
     calls the interpreter (a compiled sampler) or reads the op codes (this file's
@@ -1355,10 +1179,10 @@ def drop_stale_cache(dispatchers, tag):
     if njit is None:
         return
     import hashlib
-    from . import opcodes
+    from . import opcodes, scalar as _scalar, unary_generated as _generated
     try:
         h = hashlib.sha256()
-        for path in (__file__, opcodes.__file__):
+        for path in (__file__, opcodes.__file__, _scalar.__file__, _generated.__file__):
             with open(path, "rb") as f:
                 h.update(f.read())
         digest = h.hexdigest()

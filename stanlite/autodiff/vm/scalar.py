@@ -1,0 +1,96 @@
+"""Scalar helpers of the compiled interpreter, and its compiler decorator.
+
+The stable forms of math/elementwise.py and math/special.py on one float64 (log1p_exp,
+inv_logit, log1m_exp, digamma, sign), compiled by numba. They are shared by the
+interpreter's kernels (:mod:`.kernel`) and by its generated unary ops
+(:mod:`.unary_generated`, which resolves a derivative's helper ``f`` that has no
+interpreter op of its own to ``_f`` here), so they live apart from both: the
+generated module cannot import the kernel that imports it.
+
+Without numba (or with ``STANLITE_JIT=0``) ``_jit`` is the identity and these run
+as plain Python (a debugging aid; see :func:`.kernel.available`).
+"""
+
+import math
+import os
+
+__all__ = []
+
+try:
+    if os.environ.get("STANLITE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
+        raise ImportError("disabled by STANLITE_JIT")
+    from numba import njit
+except ImportError:
+    njit = None
+
+# error_model="numpy": 1/0 gives inf as numpy does (the domain is checked explicitly)
+_jit = (lambda f: f) if njit is None else njit(cache=True, nogil=True,
+                                               error_model="numpy")
+
+
+@_jit
+def _log1p_exp(x):
+    if x > 0.0:
+        return x + math.log1p(math.exp(-x))
+    return math.log1p(math.exp(x))
+
+
+@_jit
+def _inv_logit(x):
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@_jit
+def _log1m_exp(x):
+    # log(1 - e^x) for x < 0: two regimes for accuracy (Maechler 2012)
+    if x > -0.6931471805599453:
+        return math.log(-math.expm1(x))
+    return math.log1p(-math.exp(x))
+
+
+@_jit
+def _sign(x):
+    # sign(x), 0 at 0: the subgradient of |x| (math/arithmetic.py fabs); NaN: NaN
+    if x > 0.0:
+        return 1.0
+    if x < 0.0:
+        return -1.0
+    return x * 0.0
+
+
+@_jit
+def _digamma_pos(x):
+    # x > 0: the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then the
+    # asymptotic series psi(x) ~ log x - 1/(2x) - sum B_2k / (2k x^2k) (DLMF 5.11.2) in
+    # f = 1/x^2: at x >= 10 its first omitted term (B_16 / 16 / x^16 ~ 4e-17) is below
+    # the result's rounding. The recurrence's terms are summed apart, subtracted once.
+    s = 0.0
+    while x < 10.0:
+        s += 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    t = f * (-1.0 / 12.0 + f * (1.0 / 120.0 + f * (-1.0 / 252.0 + f * (
+        1.0 / 240.0 + f * (-1.0 / 132.0 + f * (691.0 / 32760.0 + f * (-1.0 / 12.0)))))))
+    return (math.log(x) - (0.5 / x - t)) - s
+
+
+@_jit
+def _digamma(x):
+    """psi(x) to ~1e-15 relative (absolute near its zero at 1.4616...), as
+    scipy.special.psi: -inf at +0, +inf at -0, NaN at the other poles (x = -1, -2,
+    ...) and at -inf."""
+    if x > 0.0:
+        return _digamma_pos(x)
+    if x == 0.0:
+        return math.copysign(math.inf, -x) if x == x else x
+    if x != x or x == -math.inf or x == math.floor(x):
+        return math.nan
+    # the reflection psi(x) = psi(1 - x) - pi / tan(pi x) (DLMF 5.5.4); tan has period
+    # pi, so x is first reduced to r = x - n, n the nearest integer: exact (Sterbenz;
+    # n = 0 for |x| < 1/2), so no loss for large |x| nor near a pole, where tan(pi r)
+    # keeps its relative accuracy (x - floor(x) would round 1 - |x| for small |x|)
+    r = x - math.floor(x + 0.5)
+    return _digamma_pos(1.0 - x) - math.pi / math.tan(math.pi * r)
