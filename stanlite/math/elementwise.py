@@ -9,18 +9,21 @@ broadcasting, and accept floats, arrays and traced values (``Var``) alike.
 
 Why one module: each function is *one* primitive, defined in one place - the numpy
 implementation (plus a ``math``-module float fast path for 0-d values, 20-50x
-cheaper than a numpy call on a scalar), its VJP, its JVP (forward mode), and a
-plain-float VJP for first-order sweeps of scalar code - with the derivative stated
-in the comment above it. For an elementwise function the VJP ``g * f'(x)`` and the
-JVP ``t * f'(x)`` are the same expression, so one rule ``_d_<name>(g, ans, x)``
-serves both (per argument for the binary ones); forward mode hands it tangents
-already expanded to the output's rank, with leading batch axes in vector mode.
-The rules are written with stanlite operations only (``g * cos(x)``, never
-``np.cos(x)``): under nested differentiation their arguments are traced values and
-the rule itself is recorded and differentiated (reverse-over-reverse, forward-over-
-reverse for Hessians, and forward over that for third derivatives), so every
-function here has derivatives of every order. Rules reuse ``ans`` (the forward
-result) where that is cheaper than recomputing.
+cheaper than a numpy call on a scalar) and its derivative, stated once beside it as
+an expression ``g * f'(x)`` in ``g``, ``x`` and ``ans`` (``extend.unary_primitive``;
+autodiff/derivative.py). Every backend is made from that one expression: the VJP and
+the JVP (for an elementwise function ``g * f'(x)`` and ``t * f'(x)`` are the same
+rule; forward mode hands it tangents already expanded to the output's rank, with
+leading batch axes in vector mode), the plain-float VJP of first-order sweeps of
+scalar code, the Python replay's inline templates, and the compiled interpreter's op
+(``kernel=``, its value there; vm/generate.py). The expression calls stanlite
+functions (``g * cos(x)``, never ``np.cos(x)``): under nested differentiation the
+rule's arguments are traced values and the rule itself is recorded and
+differentiated (reverse-over-reverse, forward-over-reverse for Hessians, and forward
+over that for third derivatives), so every function here has derivatives of every
+order. Rules reuse ``ans`` (the forward result) where that is cheaper than
+recomputing. The binary functions (``atan2``, ``hypot``, ...) keep hand-written
+rules per argument.
 
 Conventions
 -----------
