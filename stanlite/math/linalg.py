@@ -59,13 +59,15 @@ from scipy.linalg.lapack import dtrtrs as _dtrtrs
 
 from ..autodiff.extend import (batch_shape, broadcast_to, defjvp, defjvp_all, definline,
                                 defvjp, defvjp_all, primitive)
-from ..autodiff.var import FUNCTIONS, UFUNCS, shape_of
+from ..autodiff.var import FUNCTIONS, UFUNCS, Box, guarded, shape_of
 from ..autodiff.vm import program as _program
 from ..autodiff.vm.program import deflower as _deflower, matmul_rule as _lmm
 from ..errors import DomainError
 from ..autodiff.dual import is_identity_seed
+from .arithmetic import fabs
+from .elementwise import exp, sin, sqrt
 from .reductions import sum as _rsum
-from .structure import reshape, transpose
+from .structure import reshape, transpose, where
 
 __all__ = ["matmul", "dot", "crossprod", "tcrossprod", "quad_form", "quad_form_sym",
            "quad_form_diag", "diag_matrix", "diagonal", "add_diag", "diag_pre_multiply",
@@ -1159,4 +1161,770 @@ FUNCTIONS.update({
     np.trace: _np_trace, np.diagonal: _np_diagonal, np.diag: _np_diag,
     np.linalg.inv: inverse, np.linalg.solve: mdivide_left, np.linalg.det: determinant,
     np.linalg.cholesky: _np_cholesky,
+})
+
+
+# ======================================================================================
+# issue 21: QR and singular value decompositions, matrix_power, sparse (CSR) products,
+# more Gaussian-process kernels, numpy's outer/clip/flip/linalg.norm on traced values
+# ======================================================================================
+def _matrix2(fname, a, name="A"):
+    s = shape_of(a)
+    if len(s) != 2:
+        _fail(fname, f"{name} must be a matrix (2-D), got shape {s}")
+    return s
+
+
+def _nan_check(fname, a):
+    if np.isnan(a).any():
+        _domain(fname, "A contains NaN")
+
+
+# --------------------------------------------------------------------------------------
+# thin QR:  A = Q R,  Q (m x k) orthonormal columns, R (k x n) upper, k = min(m, n),
+# diag(R) >= 0 (Stan's sign convention, which makes the factors unique for full rank).
+#
+# Only Q is a primitive; R = triu(Q^T A) exactly (its derivative is upper triangular
+# too, so the mask drops only rounding). For m >= n (Walter & Lehmann 2018), with R
+# invertible, from dA = dQ R + Q dR (Q^T dQ antisymmetric, dR R^-1 upper):
+#     JVP:  C = Q^T dA R^-1,  W = tril(C, -1) - tril(C, -1)^T  (= Q^T dQ),
+#           dQ = dA R^-1 - Q (C - W)
+#     VJP:  A_bar = (Q_bar - Q N) R^-T,   M = Q^T Q_bar,  N = triu(M) + triu(M, 1)^T
+#           (the JVP's transpose: C - W = triu(C) + tril(C, -1)^T)
+# A wide A (m < n) is [X | Y] with X square: Q = Q(X), so the same rules apply to X.
+# --------------------------------------------------------------------------------------
+@primitive
+def _qr_q(a):
+    """Thin Q of a (m x n, m >= n) with diag(R) >= 0."""
+    a = _as_float(a)
+    _nan_check("qr_thin_Q", a)
+    q, r = np.linalg.qr(a)
+    s = np.sign(np.diagonal(r)).copy()
+    s[s == 0] = 1.0
+    return q * s
+
+
+def _qr_r_of(q, a):
+    """R = triu(Q^T A) (exact: Q^T A is upper triangular, up to rounding)."""
+    k, n = shape_of(q)[-1], shape_of(a)[-1]
+    return np.triu(np.ones((k, n))) * matmul(_mT(q), a)
+
+
+def _right_solve_rt(b, r):
+    """``b R^-T`` for upper-triangular R: (R^-1 b^T)^T = (L^-T b^T)^T with L = R^T."""
+    return _mT(_trisolve(_mT(r), _mT(b), True))
+
+
+def _right_solve_r(b, r):
+    """``b R^-1`` for upper-triangular R: (L^-1 b^T)^T with L = R^T."""
+    return _mT(_trisolve(_mT(r), _mT(b), False))
+
+
+def _qr_r_checked(q, a):
+    """R for the derivative rules, which solve with it: singular R (A's first k columns
+    linearly dependent) is a DomainError, not a silently huge derivative."""
+    r = _qr_r_of(q, a)
+    guarded(_check_qr_rank, r)
+    return r
+
+
+def _check_qr_rank(r):
+    d = np.abs(np.diagonal(np.asarray(r)))
+    if d.size and not d.min() > 1e-12 * max(float(np.max(np.abs(r))), 1e-300):
+        raise DomainError("qr_thin_Q: the derivative needs the first min(m, n) columns of "
+                          "A to be linearly independent, but R is singular (smallest "
+                          f"|diagonal| {float(d.min())!r})")
+
+
+def _qr_q_vjp(g, ans, a):
+    q = ans
+    r = _qr_r_checked(q, a)
+    m = matmul(_mT(q), g)
+    k = shape_of(m)[-1]
+    n = np.triu(np.ones((k, k))) * m + _mT(np.triu(np.ones((k, k)), 1) * m)
+    return _right_solve_rt(g - matmul(q, n), r)
+
+
+def _qr_q_jvp(t, ans, a):
+    q = ans
+    r = _qr_r_checked(q, a)
+    x = _right_solve_r(t, r)                    # dA R^-1
+    c = matmul(_mT(q), x)
+    strict = np.tril(np.ones(shape_of(r)[-2:]), -1)
+    w = strict * c - _mT(strict * c)
+    return x - matmul(q, c - w)
+
+
+defvjp(_qr_q, _qr_q_vjp)
+defjvp(_qr_q, _qr_q_jvp)
+
+
+def qr_thin_Q(a):
+    """The orthonormal factor Q (m x k, k = min(m, n)) of the thin QR decomposition
+    ``A = Q R`` (Stan's ``qr_thin_Q``), with the signs that make diag(R) >= 0.
+    Differentiable where the first k columns of A are linearly independent (a
+    singular R raises ``DomainError`` in the derivative).
+
+    >>> import numpy as np, stanlite as sl
+    >>> A = np.array([[3.0, 1.0], [4.0, 2.0], [0.0, 2.0]])
+    >>> Q = sl.qr_thin_Q(A)
+    >>> Q.shape, np.allclose(Q.T @ Q, np.eye(2)), np.allclose(Q @ sl.qr_thin_R(A), A)
+    ((3, 2), True, True)
+    """
+    m, n = _matrix2("qr_thin_Q", a)
+    return _qr_q(a if m >= n else a[:, :m])
+
+
+def qr_thin_R(a):
+    """The upper-trapezoidal factor R (k x n, k = min(m, n)) of the thin QR
+    decomposition ``A = Q R`` (Stan's ``qr_thin_R``), diag(R) >= 0; computed as
+    ``triu(Q^T A)`` with Q = :func:`qr_thin_Q` (so its derivative is Q's).
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.qr_thin_R(np.array([[3.0, 1.0], [4.0, 2.0]])).round(6) + 0.0
+    array([[5. , 2.2],
+           [0. , 0.4]])
+    """
+    _matrix2("qr_thin_R", a)
+    return _qr_r_of(qr_thin_Q(a), a)
+
+
+# --------------------------------------------------------------------------------------
+# singular value decomposition:  A = U diag(s) V^T  (thin: U m x k, V n x k,
+# k = min(m, n), s descending). Signs: each column of U has its entry of largest
+# magnitude positive (V's column flipped with it): deterministic and locally constant.
+# Derivatives (Townsend 2016, "Differentiating the singular value decomposition"),
+# with F_ij = 1 / (s_j^2 - s_i^2) (i != j), 0 on the diagonal, S = diag(s):
+#   s:  ds_i = u_i^T dA v_i;                A_bar = U diag(s_bar) V^T
+#   U:  dU = U (F o (dP S + S dP^T)) + (I - U U^T) dA V S^-1,     dP = U^T dA V
+#       A_bar = U (F o (U^T U_bar - U_bar^T U)) S V^T + (I - U U^T) U_bar S^-1 V^T
+#   V:  dV = V (F o (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1
+#       A_bar = U S (F o (V^T V_bar - V_bar^T V)) V^T + U S^-1 V_bar^T (I - V V^T)
+# U and V need distinct singular values (and non-zero ones for the (I - U U^T) terms
+# of a non-square A): otherwise they are not unique and a DomainError says so.
+# --------------------------------------------------------------------------------------
+def _svd(fname, a):
+    a = _as_float(a)
+    _matrix2(fname, a)
+    _nan_check(fname, a)
+    try:
+        u, s, vt = np.linalg.svd(a, full_matrices=False)
+    except np.linalg.LinAlgError:
+        raise DomainError(f"{fname}: the SVD did not converge") from None
+    k = np.argmax(np.abs(u), axis=0)
+    sign = np.sign(u[k, np.arange(u.shape[1])])
+    sign[sign == 0] = 1.0
+    return u * sign, s, vt.T * sign
+
+
+@primitive
+def singular_values(a):
+    """The singular values of ``A`` in decreasing order (Stan's ``singular_values``),
+    differentiable: d s_i = u_i^T dA v_i (defined where the s_i are distinct; the sum
+    of them is differentiable everywhere but at 0).
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.singular_values(np.array([[3.0, 0.0], [0.0, -4.0]]))
+    array([4., 3.])
+    """
+    return _svd("singular_values", a)[1]
+
+
+def _sv_vjp(g, ans, a):
+    U, V = svd_U(a), svd_V(a)
+    return matmul(U * reshape(g, (1, -1)), _mT(V))
+
+
+def _sv_jvp(t, ans, a):
+    U, V = svd_U(a), svd_V(a)
+    return _rsum(U * matmul(t, V), axis=-2)
+
+
+defvjp(singular_values, _sv_vjp)
+defjvp(singular_values, _sv_jvp)
+
+
+@primitive
+def svd_U(a):
+    """The left singular vectors U (m x k, k = min(m, n)) of the thin SVD
+    ``A = U diag(s) V^T`` (Stan's ``svd_U``), columns in the order of
+    :func:`singular_values`, each with its largest-magnitude entry positive.
+    Differentiable where the singular values are distinct (and non-zero when A is
+    not square); elsewhere U is not unique and the derivative raises ``DomainError``.
+
+    >>> import numpy as np, stanlite as sl
+    >>> A = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> sl.svd_U(A)
+    array([[1., 0.],
+           [0., 1.],
+           [0., 0.]])
+    """
+    return _svd("svd_U", a)[0]
+
+
+@primitive
+def svd_V(a):
+    """The right singular vectors V (n x k, k = min(m, n)) of the thin SVD
+    ``A = U diag(s) V^T`` (Stan's ``svd_V``), signed to match :func:`svd_U`.
+    Differentiable where the singular values are distinct (and non-zero when A is
+    not square); elsewhere the derivative raises ``DomainError``.
+
+    >>> import numpy as np, stanlite as sl
+    >>> A = np.array([[0.0, 2.0], [1.0, 0.0]])
+    >>> sl.svd_V(A)
+    array([[0., 1.],
+           [1., 0.]])
+    """
+    return _svd("svd_V", a)[2]
+
+
+def _check_svd_derivative(fname, s, needs_positive):
+    sv = np.asarray(s, dtype=float)
+    scale = float(np.max(sv)) if sv.size else 0.0
+    gaps = np.abs(np.diff(sv))
+    if sv.size > 1 and not np.all(gaps > 1e-10 * scale):
+        i = int(np.argmin(gaps))
+        raise DomainError(
+            f"{fname}: the derivative needs distinct singular values, but singular "
+            f"values {i} and {i + 1} are {sv[i]!r} and {sv[i + 1]!r} (the singular "
+            "vectors of a repeated singular value are not unique)")
+    if needs_positive and sv.size and not sv[-1] > 1e-12 * scale:
+        raise DomainError(f"{fname}: the derivative of the singular vectors of a "
+                          f"non-square matrix needs non-zero singular values, but the "
+                          f"smallest is {sv[-1]!r}")
+
+
+def _svd_parts(fname, a, which):
+    """(U, s, V, F) for the rules of svd_U/svd_V, after the distinctness check."""
+    m, n = shape_of(a)
+    s = singular_values(a)
+    needs_positive = (m > n) if which == "U" else (n > m)
+    guarded(lambda v: _check_svd_derivative(fname, v, needs_positive), s)
+    k = shape_of(s)[-1]
+    s2 = s * s
+    diff = reshape(s2, (1, k)) - reshape(s2, (k, 1))          # s_j^2 - s_i^2
+    eye = np.eye(k)
+    F = (1.0 - eye) / (diff + eye)
+    return svd_U(a), s, svd_V(a), F, m > k, n > k
+
+
+def _svd_u_vjp(g, ans, a):
+    U, s, V, F, tall, _ = _svd_parts("svd_U", a, "U")
+    ut_g = matmul(_mT(U), g)
+    inner = (F * (ut_g - _mT(ut_g))) * reshape(s, (1, -1))        # (F o (.)) S
+    out = matmul(matmul(U, inner), _mT(V))
+    if tall:
+        proj = g - matmul(U, ut_g)                                # (I - U U^T) U_bar
+        out = out + matmul(proj / reshape(s, (1, -1)), _mT(V))
+    return out
+
+
+def _svd_v_vjp(g, ans, a):
+    U, s, V, F, _, wide = _svd_parts("svd_V", a, "V")
+    vt_g = matmul(_mT(V), g)
+    inner = reshape(s, (-1, 1)) * (F * (vt_g - _mT(vt_g)))        # S (F o (.))
+    out = matmul(matmul(U, inner), _mT(V))
+    if wide:
+        proj = g - matmul(V, vt_g)                                # (I - V V^T) V_bar
+        out = out + matmul(U / reshape(s, (1, -1)), _mT(proj))
+    return out
+
+
+def _svd_u_jvp(t, ans, a):
+    U, s, V, F, tall, _ = _svd_parts("svd_U", a, "U")
+    tv = matmul(t, V)                                              # dA V
+    dp = matmul(_mT(U), tv)
+    srow = reshape(s, (1, -1))
+    scol = reshape(s, (-1, 1))
+    out = matmul(U, F * (dp * srow + scol * _mT(dp)))
+    if tall:
+        out = out + (tv - matmul(U, dp)) / srow
+    return out
+
+
+def _svd_v_jvp(t, ans, a):
+    U, s, V, F, _, wide = _svd_parts("svd_V", a, "V")
+    tu = matmul(_mT(t), U)                                         # dA^T U
+    dp = matmul(_mT(tu), V)                                        # U^T dA V
+    srow = reshape(s, (1, -1))
+    scol = reshape(s, (-1, 1))
+    out = matmul(V, F * (scol * dp + _mT(dp) * srow))
+    if wide:
+        out = out + (tu - matmul(V, _mT(dp))) / srow
+    return out
+
+
+defvjp(svd_U, _svd_u_vjp)
+defjvp(svd_U, _svd_u_jvp)
+defvjp(svd_V, _svd_v_vjp)
+defjvp(svd_V, _svd_v_jvp)
+
+
+# --------------------------------------------------------------------------------------
+# matrix_power: repeated squaring with matmul (exact; its derivatives are matmul's)
+# --------------------------------------------------------------------------------------
+def matrix_power(a, n):
+    """``A^n`` for a square matrix A and an integer n >= 0 (Stan's ``matrix_power``;
+    ``A^0`` is the identity), by repeated squaring: about 2 log2(n) products,
+    differentiable in A.
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.matrix_power(np.array([[1.0, 1.0], [0.0, 1.0]]), 5)
+    array([[1., 5.],
+           [0., 1.]])
+    """
+    fname = "matrix_power"
+    s = _matrix2(fname, a)
+    _check_square(fname, "A", s)
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        if isinstance(n, (float, np.floating)) and float(n).is_integer():
+            n = int(n)
+        else:
+            _fail(fname, f"n must be an integer, got {n!r}")
+    n = int(n)
+    if n < 0:
+        _domain(fname, f"n must be non-negative, but is {n}")
+    out = None
+    base = a
+    while n:
+        if n & 1:
+            out = base if out is None else matmul(out, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return np.eye(s[0]) if out is None else out
+
+
+# --------------------------------------------------------------------------------------
+# compressed sparse row (CSR) matrix times a dense vector, Stan's 1-based layout
+# --------------------------------------------------------------------------------------
+class _CSR:
+    """The fixed pattern of an m x n sparse matrix: the row and column of each stored
+    value (0-based); ``T`` is the transposed pattern (rows and columns swapped)."""
+
+    __slots__ = ("m", "n", "rows", "cols", "_t")
+
+    def __init__(self, m, n, rows, cols):
+        self.m, self.n, self.rows, self.cols = m, n, rows, cols
+        self._t = None
+
+    @property
+    def T(self):
+        if self._t is None:
+            self._t = _CSR(self.n, self.m, self.cols, self.rows)
+            self._t._t = self
+        return self._t
+
+
+@primitive
+def _csr_mv(p, w, b):
+    """y_i = sum over stored (i, j, w) of w b_j; leading batch axes of w and b (forward
+    mode) broadcast."""
+    w = _as_float(w)
+    b = _as_float(b)
+    prod = w * b[..., p.cols]
+    if prod.ndim == 1:
+        return np.bincount(p.rows, weights=prod, minlength=p.m)
+    batch = prod.shape[:-1]
+    k = int(np.prod(batch, dtype=np.int64))
+    idx = (p.rows[None, :] + p.m * np.arange(k)[:, None]).ravel()
+    return np.bincount(idx, weights=prod.reshape(-1), minlength=k * p.m).reshape(
+        batch + (p.m,))
+
+
+def _csr_vjp_w(g, ans, p, w, b):
+    # d y_i / d w_k = b_{col k} for k in row i
+    return g[p.rows] * b[p.cols]
+
+
+def _csr_vjp_b(g, ans, p, w, b):
+    # b_bar = A^T g: the transposed pattern with the same values
+    return _csr_mv(p.T, w, g)
+
+
+defvjp(_csr_mv, None, _csr_vjp_w, _csr_vjp_b)
+defjvp(_csr_mv, None, lambda t, ans, p, w, b: _csr_mv(p, t, b),
+       lambda t, ans, p, w, b: _csr_mv(p, w, t))
+
+
+def _int_vector(fname, name, v):
+    a = np.asarray(v)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"
+                       and not np.all(np.asarray(a, dtype=float) % 1 == 0)):
+        _fail(fname, f"{name} must be a 1-D array of integers, got {v!r}")
+    return a.astype(np.int64)
+
+
+def csr_matrix_times_vector(m, n, w, v, u, b):
+    """The product of the m x n sparse matrix stored in compressed sparse row form
+    (Stan's layout, 1-based) with the dense vector b (Stan's
+    ``csr_matrix_times_vector``): ``w`` the non-zero values row by row, ``v`` their
+    column indices (1..n), ``u`` the index in w of each row's first value (size
+    m + 1, ``u[m]`` one past the last). Differentiable in ``w`` and ``b``.
+
+    >>> import numpy as np, stanlite as sl
+    >>> # [[1, 0, 2], [0, 3, 0]] @ [1, 1, 1]
+    >>> sl.csr_matrix_times_vector(2, 3, np.array([1.0, 2.0, 3.0]), [1, 3, 2], [1, 3, 4],
+    ...                            np.ones(3))
+    array([3., 3.])
+    """
+    fname = "csr_matrix_times_vector"
+    m, n = int(m), int(n)
+    if m < 1 or n < 1:
+        _fail(fname, f"m and n must be positive, got m = {m}, n = {n}")
+    vv = _int_vector(fname, "v", v)
+    uu = _int_vector(fname, "u", u)
+    sw, sb = shape_of(w), shape_of(b)
+    if len(sw) != 1:
+        _fail(fname, f"w must be a vector, got shape {sw}")
+    if sb != (n,):
+        _fail(fname, f"b must be a vector of size n = {n}, got shape {sb}")
+    if uu.size != m + 1:
+        _fail(fname, f"u must have m + 1 = {m + 1} elements, got {uu.size}")
+    if vv.size != sw[0]:
+        _fail(fname, f"v and w must have the same size, got {vv.size} and {sw[0]}")
+    if uu[0] != 1 or np.any(np.diff(uu) < 0) or uu[-1] - 1 != sw[0]:
+        _fail(fname, f"u must be non-decreasing from 1 to size(w) + 1 = {sw[0] + 1}, got "
+                     f"{uu.tolist()}")
+    if vv.size and (vv.min() < 1 or vv.max() > n):
+        _fail(fname, f"v (column indices) must be in 1..n = 1..{n}, got {vv.tolist()}")
+    rows = np.repeat(np.arange(m), np.diff(uu))
+    return _csr_mv(_CSR(m, n, rows, vv - 1), w, b)
+
+
+def csr_extract(a):
+    """``(w, v, u)`` of a dense matrix in Stan's CSR layout (1-based; see
+    :func:`csr_matrix_times_vector`), for data.
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.csr_extract(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]))
+    (array([1., 2., 3.]), array([1, 3, 2]), array([1, 3, 4]))
+    """
+    a = _as_float(a)
+    if a.ndim != 2:
+        _fail("csr_extract", f"a must be a matrix, got shape {a.shape}")
+    r, c = np.nonzero(a)
+    u = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=a.shape[0]))]) + 1
+    return a[r, c], c + 1, u
+
+
+# --------------------------------------------------------------------------------------
+# more Gaussian-process kernels: functions of the distance r = |x_i - x'_j| / l
+# --------------------------------------------------------------------------------------
+# The distance is one primitive whose derivative is the unit vector (x_i - x'_j) / d_ij
+# and 0 where the points coincide (d = 0: a subgradient; every kernel here is flat
+# there or the pair is the diagonal, whose value is sigma^2 whatever x is). The
+# kernels are compositions of it with elementwise functions, so they have every
+# derivative in x, sigma, l and p.
+@primitive
+def _distance(x1, x2):
+    """d_ij = |x1_i - x2_j| for point sets (N, D) and (M, D)."""
+    d = _as_float(x1)[:, None, :] - _as_float(x2)[None, :, :]
+    return np.sqrt(np.sum(d * d, axis=-1))
+
+
+def _unit_weights(g, ans):
+    """g_ij / d_ij, and 0 where d_ij = 0."""
+    zero = guarded(lambda d: np.asarray(d) == 0.0, ans)
+    return where(zero, 0.0, g / where(zero, 1.0, ans))
+
+
+def _distance_vjp_x1(g, ans, x1, x2):
+    w = _unit_weights(g, ans)                                     # (N, M)
+    return reshape(_rsum(w, axis=1), (-1, 1)) * x1 - matmul(w, x2)
+
+
+def _distance_vjp_x2(g, ans, x1, x2):
+    w = _unit_weights(g, ans)
+    return reshape(_rsum(w, axis=0), (-1, 1)) * x2 - matmul(_mT(w), x1)
+
+
+def _distance_jvp(t1, t2, ans, x1, x2):
+    # dd_ij = (x1_i - x2_j) . (dx1_i - dx2_j) / d_ij (0 where d = 0); batch axes B lead
+    n, dim = shape_of(x1)
+    mm = shape_of(x2)[0]
+    diff = reshape(x1, (n, 1, dim)) - reshape(x2, (1, mm, dim))
+    td = None
+    if t1 is not None:
+        B = batch_shape(t1, x1)
+        td = reshape(t1, B + (n, 1, dim))
+    if t2 is not None:
+        B = batch_shape(t2, x2)
+        c = -reshape(t2, B + (1, mm, dim))
+        td = c if td is None else td + c
+    return _unit_weights(_rsum(diff * td, axis=-1), ans)
+
+
+defvjp(_distance, _distance_vjp_x1, _distance_vjp_x2)
+defjvp_all(_distance, lambda ts, ans, x1, x2: _distance_jvp(ts[0], ts[1], ans, x1, x2))
+
+
+def _gp_points(fname, x, name="x"):
+    """Points as an (N, D) array: a 1-D array of scalars, an (N, D) array or a list of
+    vectors (Stan's array[] real / array[] vector)."""
+    if isinstance(x, (list, tuple)):
+        from .structure import stack
+        x = stack(list(x)) if x else np.zeros((0, 1))
+    if not isinstance(x, Box):
+        x = _as_float(x)
+        if np.isnan(x).any():
+            _domain(fname, f"{name} contains NaN")
+    s = shape_of(x)
+    if len(s) == 1:
+        return reshape(x, (s[0], 1))
+    if len(s) == 2:
+        return x
+    _fail(fname, f"{name} must be a 1-D array of points or a 2-D (N, D) array, got shape "
+                 f"{s}")
+
+
+def _gp_positive(fname, name, v, vector_ok=False):
+    s = shape_of(v)
+    if s != () and not (vector_ok and len(s) == 1):
+        _fail(fname, f"{name} must be a scalar{' or a vector' if vector_ok else ''}, got "
+                     f"shape {s}")
+    bad = guarded(lambda a: not bool(np.all((np.asarray(a) > 0) & np.isfinite(a))), v)
+    if bad:
+        _domain(fname, f"{name} must be positive and finite, got {_plain_value(v)!r}")
+
+
+def _plain_value(v):
+    while isinstance(v, Box):
+        v = v.value
+    return v.tolist() if isinstance(v, np.ndarray) else float(v)
+
+
+def _gp_distance(fname, args, nparams):
+    """Parse ``(x, *params)`` or ``(x1, x2, *params)``: the scaled distances
+    r = |x1_i - x2_j| / l (l a scalar, or per dimension), and the params."""
+    if len(args) == nparams + 1:
+        x1 = x2 = _gp_points(fname, args[0])
+    elif len(args) == nparams + 2:
+        x1 = _gp_points(fname, args[0], "x1")
+        x2 = _gp_points(fname, args[1], "x2")
+        if shape_of(x1)[1] != shape_of(x2)[1]:
+            _fail(fname, f"x1 and x2 must have points of the same dimension, got "
+                         f"{shape_of(x1)[1]} and {shape_of(x2)[1]}")
+    else:
+        raise TypeError(f"{fname} takes (x, {_GP_PARAMS[nparams]}) or (x1, x2, "
+                        f"{_GP_PARAMS[nparams]}), got {len(args)} arguments")
+    params = args[-nparams:]
+    return x1, x2, params
+
+
+_GP_PARAMS = {2: "sigma, length_scale", 3: "sigma, length_scale, period"}
+
+
+def _scaled_distance(fname, x1, x2, sigma, ls):
+    _gp_positive(fname, "sigma", sigma)
+    _gp_positive(fname, "length_scale", ls, vector_ok=True)
+    sl_ = shape_of(ls)
+    if sl_ == ():
+        return _distance(x1, x2) / ls
+    if sl_[0] != shape_of(x1)[1]:
+        _fail(fname, f"length_scale has {sl_[0]} elements but the points have "
+                     f"{shape_of(x1)[1]} dimensions")
+    same = x1 is x2
+    x1 = x1 / reshape(ls, (1, -1))
+    return _distance(x1, x1 if same else x2 / reshape(ls, (1, -1)))
+
+
+def gp_exponential_cov(*args):
+    """Exponential (Matern 1/2, Ornstein-Uhlenbeck) covariance
+    ``K_ij = sigma^2 exp(-|x_i - x'_j| / l)`` (Stan's ``gp_exponential_cov``).
+
+    Called as ``(x, sigma, length_scale)`` (a covariance matrix of the points x) or
+    ``(x1, x2, sigma, length_scale)`` (the cross-covariance); points are a 1-D array
+    of scalars, an (N, D) array or a list of vectors; ``length_scale`` a scalar or
+    one per dimension (ARD). Differentiable in everything; at coinciding points the
+    derivative in x is taken as 0 (the kernel is not differentiable there).
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.gp_exponential_cov(np.array([0.0, 1.0]), 2.0, 0.5).round(4)
+    array([[4.    , 0.5413],
+           [0.5413, 4.    ]])
+    """
+    x1, x2, (sigma, ls) = _gp_distance("gp_exponential_cov", args, 2)
+    r = _scaled_distance("gp_exponential_cov", x1, x2, sigma, ls)
+    return sigma * sigma * exp(-r)
+
+
+_SQRT3 = float(np.sqrt(3.0))
+_SQRT5 = float(np.sqrt(5.0))
+
+
+def gp_matern32_cov(*args):
+    """Matern 3/2 covariance ``K_ij = sigma^2 (1 + sqrt(3) r) exp(-sqrt(3) r)``,
+    r = |x_i - x'_j| / l (Stan's ``gp_matern32_cov``). Arguments as
+    :func:`gp_exponential_cov`: ``(x, sigma, length_scale)`` or
+    ``(x1, x2, sigma, length_scale)``.
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.gp_matern32_cov(np.array([0.0, 1.0]), 1.0, 1.0).round(4)
+    array([[1.    , 0.4834],
+           [0.4834, 1.    ]])
+    """
+    x1, x2, (sigma, ls) = _gp_distance("gp_matern32_cov", args, 2)
+    r = _SQRT3 * _scaled_distance("gp_matern32_cov", x1, x2, sigma, ls)
+    return sigma * sigma * (1.0 + r) * exp(-r)
+
+
+def gp_matern52_cov(*args):
+    """Matern 5/2 covariance ``K_ij = sigma^2 (1 + sqrt(5) r + 5 r^2 / 3)
+    exp(-sqrt(5) r)``, r = |x_i - x'_j| / l (Stan's ``gp_matern52_cov``). Arguments
+    as :func:`gp_exponential_cov`.
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.gp_matern52_cov(np.array([0.0, 1.0]), 1.0, 1.0).round(3)
+    array([[1.   , 0.524],
+           [0.524, 1.   ]])
+    """
+    x1, x2, (sigma, ls) = _gp_distance("gp_matern52_cov", args, 2)
+    r = _SQRT5 * _scaled_distance("gp_matern52_cov", x1, x2, sigma, ls)
+    return sigma * sigma * (1.0 + r + r * r / 3.0) * exp(-r)
+
+
+def gp_periodic_cov(*args):
+    """Periodic covariance ``K_ij = sigma^2 exp(-2 sin^2(pi |x_i - x'_j| / p) / l^2)``
+    (Stan's ``gp_periodic_cov``), called as ``(x, sigma, length_scale, period)`` or
+    ``(x1, x2, sigma, length_scale, period)``; all scalars positive.
+
+    >>> import numpy as np, stanlite as sl
+    >>> sl.gp_periodic_cov(np.array([0.0, 0.5, 1.0]), 1.0, 1.0, 1.0).round(4)[0]
+    array([1.    , 0.1353, 1.    ])
+    """
+    fname = "gp_periodic_cov"
+    x1, x2, (sigma, ls, period) = _gp_distance(fname, args, 3)
+    _gp_positive(fname, "sigma", sigma)
+    _gp_positive(fname, "length_scale", ls)
+    _gp_positive(fname, "period", period)
+    s = sin(np.pi * _distance(x1, x2) / period)
+    return sigma * sigma * exp(-2.0 * s * s / (ls * ls))
+
+
+__all__ += ["qr_thin_Q", "qr_thin_R", "singular_values", "svd_U", "svd_V",
+            "matrix_power", "csr_matrix_times_vector", "csr_extract", "gp_exponential_cov",
+            "gp_matern32_cov", "gp_matern52_cov", "gp_periodic_cov", "norm1", "norm2"]
+
+
+# --------------------------------------------------------------------------------------
+# norms, and numpy's outer / clip / flip / linalg.norm on traced values
+# --------------------------------------------------------------------------------------
+def norm1(x):
+    """The L1 norm ``sum |x_i|`` of a vector (Stan's ``norm1``; derivative sign(x_i),
+    0 at 0).
+
+    >>> import numpy as np, stanlite as sl
+    >>> float(sl.norm1(np.array([3.0, -4.0])))
+    7.0
+    """
+    return _rsum(fabs(x))
+
+
+def norm2(x):
+    """The Euclidean norm ``sqrt(sum x_i^2)`` of a vector (Stan's ``norm2``; its
+    gradient x / |x| is undefined at 0).
+
+    >>> import numpy as np, stanlite as sl
+    >>> float(sl.norm2(np.array([3.0, -4.0])))
+    5.0
+    """
+    return sqrt(_rsum(x * x))
+
+
+def _np_outer(a, b, out=None):
+    from .structure import flatten
+    if out is not None:
+        raise TypeError("numpy.outer: out= is not supported on stanlite traced values")
+    return reshape(flatten(a), (-1, 1)) * reshape(flatten(b), (1, -1))
+
+
+def _np_clip(a, a_min=None, a_max=None, out=None, **kw):
+    # derivative 1 inside the interval, 0 outside (to the bound, if it is traced);
+    # at a bound, the value's side (numpy's clip returns the bound there)
+    if out is not None or kw:
+        raise TypeError("numpy.clip: only (a, a_min, a_max) are supported on stanlite "
+                        "traced values")
+    if a_min is None and a_max is None:
+        raise ValueError("numpy.clip: one of a_min, a_max must be given")
+    r = a
+    if a_min is not None:
+        r = where(guarded(lambda x, lo: np.asarray(x) < lo, r, a_min), a_min, r)
+    if a_max is not None:
+        r = where(guarded(lambda x, hi: np.asarray(x) > hi, r, a_max), a_max, r)
+    return r
+
+
+def _np_flip(m, axis=None):
+    nd = len(shape_of(m))
+    axes = range(nd) if axis is None else (
+        (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis))
+    axes = {int(a) % nd for a in axes}
+    idx = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(nd))
+    return m[idx]
+
+
+def _np_norm(x, ord=None, axis=None, keepdims=False):
+    nd = len(shape_of(x))
+    if axis is None and (ord is None or ord == "fro") and nd >= 1:
+        r = sqrt(_rsum(x * x))
+        return reshape(r, (1,) * nd) if keepdims else r
+    if axis is None:
+        axis = tuple(range(nd)) if nd <= 2 else None
+    if isinstance(axis, (int, np.integer)) or (isinstance(axis, tuple) and len(axis) == 1):
+        ax = axis if isinstance(axis, (int, np.integer)) else axis[0]
+        if ord is None or ord == 2:
+            return sqrt(_rsum(x * x, axis=ax, keepdims=keepdims))
+        if ord == 1:
+            return _rsum(fabs(x), axis=ax, keepdims=keepdims)
+        if ord == np.inf:
+            from .reductions import max as _rmax
+            return _rmax(fabs(x), axis=ax, keepdims=keepdims)
+        if ord == -np.inf:
+            from .reductions import min as _rmin
+            return _rmin(fabs(x), axis=ax, keepdims=keepdims)
+        if isinstance(ord, (int, float)) and ord > 0:
+            return _rsum(fabs(x) ** ord, axis=ax, keepdims=keepdims) ** (1.0 / ord)
+    elif nd == 2 and not keepdims and tuple(int(a) % 2 for a in axis) == (0, 1):
+        if ord == "nuc":
+            return _rsum(singular_values(x))
+        if ord == 2:
+            return singular_values(x)[0]
+        if ord in (1, -1, np.inf, -np.inf):
+            from .reductions import max as _rmax, min as _rmin
+            s = _rsum(fabs(x), axis=0 if ord in (1, -1) else 1)
+            return _rmax(s) if ord > 0 else _rmin(s)
+    raise TypeError(f"numpy.linalg.norm(ord={ord!r}, axis={axis!r}, keepdims={keepdims}) "
+                    "is not supported on stanlite traced values")
+
+
+def _np_matrix_power(a, n):
+    return matrix_power(a, n)
+
+
+# np.linalg.qr/svd of a traced matrix give stanlite's factors, whose column signs
+# (diag(R) >= 0; U's largest entries positive) may differ from numpy's on plain arrays
+def _np_qr(a, mode="reduced"):
+    if mode != "reduced":
+        raise TypeError(f"numpy.linalg.qr(mode={mode!r}) is not supported on stanlite "
+                        "traced values (only 'reduced': sl.qr_thin_Q, sl.qr_thin_R)")
+    q = qr_thin_Q(a)
+    return q, _qr_r_of(q, a)
+
+
+def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if not compute_uv:
+        return singular_values(a)
+    m, n = _matrix2("svd", a)
+    if full_matrices and m != n:
+        raise TypeError("numpy.linalg.svd of a traced non-square matrix needs "
+                        "full_matrices=False (the thin SVD: sl.svd_U, sl.svd_V)")
+    return svd_U(a), singular_values(a), _mT(svd_V(a))
+
+
+FUNCTIONS.update({
+    np.outer: _np_outer, np.clip: _np_clip, np.flip: _np_flip,
+    np.linalg.norm: _np_norm, np.linalg.matrix_power: _np_matrix_power,
+    np.linalg.qr: _np_qr, np.linalg.svd: _np_svd,
+    np.fliplr: lambda m: _np_flip(m, 1), np.flipud: lambda m: _np_flip(m, 0),
 })
