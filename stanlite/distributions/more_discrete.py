@@ -61,8 +61,9 @@ _MAX_RATE = 1e18
 # beta_neg_binomial
 # ======================================================================================
 def _bnb_terms(n, r, a, b):
-    """log BetaNegBinomial(n | r, a, b) elementwise, without the constant -log n!."""
-    return (sm.lgamma(n + r) - sm.lgamma(r) + sm.lbeta(n + b, r + a) - sm.lbeta(a, b))
+    """log BetaNegBinomial(n | r, a, b) elementwise; lchoose(n + r - 1, n) for
+    lgamma(n + r) - lgamma(n + 1) - lgamma(r) (no cancellation for large r)."""
+    return sm.lchoose(n + r - 1.0, n) + sm.lbeta(n + b, r + a) - sm.lbeta(a, b)
 
 
 def _bnb_scores(n, r, a, b):
@@ -86,8 +87,7 @@ def _beta_neg_binomial(need, n, r, alpha, beta):
     """
     n = _idata(n)
     M = broadcast_size(n, r, alpha, beta)
-    lp = _bsum(_bnb_terms(n, r, alpha, beta), M) - _sum_log_factorial(n) * (
-        M // max(1, np.size(n)))
+    lp = _bsum(_bnb_terms(n, r, alpha, beta), M)
     parts = [None, None, None, None]
     if need[1] or need[2] or need[3]:
         dr, da, db = _bnb_scores(n, r, alpha, beta)
@@ -115,7 +115,7 @@ def _bnb_cdf_terms(need, n, r, alpha, beta, upper):
     if m != M:
         rr, aa, bb = rr[idx], aa[idx], bb[idx]
     k, seg, offs = _ranges(np.zeros(m), nf[idx] + 1)
-    t = _bnb_terms(k, rr[seg], aa[seg], bb[seg]) - sps.gammaln(k + 1.0)
+    t = _bnb_terms(k, rr[seg], aa[seg], bb[seg])
     logS, w = _segment_weights(t, seg, offs, m)
     gs = [None, None, None]
     if any(need[1:]):
@@ -175,8 +175,7 @@ beta_neg_binomial_lccdf.__doc__ = """Beta negative binomial log complementary CD
 
 @pointwise(beta_neg_binomial_lpmf)
 def _beta_neg_binomial_terms(n, r, alpha, beta):
-    n = _pw_int(n)
-    return _bnb_terms(n, r, alpha, beta) - sps.gammaln(n + 1.0)
+    return _bnb_terms(_pw_int(n), r, alpha, beta)
 
 
 def _bnb_cdf_primitive(name, upper):

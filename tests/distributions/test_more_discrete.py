@@ -4,6 +4,7 @@ w.r.t. every real parameter and nested AD against finite differences with
 broadcasting, edges of the support, domain errors, rng moments within Monte Carlo
 error (fixed seeds)."""
 
+import mpmath as mp
 import numpy as np
 import pytest
 import scipy.stats as st
@@ -80,6 +81,11 @@ def test_beta_neg_binomial_closed_form_and_edges():
     assert np.isclose(v, st.betanbinom.logsf(2, r, a, b), rtol=1e-12)
     gr = sl.grad(lambda r_: sl.beta_neg_binomial_lccdf(np.array([-1, 2]), r_, a, b))(r)
     assert np.isclose(gr, sl.grad(lambda r_: sl.beta_neg_binomial_lccdf(2, r_, a, b))(r))
+    # a large r: lgamma(n + r) - lgamma(r) would cancel (mpmath, 40 digits)
+    with mp.workdps(40):
+        want = float(mp.loggamma(3 + 1e8) - mp.loggamma(4) - mp.loggamma(1e8)
+                     + mp.log(mp.beta(3 + 1.5, 1e8 + 2.0)) - mp.log(mp.beta(2.0, 1.5)))
+    assert np.isclose(sl.beta_neg_binomial_lpmf(3, 1e8, 2.0, 1.5), want, rtol=1e-14)
     # a heavy tail: the CDF at a large n (a sum of 2001 terms) is still exact
     assert np.isclose(sl.beta_neg_binomial_lcdf(2000, r, 0.8, b),
                       st.betanbinom.logcdf(2000, r, 0.8, b), rtol=1e-9)
