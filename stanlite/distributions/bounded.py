@@ -1604,7 +1604,8 @@ def _pw_nonpos_or_inf(y):
 
 
 def _pw_dead(dead, f, y, safe=1.0):
-    """``f(y)`` with -inf where ``dead`` (``f`` sees a safe value there)."""
+    """``f(y)`` with -inf where ``dead`` (``f`` sees a safe value there; traced values
+    are never read as plain ones, so that a compiled replay recomputes all of it)."""
     if not np.any(dead):
         return f(y)
     return sm.where(dead, -_INF, f(sm.where(dead, safe, y)))
@@ -1761,7 +1762,7 @@ def _pareto_terms(y, y_min, alpha):
     def f(y):
         return sm.log(alpha) + alpha * sm.log(y_min) - (alpha + 1.0) * sm.log(y)
     dead = (y < y_min) | guarded(_eq, y, _INF)
-    return _pw_dead(dead, f, y, safe=2.0 * plain(y_min))
+    return _pw_dead(dead, f, y, safe=2.0 * y_min)
 
 
 def _pareto_cdf_terms(lower):
@@ -1770,7 +1771,7 @@ def _pareto_cdf_terms(lower):
             t = alpha * (sm.log(y_min) - sm.log(y))
             return sm.log1m_exp(t) if lower else t
         lo = (y <= y_min) if lower else (y < y_min)
-        return _pw_edges(y, lo, guarded(_eq, y, _INF), 2.0 * plain(y_min), lower, f)
+        return _pw_edges(y, lo, guarded(_eq, y, _INF), 2.0 * y_min, lower, f)
     return terms
 
 
@@ -1790,8 +1791,8 @@ def _pareto_type_2_cdf_terms(lower):
         def f(y):
             t = -alpha * sm.log1p((y - mu) / lam)
             return sm.log1m_exp(t) if lower else t
-        lo = guarded(_eq, y, plain(mu))
-        return _pw_edges(y, lo, guarded(_eq, y, _INF), plain(mu) + plain(lam), lower, f)
+        lo = guarded(_eq, y, mu)
+        return _pw_edges(y, lo, guarded(_eq, y, _INF), mu + lam, lower, f)
     return terms
 
 

@@ -42,7 +42,7 @@ import numpy as np
 import scipy.special as sps
 
 from .. import math as sm
-from ..autodiff.var import Box, shape_of, value_of
+from ..autodiff.var import Box, guarded, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
@@ -1592,10 +1592,18 @@ pointwise(beta_binomial_lccdf)(_quiet_terms("beta_binomial_lccdf", _bb_cdf_terms
                                             (0, 1)))
 
 
+def _isinf(x):
+    return np.isinf(x)
+
+
+def _isneginf(x):
+    return np.isneginf(x)
+
+
 @pointwise(poisson_lpmf)
 def _poisson_terms(n, lam):
     n = _pw_int(n)
-    dead = np.isinf(value_of(lam))
+    dead = guarded(_isinf, lam)         # (decisions on traced values: guarded)
     return _pw_mask(dead, _NEG_INF, lambda lam: _xlog(n, lam) - lam - sps.gammaln(n + 1.0),
                     sm.where(dead, 1.0, lam) if np.any(dead) else lam)
 
@@ -1617,9 +1625,8 @@ pointwise(poisson_lccdf)(_poisson_cdf_terms(True))
 @pointwise(poisson_log_lpmf)
 def _poisson_log_terms(n, alpha):
     n = _pw_int(n)
-    av = np.asarray(value_of(alpha))
-    dead = av == np.inf
-    zero_n = (n == 0) & np.isneginf(av)     # n alpha with n = 0, alpha = -inf: 0
+    dead = guarded(_isinf, alpha) & ~guarded(_isneginf, alpha)      # alpha = +inf
+    zero_n = (n == 0) & guarded(_isneginf, alpha)     # n alpha, n = 0, alpha = -inf: 0
     safe = sm.where(dead | zero_n, 0.0, alpha) if np.any(dead | zero_n) else alpha
     v = n * safe - sm.exp(alpha) - sps.gammaln(n + 1.0)
     return sm.where(dead, _NEG_INF, v) if np.any(dead) else v

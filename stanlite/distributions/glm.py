@@ -42,7 +42,7 @@ import numpy as np
 import scipy.special as sps
 
 from .. import math as sm
-from ..autodiff.var import Box, shape_of, value_of
+from ..autodiff.var import Box, guarded, shape_of, value_of
 from .continuous import normal_lpdf
 from .discrete import _sum_log_factorial, bernoulli_logit_lpmf, poisson_log_lpmf
 from .fused import (_fail, check_finite, check_integer, check_positive, fp_ignored, fused,
@@ -470,8 +470,8 @@ def _per_row(glm, family, checked):
     checks the summed kernel defers (:func:`_lazy_finite`) run first, in its order."""
     def terms(y, x, alpha, beta, *scale):
         args = dict(y=y, x=x, alpha=alpha, beta=beta)
-        for name in checked:
-            check_finite(glm.__name__, name, value_of(args[name]))
+        for name in checked:       # (guarded: a compiled replay checks again)
+            guarded(check_finite, glm.__name__, name, args[name])
         return family._pointwise(y, sm.matmul(x, beta) + alpha, *scale)
     terms.__name__ = terms.__qualname__ = f"_{glm.__name__}_terms"
     pointwise(glm, broadcast=False)(terms)
