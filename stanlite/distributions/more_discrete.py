@@ -35,14 +35,13 @@ upper sum; a complementary probability below ~1e-16 of the CDF rounds to ``-inf`
 """
 
 import numpy as np
-import scipy.special as sps
 
 from .. import math as sm
 from ..autodiff.var import Box, value_of
 from ..errors import DomainError
 from .discrete import (_bshape, _bsum, _flat, _idata, _int_draws, _plain_float, _pw_int,
                        _quiet, _ranges, _rng_ints, _scatter, _segment_weights, _segsum,
-                       _stats_to_sides, _sum_log_factorial)
+                       _stats_to_sides)
 from .fused import (broadcast_size, check_integer, check_positive, fused, pointwise,
                     terms_primitive)
 from .multivariate import dirichlet_rng
@@ -217,26 +216,31 @@ def beta_neg_binomial_rng(r, alpha, beta, rng=None):
 # ======================================================================================
 # dirichlet_multinomial
 # ======================================================================================
-@_quiet
-def _dirichlet_multinomial(need, y, alpha):
-    """sum_rows [lgamma(a0) - lgamma(N + a0) + lgamma(N + 1)
-                 + sum_k (lgamma(y_k + a_k) - lgamma(a_k) - lgamma(y_k + 1))];
-    d/da_k = psi(a0) - psi(N + a0) + psi(y_k + a_k) - psi(a_k)."""
+def _dm_pieces(y, alpha):
+    """Per count vector: sum_k lchoose(y_k + a_k - 1, y_k) - lchoose(N + a0 - 1, N)
+    (the lgamma differences of the mass as binomial coefficients: no cancellation for
+    large concentrations; exactly 0 for N = 0), with the broadcast pieces."""
     y = np.asarray(_idata(y), dtype=float)
     shape = _bshape(y, alpha)
     yb = np.broadcast_to(y, shape)
     a = alpha if _bshape(alpha) == shape else alpha + np.zeros(shape)
     N = yb.sum(axis=-1)
     a0 = sm.sum(a, axis=-1)
-    const = float(np.sum(sps.gammaln(N + 1.0))) - _sum_log_factorial(yb)
-    empty = N == 0              # no draws: probability 1 exactly (as Stan)
-    lp = (sm.sum(sm.where(empty, 0.0, sm.lgamma(a0) - sm.lgamma(N + a0)))
-          + sm.sum(sm.lgamma(yb + a) - sm.lgamma(a)) + const)
+    v = sm.sum(sm.lchoose(yb + a - 1.0, yb), axis=-1) - sm.lchoose(N + a0 - 1.0, N)
+    return v, shape, yb, a, N, a0
+
+
+@_quiet
+def _dirichlet_multinomial(need, y, alpha):
+    """sum_rows [lgamma(a0) - lgamma(N + a0) + lgamma(N + 1)
+                 + sum_k (lgamma(y_k + a_k) - lgamma(a_k) - lgamma(y_k + 1))];
+    d/da_k = psi(a0) - psi(N + a0) + psi(y_k + a_k) - psi(a_k)."""
+    v, shape, yb, a, N, a0 = _dm_pieces(y, alpha)
     parts = [None, None]
     if need[1]:
-        d0 = sm.where(empty, 0.0, sm.digamma(a0) - sm.digamma(N + a0))
+        d0 = sm.digamma(a0) - sm.digamma(N + a0)
         parts[1] = sm.reshape(d0, shape[:-1] + (1,)) + sm.digamma(yb + a) - sm.digamma(a)
-    return lp, parts
+    return sm.sum(v), parts
 
 
 def _check_dirichlet_multinomial(y, alpha):
@@ -271,15 +275,7 @@ dirichlet_multinomial_lpmf.__doc__ = """Dirichlet-multinomial log mass of the co
 def _dirichlet_multinomial_terms(y, alpha):
     """One log mass per count vector (shape () for one vector)."""
     alpha = alpha if isinstance(alpha, Box) else np.asarray(alpha, dtype=float)
-    y = _pw_int(y)
-    shape = _bshape(y, alpha)
-    yb = np.broadcast_to(y, shape)
-    a = alpha if _bshape(alpha) == shape else alpha + np.zeros(shape)
-    N = yb.sum(axis=-1)
-    a0 = sm.sum(a, axis=-1)
-    return (sm.where(N == 0, 0.0, sm.lgamma(a0) - sm.lgamma(N + a0))
-            + sm.sum(sm.lgamma(yb + a) - sm.lgamma(a), axis=-1)
-            + sps.gammaln(N + 1.0) - np.sum(sps.gammaln(yb + 1.0), axis=-1))
+    return _dm_pieces(y, alpha)[0]
 
 
 def dirichlet_multinomial_rng(alpha, N, rng=None):
