@@ -22,6 +22,22 @@ alpha)``, ``exp_mod_normal(y | mu, sigma, lambda)``, ``von_mises(y | mu, kappa)`
 -inf
 >>> round(float(sl.grad(lambda nu: sl.student_t_lcdf(-1.0, nu, 0.0, 1.0))(4.0)), 6)
 -0.035184
+
+Every density (here and in the other modules) also takes ``reduce=False``, keyword
+only: the log densities one per element instead of their sum (see :mod:`.fused`) -
+a per-observation log-likelihood, or a per-observation mixture without a loop:
+
+>>> y = np.array([-1.2, 0.3, 2.5])
+>>> sl.normal_lpdf(y, 0.0, 1.0, reduce=False).round(6)
+array([-1.638939, -0.963939, -4.043939])
+>>> terms = np.stack([np.log(0.3) + sl.normal_lpdf(y, -1.0, 1.0, reduce=False),
+...                   np.log(0.7) + sl.normal_lpdf(y, 2.0, 1.0, reduce=False)])
+>>> sl.log_sum_exp(terms, axis=0).round(6)     # log(0.3 N(y | -1, 1) + 0.7 N(y | 2, 1))
+array([-2.128786, -2.14349 , -1.399552])
+
+The same lines work in ``log_prob`` on parameters (``sl.sum`` of the last one is the
+mixture's log likelihood, differentiable at every order) and in generated
+quantities.
 """
 
 import math
