@@ -126,7 +126,49 @@ def _hmm(need, log_omega, Gamma, rho):
         return _hmm_partials(need, log_omega, Gamma, rho)
 
 
+def _forward_np(log_omega, Gamma, rho):
+    """:func:`_forward` on plain arrays (first order, the hot path): the same steps
+    as numpy calls into preallocated arrays, without a stanlite call per step."""
+    c = np.max(log_omega, axis=0)
+    c = np.where(np.isfinite(c), c, 0.0)
+    omega = np.exp(log_omega.T - c[:, None])
+    N = omega.shape[0]
+    alphas = np.empty_like(omega)
+    scales = np.empty(N)
+    ones = np.ones(omega.shape[1])
+    a = rho * omega[0]
+    for n in range(N):
+        if n:
+            a = (a @ Gamma) * omega[n]
+        s = a @ ones            # a.sum(), without numpy's Python-level wrapper
+        a = a / s
+        alphas[n] = a
+        scales[n] = s
+    return float(np.sum(np.log(scales)) + np.sum(c)), alphas, scales, omega
+
+
+def _backward_np(Gamma, scales, omega):
+    N, K = omega.shape
+    betas = np.empty_like(omega)
+    weighted = np.empty_like(omega)
+    b = np.ones(K)
+    for n in range(N - 1, -1, -1):
+        betas[n] = b
+        w = omega[n] * b / scales[n]
+        weighted[n] = w
+        b = Gamma @ w
+    return betas, weighted
+
+
 def _hmm_partials(need, log_omega, Gamma, rho):
+    if all(type(a) is np.ndarray for a in (log_omega, Gamma, rho)):
+        lp, alphas, scales, omega = _forward_np(log_omega, Gamma, rho)
+        if not any(need):
+            return lp, [None, None, None]
+        betas, weighted = _backward_np(Gamma, scales, omega)
+        return lp, [(alphas * betas).T if need[0] else None,
+                    alphas[:-1].T @ weighted[1:] if need[1] else None,
+                    weighted[0] if need[2] else None]
     lp, alphas, scales, omega = _forward(log_omega, Gamma, rho)
     if not any(need):
         return lp, [None, None, None]
@@ -165,7 +207,7 @@ hmm_marginal.__doc__ = """Log marginal likelihood of a hidden Markov model (Stan
 
 
 def _plain_args(fn, log_omega, Gamma, rho):
-    args = [np.asarray(value_of(a), dtype=float) for a in (log_omega, Gamma, rho)]
+    args = [np.array(value_of(a), dtype=float) for a in (log_omega, Gamma, rho)]
     _check_hmm(fn, *args)
     return args
 
@@ -183,9 +225,9 @@ def hmm_hidden_state_prob(log_omega, Gamma, rho):
     """
     lo, G, r = _plain_args("hmm_hidden_state_prob", log_omega, Gamma, rho)
     with np.errstate(all="ignore"):
-        _lp, alphas, scales, omega = _forward(lo, G, r)
-        betas, _w = _backward(G, scales, omega)
-        return np.transpose(np.stack(alphas) * np.stack(betas))
+        _lp, alphas, scales, omega = _forward_np(lo, G, r)
+        betas, _w = _backward_np(G, scales, omega)
+        return np.transpose(alphas * betas)
 
 
 def hmm_latent_rng(log_omega, Gamma, rho, rng=None):
@@ -203,7 +245,7 @@ def hmm_latent_rng(log_omega, Gamma, rho, rng=None):
     lo, G, r = _plain_args("hmm_latent_rng", log_omega, Gamma, rho)
     g = as_generator(rng)
     with np.errstate(all="ignore"):
-        _lp, alphas, _s, _o = _forward(lo, G, r)
+        _lp, alphas, _s, _o = _forward_np(lo, G, r)
     N = len(alphas)
     z = np.empty(N, dtype=np.int64)
     p = alphas[-1]
