@@ -1839,12 +1839,15 @@ def _np_outer(a, b, out=None):
     return reshape(flatten(a), (-1, 1)) * reshape(flatten(b), (1, -1))
 
 
-def _np_clip(a, a_min=None, a_max=None, out=None, **kw):
+def _np_clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kw):
     # derivative 1 inside the interval, 0 outside (to the bound, if it is traced);
-    # at a bound, the value's side (numpy's clip returns the bound there)
+    # at a bound, the value's side (numpy's clip returns the bound there).
+    # numpy >= 2.1 also spells the bounds min=/max=
     if out is not None or kw:
         raise TypeError("numpy.clip: only (a, a_min, a_max) are supported on stanlite "
                         "traced values")
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     if a_min is None and a_max is None:
         raise ValueError("numpy.clip: one of a_min, a_max must be given")
     r = a

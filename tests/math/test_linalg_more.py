@@ -306,6 +306,8 @@ def test_numpy_outer_clip_flip():
     assert lo_grad == 1.0
     hi_grad = sl.grad(lambda a: sl.sum(np.clip(a, None, 0.0)))(x)
     np.testing.assert_array_equal(hi_grad, [1.0, 1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(
+        sl.grad(lambda a: sl.sum(np.clip(a, min=-1.0, max=1.0)))(x), [0.0, 1.0, 1.0, 0.0])
     with pytest.raises(ValueError, match="one of a_min, a_max"):
         sl.grad(lambda a: sl.sum(np.clip(a, None, None)))(x)
     M = rng.normal(size=(2, 3))
