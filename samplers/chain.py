@@ -14,10 +14,11 @@ log-density protocol; the chain only through ``(point, info)``.
 """
 
 import math
+import time
 
 import numpy as np
 
-from . import nuts
+from . import nuts, nuts_jit
 from .adaptation import (DualAveraging, GradientAdaptation, Welford, init_stepsize,
                          window_ends)
 from .hamiltonian import NON_FINITE_DENSITY, Point, make_metric
@@ -144,94 +145,229 @@ def _welford_from(d, dim):
     return Welford.from_dict(d, dim)
 
 
+#: the longest a segment of compiled iterations should take, in seconds (a Ctrl-C in
+#: this process is answered between two segments); a callback may ask for less
+SEGMENT_SECONDS = 0.02
+
+
+class _Live:
+    """A chain's working objects, made from its state at the start of :func:`run`:
+    the generator, metric, transition kernel, adaptation and current point. They
+    run ahead of the state, which takes them over only when iterations complete."""
+
+    def __init__(self, model, state):
+        dim = model.dim
+        self.rng = np.random.Generator(np.random.PCG64())
+        self.rng.bit_generator.state = state.rng_state
+        if state.sampler == "rhmc":
+            from .rhmc import make_kernel
+            self.metric, self.kernel = make_kernel(dim, getattr(state, "sampler_options",
+                                                                None))
+        else:
+            self.metric = make_metric(state.metric, dim, state.inv_metric)
+            # NUTS without its own errstate: the run sets it once
+            self.kernel = nuts._transition if state.sampler == "nuts" else _static_hmc
+        self.da = _da_from(state.da)
+        self.welford = _welford_from(state.welford, dim)
+        # nutpie's adaptation (a state saved before it existed has no such field)
+        self.gadapt = GradientAdaptation.from_dict(state.grad_adapt, dim) \
+            if getattr(state, "grad_adapt", None) is not None else None
+        self.ends = set(state.window_ends)
+        self.z = Point(state.q, None, state.lp, state.grad)
+        self.eps = state.stepsize
+        self.eps_ready = state.stepsize_initialized   # the step-size search was made
+        # segments of compiled iterations (NUTS, a Euclidean metric, numba): their
+        # next length (doubled up to SEGMENT_SECONDS' worth)
+        self.segments = (state.sampler == "nuts" and nuts.use_jit
+                         and hasattr(self.metric, "whitened_steps"))
+        self.seg_len = 1
+
+
 def run(model, state, n_iterations=None, on_iteration=None):
     """Advance ``state`` in place by up to ``n_iterations`` (default: to the end).
 
-    ``on_iteration(state, info)`` is called after each completed iteration (progress
-    bars). A KeyboardInterrupt stops after the last completed iteration and is
-    re-raised with the state intact.
+    ``on_iteration(state, n_divergent)`` is called after each commit: one iteration,
+    or a segment of iterations run in compiled code (NUTS with the model's program
+    in the interpreter: :func:`.nuts_jit.segment`), with the number of divergent
+    transitions among them; its attribute ``every``, if any, is the longest time in
+    seconds it wants between two calls (progress bars, stop events). A
+    KeyboardInterrupt stops after the last completed iteration and is re-raised
+    with the state intact.
     """
-    dim = model.dim
-    rng = np.random.Generator(np.random.PCG64())
-    rng.bit_generator.state = state.rng_state
-    if state.sampler == "rhmc":
-        from .rhmc import make_kernel
-        metric, kernel = make_kernel(dim, getattr(state, "sampler_options", None))
-    else:
-        metric = make_metric(state.metric, dim, state.inv_metric)
-        # NUTS without its own errstate: the run sets it once (below)
-        kernel = nuts._transition if state.sampler == "nuts" else _static_hmc
-    da = _da_from(state.da)
-    welford = _welford_from(state.welford, dim)
-    # nutpie's adaptation (a state saved before it existed has no such field)
-    gadapt = GradientAdaptation.from_dict(state.grad_adapt, dim) \
-        if getattr(state, "grad_adapt", None) is not None else None
-    ends = set(state.window_ends)
-    z = Point(state.q, None, state.lp, state.grad)
-    eps = state.stepsize
-    num_warmup, adapt, thin = state.num_warmup, state.adapt, state.thin
-    save_warmup, max_depth = state.save_warmup, state.max_treedepth
-    total = num_warmup + state.num_draws
+    live = _Live(model, state)
+    total = state.num_warmup + state.num_draws
     stop = total if n_iterations is None else min(total, state.iteration + n_iterations)
-    # where a kept iteration goes: the draw, then the statistics in STAT_NAMES order
-    sinks = {warm: [draws.append] + [stats[k].append for k in STAT_NAMES]
-             for warm, draws, stats in ((True, state.warmup_draws, state.warmup_stats),
-                                        (False, state.draws, state.stats))}
+    seconds = min(SEGMENT_SECONDS, getattr(on_iteration, "every", SEGMENT_SECONDS))
     # a non-finite value in the sampler's arithmetic is a rejected proposal, not news
     # (set once here rather than per transition: it costs a microsecond)
     with np.errstate(all="ignore"):
         while state.iteration < stop:
-            i = state.iteration
-            warm = i < num_warmup
-            if adapt and not state.stepsize_initialized:
-                # part of this iteration: committed with it (an interrupt reruns both)
-                eps = init_stepsize(model, metric, z, eps, rng)
-                da.restart(eps)
-            z, info = kernel(model, metric, z, eps, rng, max_depth=max_depth)
-            used_eps = eps
-            if warm and adapt:
-                eps = da.update(info.accept_stat)
-                if gadapt is not None:
-                    metric, eps = _grad_adapt_step(model, state, gadapt, i, z, info,
-                                                   metric, eps, da, rng)
-                elif state.init_buffer <= i < num_warmup - state.term_buffer and ends:
-                    welford.add(z.q)
-                if i in ends and gadapt is None:
-                    inv = welford.regularized()
-                    welford.restart()
-                    metric = make_metric(state.metric, dim, inv)
-                    eps = init_stepsize(model, metric, z, eps, rng)
-                    da.restart(eps)
-                if i == num_warmup - 1:
-                    eps = da.final()
-            # commit the iteration: only now does the state move
-            if warm and save_warmup or (not warm and (i - num_warmup) % thin == 0):
-                for append, v in zip(sinks[warm], (
-                        z.q, z.lp, info.accept_stat, used_eps, info.treedepth,
-                        info.n_leapfrog, int(info.divergent), info.energy,
-                        info.energy_error, info.max_energy_error)):
-                    append(v)
-                if info.n_failed and not warm:
-                    # which kept draws ended at a rejected proposal (diagnose() tells
-                    # these divergences from the step size's); a new list: snapshots
-                    state.rejected_draws = [*getattr(state, "rejected_draws", ()),
-                                            len(state.draws) - 1]
-            if info.n_failed:
-                _count_rejections(state, info)
-            state.q, state.lp, state.grad = z.q, z.lp, z.grad
-            state.stepsize = eps
-            state.inv_metric = metric.inv  # metrics replace, never mutate, their arrays
-            if warm:                       # (adaptation only changes in warmup)
-                state.da = _da_dict(da)
-                state.welford = _welford_dict(welford)
-                if gadapt is not None:
-                    state.grad_adapt = gadapt.to_dict()
-            state.rng_state = rng.bit_generator.state
-            state.stepsize_initialized = state.stepsize_initialized or adapt
-            state.iteration = i + 1
+            n_div = _segment(model, state, live, stop, seconds) if live.segments \
+                else None
+            if n_div is None:
+                n_div = int(_iteration(model, state, live).divergent)
             if on_iteration is not None:
-                on_iteration(state, info)
+                on_iteration(state, n_div)
     return state
+
+
+def _iteration(model, state, live):
+    """One iteration in Python (any sampler), committed; returns its TransitionInfo."""
+    i = state.iteration
+    num_warmup, adapt = state.num_warmup, state.adapt
+    warm = i < num_warmup
+    if adapt and not live.eps_ready:
+        # part of this iteration: committed with it (an interrupt reruns both)
+        live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
+        live.da.restart(live.eps)
+        live.eps_ready = True
+    z, info = live.kernel(model, live.metric, live.z, live.eps, live.rng,
+                          max_depth=state.max_treedepth)
+    live.z = z
+    used_eps = live.eps
+    if warm and adapt:
+        live.eps = live.da.update(info.accept_stat)
+        if live.gadapt is not None:
+            live.metric, live.eps = _grad_adapt_step(model, state, live.gadapt, i, z,
+                                                     info, live.metric, live.eps,
+                                                     live.da, live.rng)
+        elif state.init_buffer <= i < num_warmup - state.term_buffer and live.ends:
+            live.welford.add(z.q)
+        _warmup_end(model, state, live, i)
+    # commit the iteration: only now does the state move
+    if warm and state.save_warmup or (not warm and (i - num_warmup) % state.thin == 0):
+        draws, stats = (state.warmup_draws, state.warmup_stats) if warm else \
+            (state.draws, state.stats)
+        draws.append(z.q)
+        for name, v in zip(STAT_NAMES, (
+                z.lp, info.accept_stat, used_eps, info.treedepth, info.n_leapfrog,
+                int(info.divergent), info.energy, info.energy_error,
+                info.max_energy_error)):
+            stats[name].append(v)
+        if info.n_failed and not warm:
+            # which kept draws ended at a rejected proposal (diagnose() tells
+            # these divergences from the step size's); a new list: snapshots
+            state.rejected_draws = [*getattr(state, "rejected_draws", ()),
+                                    len(state.draws) - 1]
+    if info.n_failed:
+        _count_rejections(state, info)
+    _commit_live(state, live, warm)
+    state.iteration = i + 1
+    return info
+
+
+def _warmup_end(model, state, live, i):
+    """After warmup iteration ``i``'s own adaptation: a slow window that ends there
+    sets the metric from its variance estimate and searches the step size again; the
+    last warmup iteration fixes the step size at its average."""
+    if i in live.ends and live.gadapt is None:
+        inv = live.welford.regularized()
+        live.welford.restart()
+        live.metric = make_metric(state.metric, model.dim, inv)
+        live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
+        live.da.restart(live.eps)
+    if i == state.num_warmup - 1:
+        live.eps = live.da.final()
+
+
+def _commit_live(state, live, warm):
+    """The state takes over the live objects (all but the iteration counter)."""
+    z = live.z
+    state.q, state.lp, state.grad = z.q, z.lp, z.grad
+    state.stepsize = live.eps
+    state.inv_metric = live.metric.inv  # metrics replace, never mutate, their arrays
+    if warm:                            # (adaptation only changes in warmup)
+        state.da = _da_dict(live.da)
+        state.welford = _welford_dict(live.welford)
+        if live.gadapt is not None:
+            state.grad_adapt = live.gadapt.to_dict()
+    state.rng_state = live.rng.bit_generator.state
+    state.stepsize_initialized = live.eps_ready or state.adapt
+
+
+def _segment(model, state, live, stop, seconds):
+    """Iterations from ``state.iteration`` in one compiled segment, committed at
+    once; returns the number of divergent transitions among them, or None when the
+    next iteration is the Python path's (:func:`_iteration`): the model's program
+    is not available to compiled loops now, the segment could not finish that
+    iteration, or nutpie's adaptation runs (not compiled).
+
+    A segment ends before ``stop``, at the end of warmup and after each slow
+    window (the metric changes in Python), and its length grows to about
+    ``seconds`` of work; its draws from the generator are the Python path's, so
+    the draws do not depend on where segments end."""
+    i = state.iteration
+    num_warmup = state.num_warmup
+    warm = i < num_warmup
+    adapt = warm and state.adapt
+    if adapt and live.gadapt is not None or \
+            not nuts_jit.segment_ready(model, live.metric, state.max_treedepth):
+        return None
+    end = min(stop, num_warmup) if warm else stop
+    if adapt:
+        end = min([end] + [e + 1 for e in live.ends if e >= i])
+        if not live.eps_ready:
+            # part of the segment's first iteration: committed with it
+            live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
+            live.da.restart(live.eps)
+            live.eps_ready = True
+    window = (state.init_buffer, num_warmup - state.term_buffer) if adapt and live.ends \
+        else (0, 0)
+    n = min(end - i, live.seg_len)
+    t0 = time.perf_counter()
+    while True:
+        seg = nuts_jit.segment(model, live.metric, live.rng, live.z, live.eps, n,
+                               state.max_treedepth, live.da if adapt else None,
+                               live.welford, window, i)
+        if seg is None or seg.status != nuts_jit.SEGMENT_HANDOFF:
+            break
+        if seg.n == 0:
+            live.seg_len = 1
+            return None
+        n = seg.n                       # the iterations before the one handed back
+    if seg is None:
+        return None
+    _next_length(live, seg.n, time.perf_counter() - t0, seconds)
+    _commit_segment(model, state, live, seg, i, warm, adapt)
+    return seg.n_divergent()
+
+
+def _next_length(live, n, elapsed, seconds):
+    """Double the segments' length, up to about ``seconds`` of work."""
+    fit = int(seconds * n / elapsed) if elapsed > 0 else 2 * live.seg_len
+    live.seg_len = max(1, min(2 * live.seg_len, fit))
+
+
+def _commit_segment(model, state, live, seg, i, warm, adapt):
+    """Take over a segment's iterations ``i .. i + seg.n - 1`` (all warmup or all
+    sampling) in one update of the state, so that an interrupt leaves it before or
+    after them, never between."""
+    n = seg.n
+    live.z, live.eps = seg.z, seg.eps
+    if adapt:
+        seg.adapted(live.da, live.welford)
+        _warmup_end(model, state, live, i + n - 1)
+    new = {}
+    if warm and state.save_warmup:
+        keep = slice(0, n)
+    elif warm:
+        keep = None
+    else:
+        first = (-(i - state.num_warmup)) % state.thin   # the first kept iteration
+        keep = slice(first, n, state.thin)
+    if keep is not None:
+        draws, stats = ("warmup_draws", "warmup_stats") if warm else ("draws", "stats")
+        old = getattr(state, stats)
+        new[draws] = getattr(state, draws) + list(seg.draws[:n][keep])
+        new[stats] = {name: old[name] + col
+                      for name, col in zip(STAT_NAMES, seg.stat_columns(keep))}
+    z = live.z
+    new.update(q=z.q, lp=z.lp, grad=z.grad, stepsize=live.eps,
+               inv_metric=live.metric.inv, rng_state=live.rng.bit_generator.state,
+               stepsize_initialized=live.eps_ready or state.adapt, iteration=i + n)
+    if warm:
+        new.update(da=_da_dict(live.da), welford=_welford_dict(live.welford))
+    state.__dict__.update(new)
 
 
 def _grad_adapt_step(model, state, gadapt, i, z, info, metric, eps, da, rng):

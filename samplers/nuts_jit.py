@@ -91,6 +91,26 @@ _DONE, _NEED_UNIFORMS, _BAD_GRADIENT = -1, -2, -3
 if njit is not None:
     from stanlite.autodiff.vm import kernel as _vm
     _value_grad = _vm.value_grad
+    from numba import types as _nt
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def _generator(typingctx, state, next_uint64, next_uint32, next_double):
+        """A numpy Generator in compiled code from its bit generator's state and
+        functions (the addresses of ``bit_generator.ctypes``, :func:`_rng_pointers`):
+        what numba makes of a Generator argument, without the ~30 us that converting
+        one costs at every call. Its draws advance the Python object's state."""
+        sig = _nt.npy_rng(_nt.uintp, _nt.uintp, _nt.uintp, _nt.uintp)
+
+        def codegen(context, builder, sig, args):
+            bg = _cgutils.create_struct_proxy(_nt.npy_bitgen)(context, builder)
+            bg.state_address = bg.state = args[0]
+            bg.fnptr_next_uint64, bg.fnptr_next_uint32, bg.fnptr_next_double = args[1:]
+            rng = _cgutils.create_struct_proxy(_nt.npy_rng)(context, builder)
+            rng.bit_generator = bg._getvalue()
+            return rng._getvalue()
+        return sig, codegen
 
 
 def _workspace(dim, max_depth):
@@ -444,11 +464,154 @@ def _open(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h, code, aux, V, 
     return r
 
 
+# ---- segments: many iterations of one chain in one call -------------------------------
+# the adaptation's scalars in one float array: Stan's dual averaging (adaptation.py
+# DualAveraging, its fields in this order), the step size, Welford's count
+(_D_COUNTER, _D_S_BAR, _D_X_BAR, _D_MU, _D_DELTA, _D_GAMMA, _D_KAPPA, _D_T0, _D_EPS,
+ _D_WN) = range(10)
+_N_AD = 10
+# per-iteration statistics the segment writes: float columns, then integer columns
+(_F_LP, _F_ACCEPT, _F_EPS, _F_ENERGY, _F_ENERGY_ERROR, _F_MAX_ERROR) = range(6)
+_N_F = 6
+(_J_DEPTH, _J_LEAPFROG, _J_DIVERGENT) = range(3)
+_N_J = 3
+#: how a segment ended: all its iterations done; stopped after the iteration at which
+#: the spot-check schedule is due; an iteration the compiled loop cannot finish (a
+#: point the interpreter hands back, a rejected proposal: the Python path reruns it)
+SEGMENT_DONE, SEGMENT_CHECK, SEGMENT_HANDOFF = 0, 1, 2
+
+
+@_jit
+def _da_update(ad, accept):
+    """``DualAveraging.update`` on the array ``ad`` (the same operations in the same
+    order, so the same numbers); returns the next step size."""
+    c = ad[_D_COUNTER] + 1.0
+    ad[_D_COUNTER] = c
+    a = min(1.0, accept) if -math.inf < accept < math.inf else 0.0
+    eta = 1.0 / (c + ad[_D_T0])
+    s_bar = (1.0 - eta) * ad[_D_S_BAR] + eta * (ad[_D_DELTA] - a)
+    ad[_D_S_BAR] = s_bar
+    x = ad[_D_MU] - s_bar * math.sqrt(c) / ad[_D_GAMMA]
+    x_eta = c ** (-ad[_D_KAPPA])
+    ad[_D_X_BAR] = (1.0 - x_eta) * ad[_D_X_BAR] + x_eta * x
+    return math.exp(x)
+
+
+@_jit
+def _welford_add(ad, mean, m2, x):
+    """``Welford.add`` in place (``m2`` one row for a diagonal estimate, else dim rows);
+    the count is ``ad[_D_WN]``."""
+    n = ad[_D_WN] + 1.0
+    ad[_D_WN] = n
+    dim = x.shape[0]
+    d = np.empty(dim)
+    for j in range(dim):
+        d[j] = x[j] - mean[j]
+        mean[j] = mean[j] + d[j] / n
+    if m2.shape[0] == 1:
+        for j in range(dim):
+            m2[0, j] = m2[0, j] + (x[j] - mean[j]) * d[j]
+    else:
+        for i in range(dim):
+            xi = x[i] - mean[i]
+            for j in range(dim):
+                m2[i, j] = m2[i, j] + xi * d[j]
+
+
+@_jit
+def _refill_from(rng, S, I, n_uniforms):
+    """:func:`_refill`, drawing from the chain's generator inside compiled code (the
+    same numbers as ``rng.random(n)``)."""
+    end = S.shape[0]
+    first, start = end - n_uniforms, I[_U]
+    left = end - start
+    for j in range(left):                   # (forwards: start >= first)
+        S[first + j] = S[start + j]
+    for j in range(first + left, end):
+        S[j] = rng.random()
+    I[_U] = first
+
+
+@_jit
+def _segment(rp, W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n_iter, adapt, w_lo,
+             w_hi, first, max_depth, max_delta_h, code, aux, V, A, dim, out, nvar, gbuf,
+             box, budget, draws, fs, js):
+    """Up to ``n_iter`` NUTS iterations of one chain from ``(q, lp[0], g)`` (updated
+    in place), each what :func:`transition` does in Python with the same draws from
+    the chain's generator (``rp``: :func:`_rng_pointers`) - the momentum, then
+    uniforms in batches of ``u.shape[0]`` - followed,
+    when ``adapt``, by the dual-averaging update of the step size ``ad[_D_EPS]``
+    and, for iterations ``first + k`` in ``[w_lo, w_hi)``, Welford's update of
+    ``mean, m2``. Iteration k's draw goes to ``draws[k]``, its statistics to
+    ``fs[k]``, ``js[k]``.
+
+    Returns ``(iterations done, status, evaluations of the program in them)``:
+    SEGMENT_CHECK once ``budget`` evaluations are reached (the spot check is due at
+    that iteration's sample), SEGMENT_HANDOFF for an iteration that cannot finish
+    here (not counted; its draws from ``rng`` are made)."""
+    rng = _generator(rp[0], rp[1], rp[2], rp[3])
+    n_uniforms = u.shape[0]
+    total = 0
+    for k in range(n_iter):
+        eps = ad[_D_EPS]
+        for a in range(M.shape[0]):
+            for j in range(M.shape[1]):
+                M[a, j] = eps * base[a, j]
+        for j in range(p0.shape[0]):
+            p0[j] = rng.standard_normal()
+        for j in range(n_uniforms):
+            u[j] = rng.random()
+        r = _begin(W, S, I, M, q, lp[0], g, p0, u, max_depth, max_delta_h)
+        n_eval = 0
+        while r != _DONE:
+            if r >= 0:
+                box[1] = 0.0
+                r = _trajectory(W, S, I, M, code, aux, V, A, dim, out, nvar, gbuf, box,
+                                r)
+                n_eval += int(box[1])
+                if r >= 0:
+                    return k, SEGMENT_HANDOFF, total
+            elif r == _NEED_UNIFORMS:
+                _refill_from(rng, S, I, n_uniforms)
+                r = _advance(W, S, I, M, gbuf, box[0])
+            else:
+                return k, SEGMENT_HANDOFF, total    # (_BAD_GRADIENT: not here)
+        if I[_N_FAILED]:
+            return k, SEGMENT_HANDOFF, total    # (the Python path names the reason)
+        h0 = S[_H0]
+        energy = h0
+        if I[_SAMPLE_MOVED]:
+            for j in range(q.shape[0]):
+                q[j] = W[_SQ, j]
+                g[j] = W[_SG, j]
+            lp[0] = S[_S_LP]
+            energy = S[_S_H]
+        for j in range(q.shape[0]):
+            draws[k, j] = q[j]
+        fs[k, _F_LP] = lp[0]
+        fs[k, _F_ACCEPT] = S[_ACCEPT]
+        fs[k, _F_EPS] = eps
+        fs[k, _F_ENERGY] = energy
+        fs[k, _F_ENERGY_ERROR] = energy - h0
+        fs[k, _F_MAX_ERROR] = S[_MAX_ERR]
+        js[k, _J_DEPTH] = I[_DEPTH]
+        js[k, _J_LEAPFROG] = I[_N_LEAPFROG]
+        js[k, _J_DIVERGENT] = I[_DIVERGENT]
+        if adapt:
+            ad[_D_EPS] = _da_update(ad, S[_ACCEPT])
+            if w_lo <= first + k < w_hi:
+                _welford_add(ad, mean, m2, q)
+        total += n_eval
+        if total >= budget:
+            return k + 1, SEGMENT_CHECK, total
+    return n_iter, SEGMENT_DONE, total
+
+
 if njit is not None:
     # the interpreter is compiled into _trajectory's (and _open's) cached machine code,
     # but numba keys that cache on this file alone: drop it when the interpreter's
     # source changes
-    _vm.drop_stale_cache([_trajectory, _open], "nuts_jit")
+    _vm.drop_stale_cache([_trajectory, _open, _segment], "nuts_jit")
 
 _NO_GRADIENT = np.zeros(0)          # what a failed evaluation passes (never read)
 
@@ -472,6 +635,12 @@ def warm():
     _trajectory(W, S, I, M, code, aux, V, A, 1, 1, 2, g, box, _DONE)
     _open(W, S, I, M, x, -math.inf, x, x, np.full(n, 0.75), 1, 1000.0, code, aux, V, A,
           1, 1, 2, g, box)
+    ad, mean, m2 = _adaptation_arrays(None, None, 1, 0.5)
+    rng = np.random.default_rng(0)          # (alive while its pointers are used)
+    _segment(_rng_pointers(rng), W, S, I, M, M.copy(), x.copy(), np.zeros(n), x.copy(),
+             x.copy(), np.full(1, -math.inf), ad, mean, m2, 1, False, 0, 1, 0, 1, 1000.0,
+             code, aux, V, A, 1, 1, 2, g, box, 1, np.zeros((1, 1)), np.zeros((1, _N_F)),
+             np.zeros((1, _N_J), dtype=np.int64))
 
 
 def _compiled(model):
@@ -486,12 +655,12 @@ class _Context:
     for so far), and the model's retaped gradient - looked up once per model, not
     at every transition (~1 us: it goes through the model)."""
 
-    __slots__ = ("ws", "depth", "model", "cg")
+    __slots__ = ("ws", "depth", "model", "cg", "seg", "rng")
 
     def __init__(self, dim, max_depth):
         self.ws = _workspace(dim, max_depth)
         self.depth = max_depth
-        self.model = self.cg = None
+        self.model = self.cg = self.seg = self.rng = None
 
 
 def _context(metric, model, max_depth):
@@ -522,6 +691,15 @@ def _uniform_batch(rng, n):
 def _steps(metric, eps):
     """``eps L`` stacked over ``eps/2 L^T``, C-contiguous (each one row for the
     diagonal metrics), cached on the metric for the last step size."""
+    c = _step_cache(metric)
+    if c[0] != eps:
+        c[0], c[1] = eps, eps * c[2]
+    return c[1]
+
+
+def _step_cache(metric):
+    """``[eps, eps * base, base]`` on the metric, ``base`` = L stacked over L^T / 2
+    (the segments multiply it by their step sizes themselves)."""
     c = getattr(metric, "_jit_steps", None)
     if c is None:
         # L and L^T / 2 once per metric; a step size is then one multiplication
@@ -529,9 +707,7 @@ def _steps(metric, eps):
         dim = metric.dim
         base = np.concatenate((np.reshape(L, (-1, dim)), np.reshape(half, (-1, dim))))
         c = metric._jit_steps = [None, None, np.ascontiguousarray(base, dtype=float)]
-    if c[0] != eps:
-        c[0], c[1] = eps, eps * c[2]
-    return c[1]
+    return c
 
 
 def _refill(S, I, n_uniforms, rng):
@@ -637,3 +813,139 @@ def _result(z, W, S, I, cg, n_kernel, err, lp, g):
     return sample, TransitionInfo(
         s[_ACCEPT], i[_N_LEAPFROG], i[_DEPTH], bool(i[_DIVERGENT]), energy, n_failed,
         energy - s[_H0], s[_MAX_ERR], rejected)
+
+
+# ---- segments (Python side) -----------------------------------------------------------
+class Segment:
+    """What :func:`segment` ran: ``n`` iterations and how they ended (``status``).
+    Unless the status is SEGMENT_HANDOFF (then nothing else is set, and the chain's
+    generator is as before the call): their draws ``draws[:n]`` and statistics
+    (:meth:`stat_columns`), the point ``z`` and step size ``eps`` after them, and the
+    adaptation's state (``ad``, ``mean``, ``m2``) for :meth:`adapted`."""
+
+    __slots__ = ("n", "status", "draws", "fs", "js", "z", "eps", "ad", "mean", "m2")
+
+    def __init__(self, n, status):
+        self.n, self.status = n, status
+
+    def stat_columns(self, keep):
+        """The statistics of the iterations ``keep`` (a slice or index array of
+        ``range(n)``) as lists in chain.STAT_NAMES order (after ``lp__``: accept
+        statistic, step size, depth, leapfrog steps, divergent, energy, energy
+        error, largest energy error)."""
+        f = self.fs[:self.n][keep].T.tolist()
+        j = self.js[:self.n][keep].T.tolist()
+        return (f[_F_LP], f[_F_ACCEPT], f[_F_EPS], j[_J_DEPTH], j[_J_LEAPFROG],
+                j[_J_DIVERGENT], f[_F_ENERGY], f[_F_ENERGY_ERROR], f[_F_MAX_ERROR])
+
+    def n_divergent(self):
+        return int(self.js[:self.n, _J_DIVERGENT].sum())
+
+    def adapted(self, da, welford):
+        """Move the adaptation's state after the segment into ``da`` (a
+        DualAveraging) and ``welford`` (a Welford: new arrays, as its own ``add``
+        makes, so that snapshots of the old ones stay as they were)."""
+        ad = self.ad
+        da.counter = int(ad[_D_COUNTER])
+        da.s_bar, da.x_bar = float(ad[_D_S_BAR]), float(ad[_D_X_BAR])
+        welford.n = int(ad[_D_WN])
+        welford.mean = self.mean
+        welford.m2 = self.m2 if welford.dense else self.m2.reshape(-1)
+
+
+def _segment_buffers(ctx, shape, dim, n_uniforms):
+    """The segment's scratch arrays (M, the momentum, the uniforms), kept on the
+    chain's context."""
+    sb = getattr(ctx, "seg", None)
+    if sb is None or sb[0].shape != shape:
+        sb = ctx.seg = (np.empty(shape), np.empty(dim), np.empty(n_uniforms))
+    return sb
+
+
+def _adaptation_arrays(da, welford, dim, eps):
+    """``(ad, mean, m2)`` for the kernel: copies (it writes into them)."""
+    ad = np.zeros(_N_AD)
+    ad[_D_EPS] = eps
+    if da is None:
+        return ad, np.zeros(dim), np.zeros((1, dim))
+    ad[_D_COUNTER:_D_T0 + 1] = (da.counter, da.s_bar, da.x_bar, da.mu, da.delta,
+                                da.gamma, da.kappa, da.t0)
+    ad[_D_WN] = welford.n
+    m2 = np.array(welford.m2, dtype=float).reshape(-1 if welford.dense else 1, dim)
+    return ad, np.array(welford.mean, dtype=float), m2
+
+
+def _rng_pointers(rng):
+    """The addresses of a Generator's bit-generator state and of its functions
+    ``next_uint64``, ``next_uint32``, ``next_double`` (:func:`_generator`), as an
+    array; the Generator must stay alive while they are used."""
+    import ctypes
+    c = rng.bit_generator.ctypes
+    return np.array([c.state_address] + [ctypes.cast(f, ctypes.c_void_p).value for f in
+                                         (c.next_uint64, c.next_uint32, c.next_double)],
+                    dtype=np.uint64)
+
+
+def segment_ready(model, metric, max_depth):
+    """Whether :func:`segment` would run now (the model's program is available to
+    compiled loops)."""
+    cg = _context(metric, model, max_depth).cg
+    return cg is not None and cg.kernel_program() is not None
+
+
+#: the largest evaluation budget passed to the kernel (an unverified program: no checks)
+_NO_CHECK = 1 << 62
+
+
+def segment(model, metric, rng, z, eps, n, max_depth=10, da=None, welford=None,
+            window=(0, 0), first=0, max_delta_h=1000.0):
+    """Up to ``n`` NUTS iterations of one chain from ``z`` with step size ``eps`` in
+    one call into compiled code (:func:`_segment`): each the transition
+    :func:`transition` makes with the same state and generator, and - with ``da``
+    (a DualAveraging) and ``welford`` given: warmup - the step size's update after
+    each, and the variance estimate's of the iterations ``first + k`` in
+    ``window = [lo, hi)``. The chain's generator ``rng`` is drawn from in compiled
+    code, number for number as the Python path draws, so the chain's state after a
+    segment is the state after its iterations, whatever the segments' lengths.
+
+    The segment stops early where a spot check of the model's program is due (it is
+    made, at the last sample) and before an iteration it cannot finish: then the
+    result's status is SEGMENT_HANDOFF, nothing else changed (the generator is reset)
+    and ``n`` iterations before that one would run (the caller runs them in a
+    segment of that length, and the one after in Python). Returns a
+    :class:`Segment`, or None when the model's program is not available to compiled
+    loops (the Python path then serves)."""
+    ctx = _context(metric, model, max_depth)
+    cg = ctx.cg
+    prog = cg.kernel_program() if cg is not None else None
+    if prog is None:
+        return None
+    W, S, I, n_uniforms = ctx.ws
+    dim = metric.dim
+    base = _step_cache(metric)[2]
+    M, p0, u = _segment_buffers(ctx, base.shape, dim, n_uniforms)
+    V, A, gbuf, box, _ = _kernel_buffers(metric, prog, dim)
+    q, g, lp = z.q.copy(), z.grad.copy(), np.array([z.lp], dtype=float)
+    ad, mean, m2 = _adaptation_arrays(da, welford, dim, eps)
+    lo, hi = window
+    draws, fs, js = np.empty((n, dim)), np.empty((n, _N_F)), np.empty((n, _N_J), np.int64)
+    budget = min(cg.kernel_budget(), _NO_CHECK)
+    rp = ctx.rng
+    if rp is None or rp[0] is not rng:
+        rp = ctx.rng = (rng, _rng_pointers(rng))
+    start = rng.bit_generator.state
+    k, status, total = _segment(
+        rp[1], W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n, da is not None, lo, hi,
+        first, max_depth, max_delta_h, prog.code, prog.aux, V, A, prog.dim, prog.out,
+        prog.nvar, gbuf, box, int(budget), draws, fs, js)
+    seg = Segment(k, status)
+    if status == SEGMENT_HANDOFF:
+        rng.bit_generator.state = start
+        return seg
+    if total:
+        cg.kernel_replays(total, q)
+    seg.draws, seg.fs, seg.js = draws, fs, js
+    seg.z = Point(q, None, float(lp[0]), g)
+    seg.eps = float(ad[_D_EPS])
+    seg.ad, seg.mean, seg.m2 = ad, mean, m2
+    return seg

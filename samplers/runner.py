@@ -32,6 +32,7 @@ import concurrent.futures as cf
 from concurrent.futures.process import BrokenProcessPool
 import contextlib
 import copy
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -198,8 +199,8 @@ def _ticker(q, stop, report_every):
     divs = [0]
     clock = time.perf_counter
 
-    def tick(st, info):
-        divs[0] += info.divergent
+    def tick(st, n_divergent):
+        divs[0] += n_divergent
         now = clock()
         if q is not None and (now - last[0] > report_every or st.done):
             last[0] = now
@@ -208,6 +209,9 @@ def _ticker(q, stop, report_every):
             last[1] = now
             if stop.is_set():
                 raise KeyboardInterrupt
+    # how often the chain should call: compiled segments of iterations end in time
+    tick.every = min(_STOP_POLL if stop is not None else math.inf,
+                     report_every if q is not None else math.inf)
     return tick
 
 

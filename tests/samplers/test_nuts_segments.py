@@ -1,0 +1,242 @@
+"""NUTS iterations run in compiled segments (samplers/nuts_jit.py ``segment``, driven
+by samplers/chain.py ``run``): many iterations of a chain in one call, with the
+step size's dual averaging and the variance windows' Welford sums in the kernel.
+
+The segments draw from the chain's own generator number for number as the Python
+path does, so a chain's draws do not depend on whether or where segments run: the
+tests compare bit for bit against the Python path (the same tree, called once per
+iteration), across segment lengths, serial and in processes, through an interrupt
+and a resume, a guard that changes inside a segment (the iteration is handed back
+to the Python path) and the spot checks of the model's program (a segment stops
+where one is due). One test checks the draws against the exact posterior."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite.samplers import adaptation, chain, nuts, nuts_jit
+
+pytestmark = pytest.mark.skipif(not nuts_jit.available(),
+                                reason="numba not installed or STANLITE_JIT=0")
+
+_MU = np.array([1.0, -2.0, 0.5])
+_SD = np.array([0.5, 2.0, 1.0])
+
+
+class _Gauss(sl.Model):
+    x = sl.param.vector(3)
+
+    def log_prob(self, x):
+        return sl.normal_lpdf(x, _MU, _SD)
+
+
+class _Unit(sl.Model):
+    """A bounded parameter whose posterior straddles the middle of its range: the
+    constrain step's formula depends on the sign of the unconstrained value (a guard
+    of the retaped program), so trajectories keep crossing into the other program."""
+    p = sl.param.real(lower=0, upper=1)
+
+    def log_prob(self, p):
+        return sl.beta_lpdf(p, 3.0, 3.0)
+
+
+def _python_only(monkeypatch):
+    monkeypatch.setattr(nuts_jit, "segment_ready", lambda *a: False)
+
+
+def _count_segments(monkeypatch):
+    """Wrap nuts_jit.segment: the statuses of the segments run, in order."""
+    seen = []
+    real = nuts_jit.segment
+
+    def counted(*args, **kw):
+        seg = real(*args, **kw)
+        if seg is not None:
+            seen.append(seg.status)
+        return seg
+    monkeypatch.setattr(nuts_jit, "segment", counted)
+    return seen
+
+
+def _fresh(model, warmup=150, draws=150, seed=4, **kw):
+    return chain.initialize(model, 0, np.random.SeedSequence(seed), num_warmup=warmup,
+                            num_draws=draws, **kw)
+
+
+def _same_chain(a, b):
+    np.testing.assert_array_equal(np.array(a.draws), np.array(b.draws))
+    for k in chain.STAT_NAMES:
+        assert a.stats[k] == b.stats[k], k
+        assert [type(v) for v in a.stats[k]] == [type(v) for v in b.stats[k]], k
+    assert a.stepsize == b.stepsize and a.rng_state == b.rng_state
+    np.testing.assert_array_equal(a.inv_metric, b.inv_metric)
+    assert a.iteration == b.iteration
+
+
+# ---- the kernel's adaptation arithmetic is the Python classes' ---------------------------
+def test_dual_averaging_and_welford_in_the_kernel_equal_the_classes():
+    rs = np.random.default_rng(1)
+    da = adaptation.DualAveraging(delta=0.8)
+    da.restart(0.3)
+    ad, _, _ = nuts_jit._adaptation_arrays(da, adaptation.Welford(2), 2, 0.3)
+    for a in np.concatenate([rs.uniform(0, 1, 200), [np.nan, np.inf, 1.5, 0.0]]):
+        want = da.update(float(a))
+        assert nuts_jit._da_update(ad, float(a)) == want
+        assert (ad[nuts_jit._D_S_BAR], ad[nuts_jit._D_X_BAR]) == (da.s_bar, da.x_bar)
+    for dense in (False, True):
+        w = adaptation.Welford(3, dense=dense)
+        ad, mean, m2 = nuts_jit._adaptation_arrays(da, w, 3, 0.3)
+        for x in rs.normal(size=(50, 3)) * [1.0, 10.0, 0.01]:
+            w.add(x)
+            nuts_jit._welford_add(ad, mean, m2, x)
+        np.testing.assert_array_equal(mean, w.mean)
+        np.testing.assert_array_equal(m2.reshape(w.m2.shape), w.m2)
+        assert ad[nuts_jit._D_WN] == w.n
+
+
+# ---- the same chain as the Python path ----------------------------------------------------
+@pytest.mark.parametrize("metric", ["diag_e", "dense_e", "unit_e"])
+def test_segments_give_the_python_paths_chain_bit_for_bit(metric, monkeypatch):
+    m = _Gauss()
+    seen = _count_segments(monkeypatch)
+    fast = chain.run(m, _fresh(m, metric=metric, save_warmup=True))
+    assert len(seen) >= 3 and all(s != nuts_jit.SEGMENT_HANDOFF for s in seen)
+    _python_only(monkeypatch)
+    slow = chain.run(_Gauss(), _fresh(_Gauss(), metric=metric, save_warmup=True))
+    _same_chain(fast, slow)
+    np.testing.assert_array_equal(np.array(fast.warmup_draws), np.array(slow.warmup_draws))
+    assert fast.warmup_stats == slow.warmup_stats
+    assert fast.da == slow.da
+
+
+@pytest.mark.parametrize("lengths", [[1], [3, 1, 7], [1000]])
+def test_draws_do_not_depend_on_where_segments_end(lengths, monkeypatch):
+    m = _Gauss()
+    ref = chain.run(m, _fresh(m, thin=3))
+    it = iter(lengths * 1000)
+
+    def next_length(live, n, elapsed, seconds):
+        live.seg_len = next(it)
+    monkeypatch.setattr(chain, "_next_length", next_length)
+    _same_chain(chain.run(m, _fresh(m, thin=3)), ref)
+
+
+def test_same_seed_same_draws_serial_and_in_processes(monkeypatch):
+    m = _Gauss()
+    seen = _count_segments(monkeypatch)
+    a = m.sample(chains=2, draws=100, warmup=100, seed=5, progress=False, parallel=False)
+    assert seen
+    b = m.sample(chains=2, draws=100, warmup=100, seed=5, progress=False, parallel=True)
+    np.testing.assert_array_equal(a["x"], b["x"])
+    np.testing.assert_array_equal(a["stepsize__"], b["stepsize__"])
+
+
+def test_draws_match_the_exact_posterior():
+    fit = _Gauss().sample(chains=4, draws=1000, warmup=500, seed=11, progress=False)
+    x = fit["x"].reshape(-1, 3)
+    s = fit.summary()
+    mcse = s.loc[["x[1]", "x[2]", "x[3]"], "mcse_mean"].to_numpy()
+    assert np.all(np.abs(x.mean(axis=0) - _MU) < 4 * mcse)
+    # the variance's MCSE: sd^2 sqrt(2 / ESS), with the bulk ESS
+    ess = s.loc[["x[1]", "x[2]", "x[3]"], "ess_bulk"].to_numpy()
+    np.testing.assert_array_less(np.abs(x.var(axis=0) / _SD ** 2 - 1), 4 * np.sqrt(2 / ess))
+
+
+# ---- handed back, checked, interrupted ---------------------------------------------------
+def test_a_guard_that_changes_inside_a_segment_hands_the_iteration_back(monkeypatch):
+    m = _Unit()
+    seen = _count_segments(monkeypatch)
+    fast = chain.run(m, _fresh(m))
+    assert seen.count(nuts_jit.SEGMENT_HANDOFF) >= 5     # crossings into the other sign
+    assert m.compiled_gradient().recordings == 2
+    _python_only(monkeypatch)
+    _same_chain(fast, chain.run(_Unit(), _fresh(_Unit())))
+    assert abs(np.mean(fast.draws)) < 0.3         # (logit p: symmetric about 0)
+
+
+def test_a_spot_check_due_inside_a_segment_is_made_there(monkeypatch):
+    # the doubling schedule alone (no allowance by time): checks after replays 2, 4,
+    # 8, ...; a segment stops at the iteration whose evaluations reach one, and the
+    # check is made at its sample - where the Python path makes it
+    _compile = importlib.import_module("stanlite.autodiff.compile")
+    monkeypatch.setattr(_compile._Retaped, "check_allowance", 1e9)
+    checks = []
+    real = _compile._Retaped._checked
+
+    def checked(self, x, r):
+        checks.append((self._replays, np.array(x, copy=True)))
+        return real(self, x, r)
+    monkeypatch.setattr(_compile._Retaped, "_checked", checked)
+    seen = _count_segments(monkeypatch)
+    m = _Gauss()
+    fast = chain.run(m, _fresh(m, warmup=400, draws=400))
+    fast_checks, checks[:] = list(checks), []
+    assert seen.count(nuts_jit.SEGMENT_CHECK) >= 3
+    assert fast_checks[-1][0] >= 1024               # checks inside long segments
+    _python_only(monkeypatch)
+    m = _Gauss()
+    slow = chain.run(m, _fresh(m, warmup=400, draws=400))
+    _same_chain(fast, slow)
+    assert [n for n, _ in fast_checks] == [n for n, _ in checks]
+    for (_, a), (_, b) in zip(fast_checks, checks):
+        np.testing.assert_array_equal(a, b)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("when", ["after_commit", "before_commit"])
+def test_interrupted_between_segments_keeps_draws_and_resumes_exactly(when, monkeypatch):
+    m = _Gauss()
+    ref = chain.run(m, _fresh(m, save_warmup=True))
+    st = _fresh(m, save_warmup=True)
+    calls = [0]
+    if when == "after_commit":
+        def tick(state, n_div):           # the runner's stop event, as a callback
+            calls[0] += 1
+            if calls[0] == 6:
+                raise KeyboardInterrupt
+        tick.every = 0.0
+        with pytest.raises(KeyboardInterrupt):
+            chain.run(m, st, on_iteration=tick)
+    else:
+        real = nuts_jit.segment
+
+        def interrupted(*args, **kw):     # a Ctrl-C as the compiled call returns
+            calls[0] += 1
+            seg = real(*args, **kw)
+            if calls[0] == 6:
+                raise KeyboardInterrupt
+            return seg
+        monkeypatch.setattr(nuts_jit, "segment", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            chain.run(m, st)
+        monkeypatch.setattr(nuts_jit, "segment", real)
+    assert 0 < st.iteration < 300
+    assert len(st.warmup_draws) + len(st.draws) == st.iteration
+    assert all(len(v) == len(st.warmup_draws) for v in st.warmup_stats.values())
+    chain.run(m, st)                      # resumed: the uninterrupted run's chain
+    _same_chain(st, ref)
+    np.testing.assert_array_equal(np.array(st.warmup_draws), np.array(ref.warmup_draws))
+
+
+def test_stop_event_in_a_pool_keeps_draws_and_resume_is_bit_identical(monkeypatch):
+    from stanlite.samplers import runner
+    monkeypatch.setattr(runner, "_STOP_POLL", 1e-4)     # (segments of ~0.1 ms)
+
+    class _StopAt:
+        def __init__(self, at):
+            self.looks, self.at = 0, at
+
+        def is_set(self):
+            self.looks += 1
+            return self.looks >= self.at
+    m = _Gauss()
+    ref = chain.run(m, _fresh(m))
+    st = runner._run_one(m, _fresh(m), None, 0.1, stop=_StopAt(6))
+    assert st.interrupted and 0 < st.iteration < 300
+    chain.run(m, st)
+    _same_chain(st, ref)
