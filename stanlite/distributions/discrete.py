@@ -1307,22 +1307,42 @@ def _ol_layout(k, eta, c):
     return B, M, K, lo, hi, ilo, ihi
 
 
+def _cut_pairs(eta, c, B, M, K, ilo, ihi):
+    """The flat predictor and the lower/upper cut point of every outcome of an ordinal
+    density (clipped indices where one does not exist: the caller masks them), and
+    the row of ``c`` of each outcome (None for one shared vector)."""
+    e = _flat(eta, B)
+    cs = shape_of(c)
+    if len(cs) == 1:
+        return e, c[ilo], c[ihi], None
+    c2 = c if cs[:-1] == B else c + np.zeros(B + cs[-1:])
+    c2 = sm.reshape(c2, (M, K - 1))
+    rows = np.arange(M)
+    return e, c2[rows, ilo], c2[rows, ihi], rows
+
+
+def _cut_partials(parts, need, da, db, B, M, K, ilo, ihi, rows):
+    """From d/da and d/db (a = eta - c_{k-1}, b = eta - c_k): d/deta = da + db,
+    d/dc_{k-1} = -da, d/dc_k = -db, gathered onto the shapes of eta and c."""
+    if need[1]:
+        parts[1] = sm.reshape(da + db, B)
+    if need[2]:
+        if rows is None:
+            parts[2] = (_scatter_add_plain(-da, ilo, K - 1)
+                        + _scatter_add_plain(-db, ihi, K - 1))
+        else:
+            g = (_scatter_add2(-da, (rows, ilo), (M, K - 1))
+                 + _scatter_add2(-db, (rows, ihi), (M, K - 1)))
+            parts[2] = sm.reshape(g, B + (K - 1,))
+
+
 def _ol_pieces(k, eta, c):
     """The flattened pieces of ordered_logistic (kernel and pointwise form): layout,
     masks, a = eta - c_{k-1}, b = eta - c_k, -log_inv_logit(a), -log1m_inv_logit(b),
     the cut-point gap (1 where there is none)."""
     B, M, K, lo, hi, ilo, ihi = _ol_layout(k, eta, c)
     mid = lo & hi
-    e = _flat(eta, B)
-    cs = shape_of(c)
-    if len(cs) == 1:
-        clo, chi = c[ilo], c[ihi]
-        rows = None
-    else:
-        c2 = sm.reshape(c + np.zeros(B + cs[-1:]), (M, K - 1)) if shape_of(c)[:-1] != B \
-            else sm.reshape(c, (M, K - 1))
-        rows = np.arange(M)
-        clo, chi = c2[rows, ilo], c2[rows, ihi]
+    e, clo, chi, rows = _cut_pairs(eta, c, B, M, K, ilo, ihi)
     a = e - clo
     b = e - chi
     La = sm.log1p_exp(-a)           # -log_inv_logit(a)
@@ -1350,16 +1370,7 @@ def _ordered_logistic(need, k, eta, c):
         im = sm.where(mid, 1.0 / sm.expm1(dgap), 0.0)
         da = sm.where(lo, sm.exp(-a - La), 0.0) + im          # 1 - inv_logit(a)
         db = -sm.where(hi, sm.exp(b - Lb), 0.0) - im          # -inv_logit(b)
-        if need[1]:
-            parts[1] = sm.reshape(da + db, B)
-        if need[2]:
-            if rows is None:
-                parts[2] = (_scatter_add_plain(-da, ilo, K - 1)
-                            + _scatter_add_plain(-db, ihi, K - 1))
-            else:
-                g = (_scatter_add2(-da, (rows, ilo), (M, K - 1))
-                     + _scatter_add2(-db, (rows, ihi), (M, K - 1)))
-                parts[2] = sm.reshape(g, B + (K - 1,))
+        _cut_partials(parts, need, da, db, B, M, K, ilo, ihi, rows)
     return lp, parts
 
 

@@ -27,42 +27,14 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.var import Box, value_of
-from .discrete import (_check_cut_points, _check_ordinal, _flat, _int_draws, _ol_layout,
-                       _plain_float, _quiet, _scatter_add2, _scatter_add_plain)
+from .discrete import (_check_cut_points, _check_ordinal, _cut_pairs, _cut_partials,
+                       _int_draws, _ol_layout, _plain_float, _quiet)
 from .fused import check_finite, fused, pointwise
 from .rng import as_generator
 
 __all__ = ["ordered_probit_lpmf", "ordered_probit_rng"]
 
 _HALF_LOG_TWO_PI = 0.5 * float(np.log(2.0 * np.pi))
-
-
-def _cut_pairs(eta, c, B, M, K, ilo, ihi):
-    """The flat predictor and the lower/upper cut point of every outcome (with
-    clipped indices where one does not exist: masked by the caller)."""
-    e = _flat(eta, B)
-    if len(np.shape(value_of(c))) == 1:
-        return e, c[ilo], c[ihi], None
-    cs = tuple(np.shape(value_of(c)))
-    c2 = c if cs[:-1] == B else c + np.zeros(B + cs[-1:])
-    c2 = sm.reshape(c2, (M, K - 1))
-    rows = np.arange(M)
-    return e, c2[rows, ilo], c2[rows, ihi], rows
-
-
-def _cut_partials(parts, need, da, db, B, M, K, ilo, ihi, rows):
-    """From d/da and d/db (a = eta - c_{k-1}, b = eta - c_k): d/deta = da + db,
-    d/dc_{k-1} = -da, d/dc_k = -db, gathered onto the shapes of eta and c."""
-    if need[1]:
-        parts[1] = sm.reshape(da + db, B)
-    if need[2]:
-        if rows is None:
-            parts[2] = (_scatter_add_plain(-da, ilo, K - 1)
-                        + _scatter_add_plain(-db, ihi, K - 1))
-        else:
-            g = (_scatter_add2(-da, (rows, ilo), (M, K - 1))
-                 + _scatter_add2(-db, (rows, ihi), (M, K - 1)))
-            parts[2] = sm.reshape(g, B + (K - 1,))
 
 
 def _op_pieces(k, eta, c):
