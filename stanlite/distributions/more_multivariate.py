@@ -35,16 +35,14 @@ from .fused import check_finite, check_positive, fused, pointwise
 from .multivariate import (HALF_LOG_TWO_PI, LOG_TWO, _arr, _bartlett, _centered, _chol,
                            _check_cholesky_factor, _check_locations, _check_nu_dims,
                            _check_scalar, _check_symmetric, _inv_from_chol,
-                           _lkj_log_const, _lmgamma, _log_diag_sum, _mT, _mvn_draws, _out,
-                           _per_vector, _rows, _square)
+                           _lkj_log_const, _lmgamma, _log_diag_sum, _mst_kernel,
+                           _mst_terms, _mT, _mvn_draws, _out, _per_vector, _rows, _square)
 from .rng import as_generator
 
 __all__ = ["multi_normal_prec_lpdf",
            "multi_student_t_cholesky_lpdf", "multi_student_t_cholesky_rng",
            "lkj_cov_lpdf",
            "wishart_cholesky_lpdf", "wishart_cholesky_rng"]
-
-LOG_PI = float(np.log(np.pi))
 
 
 def _as_rows(g, sr):
@@ -120,41 +118,11 @@ def multi_normal_prec_lpdf(y, mu, Omega, *, reduce=True):
 # multi_student_t_cholesky
 # --------------------------------------------------------------------------------------
 def _multi_student_t_cholesky(need, y, nu, mu, L):
-    """sum_n log MultiStudentT(y_n | nu, mu_n, L L^T), z_n = L^-1 r_n, q_n = |z_n|^2:
-
-        lgamma((nu+K)/2) - lgamma(nu/2) - K/2 log(nu pi) - sum_k log L_kk
-        - (nu+K)/2 log1p(q_n / nu)
-
-    with w_n = (nu+K)/(nu+q_n) and a_n = L^-T z_n (= Sigma^-1 r_n):
-    d/dy_n = -w_n a_n = -d/dmu_n;  d/dL = tril(sum_n w_n a_n z_n^T) - N diag(1/L_kk);
-    d/dnu = N/2 (psi((nu+K)/2) - psi(nu/2) - K/nu) + sum_n [w_n q_n/(2 nu)
-            - 1/2 log1p(q_n/nu)].
-    """
-    R, n, sr = _centered(y, mu)
-    K = shape_of(L)[-1]
-    Z = sm.mdivide_left_tri_low(L, _mT(R))               # (K, N)
-    q = sm.sum(Z * Z, axis=0)
-    hk = 0.5 * (nu + K)
-    l1 = sm.log1p(q / nu)
-    lp = (n * (sm.lgamma(hk) - sm.lgamma(0.5 * nu) - 0.5 * K * (sm.log(nu) + LOG_PI))
-          - n * _log_diag_sum(L) - hk * sm.sum(l1))
-    parts = [None, None, None, None]
-    if any(need):
-        w = (nu + K) / (nu + q)
-        if need[1]:
-            parts[1] = (0.5 * n * (sm.digamma(hk) - sm.digamma(0.5 * nu) - K / nu)
-                        + sm.sum(0.5 * w * q / nu - 0.5 * l1))
-        if need[0] or need[2] or need[3]:
-            at = sm.mdivide_right_tri_low(_mT(Z), L)      # rows a_n = Sigma^-1 r_n
-            wat = sm.reshape(w, (n, 1)) * at
-            if need[0]:
-                parts[0] = -_as_rows(wat, sr)
-            if need[2]:
-                parts[2] = _as_rows(wat, sr)
-            if need[3]:
-                parts[3] = (_lower_mask(K) * (_mT(wat) @ _mT(Z))
-                            - n * sm.diag_matrix(1.0 / sm.diagonal(L)))
-    return lp, parts
+    """sum_n log MultiStudentT(y_n | nu, mu_n, L L^T) (the kernel of
+    ``multi_student_t_lpdf`` given the factor): with z_n = L^-1 r_n, q_n = |z_n|^2,
+    w_n = (nu+K)/(nu+q_n) and a_n = L^-T z_n (= Sigma^-1 r_n), d/dy_n = -w_n a_n =
+    -d/dmu_n and d/dL = tril(sum_n w_n a_n z_n^T) - N diag(1/L_kk)."""
+    return _mst_kernel(need, y, nu, mu, L, True)
 
 
 def _check_multi_student_t_cholesky(y, nu, mu, L):
@@ -170,15 +138,7 @@ _multi_student_t_cholesky_node = fused("multi_student_t_cholesky_lpdf",
                                        _check_multi_student_t_cholesky)
 
 
-@pointwise(_multi_student_t_cholesky_node, broadcast=False)
-def _multi_student_t_cholesky_terms(y, nu, mu, L):
-    R, n, sr = _centered(y, mu)
-    K = shape_of(L)[-1]
-    Z = sm.mdivide_left_tri_low(L, _mT(R))
-    hk = 0.5 * (nu + K)
-    v = (sm.lgamma(hk) - sm.lgamma(0.5 * nu) - 0.5 * K * (sm.log(nu) + LOG_PI)
-         - _log_diag_sum(L) - hk * sm.log1p(sm.sum(Z * Z, axis=0) / nu))
-    return _per_vector(v, y, mu)
+pointwise(_multi_student_t_cholesky_node, broadcast=False)(_mst_terms)
 
 
 def multi_student_t_cholesky_lpdf(y, nu, mu, L, *, reduce=True):

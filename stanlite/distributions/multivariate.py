@@ -442,7 +442,15 @@ def _multi_student_t(need, y, nu, mu, Sigma):
     d/dnu = N/2 (psi((nu+K)/2) - psi(nu/2) - K/nu)
             + sum_n [-1/2 log1p(q_n/nu) + w_n q_n / (2 nu)].
     """
-    L = _chol("multi_student_t_lpdf", "Sigma", Sigma)
+    return _mst_kernel(need, y, nu, mu, _chol("multi_student_t_lpdf", "Sigma", Sigma),
+                       False)
+
+
+def _mst_kernel(need, y, nu, mu, L, cholesky):
+    """The multivariate Student-t kernel from the scale's Cholesky factor ``L``; the
+    matrix partial w.r.t. ``Sigma = L L^T`` (symmetric convention) or, with
+    ``cholesky``, w.r.t. ``L``: tril(sum_n w_n Sigma^-1 r_n z_n^T) - N diag(1/L_kk),
+    z_n = L^-1 r_n (multi_student_t_cholesky)."""
     R, n, sr = _centered(y, mu)
     K = shape_of(L)[-1]
     Z = sm.mdivide_left_tri_low(L, _mT(R))               # (K, N)
@@ -466,7 +474,10 @@ def _multi_student_t(need, y, nu, mu, Sigma):
                     parts[0] = -g
                 if need[2]:
                     parts[2] = g
-            if need[3]:
+            if need[3] and cholesky:
+                parts[3] = (np.tril(np.ones((K, K))) * (_mT(wat) @ _mT(Z))
+                            - n * sm.diag_matrix(1.0 / sm.diagonal(L)))
+            elif need[3]:
                 parts[3] = 0.5 * (_mT(wat) @ at - n * _inv_from_chol(L))
     return lp, parts
 
@@ -940,7 +951,11 @@ pointwise(_multi_normal_cholesky_node, broadcast=False)(_mvn_terms)
 
 @pointwise(_multi_student_t_node, broadcast=False)
 def _multi_student_t_terms(y, nu, mu, Sigma):
-    L = _chol("multi_student_t_lpdf", "Sigma", Sigma)
+    return _mst_terms(y, nu, mu, _chol("multi_student_t_lpdf", "Sigma", Sigma))
+
+
+def _mst_terms(y, nu, mu, L):
+    """log MultiStudentT(y_n | nu, mu_n, L L^T) per vector."""
     R, n, sr = _centered(y, mu)
     K = shape_of(L)[-1]
     Z = sm.mdivide_left_tri_low(L, _mT(R))
