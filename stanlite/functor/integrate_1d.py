@@ -25,6 +25,9 @@ tolerance of the tolerance times the integral of |f| (Stan's criterion, which al
 accepts integrals that cancel to zero); if that fails too, a
 :class:`~stanlite.errors.SolverError` names the integral, the tolerance and the
 error reached. NaN from the integrand is a :class:`~stanlite.errors.DomainError`.
+Parameters reach f only through theta (Stan's rule): an integrand that reads another
+traced value, captured from the enclosing scope, raises
+:class:`~stanlite.errors.DifferentiationError` instead of losing its derivative.
 
 scipy.integrate is imported at the first integral, not by ``import stanlite``.
 """
@@ -36,7 +39,7 @@ import numpy as np
 from ..autodiff.extend import batch_shape, defjvp_all, defvjp, primitive, reshape
 from ..autodiff.functional import jacobian
 from ..autodiff.var import Box, guarded, shape_of
-from ..errors import DomainError, SolverError
+from ..errors import DifferentiationError, DomainError, SolverError
 from ..math.linalg import matmul
 from ..math.structure import stack, transpose
 
@@ -84,7 +87,13 @@ def _plain_value(h, x, a, b, theta):
     # NaN is reported below, naming x: numpy's warnings on the way are not needed
     with np.errstate(divide="ignore", invalid="ignore"):
         v = h(x, _xc(x, a, b), theta)
-    v = np.asarray(v.value if isinstance(v, Box) else v, dtype=float)
+    if isinstance(v, Box):
+        # theta is plain here: the integrand read another traced value (a closure over
+        # a parameter), whose derivative the quadrature would silently drop
+        raise DifferentiationError(
+            "integrate_1d: the integrand depends on a traced value other than theta (a "
+            "parameter captured from the enclosing scope?); pass every parameter in theta")
+    v = np.asarray(v, dtype=float)
     if np.isnan(v).any():
         raise DomainError(f"integrate_1d: the integrand is NaN at x = {x!r} "
                           f"(theta = {np.asarray(theta).tolist()})")
@@ -145,7 +154,7 @@ def _quad(h, a, b, theta):
 # --------------------------------------------------------------------------------------
 # the super node: one primitive, its VJP and JVP side by side
 # --------------------------------------------------------------------------------------
-@primitive
+@primitive(name="integrate_1d")
 def _integral(h, a, b, theta):
     """int_a^b h(x, xc, theta) dx for plain values."""
     v = _quad(h, float(a), float(b), theta)

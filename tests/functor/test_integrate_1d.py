@@ -145,6 +145,16 @@ def test_errors():
         sl.integrate_1d(lambda x, xc, th, r, i: 1.0 / x, 0.0, 1.0)
 
 
+def test_a_parameter_captured_by_the_integrand_is_an_error():
+    # Stan's integrand sees parameters only through theta; a closure over a traced
+    # value would lose its derivative, so it is refused
+    def f(s):
+        return sl.integrate_1d(lambda x, xc, th, r, i: sl.exp(-s * x), 0.0, 1.0)
+    assert f(2.0) == pytest.approx((1 - math.exp(-2.0)) / 2.0, rel=1e-12)
+    with pytest.raises(sl.DifferentiationError, match="other than theta"):
+        sl.grad(f)(2.0)
+
+
 def test_inside_a_model():
     class Truncated(sl.Model):
         """y ~ normal(mu, 1) truncated below at 0, the normaliser by integrate_1d."""
@@ -168,3 +178,6 @@ def test_inside_a_model():
         h = 1e-6
         np.testing.assert_allclose(g, [(exact(mu + h) - exact(mu - h)) / (2 * h)],
                                    rtol=1e-6)
+    # no interpreter rule: the gradient is replayed as Python, one recording
+    r = m.compiled_gradient()
+    assert not r.compiled and "integrate_1d" in r.vm_skipped
