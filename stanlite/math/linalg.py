@@ -1574,6 +1574,8 @@ def csr_matrix_times_vector(m, n, w, v, u, b):
         _fail(fname, f"m and n must be positive, got m = {m}, n = {n}")
     vv = _int_vector(fname, "v", v)
     uu = _int_vector(fname, "u", u)
+    w = w if isinstance(w, Box) else _as_float(w)       # lists too
+    b = b if isinstance(b, Box) else _as_float(b)
     sw, sb = shape_of(w), shape_of(b)
     if len(sw) != 1:
         _fail(fname, f"w must be a vector, got shape {sw}")

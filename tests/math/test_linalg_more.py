@@ -157,6 +157,8 @@ def test_csr_extract_and_product():
     b = _weights(4, 11)
     np.testing.assert_allclose(sl.csr_matrix_times_vector(3, 4, w, v, u, b), DENSE @ b,
                                rtol=1e-14)
+    np.testing.assert_allclose(sl.csr_matrix_times_vector(3, 4, list(w), list(v), list(u),
+                                                          list(b)), DENSE @ b, rtol=1e-14)
 
 
 def test_csr_derivatives():
