@@ -7,15 +7,17 @@ program is flat arrays (the instruction table, its index table, the constants) a
 few numbers, so it is kept here after its first check against the eager tape, and a
 later process with the same model and data starts from it.
 
-Key: a hash of the model class's source (every class of its MRO but ``Model``), its
-instance attributes (the data; derived layouts left out), which program (gradient
-or density, with or without the Jacobian), the Python and numpy versions and the
-source of the whole ``stanlite`` package (the lowering rules sit beside every
-function). A model whose class source cannot be read (an ``exec``'d string, some
-notebooks) or whose attributes hold objects of other kinds is not cached.
+Key: a hash of the source files of the modules defining the model's classes (every
+class of its MRO but ``Model``: the class, its helpers, its constants), its instance
+attributes (the data; derived layouts left out), which program (gradient or
+density, with or without the Jacobian), the Python and numpy versions and the
+``stanlite`` package's files (names, sizes, modification times: the lowering rules
+sit beside every function). A model whose class has no source file (an ``exec``'d
+string, a notebook cell) or whose attributes hold objects of other kinds is not
+cached.
 
-What the key cannot see - a module-level function or constant that ``log_prob``
-calls, changed since - is what the checks are for: a program from the cache is
+What the key cannot see - a function of another module that ``log_prob`` calls,
+changed since - is what the checks are for: a program from the cache is
 checked against the eager tape at its first replay (as a freshly recorded one is at
 its first new point), and one that disagrees is dropped and the model recorded
 again; the spot checks then continue as for any program.
@@ -38,7 +40,8 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["ENV", "directory", "model_key", "load", "store", "source_digest"]
+__all__ = ["ENV", "directory", "model_key", "load", "store", "source_digest",
+           "package_digest"]
 
 #: environment variable: the cache's directory (empty, 0 or off: no cache)
 ENV = "STANLITE_CACHE_DIR"
@@ -66,28 +69,40 @@ def directory():
 
 
 def source_digest(paths):
-    """sha256 of the files ``paths`` (directories: every ``.py`` file below them),
-    computed once per process."""
+    """sha256 of the files ``paths``' contents, computed once per process."""
     paths = tuple(paths)
     d = _digests.get(paths)
     if d is None:
         h = hashlib.sha256()
         for path in paths:
-            for f in _files(path):
-                h.update(os.path.relpath(f, os.path.dirname(path)).encode())
-                with open(f, "rb") as fh:
-                    h.update(fh.read())
+            h.update(os.path.basename(path).encode())
+            with open(path, "rb") as fh:
+                h.update(fh.read())
         d = _digests[paths] = h.hexdigest()
     return d
 
 
-def _files(path):
-    if not os.path.isdir(path):
-        return [path]
+def package_digest():
+    """A hash of the ``stanlite`` package's ``.py`` files: names, sizes and
+    modification times (a stat each: ~1 ms for the package, where reading them
+    costs tens), computed once per process."""
+    import stanlite
+    root = os.path.dirname(stanlite.__file__)
+    d = _digests.get(root)
+    if d is None:
+        h = hashlib.sha256()
+        for f in _files(root):
+            st = os.stat(f)
+            h.update(f"{f[len(root):]} {st.st_size} {st.st_mtime_ns}\n".encode())
+        d = _digests[root] = h.hexdigest()
+    return d
+
+
+def _files(root):
     out = []
-    for root, dirs, files in os.walk(path):
+    for top, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        out.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(".py"))
+        out.extend(os.path.join(top, f) for f in sorted(files) if f.endswith(".py"))
     return out
 
 
@@ -99,13 +114,13 @@ def model_key(model, what):
     h = hashlib.sha256()
     h.update(f"stanlite {stanlite.__version__} python {sys.version_info[:3]} numpy "
              f"{np.__version__} {what!r}\n".encode())
-    h.update(source_digest((os.path.dirname(stanlite.__file__),)).encode())
+    h.update(package_digest().encode())
     try:
         for cls in type(model).__mro__:
             if cls is Model or cls is object:
                 continue
             h.update(f"{cls.__module__}.{cls.__qualname__}\n".encode())
-            h.update(inspect.getsource(cls).encode())
+            h.update(_module_source(cls).encode())
         for name in sorted(model.__dict__):
             if name not in _DERIVED:
                 h.update(f"\n{name}=".encode())
@@ -117,6 +132,20 @@ def model_key(model, what):
 
 class _Unhashable(Exception):
     pass
+
+
+def _module_source(cls):
+    """The source file of ``cls``'s module, read (the class, its helpers and its
+    constants); _Unhashable when there is none or the class is not written in it
+    (made by ``exec``, renamed)."""
+    path = inspect.getsourcefile(cls)
+    if not path:
+        raise _Unhashable
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        text = f.read()
+    if f"class {cls.__name__}" not in text:
+        raise _Unhashable
+    return text
 
 
 def _feed(h, v):
