@@ -154,8 +154,23 @@ def blas_limit(n):
     ``None`` leaves them alone."""
     if n is None:
         return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-    return threadpool_limits(limits=int(n), user_api="blas")
+    return _blas_controller().limit(limits=int(n), user_api="blas")
+
+
+_BLAS = [None, -1]      # this process's threadpoolctl controller, len(sys.modules) then
+
+
+def _blas_controller():
+    """A threadpoolctl controller of the BLAS libraries loaded in this process, made
+    once (finding them costs ~3-10 ms, importing threadpoolctl ~20 ms: per chain, a
+    large part of a small model's run) and again after new modules were imported (a
+    new BLAS comes with an extension module). Made in this process before workers
+    are forked, which inherit it."""
+    from threadpoolctl import ThreadpoolController
+    n = len(sys.modules)
+    if _BLAS[0] is None or _BLAS[1] != n:
+        _BLAS[0], _BLAS[1] = ThreadpoolController(), n
+    return _BLAS[0]
 
 
 def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=None):
@@ -508,6 +523,10 @@ def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
         if forked:
             from .nuts_jit import warm
             warm()                  # the compiled NUTS kernel, inherited by the workers
+            # the modules a chain imports when it starts (its initial point): once
+            # here, not in every worker (~20 ms each)
+            from . import optimize  # noqa: F401
+            _blas_controller()      # and the BLAS controller (after the imports)
         workers = max_workers or min(chains, os.cpu_count() or 1)
         # forked workers inherit the model through the initializer's arguments (not
         # pickled): classes defined in a notebook or an exec'd string work too
