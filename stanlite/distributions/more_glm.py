@@ -32,7 +32,7 @@ GLM.
 import numpy as np
 
 from .. import math as sm
-from ..autodiff.var import Box, shape_of, value_of
+from ..autodiff.var import Box, guarded, shape_of, value_of
 from .discrete import _check_category, _neg_binomial_2_log, neg_binomial_2_log_lpmf
 from .fused import check_finite, check_positive, fp_ignored, fused, pointwise
 from .glm import _check_count, _check_shapes, _lazy_finite, _linear_parts, _per_row
@@ -130,7 +130,8 @@ def _categorical_logit_glm_terms(y, x, alpha, beta):
     first, in its order."""
     x, alpha, beta = (_f64_or_traced(a) for a in (x, alpha, beta))
     for name, v in (("x", x), ("alpha", alpha), ("beta", beta)):
-        check_finite("categorical_logit_glm_lpmf", name, value_of(v))
+        # (guarded: a compiled replay checks again)
+        guarded(check_finite, "categorical_logit_glm_lpmf", name, v)
     one_row = len(shape_of(x)) == 1
     eta = sm.matmul(sm.reshape(x, (1, -1)) if one_row else x, beta) + alpha
     ls = eta - sm.log_sum_exp(eta, axis=1, keepdims=True)
