@@ -21,7 +21,9 @@ class ArK(sl.Model):
 
     Source: posteriordb ``arK-arK`` (BSD-3; Stan example models); default data: its
     simulated series (K = 5, T = 200). Generated quantities: ``y_rep`` (one-step-ahead
-    predictions for t = K+1..T) and ``log_lik``.
+    predictions for t = K+1..T), ``y_rep_full`` (the whole series: the K observed
+    values conditioned on, then ``y_rep``; the replicate of ``y`` for ArviZ) and
+    ``log_lik``.
     """
 
     K = sl.data.int(lower=0)
@@ -32,24 +34,33 @@ class ArK(sl.Model):
     beta = sl.param.vector("K")
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, *args, **data):            # data as keywords or one dict
-        super().__init__(*args, **data)
+    observed = ("y",)
+    predictive = {"y": "y_rep_full"}
+
+    def transformed_data(self):
         K, T = self.K, self.T
-        # transformed data: lags[t - K, k - 1] = y[t - k] (0-based t = K..T-1)
-        self._lags = np.stack([self.y[K - k:T - k] for k in range(1, K + 1)], axis=1) \
+        # lags[t - K, k - 1] = y[t - k] (0-based t = K..T-1); target: y[K:]
+        lags = np.stack([self.y[K - k:T - k] for k in range(1, K + 1)], axis=1) \
             if K > 0 else np.zeros((max(T - K, 0), 0))
-        self._target = self.y[K:]
+        return {"lags": lags, "target": self.y[K:]}
 
     def _mean(self, alpha, beta):
-        return alpha + self._lags @ beta if self.K > 0 else alpha + 0.0 * self._target
+        return alpha + self.lags @ beta if self.K > 0 else alpha + 0.0 * self.target
 
     def log_prob(self, alpha, beta, sigma):
         lp = sl.normal_lpdf(alpha, 0, 10) + sl.normal_lpdf(beta, 0, 10)
         lp = lp + sl.cauchy_lpdf(sigma, 0, 2.5)
-        return lp + sl.normal_lpdf(self._target, self._mean(alpha, beta), sigma)
+        return lp + sl.normal_lpdf(self.target, self._mean(alpha, beta), sigma)
+
+    def log_likelihood(self, alpha, beta, sigma):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.target - self._mean(alpha, beta)) / sigma
+        return -0.5 * z * z - sl.log(sigma) - 0.5 * np.log(2 * np.pi)
 
     def generated_quantities(self, rng, alpha, beta, sigma):
         mu = self._mean(alpha, beta)
-        z = (self._target - mu) / sigma
-        return {"y_rep": rng.normal(mu, sigma),
+        z = (self.target - mu) / sigma
+        y_rep = rng.normal(mu, sigma)
+        return {"y_rep": y_rep, "y_rep_full": np.concatenate([self.y[:self.K], y_rep]),
                 "log_lik": -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2 * np.pi)}

@@ -34,11 +34,19 @@ class EightSchoolsCentered(sl.Model):
     mu = sl.param.real()
     tau = sl.param.real(lower=0)
 
+    observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
+
     def log_prob(self, theta, mu, tau):
         lp = sl.cauchy_lpdf(tau, 0, 5)
         lp = lp + sl.normal_lpdf(theta, mu, tau)
         lp = lp + sl.normal_lpdf(self.y, theta, self.sigma)
         return lp + sl.normal_lpdf(mu, 0, 5)
+
+    def log_likelihood(self, theta):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.y - theta) / self.sigma
+        return -0.5 * z * z - np.log(self.sigma) - _LOG_SQRT_2PI
 
     def generated_quantities(self, rng, theta):
         z = (self.y - theta) / self.sigma

@@ -36,6 +36,8 @@ class EightSchoolsNoncentered(sl.Model):
     mu = sl.param.real()
     tau = sl.param.real(lower=0)
 
+    observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
+
     def transformed_parameters(self, theta_trans, mu, tau):
         return {"theta": theta_trans * tau + mu}
 
@@ -44,6 +46,12 @@ class EightSchoolsNoncentered(sl.Model):
         lp = lp + sl.normal_lpdf(self.y, theta, self.sigma)
         lp = lp + sl.normal_lpdf(mu, 0, 5)
         return lp + sl.cauchy_lpdf(tau, 0, 5)
+
+    def log_likelihood(self, theta):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.y - theta) / self.sigma
+        return -0.5 * z * z - np.log(self.sigma) - _LOG_SQRT_2PI
 
     def generated_quantities(self, rng, theta):
         z = (self.y - theta) / self.sigma

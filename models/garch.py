@@ -28,8 +28,8 @@ class Garch(sl.Model):
     Source: posteriordb ``garch-garch11`` (BSD-3; Stan User's Guide, "Time-series
     models"). Default data are *simulated* (``models/data/make_data.py``: T = 200,
     seed 20240503, mu = 0.3, alpha0 = 0.1, alpha1 = 0.25, beta1 = 0.65,
-    sigma1 = 1). Generated quantities: ``sigma`` (the volatility path) and
-    ``log_lik``.
+    sigma1 = 1). Generated quantities: ``sigma`` (the volatility path), ``log_lik``
+    and ``y_rep`` (each return replicated given the observed past).
     """
 
     T = sl.data.int(lower=1)
@@ -54,11 +54,21 @@ class Garch(sl.Model):
             var.append(s2)
         return sqrt(stack(var))
 
+    observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
+
     def log_prob(self, mu, alpha0, alpha1, beta1):
         return sl.normal_lpdf(self.y, mu, self._sigma(mu, alpha0, alpha1, beta1))
+
+    def log_likelihood(self, mu, alpha0, alpha1, beta1):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        sigma = self._sigma(mu, alpha0, alpha1, beta1)
+        z = (self.y - mu) / sigma
+        return -0.5 * z * z - sl.log(sigma) - 0.5 * np.log(2 * np.pi)
 
     def generated_quantities(self, rng, mu, alpha0, alpha1, beta1):
         sigma = self._sigma(mu, alpha0, alpha1, beta1, sqrt=np.sqrt, stack=np.stack)
         z = (self.y - mu) / sigma
         return {"sigma": sigma,
-                "log_lik": -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2 * np.pi)}
+                "log_lik": -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2 * np.pi),
+                "y_rep": rng.normal(mu, sigma)}

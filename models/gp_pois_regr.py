@@ -42,11 +42,18 @@ class GpPoisRegr(sl.Model):
         cov = sl.add_diag(sl.gp_exp_quad_cov(self.x, alpha, rho), 1e-10)
         return {"f": sl.cholesky_decompose(cov) @ f_tilde}
 
+    observed = ("k",)                  # k_rep is its replicate (the _rep naming rule)
+
     def log_prob(self, rho, alpha, f_tilde, f):
         lp = sl.gamma_lpdf(rho, 25, 4) + sl.normal_lpdf(alpha, 0, 2)
         lp = lp + sl.normal_lpdf(f_tilde, 0, 1)
         return lp + sl.poisson_log_lpmf(self.k, f)
 
+    def log_likelihood(self, f):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        return self.k * f - sl.exp(f) - gammaln(self.k + 1.0)
+
     def generated_quantities(self, rng, f):
-        return {"k_rep": rng.poisson(np.exp(f)).astype(float),
+        return {"k_rep": rng.poisson(np.exp(f)),
                 "log_lik": self.k * f - np.exp(f) - gammaln(self.k + 1.0)}

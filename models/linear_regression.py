@@ -32,9 +32,18 @@ class LinearRegression(sl.Model):
     beta = sl.param.vector(2)
     sigma = sl.param.real(lower=0)
 
+    observed = ("kid_score",)
+    predictive = {"kid_score": "y_rep"}
+
     def log_prob(self, beta, sigma):
         lp = sl.cauchy_lpdf(sigma, 0, 2.5)
         return lp + sl.normal_lpdf(self.kid_score, beta[0] + beta[1] * self.mom_iq, sigma)
+
+    def log_likelihood(self, beta, sigma):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.kid_score - (beta[0] + beta[1] * self.mom_iq)) / sigma
+        return -0.5 * z * z - sl.log(sigma) - _LOG_SQRT_2PI
 
     def generated_quantities(self, rng, beta, sigma):
         mu = beta[0] + beta[1] * self.mom_iq

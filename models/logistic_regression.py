@@ -35,13 +35,21 @@ class LogisticRegression(sl.Model):
     alpha = sl.param.real()
     beta = sl.param.vector("K")
 
+    observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
+
     def log_prob(self, alpha, beta):
         lp = sl.normal_lpdf(alpha, 0, 2.5) + sl.normal_lpdf(beta, 0, 2.5)
         return lp + sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta)
+
+    def log_likelihood(self, alpha, beta):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        eta = alpha + self.X @ beta
+        return self.y * eta - sl.log1p_exp(eta)
 
     def generated_quantities(self, rng, alpha, beta):
         eta = alpha + self.X @ beta
         # log p(y | eta) = y eta - log(1 + e^eta), stably
         log_lik = self.y * eta - np.logaddexp(0.0, eta)
-        return {"y_rep": (rng.random(self.N) < 1.0 / (1.0 + np.exp(-eta))).astype(float),
+        return {"y_rep": (rng.random(self.N) < 1.0 / (1.0 + np.exp(-eta))).astype(np.int64),
                 "log_lik": log_lik}

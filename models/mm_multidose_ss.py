@@ -263,31 +263,38 @@ class MmMultidoseSs(sl.Model):
     #: and algebraic solves, which retaping would not change.
     compile = False
 
-    def __init__(self, *args, rel_tol=1e-8, abs_tol=1e-8, max_num_steps=1000, **data):
-        super().__init__(*args, **data)
+    def _regimen_obs(self):
+        """Per regimen, its observations' indices in time order."""
+        obs = [np.flatnonzero(self.regimen == r + 1) for r in range(self.R)]
+        return [o[np.argsort(self.time[o], kind="stable")] for o in obs]
+
+    def transformed_data(self):
         if not np.all(self.conc > 0):
             i = int(np.flatnonzero(~(self.conc > 0))[0])
             bad = float(self.conc[i])
             raise sl.DataError(f"data field 'conc': log-normal errors need positive "
                                f"concentrations, element [{i + 1}] is {bad!r}")
-        # one schedule per regimen: its steady-state dose at 0, then its observations
-        # in time order; C is gathered back into data order by self._order
-        self.events, order = [], []
-        for r in range(self.R):
-            obs = np.flatnonzero(self.regimen == r + 1)
-            obs = obs[np.argsort(self.time[obs], kind="stable")]
+        # C is computed regimen by regimen (see __init__) and gathered back into data
+        # order by data_order
+        order = np.concatenate(self._regimen_obs())
+        data_order = np.empty(self.N, dtype=int)
+        data_order[order] = np.arange(self.N)
+        return {"data_order": data_order, "log_conc": np.log(self.conc)}
+
+    def __init__(self, *args, rel_tol=1e-8, abs_tol=1e-8, max_num_steps=1000, **data):
+        super().__init__(*args, **data)
+        # objects, not numbers (ordinary attributes rather than transformed data): one
+        # schedule per regimen, its steady-state dose at 0, then its observations in
+        # time order; the solver's options
+        self.events = []
+        for r, obs in enumerate(self._regimen_obs()):
             n = len(obs)
             self.events.append(sl.pk.events(
                 time=np.r_[0.0, self.time[obs]], evid=np.r_[1, np.zeros(n)],
                 amt=np.r_[self.dose[r], np.zeros(n)], ii=np.r_[self.ii[r], np.zeros(n)],
                 addl=np.r_[self.addl[r], np.zeros(n)], ss=np.r_[1, np.zeros(n)]))
-            order.append(obs)
-        order = np.concatenate(order)
-        self._order = np.empty(self.N, dtype=int)
-        self._order[order] = np.arange(self.N)
         self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,
                                 max_num_steps=max_num_steps)
-        self._log_conc = np.log(self.conc)
 
     def _guess(self, r, V, Vmax, Km):
         """Regimen ``r``'s exact trough amount from the closed form: a starting point
@@ -307,7 +314,7 @@ class MmMultidoseSs(sl.Model):
                            ss_guess=self._guess(r, V, Vmax, Km), **self.ode_control)[1:, 0]
                  for r, ev in enumerate(self.events)]
         amounts = parts[0] if len(parts) == 1 else sl.concatenate(parts)
-        return {"C": amounts[self._order] / V}
+        return {"C": amounts[self.data_order] / V}
 
     def log_prob(self, V, Vmax, Km, sigma, C):
         lp = sl.lognormal_lpdf(V, math.log(50.0), 0.5)
@@ -316,13 +323,19 @@ class MmMultidoseSs(sl.Model):
         lp = lp + sl.normal_lpdf(sigma, 0.0, 0.5)
         return lp + sl.lognormal_lpdf(self.conc, sl.log(C), sigma)
 
+    def log_likelihood(self, sigma, C):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.log_conc - sl.log(C)) / sigma
+        return -0.5 * z * z - sl.log(sigma) - self.log_conc - 0.5 * math.log(2 * math.pi)
+
     def generated_quantities(self, rng, V, Vmax, Km, sigma, C):
         mu = np.log(C)
-        z = (self._log_conc - mu) / sigma
+        z = (self.log_conc - mu) / sigma
         return {"C_trough": np.array([trough_exact(d, i, V, Vmax, Km)
                                       for d, i in zip(self.dose, self.ii)]),
                 "conc_rep": np.exp(rng.normal(mu, sigma)),
-                "log_lik": -0.5 * z * z - math.log(sigma) - self._log_conc
+                "log_lik": -0.5 * z * z - math.log(sigma) - self.log_conc
                 - 0.5 * math.log(2 * math.pi)}
 
 

@@ -26,7 +26,8 @@ class NormalMixture(sl.Model):
     ``theta`` in (0, 1).
 
     Source: posteriordb ``low_dim_gauss_mix-low_dim_gauss_mix`` (BSD-3); default
-    data: its N = 1000 simulated draws. Generated quantity: ``log_lik``.
+    data: its N = 1000 simulated draws. Generated quantities: ``log_lik`` and
+    ``y_rep``.
     """
 
     N = sl.data.int(lower=0)
@@ -44,12 +45,23 @@ class NormalMixture(sl.Model):
             out.append(-0.5 * z * z - log(sigma[k]) - _LOG_SQRT_2PI)
         return out
 
+    observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
+
     def log_prob(self, mu, sigma, theta):
         lp = sl.normal_lpdf(sigma, 0, 2) + sl.normal_lpdf(mu, 0, 2)
         lp = lp + sl.beta_lpdf(theta, 5, 5)
         lp1, lp2 = self._components(mu, sigma)
         return lp + sl.sum(sl.log_mix(theta, lp1, lp2))
 
+    def log_likelihood(self, mu, sigma, theta):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        lp1, lp2 = self._components(mu, sigma)
+        return sl.log_mix(theta, lp1, lp2)
+
     def generated_quantities(self, rng, mu, sigma, theta):
         lp1, lp2 = self._components(mu, sigma, log=np.log)
-        return {"log_lik": np.logaddexp(np.log(theta) + lp1, np.log1p(-theta) + lp2)}
+        first = rng.random(self.N) < theta
+        return {"log_lik": np.logaddexp(np.log(theta) + lp1, np.log1p(-theta) + lp2),
+                "y_rep": np.where(first, rng.normal(mu[0], sigma[0], self.N),
+                                  rng.normal(mu[1], sigma[1], self.N))}

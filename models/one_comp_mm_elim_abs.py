@@ -83,23 +83,34 @@ class OneCompMmElimAbs(sl.Model):
     V_m = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, *args, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
-        super().__init__(*args, **data)
+    def transformed_data(self):
         if np.any(np.diff(self.times) < 0) or not np.all(self.times > self.t0):
             raise sl.DataError("times must be non-decreasing and after t0, got "
                                f"t0 = {self.t0}, times = {self.times}")
-        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,
+        return {"y0": np.zeros(1)}                    # the gut starts empty
+
+    def __init__(self, *args, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
+        super().__init__(*args, **data)
+        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,     # solver options
                                 max_num_steps=max_num_steps)
-        self._y0 = np.zeros(1)
 
     def transformed_parameters(self, k_a, K_m, V_m):
-        C = sl.ode_bdf(mm_elimination_rhs, self._y0, self.t0, self.times, k_a, K_m, V_m,
+        C = sl.ode_bdf(mm_elimination_rhs, self.y0, self.t0, self.times, k_a, K_m, V_m,
                        self.D, self.V, **self.ode_control)
         return {"C": C}
+
+    observed = ("C_hat",)
+    predictive = {"C_hat": "C_ppc"}
 
     def log_prob(self, k_a, K_m, V_m, sigma, C):
         lp = sl.cauchy_lpdf(sl.stack([k_a, K_m, V_m, sigma]), 0.0, 1.0)
         return lp + sl.lognormal_lpdf(self.C_hat, sl.log(C[:, 0]), sigma)
+
+    def log_likelihood(self, sigma, C):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (np.log(self.C_hat) - sl.log(C[:, 0])) / sigma
+        return -0.5 * z * z - sl.log(sigma) - np.log(self.C_hat) - 0.5 * np.log(2.0 * np.pi)
 
     def generated_quantities(self, rng, sigma, C):
         mu = np.log(C[:, 0])

@@ -370,27 +370,34 @@ class PkSteadyState(sl.Model):
     k2 = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, *args, **data):            # data as keywords or one dict
-        super().__init__(*args, **data)
-        self._log_c_obs = np.log(self.C_obs)
-        self._x_guess = np.full(2 * self.N, X_GUESS)
+    def transformed_data(self):
+        return {"log_c_obs": np.log(self.C_obs), "x_guess": np.full(2 * self.N, X_GUESS)}
 
     def transformed_parameters(self, k1, k2):
         theta = sl.concatenate([k1 * self.phi1, k2 * self.phi2,
                                 np.array([self.dose, self.tau])])
-        x = steady_state(theta, x_guess=self._x_guess, transfer=transfer_dd)
+        x = steady_state(theta, x_guess=self.x_guess, transfer=transfer_dd)
         return {"C_trough": x[self.N:] / self.V}
+
+    observed = ("C_obs",)
+    predictive = {"C_obs": "C_rep"}
 
     def log_prob(self, k1, k2, sigma, C_trough):
         lp = sl.lognormal_lpdf(k1, 0.0, 1.0) + sl.lognormal_lpdf(k2, 0.0, 1.0)
         lp = lp + sl.normal_lpdf(sigma, 0.0, 0.5)
         return lp + sl.lognormal_lpdf(self.C_obs, sl.log(C_trough), sigma)
 
+    def log_likelihood(self, sigma, C_trough):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.log_c_obs - sl.log(C_trough)) / sigma
+        return -0.5 * z * z - sl.log(sigma) - self.log_c_obs - 0.5 * math.log(2 * math.pi)
+
     def generated_quantities(self, rng, sigma, C_trough):
         mu = np.log(C_trough)
-        z = (self._log_c_obs - mu) / sigma
+        z = (self.log_c_obs - mu) / sigma
         return {"C_rep": np.exp(rng.normal(mu, sigma)),
-                "log_lik": -0.5 * z * z - math.log(sigma) - self._log_c_obs
+                "log_lik": -0.5 * z * z - math.log(sigma) - self.log_c_obs
                 - 0.5 * math.log(2 * math.pi)}
 
 

@@ -45,19 +45,27 @@ class Radon(sl.Model):
     sigma_alpha = sl.param.real(lower=0)
     sigma_y = sl.param.real(lower=0)
 
-    def __init__(self, *args, **data):            # data as keywords or one dict
-        super().__init__(*args, **data)
-        self._county = self.county_idx - 1            # 0-based (transformed data)
+    observed = ("log_radon",)
+    predictive = {"log_radon": "y_rep"}
+
+    def transformed_data(self):
+        return {"county": self.county_idx - 1}        # 0-based county indices
 
     def log_prob(self, alpha, beta, mu_alpha, sigma_alpha, sigma_y):
         lp = sl.normal_lpdf(sigma_y, 0, 1) + sl.normal_lpdf(sigma_alpha, 0, 1)
         lp = lp + sl.normal_lpdf(mu_alpha, 0, 10) + sl.normal_lpdf(beta, 0, 10)
         lp = lp + sl.normal_lpdf(alpha, mu_alpha, sigma_alpha)
-        mu = alpha[self._county] + self.floor_measure * beta
+        mu = alpha[self.county] + self.floor_measure * beta
         return lp + sl.normal_lpdf(self.log_radon, mu, sigma_y)
 
+    def log_likelihood(self, alpha, beta, sigma_y):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        z = (self.log_radon - (alpha[self.county] + self.floor_measure * beta)) / sigma_y
+        return -0.5 * z * z - sl.log(sigma_y) - _LOG_SQRT_2PI
+
     def generated_quantities(self, rng, alpha, beta, sigma_y):
-        mu = alpha[self._county] + self.floor_measure * beta
+        mu = alpha[self.county] + self.floor_measure * beta
         z = (self.log_radon - mu) / sigma_y
         return {"y_rep": rng.normal(mu, sigma_y),
                 "log_lik": -0.5 * z * z - np.log(sigma_y) - _LOG_SQRT_2PI}

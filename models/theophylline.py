@@ -225,10 +225,15 @@ class Theophylline(sl.Model):
 
     observed = ("conc",)
 
+    def transformed_data(self):
+        # per observation its record in the schedule, and its 0-based subject
+        _, rec = self.schedule(self.subject, self.time, self.dose)
+        return {"rec": rec, "obs_subj": self.subject - 1}
+
     def __init__(self, *args, **data):            # data as keywords or one dict
         super().__init__(*args, **data)
-        self.events, self._rec = self.schedule(self.subject, self.time, self.dose)
-        self._obs_subj = self.subject - 1
+        # an object, not numbers: an ordinary attribute rather than transformed data
+        self.events = self.schedule(self.subject, self.time, self.dose)[0]
 
     @staticmethod
     def schedule(subject, time, dose):
@@ -280,7 +285,7 @@ class Theophylline(sl.Model):
         cl = sl.exp(log_cl + omega_cl * z_cl)
         amounts = sl.pk.onecpt(self.events, CL=cl, V=cl / ke, ka=ka)
         # concentration = central amount / V, V = CL / ke
-        C = amounts[self._rec, 1] * (ke / cl)[self._obs_subj]
+        C = amounts[self.rec, 1] * (ke / cl)[self.obs_subj]
         return {"ka": ka, "ke": ke, "cl": cl, "C": C}
 
     def log_prob(self, log_ka, log_ke, log_cl, omega_ka, omega_ke, omega_cl, sigma,
@@ -303,8 +308,8 @@ class Theophylline(sl.Model):
 
     def log_likelihood(self, sigma, C):
         """Pointwise log-likelihood (for ``arviz.loo``), one per observation."""
-        z = (self.conc - np.asarray(C)) / sigma
-        return -0.5 * z * z - math.log(sigma) - 0.5 * math.log(2 * math.pi)
+        z = (self.conc - C) / sigma
+        return -0.5 * z * z - sl.log(sigma) - 0.5 * math.log(2 * math.pi)
 
 
 if __name__ == "__main__":           # regenerate the default data from ../shared

@@ -246,7 +246,10 @@ def file_kind(path):
 def digest(values):
     """sha256 (hex) of an array's dtype, shape and values (NaNs made canonical)."""
     a = np.asarray(values)
-    h = hashlib.sha256(f"{a.dtype.kind}{a.dtype.itemsize}{a.shape}".encode())
+    # text (coordinate labels) is text however it comes back: fixed-width unicode
+    # written, object read (netCDF's variable-length strings)
+    kind = f"{a.dtype.kind}{a.dtype.itemsize}" if a.dtype.kind in "biufc" else "text"
+    h = hashlib.sha256(f"{kind}{a.shape}".encode())
     if a.dtype.kind in "biufc":
         if a.dtype.kind in "fc":
             a = np.where(np.isnan(a), np.nan, a)

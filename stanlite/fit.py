@@ -24,7 +24,13 @@ A model may define ``log_likelihood(self, <names>)`` returning the pointwise
 log-likelihood (an array, or a dict name -> array); it goes to the InferenceData's
 ``log_likelihood`` group (for ``arviz.loo`` / ``arviz.compare``). A class attribute
 ``observed = ("y",)`` names the data fields that are observations: they go to
-``observed_data``, the other data fields to ``constant_data``.
+``observed_data``, the other data fields to ``constant_data``; ``predictive = {"y":
+"y_rep"}`` (or the naming rule ``<observed>_rep``) names the generated quantity that
+replicates an observed field: it goes to ``posterior_predictive`` under the field's
+name (``prior_predictive`` for a fit of the prior). Dimensions are named after the
+declared sizes (:meth:`Fit.to_arviz`). ``fit["beta[1]"]`` is an element by Stan's
+name; ``fit.draws_pd()`` and ``fit.draws_xr()`` are cmdstanpy's tables. Integer
+generated quantities keep an integer dtype.
 """
 
 import contextlib
@@ -179,13 +185,18 @@ class Fit:
             return self._draws[name]
         if name in self._stats:
             return self._stats[name]
+        element = _element(name, self._draws)
+        if element is not None:
+            return element
         raise KeyError(f"'{name}' is not a parameter, transformed parameter, generated "
                        f"quantity or sampler statistic of this fit; known: "
                        f"{sorted(self._draws) + sorted(self._stats)}")
 
     def __getitem__(self, name):
-        """``(chains, draws, *shape)``; chains of unequal length (an interrupted run)
-        are cut to the shortest, with a RuntimeWarning saying how much is hidden."""
+        """``(chains, draws, *shape)``; an element by Stan's name (1-based, as in
+        ``summary()``: ``fit["beta[1]"]``, ``fit["L[2,1]"]``) is ``(chains, draws)``.
+        Chains of unequal length (an interrupted run) are cut to the shortest, with a
+        RuntimeWarning saying how much is hidden."""
         v = self._get(name)
         self._warn_cut(f"fit[{name!r}]")
         return v
@@ -238,7 +249,102 @@ class Fit:
                        f"known: {sorted(src) + sorted(self._warmup_stats)}")
 
     def __contains__(self, name):
-        return name in self._draws or name in self._stats
+        return name in self._draws or name in self._stats or \
+            _element(name, self._draws, strict=False) is not None
+
+    # ---- tables ---------------------------------------------------------------------------
+    def draws_pd(self, vars=None, inc_warmup=False):
+        """The draws as a pandas DataFrame, one row per draw, as cmdstanpy's
+        ``draws_pd``: ``chain__`` (1-based), ``iter__`` (the iteration within its
+        chain, 1-based; warmup first with ``inc_warmup=True``), ``draw__`` (1-based
+        over all rows), the sampler statistics (``lp__``, ``accept_stat__``, ...),
+        then one column per element of every quantity under Stan's names
+        (``theta[1]``); integer quantities keep an integer dtype. ``vars``: names
+        of quantities, elements or statistics to keep (a str or a list). Chains of
+        unequal length are cut to the shortest, as ``fit[name]``."""
+        import pandas as pd
+        from .model import element_names
+        self._warn_cut("draws_pd()")
+        blocks = self._row_blocks(inc_warmup)
+        cols = {}
+        chains = [c for c, _, _, _ in blocks]
+        n_rows = [len(it) for _, it, _, _ in blocks]
+        cols["chain__"] = np.repeat(np.asarray(chains, dtype=np.int64) + 1, n_rows)
+        cols["iter__"] = np.concatenate([it for _, it, _, _ in blocks]) if blocks else \
+            np.empty(0, np.int64)
+        cols["draw__"] = np.arange(1, len(cols["iter__"]) + 1)
+        want = None if vars is None else \
+            set(_names_list(vars, self._draws, self._stats))
+        for k in self._stats:
+            if want is None or k in want:
+                cols[k] = _stack_rows([s[k] for _, _, s, _ in blocks])
+        for k in self.names:
+            if want is not None and k not in want and \
+                    not any(w.startswith(k + "[") for w in want):
+                continue
+            v = _stack_rows([q[k] for _, _, _, q in blocks])
+            flat = v.reshape(v.shape[0], -1)
+            for j, en in enumerate(element_names(k, v.shape[1:])):
+                if want is None or k in want or en in want:
+                    cols[en] = flat[:, j]
+        return pd.DataFrame(cols)
+
+    def draws_xr(self, vars=None, inc_warmup=False):
+        """The draws as an ``xarray.Dataset`` (cmdstanpy's ``draws_xr``): every
+        parameter, transformed parameter and generated quantity (or those ``vars``
+        names) with dimensions ``chain``, ``draw`` and the named dimensions of
+        :meth:`to_arviz` (``theta`` is ``(chain, draw, J)``); ``chain`` labelled
+        from 1; the warmup draws first with ``inc_warmup=True``."""
+        import xarray as xr
+        self._warn_cut("draws_xr()")
+        names = self.names if vars is None else _names_list(vars, self._draws,
+                                                            elements=False)
+        dims = self._quantity_dims()
+        out = {}
+        for k in names:
+            v = self._draws[k]
+            if inc_warmup and self.num_warmup_draws:
+                v = np.concatenate([self._warmup_draws[k], v], axis=1)
+            out[k] = (["chain", "draw"] + dims[k], v)
+        chains = np.arange(1, len(self._rows if self._rows is not None else
+                                  range(self.num_chains)) + 1)
+        n = self.num_draws + (self.num_warmup_draws if inc_warmup else 0)
+        return xr.Dataset(out, coords={"chain": chains, "draw": np.arange(n)})
+
+    def _quantity_dims(self):
+        """``{quantity: [dimension names]}``, as :meth:`to_arviz` names them."""
+        if self.model is not None:
+            names = _DimNames(self.model, self._data_arrays())
+            return {k: names.of(k, v.shape[2:]) for k, v in self._draws.items()}
+        out = {}
+        idata = self._idata
+        where = {gq: obs for obs, gq in (getattr(self, "_predictive", None) or {}).items()}
+        for k, v in self._draws.items():
+            var, found = where.get(k, k), None
+            for g in ("posterior", "prior", "posterior_predictive", "prior_predictive"):
+                if idata is not None and g in idata.groups() and var in idata[g]:
+                    found = list(idata[g][var].dims[2:])
+                    break
+            out[k] = found if found is not None else \
+                [f"{k}_dim_{i}" for i in range(v.ndim - 2)]
+        return out
+
+    def _row_blocks(self, inc_warmup):
+        """Per chain: ``(chain index, iterations, stats, quantities)`` of the rows
+        :meth:`draws_pd` writes (warmup first when asked and kept)."""
+        blocks = []
+        n, nw = self.num_draws, self.num_warmup_draws if inc_warmup else 0
+        for c in range(self.num_chains):
+            stats = {k: v[c] for k, v in self._stats.items()}
+            q = {k: v[c] for k, v in self._draws.items()}
+            if nw:
+                stats = {k: np.concatenate([self._warmup_stats[k][c], v]) if k in
+                         self._warmup_stats else np.concatenate([np.full(nw, np.nan), v])
+                         for k, v in stats.items()}
+                q = {k: np.concatenate([self._warmup_draws[k][c], v]) for k, v in q.items()}
+            chain = self._rows[c] if self._rows is not None else c
+            blocks.append((chain, np.arange(1, nw + n + 1), stats, q))
+        return blocks
 
     @property
     def names(self):
@@ -260,44 +366,80 @@ class Fit:
         return dict(self._stats)
 
     # ---- ArviZ ------------------------------------------------------------------------
-    def to_arviz(self):
-        """``arviz.InferenceData`` with posterior, sample_stats (ArviZ names),
-        log_likelihood (if the model defines ``log_likelihood``), observed_data (the
-        data fields the model's ``observed`` attribute names), constant_data (the
-        other data fields), and coords/dims per axis. A loaded fit returns what was
-        saved. Chains of unequal length are cut to the shortest, as ``fit[name]``
+    def to_arviz(self, coords=None, dims=None):
+        """``arviz.InferenceData`` that ArviZ's functions take as it is:
+
+        * ``posterior`` (parameters, transformed parameters, generated quantities) and
+          ``sample_stats`` (ArviZ's names); ``prior`` and ``sample_stats_prior`` for a
+          fit of :meth:`~stanlite.Model.sample_prior_predictive`;
+        * ``posterior_predictive`` (``prior_predictive``): the replicated data the
+          model declares, ``predictive = {"y": "y_rep"}`` (observed field: generated
+          quantity), or by the naming rule ``<observed>_rep``; each under the name of
+          its observed field, so that ``az.plot_ppc(idata)`` pairs them (and out of
+          ``posterior``; ``fit["y_rep"]`` still gives it);
+        * ``log_likelihood``: the model's pointwise ``log_likelihood(self, ...)`` (one
+          observed field: named after it), for ``az.loo`` / ``az.compare``;
+        * ``observed_data`` (the fields ``observed = ("y",)`` names) and
+          ``constant_data`` (the other data fields);
+        * ``warmup_posterior``/``warmup_sample_stats`` with ``save_warmup=True``.
+
+        Dimensions are named after the declared sizes: a ``vector("J")`` has dimension
+        ``J``, and an axis of an undeclared quantity (transformed parameter, generated
+        quantity, log-likelihood) whose length is that of exactly one named size gets
+        its name too (several sizes of one length: ``<name>_dim_<i>``, as numeric
+        sizes). An int data field that names a dimension is that dimension's length:
+        in a data group holding the dimension it is left out of the variables and kept
+        in the group's ``attrs``. ``coords``: ``{dim: labels}`` (e.g. ``{"J":
+        school_names}``; the default is 0, 1, ...); ``dims``: ``{variable: [dim names]}``
+        to override the naming. A loaded fit returns what was saved (with ``coords``
+        applied). Chains of unequal length are cut to the shortest, as ``fit[name]``
         (with a warning)."""
         if self._idata is not None:
-            return self._idata
+            return _with_coords(self._idata, coords) if coords else self._idata
         az = _arviz()
         self._warn_cut("to_arviz()")      # the same cut as fit[name]
-        posterior = dict(self._draws)
-        stats = self._arviz_stats(self._stats)
-        dims, coords = {}, {}
-
-        def add_dims(k, shape):
-            dims[k] = [f"{k}_dim_{i}" for i in range(len(shape))]
-            for i, size in enumerate(shape):
-                coords[f"{k}_dim_{i}"] = np.arange(size)
-        for k, v in posterior.items():
-            add_dims(k, v.shape[2:])
-        data = {k: np.asarray(v) for k, v in getattr(self.model, "data", {}).items()}
-        observed = _observed_names(self.model, data)
-        for k in data:
-            if k not in posterior:
-                add_dims(k, data[k].shape)
+        prior = self.kind == "prior"
+        model = self.model
+        data = self._data_arrays()
+        observed = _observed_names(model, data)
+        quantities = dict(self._draws)
+        predictive = self._predictive_map()
+        names = _DimNames(model, data)
+        all_dims = {k: names.of(k, data[k].shape) for k in data}
+        for k, v in quantities.items():
+            all_dims[k] = names.of(k, v.shape[2:])
+        pp = {obs: quantities.pop(gq) for obs, gq in predictive.items()}
         loglik = {}
-        ll_fun = getattr(self.model, "log_likelihood", None)
-        if callable(ll_fun):
+        ll_fun = getattr(model, "log_likelihood", None)
+        if callable(ll_fun) and not prior:
             loglik = self._pointwise(ll_fun, default_name=observed[0] if len(observed) == 1
                                      else "log_lik")
-            for k, v in loglik.items():
-                if k not in posterior and not (k in data and data[k].shape == v.shape[2:]):
-                    add_dims(k, v.shape[2:])
-        kw = dict(posterior=posterior, sample_stats=stats, coords=coords, dims=dims)
+        # dims of one group's variables: a Dataset has one variable per name
+        group_dims = {}
+        for k, v in loglik.items():
+            group_dims[("ll", k)] = all_dims[k] if k in data and \
+                data[k].shape == v.shape[2:] else names.of(k, v.shape[2:])
+        user = _checked_dims(dims)
+        all_dims.update(user)
+        sizes = {}
+        for k, d in all_dims.items():
+            shape = data[k].shape if k in data else self._draws[k].shape[2:]
+            sizes.update(zip(d, shape))
+        coords_all = {d: np.arange(n) for d, n in sizes.items()}
+        posterior_dims = {k: all_dims[k] for k in quantities}
+        post_key, stats_key, pp_key = (("prior", "sample_stats_prior", "prior_predictive")
+                                       if prior else ("posterior", "sample_stats",
+                                                      "posterior_predictive"))
+        kw = {post_key: quantities, stats_key: self._arviz_stats(self._stats)}
+        if pp:
+            kw[pp_key] = pp
+        groups_dims = {post_key: posterior_dims,
+                       pp_key: {obs: user.get(obs, all_dims[obs]) for obs in pp}}
         if loglik:
             kw["log_likelihood"] = loglik
-        if self.num_warmup_draws:
+            groups_dims["log_likelihood"] = {k: user.get(k, group_dims[("ll", k)])
+                                             for k in loglik}
+        if self.num_warmup_draws and not prior:
             kw.update(warmup_posterior=dict(self._warmup_draws),
                       warmup_sample_stats=self._arviz_stats(self._warmup_stats),
                       save_warmup=True)
@@ -305,16 +447,30 @@ class Fit:
         with warnings.catch_warnings():
             # a short (or interrupted) run may have fewer draws than chains: not an error
             warnings.filterwarnings("ignore", "More chains", UserWarning)
-            idata = az.from_dict(**kw)
+            idata = _from_dict(az, kw, groups_dims, posterior_dims, coords_all)
         # the data groups built here: ArviZ's from_dict would turn scalars into (1,)
         groups = {}
-        for group, names in (("observed_data", observed),
-                             ("constant_data", [k for k in data if k not in observed])):
-            if names:
-                groups[group] = _dataset({k: data[k] for k in names}, dims, coords)
+        for group, fields in (("observed_data", observed),
+                              ("constant_data", [k for k in data if k not in observed])):
+            if fields:
+                groups[group] = _dataset({k: data[k] for k in fields}, all_dims,
+                                         coords_all)
         if groups:
             idata.add_groups(groups)
-        return idata
+        return _with_coords(idata, coords) if coords else idata
+
+    def _data_arrays(self):
+        return {k: np.asarray(v) for k, v in getattr(self.model, "data", {}).items()}
+
+    def _predictive_map(self):
+        """``{observed field: generated quantity}`` of the replicated data
+        (:func:`predictive_names`; a fit loaded without its model: what its file
+        recorded)."""
+        if self.model is None:
+            return dict(getattr(self, "_predictive", None) or {})
+        data = self._data_arrays()
+        return predictive_names(self.model, _observed_names(self.model, data),
+                                self._draws, data)
 
     def _arviz_stats(self, raw):
         names = self.arviz_stats
@@ -363,10 +519,11 @@ class Fit:
         return out
 
     # ---- saving -------------------------------------------------------------------------
-    def save(self, path):
+    def save(self, path, coords=None):
         """Write the fit to a netCDF file: ArviZ's groups (``arviz.from_netcdf``
-        reads them) plus the ``stanlite_state`` group needed to resume; read it
-        back with ``sl.load_fit(path)``. Returns the path.
+        reads them; ``coords`` labels their dimensions, as in :meth:`to_arviz`) plus
+        the ``stanlite_state`` group needed to resume; read it back with
+        ``sl.load_fit(path)``. Returns the path.
 
         The file is written whole to a temporary file in the same folder and renamed
         over ``path`` (:func:`write_netcdf`): an existing file is never damaged, and
@@ -377,10 +534,10 @@ class Fit:
         chain whole (so saving does not warn about the cut)."""
         import xarray as xr
         with self._no_cut_warning():
-            idata = self.to_arviz()
+            idata = self.to_arviz(coords=coords)
         groups = {g: idata[g] for g in idata.groups()}
         meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "method": self.method,
-                "kind": self.kind,
+                "kind": self.kind, "predictive": self._predictive_map(),
                 "max_treedepth": self.max_treedepth, "interrupted": bool(self.interrupted),
                 "names": self.names,
                 # a fit loaded without its model keeps what its file said
@@ -583,6 +740,52 @@ def _diagnostics(az, x):
             _scalar(az.ess(x, method="tail")), rhat)
 
 
+def _element(name, draws, strict=True):
+    """``(chains, draws)`` of the element Stan names ``name`` (``beta[1]``,
+    ``L[2,1]``: 1-based), or None if ``name`` has not that form or names no quantity;
+    an index out of range is a KeyError (``strict``) or None."""
+    if not isinstance(name, str) or not name.endswith("]") or "[" not in name:
+        return None
+    base, _, rest = name[:-1].partition("[")
+    v = draws.get(base)
+    if v is None:
+        return None
+    try:
+        idx = tuple(int(i) for i in rest.split(","))
+    except ValueError:
+        return None
+    shape = v.shape[2:]
+    if len(idx) != len(shape) or not all(1 <= i <= n for i, n in zip(idx, shape)):
+        if not strict:
+            return None
+        raise KeyError(f"{name!r}: '{base}' has shape {shape}, indexed from 1 as in Stan "
+                       f"(its elements run from {base}[{','.join('1' * len(shape))}] to "
+                       f"{base}[{','.join(map(str, shape))}])")
+    return v[(slice(None), slice(None)) + tuple(i - 1 for i in idx)]
+
+
+def _names_list(vars, draws, stats=(), elements=True):
+    """``vars`` (a name or a list of them) checked: each a quantity, a statistic or
+    (``elements``) a quantity's element; a KeyError naming the first that is not."""
+    names = [vars] if isinstance(vars, str) else list(vars)
+    for k in names:
+        if k in draws or k in stats:
+            continue
+        if elements and _element(k, draws, strict=False) is not None:
+            continue
+        raise KeyError(f"{k!r} is not a quantity{' or element' if elements else ''}"
+                       f"{' or sampler statistic' if stats else ''} of this fit; known: "
+                       f"{', '.join(list(draws) + list(stats))}")
+    return names
+
+
+def _stack_rows(parts):
+    """The per-chain row blocks of one column (or quantity) one after another."""
+    if not parts:
+        return np.empty(0)
+    return np.concatenate(parts, axis=0)
+
+
 def _rows(states):
     """``(indices, n)``: the chains that make up ``fit[name]`` and its number of draws.
     Chains of equal length are all kept; otherwise (an interrupted run) the chains
@@ -623,7 +826,9 @@ def output_arrays(model, draws, rngs, what="draws"):
       generated ones. Names and shapes come from the first draw that succeeds (not
       from the origin, where a quantity may be undefined); if none succeeds the
       fit has none of them, and the warning says so. Integer quantities
-      (``rng.poisson``) are floats here, as they always were, so NaN fits them.
+      (``rng.poisson``, counts, booleans) keep an integer dtype (int64) when every
+      draw has them; where some draw has NaN for them (a failure, an interrupt)
+      they are floats, so that NaN fits.
     * Ctrl-C (``KeyboardInterrupt``) stops the computation: the draws not reached
       get their parameters (constrained: cheap) and NaN for the transformed
       parameters and generated quantities, with a RuntimeWarning. A second Ctrl-C
@@ -654,7 +859,7 @@ def output_arrays(model, draws, rngs, what="draws"):
                         continue
             table.put_params(c, d, model, x)
     table.warn(what, stop)
-    return table.out
+    return table.integers_kept()
 
 
 def _parameters_only(model, draws):
@@ -708,6 +913,15 @@ class _OutputTable:
         self.total = 0
         self.params_stopped = False   # a second Ctrl-C stopped the parameters too
         self.parts = None             # model._draw_output, where it has one
+        self.reals = set()            # names with a non-integer value at some draw
+
+    def integers_kept(self):
+        """The arrays, those of integer quantities (integer at every draw, none
+        missing) as int64."""
+        for k, a in self.out.items():
+            if k not in self.reals and a.size and not np.isnan(a).any():
+                self.out[k] = a.astype(np.int64)
+        return self.out
 
     def draw(self, c, d, model, x, rng, gq_fun):
         """One draw: everything, each block's failure counted (its values NaN)."""
@@ -743,7 +957,10 @@ class _OutputTable:
         self.done += 1
 
     def _checked(self, block, values):
-        vals = {k: np.asarray(v, dtype=float) for k, v in values.items()}
+        vals = {k: np.asarray(v) for k, v in values.items()}
+        bad = [k for k, v in vals.items() if v.dtype.kind not in "biuf"]
+        if bad:
+            raise ModelError(f"{block}: '{bad[0]}' is {vals[bad[0]].dtype}, not numbers")
         if block not in self.names:
             self.names[block] = {k: v.shape for k, v in vals.items()}
         else:
@@ -756,6 +973,8 @@ class _OutputTable:
 
     def _put(self, c, d, vals):
         for k, v in vals.items():
+            if np.asarray(v).dtype.kind not in "biu":
+                self.reals.add(k)
             a = self.out.get(k)
             if a is None:
                 a = self.out[k] = np.full(self.shape + np.shape(v), np.nan)
@@ -830,7 +1049,9 @@ def _scalar(v):
 
 
 def _dataset(values, dims, coords):
-    """An ``xarray.Dataset`` of data fields (0-d stays 0-d), with ArviZ's attrs."""
+    """An ``xarray.Dataset`` of data fields (0-d stays 0-d), with ArviZ's attrs. A
+    0-d field named like a dimension of the group (a size ``J`` beside a
+    ``vector("J")``) cannot be a variable there (xarray): it goes to the attrs."""
     import xarray as xr
     az = _arviz()
     vs, cs = {}, {}
@@ -841,7 +1062,140 @@ def _dataset(values, dims, coords):
             cs[name] = coords.get(name, np.arange(size))
     make_attrs = getattr(getattr(az, "data", None), "base", None)
     attrs = make_attrs.make_attrs() if hasattr(make_attrs, "make_attrs") else {}
+    for k in [k for k, (d, v) in vs.items() if k in cs and not d]:
+        attrs[k] = vs.pop(k)[1].item()
     return xr.Dataset(vs, coords=cs, attrs=attrs)
+
+
+# ---- dimension names, coordinates, replicated data -----------------------------------------
+class _DimNames:
+    """Dimension names from the model's declarations: a declared axis of size
+    ``"J"`` is ``J``; an axis of an undeclared quantity whose length is that of exactly
+    one named size takes that name; any other axis is ``<variable>_dim_<i>``."""
+
+    def __init__(self, model, data):
+        cls = type(model)
+        decls = {**getattr(cls, "_data_decls", {}), **getattr(cls, "_param_decls", {})}
+        shapes = {k: np.shape(v) for k, v in data.items()}
+        shapes.update(_param_shapes(model))
+        self.declared, named = {}, {}
+        for attr, decl in decls.items():
+            # outputs name a variable by its Stan name (name=), else its attribute
+            k = next((n for n in (getattr(decl, "name", None), attr) if n in shapes), None)
+            if k is None:
+                continue
+            shape = shapes[k]
+            exprs = getattr(decl, "size_exprs", decl.dims)    # array= sizes first
+            sizes = [d if isinstance(d, str) else None for d in exprs]
+            if len(sizes) + 1 == len(shape):            # a square matrix of one size
+                sizes.append(None)
+            if len(sizes) != len(shape) or any(
+                    d is not None and (d not in data or np.ndim(data[d]) or
+                                       int(data[d]) != n) for d, n in zip(sizes, shape)):
+                continue                                # not a layout read here
+            self.declared[k] = sizes
+            named.update((d, n) for d, n in zip(sizes, shape) if d is not None)
+        by_length = {}
+        for d, n in named.items():
+            by_length.setdefault(n, []).append(d)
+        self.by_length = {n: ds[0] for n, ds in by_length.items() if len(ds) == 1}
+
+    def of(self, k, shape):
+        """The dimension names of variable ``k`` of (per-draw) shape ``shape``."""
+        given = self.declared.get(k)
+        out = []
+        for i, n in enumerate(shape):
+            d = given[i] if given is not None else self.by_length.get(n)
+            out.append(d if d is not None and d not in out else f"{k}_dim_{i}")
+        return out
+
+
+def _param_shapes(model):
+    shapes = getattr(model, "param_shapes", None)
+    return shapes() if callable(shapes) else {}
+
+
+def _checked_dims(dims):
+    """``to_arviz``'s ``dims``: ``{variable: [dimension names]}``."""
+    from .errors import ArgumentError
+    if dims is None:
+        return {}
+    if not isinstance(dims, dict) or not all(
+            isinstance(v, (list, tuple)) and all(isinstance(d, str) for d in v)
+            for v in dims.values()):
+        raise ArgumentError("dims must be a dict of variable name -> list of dimension "
+                            f"names, got {dims!r}")
+    return {k: list(v) for k, v in dims.items()}
+
+
+def _from_dict(az, kw, groups_dims, posterior_dims, coords):
+    """``az.from_dict`` with the dimension names of every group (one mapping: a name
+    in two groups has the same dimensions in both, as the observed field and its
+    replicate and log-likelihood do)."""
+    merged = dict(posterior_dims)
+    for d in groups_dims.values():
+        merged.update(d)
+    return az.from_dict(**kw, coords=coords, dims=merged)
+
+
+def _with_coords(idata, coords):
+    """``idata`` with ``coords`` (``{dim: labels}``) on every group having the
+    dimension; an ArgumentError for a dimension no group has or labels of the wrong
+    length."""
+    from .errors import ArgumentError
+    if not isinstance(coords, dict):
+        raise ArgumentError(f"coords must be a dict of dimension name -> labels, got "
+                            f"{type(coords).__name__}")
+    sizes = {}
+    for g in idata.groups():
+        sizes.update(idata[g].sizes)
+    for d, labels in coords.items():
+        if d not in sizes:
+            known = sorted(k for k in sizes if k not in ("chain", "draw"))
+            raise ArgumentError(f"coords names dimension {d!r}, which no group has "
+                                f"(dimensions: {', '.join(known)})")
+        if np.ndim(labels) != 1 or len(labels) != sizes[d]:
+            raise ArgumentError(f"coords for dimension {d!r}: expected {sizes[d]} labels, "
+                                f"got {np.shape(labels)}")
+    out = idata.copy()
+    for g in out.groups():
+        ds = out[g]
+        mine = {d: np.asarray(v) for d, v in coords.items() if d in ds.dims}
+        if mine:
+            setattr(out, g, ds.assign_coords(mine))
+    return out
+
+
+def predictive_names(model, observed, quantities, data):
+    """``{observed field: generated quantity}`` of the model's replicated data: its
+    ``predictive`` declaration (``{"y": "y_rep"}``), else the naming rule
+    ``<observed>_rep`` for each observed field with such a quantity. A declaration
+    naming no observed field or no generated quantity, or a replicate whose shape is
+    not its field's, is a ModelError."""
+    declared = getattr(model, "predictive", None)
+    what = f"{type(model).__name__}.predictive"
+    if declared is None:
+        pairs = {obs: f"{obs}_rep" for obs in observed if f"{obs}_rep" in quantities}
+    elif not isinstance(declared, dict):
+        raise ModelError(f"{what} must be a dict of observed data field -> generated "
+                         f"quantity (e.g. {{'y': 'y_rep'}}), got {type(declared).__name__}")
+    else:
+        pairs = dict(declared)
+        for obs, gq in pairs.items():
+            if obs not in observed:
+                raise ModelError(f"{what} names {obs!r}, which is not an observed data "
+                                 f"field (observed: {', '.join(observed) or 'none'}; "
+                                 "declare it in observed = (...))")
+            if gq not in quantities:
+                raise ModelError(f"{what} maps {obs!r} to {gq!r}, which is not a "
+                                 "generated quantity of the fit (quantities: "
+                                 f"{', '.join(quantities)})")
+    for obs, gq in pairs.items():
+        if quantities[gq].shape[2:] != np.shape(data[obs]):
+            raise ModelError(f"{what if declared is not None else 'the replicate'} "
+                             f"{gq!r} has shape {quantities[gq].shape[2:]} per draw, "
+                             f"but the observed {obs!r} has shape {np.shape(data[obs])}")
+    return pairs
 
 
 # ---- observed data, model identity -------------------------------------------------------
@@ -984,9 +1338,6 @@ def load_fit(path, model=None, data_changed_ok=False):
             from e
     if model is not None:
         changed = _check_model(path, fit, meta, model, data_changed_ok)
-        if fit.kind == "prior":
-            from .workflow import prior_model
-            model = prior_model(model)
         fit.model = model
         if changed:
             # the saved quantities belong to the other data: recomputed from the saved
@@ -1142,22 +1493,34 @@ def _fit_from_file(path, datasets, meta, version):
     fit._model_id, fit._unconstrained_names = meta.get("model"), unames
     params = meta.get("parameters")          # files written before it was recorded: None
     fit._parameters = params if _is_declarations(params) else None
-    post = datasets.get("posterior")
+    group = "prior" if fit.kind == "prior" else "posterior"
+    post = datasets.get(group)
     rows, n = _rows(states)
     if post is None:
         if n and names:
-            raise FitFileError(path, "has no 'posterior' group (deleted or renamed?)")
+            raise FitFileError(path, f"has no '{group}' group (deleted or renamed?)")
         post = {}
+    # the replicated data are in the predictive group, under their observed names
+    fit._predictive = _need(path, meta, "predictive", dict) if "predictive" in meta \
+        else {}
+    pp = datasets.get(f"{group}_predictive")
+    where = {k: (post, k, group) for k in names}
+    for obs, gq in fit._predictive.items():
+        if pp is None or obs not in pp:
+            raise FitFileError(path, f"its {group}_predictive group has no '{obs}' "
+                               "(deleted or edited?)")
+        where[gq] = (pp, obs, f"{group}_predictive")
     for k in names:
-        if k not in post:
-            raise FitFileError(path, f"its posterior has no '{k}' (edited?)")
-        got = post[k].shape[:2]
+        ds, var, g = where[k]
+        if var not in ds:
+            raise FitFileError(path, f"its {g} has no '{var}' (edited?)")
+        got = ds[var].shape[:2]
         if got != (len(rows), n):
-            raise FitFileError(path, f"its posterior '{k}' has {got[0]} chains x "
+            raise FitFileError(path, f"its {g} '{var}' has {got[0]} chains x "
                                f"{got[1] if len(got) > 1 else 0} draws; the chain states "
                                f"have {len(rows)} x {n} (edited?)")
     fit._idata = _arviz().InferenceData(**datasets)
-    fit._draws = {k: np.asarray(post[k].values) for k in names}
+    fit._draws = {k: np.asarray(where[k][0][where[k][1]].values) for k in names}
     wpost = datasets.get("warmup_posterior")
     fit._warmup_draws = {k: np.asarray(wpost[k].values) for k in names
                          if k in wpost} if wpost is not None else {}
@@ -1208,6 +1571,9 @@ def _fingerprint_from_groups(datasets):
         ds = datasets.get(g)
         if ds is not None:
             data.update({str(k): ds[k].values for k in ds.data_vars})
+            # a size that names a dimension of the group is kept in its attrs
+            data.update({str(k): np.asarray(v) for k, v in ds.attrs.items()
+                         if k in ds.dims and np.ndim(v) == 0})
     return _fitio.fingerprint_of_data(None, data) if data else None
 
 

@@ -274,8 +274,8 @@ class Model:
                 raise ModelError(f"{cls.__name__}.transformed_data: names must be Python "
                                  f"identifiers (they become attributes) not starting with "
                                  f"'_' (the model's own), got {name!r}")
-            if name in taken or hasattr(Model, name) or name == "dim":
-                clash = taken.get(name, "an attribute of sl.Model")
+            if name in taken or name == "dim" or name not in decls and hasattr(cls, name):
+                clash = taken.get(name, f"an attribute of {cls.__name__}")
                 raise ModelError(f"{cls.__name__}.transformed_data returns '{name}', which "
                                  f"is already {clash}")
             values[name] = env[name] = validate_transformed(name, v, decls.get(name), env)

@@ -107,7 +107,8 @@ def test_to_arviz_groups_and_stats(schools_fit):
     ss = idata.sample_stats
     assert set(ss.data_vars) == {"lp", "log_p", "log_q", "path"}
     np.testing.assert_array_equal(ss["log_p"].values[0], fit.log_p)
-    np.testing.assert_array_equal(idata.constant_data["y"].values, m.y)
+    np.testing.assert_array_equal(idata.observed_data["y"].values, m.y)
+    assert set(idata.groups()) >= {"posterior_predictive", "log_likelihood"}
 
 
 def test_save_writes_arviz_netcdf_and_the_approximation(schools_fit, tmp_path):

@@ -248,12 +248,18 @@ def test_observed_and_constant_data(reg_fits, short_fit):
     data = _reg_data()
     np.testing.assert_array_equal(idata.observed_data["y"].values, data["y"])
     assert set(idata.observed_data.data_vars) == {"y"}
-    assert set(idata.constant_data.data_vars) == {"N", "x"}
-    assert idata.constant_data["N"].shape == () and int(idata.constant_data["N"]) == 20
+    # the size N names the dimension of x: its length, kept in the attrs (a variable
+    # and a dimension of one name cannot share a group)
+    assert set(idata.constant_data.data_vars) == {"x"}
+    assert idata.constant_data["x"].dims == ("N",) and idata.constant_data.attrs["N"] == 20
     # without `observed`, every data field is constant data
-    plain = short_fit.to_arviz()
+    class NoObserved(type(short_fit.model)):
+        observed = ()
+    plain = NoObserved(**short_fit.model.data).generate_quantities(short_fit,
+                                                                   seed=1).to_arviz()
     assert "observed_data" not in plain.groups()
-    assert set(plain.constant_data.data_vars) == {"J", "y", "sigma"}
+    assert set(plain.constant_data.data_vars) == {"y", "sigma"}
+    assert plain.constant_data.attrs["J"] == 8
 
     class Bad(InterceptOnly):
         observed = ("y", "z")
@@ -367,6 +373,20 @@ def test_resume_from_a_fit_on_other_data_refuses():
                        parallel=False).num_draws == 25
 
 
+def _v1_layout(fit):
+    """The fit's InferenceData as format 1 wrote it: every quantity in the posterior
+    (the replicate y_rep too), sizes as variables of constant_data."""
+    import xarray as xr
+    idata = fit.to_arviz().copy()
+    rep = idata.posterior_predictive["y"].rename({"J": "y_rep_dim_0"})
+    idata.posterior = idata.posterior.assign(y_rep=rep)
+    del idata.posterior_predictive
+    const = xr.merge([idata.constant_data, idata.observed_data]).rename({"J": "dim"})
+    idata.constant_data = const.assign(J=xr.DataArray(8))
+    del idata.observed_data
+    return idata
+
+
 def test_version_1_file_is_checked_against_its_data_groups(short_fit, tmp_path):
     # a file as stanlite wrote it before fingerprints and checksums (format 1)
     import json
@@ -383,7 +403,7 @@ def test_version_1_file_is_checked_against_its_data_groups(short_fit, tmp_path):
     ds = xr.Dataset({k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v)
                      for k, v in arrays.items()})
     ds["state_json"] = (("state_json_bytes",), np.frombuffer(text, dtype=np.uint8))
-    short_fit.to_arviz().to_netcdf(path)
+    _v1_layout(short_fit).to_netcdf(path)
     ds.to_netcdf(path, mode="a", group=fitmod.STATE_GROUP, engine="h5netcdf")
     es = short_fit.model
     _same_fit(short_fit, sl.load_fit(path, model=type(es)(**es.data)))
@@ -392,7 +412,7 @@ def test_version_1_file_is_checked_against_its_data_groups(short_fit, tmp_path):
         sl.load_fit(path, model=other)
     # no checksums in format 1: a posterior of the wrong shape is found by its shape
     cut = str(tmp_path / "v1_cut.nc")
-    idata = short_fit.to_arviz()
+    idata = _v1_layout(short_fit)
     idata.posterior = idata.posterior.isel(chain=[0])
     idata.to_netcdf(cut)
     ds.to_netcdf(cut, mode="a", group=fitmod.STATE_GROUP, engine="h5netcdf")

@@ -133,3 +133,323 @@ def test_load_fit_with_other_data_recomputes_quantities(reg_fit, tmp_path):
     # with the fit's own data nothing is recomputed: the saved values
     same = sl.load_fit(path, model=reg_fit.model)
     np.testing.assert_array_equal(same["y_rep"], reg_fit["y_rep"])
+
+
+# ---- 3. ArviZ groups that ArviZ's functions take as they are -------------------------------
+def _quiet():
+    ctx = warnings.catch_warnings()
+    ctx.__enter__()
+    warnings.simplefilter("ignore")        # PSIS's Pareto-k notices on a few draws
+    return ctx
+
+
+def _ppc_and_loo(idata):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    az = _arviz()
+    ctx = _quiet()
+    try:
+        az.plot_ppc(idata, num_pp_samples=5)
+        plt.close("all")
+        return az.loo(idata)
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def test_reg_groups_dims_and_arviz_functions(reg_fit):
+    idata = reg_fit.to_arviz()
+    assert {"posterior", "posterior_predictive", "log_likelihood", "sample_stats",
+            "observed_data", "constant_data"} <= set(idata.groups())
+    # y_rep is the replicate of y, under y's name; out of the posterior
+    assert set(idata.posterior_predictive.data_vars) == {"y"}
+    np.testing.assert_array_equal(idata.posterior_predictive["y"].values, reg_fit["y_rep"])
+    assert "y_rep" not in idata.posterior.data_vars
+    # dims named after the declared size N, shared by every vector of that length
+    for g, k in (("posterior_predictive", "y"), ("log_likelihood", "y"),
+                 ("observed_data", "y"), ("constant_data", "x"), ("posterior", "mu")):
+        assert idata[g][k].dims[-1] == "N", (g, k)
+    # the size N is the dimension's length: out of the variables, in the attrs
+    assert "N" not in idata.constant_data.data_vars
+    assert idata.constant_data.attrs["N"] == 20
+    loo = _ppc_and_loo(idata)
+    assert np.isfinite(loo.elpd_loo) and loo.n_data_points == 20
+
+
+def test_coords_and_dims_arguments(reg_fit, tmp_path):
+    labels = [f"obs{i}" for i in range(20)]
+    idata = reg_fit.to_arviz(coords={"N": labels})
+    for g in ("posterior", "posterior_predictive", "log_likelihood", "observed_data"):
+        assert list(idata[g].coords["N"].values) == labels
+    with pytest.raises(sl.ArgumentError, match="expected 20 labels"):
+        reg_fit.to_arviz(coords={"N": labels[:3]})
+    with pytest.raises(sl.ArgumentError, match="no group has"):
+        reg_fit.to_arviz(coords={"school": labels})
+    idata = reg_fit.to_arviz(dims={"mu": ["obs"]})
+    assert idata.posterior["mu"].dims == ("chain", "draw", "obs")
+    # saved with the labels, read back with them (text coordinates keep their checksums)
+    path = reg_fit.save(tmp_path / "labelled.nc", coords={"N": labels})
+    loaded = sl.load_fit(path)
+    assert list(loaded.to_arviz().posterior.coords["N"].values) == labels
+    again = loaded.to_arviz(coords={"N": labels[::-1]})
+    assert list(again.observed_data.coords["N"].values) == labels[::-1]
+
+
+def test_eight_schools_dims_and_coords():
+    import stanlite.models as zoo
+    fit = zoo.get("eight_schools_noncentered").sample(chains=2, draws=60, warmup=60,
+                                                      seed=2, progress=False,
+                                                      parallel=False)
+    schools = list("ABCDEFGH")
+    idata = fit.to_arviz(coords={"J": schools})
+    for g, k in (("posterior", "theta_trans"), ("posterior", "theta"),
+                 ("posterior", "log_lik"), ("posterior_predictive", "y"),
+                 ("log_likelihood", "y"), ("observed_data", "y"),
+                 ("constant_data", "sigma")):
+        assert idata[g][k].dims[-1] == "J", (g, k)
+        assert list(idata[g][k].coords["J"].values) == schools
+    assert idata.posterior["mu"].dims == ("chain", "draw")
+
+
+def test_predictive_declarations_are_checked(reg_fit):
+    class Bad(Reg):
+        predictive = {"x": "y_rep"}
+
+    class Missing(Reg):
+        predictive = {"y": "nope"}
+    for cls, msg in ((Bad, "'x', which is not an observed"), (Missing, "'nope'")):
+        fit = cls(**_reg_data()).generate_quantities(reg_fit, seed=1)
+        with pytest.raises(sl.ModelError, match=msg):
+            fit.to_arviz()
+
+
+def _zoo_with_observed():
+    import stanlite.models as zoo
+    return [n for n in zoo.names() if getattr(zoo.model_class(n), "observed", None)]
+
+
+def _valid_point(m, rng):
+    """A point where the log density and every pointwise log-likelihood are finite."""
+    from stanlite.workflow import likelihood_sum
+    for _ in range(50):
+        x = rng.uniform(-1.0, 1.0, m.dim)
+        try:
+            with np.errstate(all="ignore"):
+                params, _ = m._constrain(x, False)
+                ll = likelihood_sum(m, {**params, **m._transformed(params)})
+                if np.isfinite(m.log_density(x)) and np.isfinite(sl.value_of(ll)):
+                    return x
+        except (sl.DomainError, ArithmeticError):
+            continue
+    raise AssertionError("no valid point")
+
+
+def _perturbed(v):
+    v = np.asarray(v)
+    return v + 1 if v.dtype.kind in "iu" and v.max() > 1 else \
+        (1 - v if v.dtype.kind in "iu" else v * 1.1)
+
+
+def test_every_zoo_model_with_observed_data_works_in_arviz():
+    """plot_ppc and loo on each zoo model with observed data (draws near a valid point:
+    the groups, not the posterior, are under test), and its declared log_likelihood is
+    exactly the likelihood terms of log_prob: the prior (log_prob minus their sum) does
+    not change when the observations do."""
+    import stanlite.models as zoo
+    from stanlite.approx_fit import ApproximateFit
+    from stanlite.workflow import prior_model
+    names = _zoo_with_observed()
+    assert len(names) == 13 and "neal_funnel" not in names
+    rng = np.random.default_rng(7)
+    for name in names:
+        m = zoo.get(name)
+        x = _valid_point(m, rng)
+        fit = ApproximateFit(m, x + 0.01 * rng.normal(size=(8, m.dim)), "test", seed=1)
+        idata = fit.to_arviz()
+        obs = m.observed[0]
+        assert obs in idata.posterior_predictive.data_vars, name
+        assert idata.posterior_predictive[obs].shape[2:] == np.shape(m.data[obs])
+        loo = _ppc_and_loo(idata)
+        assert loo.n_data_points > 0, name
+        if "log_lik" in fit:               # the zoo's own log_lik agrees
+            np.testing.assert_allclose(idata.log_likelihood[obs].values, fit["log_lik"],
+                                       rtol=1e-10, err_msg=name)
+        other = zoo.get(name, **{obs: _perturbed(m.data[obs])})
+        a, b = prior_model(m).log_density(x), prior_model(other).log_density(x)
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9), name
+
+
+def test_cli_file_works_in_arviz(tmp_path):
+    import subprocess
+    import sys
+    az = _arviz()
+    path = tmp_path / "es.nc"
+    r = subprocess.run([sys.executable, "-m", "stanlite", "sample", "eight_schools",
+                        "--chains", "2", "--draws", "100", "--warmup", "100", "--seed",
+                        "1", "--no-progress", "--serial", "--output", str(path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    idata = az.from_netcdf(path)
+    loo = _ppc_and_loo(idata)
+    assert loo.n_data_points == 8
+    import stanlite.models as zoo
+    centered = zoo.get("eight_schools_centered").sample(chains=2, draws=100, warmup=100,
+                                                         seed=1, progress=False,
+                                                         parallel=False)
+    ctx = _quiet()
+    try:
+        cmp = az.compare({"noncentered": idata, "centered": centered.to_arviz()})
+    finally:
+        ctx.__exit__(None, None, None)
+    assert set(cmp.index) == {"noncentered", "centered"}
+    loaded = sl.load_fit(path)                  # stanlite reads it back whole
+    assert loaded["y_rep"].shape == (2, 100, 8)
+
+
+# ---- 2. the prior and its predictive --------------------------------------------------------
+class Conjugate(sl.Model):
+    """y_n ~ N(mu, sigma) with sigma known, mu ~ N(m0, s0): the prior predictive of
+    each y_n is N(m0, sqrt(s0^2 + sigma^2))."""
+    N = sl.data.int(lower=0)
+    y = sl.data.vector("N")
+    sigma = sl.data.real(lower=0)
+    mu = sl.param.real()
+    observed = ("y",)
+    m0, s0 = 1.5, 2.0
+
+    def log_prob(self, mu):
+        return sl.normal_lpdf(mu, self.m0, self.s0) + sl.normal_lpdf(self.y, mu, self.sigma)
+
+    def log_likelihood(self, mu):
+        z = (self.y - mu) / self.sigma
+        return -0.5 * z * z - np.log(self.sigma) - 0.5 * np.log(2 * np.pi)
+
+    def generated_quantities(self, rng, mu):
+        return {"y_rep": rng.normal(mu, self.sigma, self.N)}
+
+
+class ConjugateWithPrior(Conjugate):
+    """The same prior, stated by log_prior (no log_likelihood needed)."""
+    log_likelihood = None
+
+    def log_prior(self, mu):
+        return sl.normal_lpdf(mu, self.m0, self.s0)
+
+
+@pytest.fixture(scope="module")
+def prior_fit():
+    m = Conjugate(N=3, y=[10.0, 11.0, 12.0], sigma=1.5)   # data far from the prior
+    return m.sample_prior_predictive(draws=1000, chains=4, seed=5, progress=False,
+                                     parallel=False)
+
+
+def test_prior_predictive_of_a_conjugate_model(prior_fit):
+    az = _arviz()
+    assert prior_fit.kind == "prior"
+    m0, s0, sigma = Conjugate.m0, Conjugate.s0, 1.5
+    s = prior_fit.summary()
+    # the prior of mu: its mean within 4 Monte Carlo standard errors, not the posterior's
+    assert abs(s.loc["mu", "mean"] - m0) < 4 * s.loc["mu", "mcse_mean"]
+    # the prior predictive: mean m0, variance s0^2 + sigma^2 (for every y_n)
+    var = s0 ** 2 + sigma ** 2
+    for j in range(3):
+        yj = prior_fit["y_rep"][..., j]
+        assert abs(yj.mean() - m0) < 4 * s.loc[f"y_rep[{j + 1}]", "mcse_mean"]
+        dev2 = (yj - m0) ** 2                     # E = var; its own MCSE from its ESS
+        ess = float(np.asarray(az.ess(dev2, method="mean")).reshape(-1)[0])
+        se = dev2.std() / np.sqrt(ess)
+        assert abs(dev2.mean() - var) < 4 * se, (j, dev2.mean(), var, se)
+    # two observations share mu: covariance s0^2
+    y = prior_fit["y_rep"]
+    cov = np.mean((y[..., 0] - m0) * (y[..., 1] - m0))
+    assert abs(cov - s0 ** 2) < 0.2 * s0 ** 2
+
+
+def test_prior_fit_arviz_groups_and_file(prior_fit, tmp_path):
+    idata = prior_fit.to_arviz()
+    assert {"prior", "prior_predictive", "sample_stats_prior", "observed_data"} <= \
+        set(idata.groups())
+    assert "posterior" not in idata.groups() and "log_likelihood" not in idata.groups()
+    assert idata.prior_predictive["y"].dims == ("chain", "draw", "N")
+    np.testing.assert_array_equal(idata.prior["mu"].values, prior_fit["mu"])
+    # joined to a posterior's InferenceData: ArviZ's prior predictive check
+    post = prior_fit.model.sample(chains=2, draws=100, warmup=100, seed=1, progress=False,
+                                  parallel=False)
+    both = post.to_arviz()
+    both.extend(idata)
+    assert {"posterior", "prior", "prior_predictive"} <= set(both.groups())
+    loaded = sl.load_fit(prior_fit.save(tmp_path / "prior.nc"))
+    assert loaded.kind == "prior"
+    np.testing.assert_array_equal(loaded["y_rep"], prior_fit["y_rep"])
+    with pytest.raises(sl.ArgumentError, match="prior"):
+        prior_fit.model.sample(resume_from=loaded, progress=False)
+    with pytest.raises(sl.ArgumentError, match="prior"):
+        Conjugate(N=3, y=[10.0, 11.0, 12.0], sigma=1.5).sample(resume_from=prior_fit,
+                                                               progress=False)
+
+
+def test_log_prior_gives_the_same_prior():
+    from stanlite.workflow import prior_model
+    data = dict(N=3, y=[10.0, 11.0, 12.0], sigma=1.5)
+    a, b = prior_model(Conjugate(**data)), prior_model(ConjugateWithPrior(**data))
+    assert not a.compile and b.compile      # the difference runs eagerly (cancellation)
+    for x in (-3.0, 0.0, 2.5):
+        la, ga = a.log_density_gradient(np.array([x]))
+        lb, gb = b.log_density_gradient(np.array([x]))
+        assert la == pytest.approx(lb, rel=1e-12) and ga == pytest.approx(gb, rel=1e-12)
+    fit = ConjugateWithPrior(**data).sample_prior_predictive(
+        draws=400, chains=2, seed=5, progress=False, parallel=False)
+    s = fit.summary()
+    assert abs(s.loc["mu", "mean"] - Conjugate.m0) < 4 * s.loc["mu", "mcse_mean"]
+
+
+def test_improper_or_undeclared_priors_are_errors():
+    import stanlite.models as zoo
+    # the kidiq regression has a flat prior on beta
+    with pytest.raises(sl.ModelError, match=r"improper.*beta\[1\]"):
+        zoo.get("linear_regression").sample_prior_predictive(draws=10, progress=False)
+
+    class NoPrior(sl.Model):                       # sigma without a prior
+        N = sl.data.int(lower=0)
+        y = sl.data.vector("N")
+        mu = sl.param.real()
+        sigma = sl.param.real(lower=0)
+
+        def log_prob(self, mu, sigma):
+            return sl.normal_lpdf(mu, 0, 1) + sl.normal_lpdf(self.y, mu, sigma)
+
+        def log_likelihood(self, mu, sigma):
+            z = (self.y - mu) / sigma
+            return -0.5 * z * z - sl.log(sigma) - 0.5 * np.log(2 * np.pi)
+
+        def generated_quantities(self, rng, mu, sigma):
+            return {}
+    m = NoPrior(N=2, y=[0.0, 1.0])
+    with pytest.raises(sl.ModelError, match="improper.*sigma"):
+        m.sample_prior_predictive(draws=10, progress=False)
+
+    class Undeclared(sl.Model):
+        mu = sl.param.real()
+
+        def log_prob(self, mu):
+            return sl.normal_lpdf(mu, 0, 1)
+    with pytest.raises(sl.ModelError, match="declares no likelihood"):
+        Undeclared().sample_prior_predictive(draws=10, progress=False)
+
+    class AsksForGq(Conjugate):
+        def log_likelihood(self, y_rep):
+            return np.zeros(3)
+    with pytest.raises(sl.ModelError, match="asks for y_rep"):
+        AsksForGq(N=3, y=[1.0, 2.0, 3.0], sigma=1.0).sample_prior_predictive(
+            draws=10, progress=False, parallel=False, chains=1)
+
+
+def test_zoo_prior_predictive_eight_schools():
+    import stanlite.models as zoo
+    fit = zoo.get("eight_schools_noncentered").sample_prior_predictive(
+        draws=300, chains=2, seed=3, progress=False, parallel=False)
+    s = fit.summary()
+    # mu ~ N(0, 5): its prior, not the posterior (whose mean is ~4.4)
+    assert abs(s.loc["mu", "mean"]) < 4 * s.loc["mu", "mcse_mean"] + 0.5
+    assert 3.5 < s.loc["mu", "sd"] < 6.5
+    assert set(fit.to_arviz().prior_predictive.data_vars) == {"y"}
