@@ -203,7 +203,7 @@ def floors_neal_funnel(m):
 
 def floors_radon(m):
     J = m.J
-    county, fl, lr = m._county, m.floor_measure, m.log_radon
+    county, fl, lr = m.county, m.floor_measure, m.log_radon
 
     def f_sl(x):
         alpha, beta, mu_a = x[:J], x[J], x[J + 1]
@@ -219,7 +219,7 @@ def floors_radon(m):
 
 
 def floors_ark(m):
-    lags, target = m._lags, m._target
+    lags, target = m.lags, m.target
 
     def f_sl(x):
         alpha, beta, log_sigma = x[0], x[1:-1], x[-1]

@@ -43,7 +43,7 @@ class _Model(oc.OneCompMmElimAbs):
     def transformed_parameters(self, k_a, K_m, V_m):
         if self.solver == "bdf":
             return super().transformed_parameters(k_a, K_m, V_m)
-        return {"C": sl.ode_rk45(oc.mm_elimination_rhs, self._y0, self.t0, self.times, k_a,
+        return {"C": sl.ode_rk45(oc.mm_elimination_rhs, self.y0, self.t0, self.times, k_a,
                                  K_m, V_m, self.D, self.V, **self.ode_control)}
 
 

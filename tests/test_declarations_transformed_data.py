@@ -108,7 +108,8 @@ def _model(ret, **decls):
     (lambda s: [1, 2], {}, sl.ModelError, r"must return a dict.*got list"),
     (lambda s: {"N": 3}, {}, sl.ModelError, r"returns 'N', which is already a data field"),
     (lambda s: {"mu": 3}, {}, sl.ModelError, r"returns 'mu', which is already a parameter"),
-    (lambda s: {"dim": 3}, {}, sl.ModelError, r"'dim'.*attribute of sl.Model"),
+    (lambda s: {"dim": 3}, {}, sl.ModelError, r"'dim'.*attribute of TD"),
+    (lambda s: {"log_prob": 3}, {}, sl.ModelError, r"'log_prob'.*attribute of TD"),
     (lambda s: {"a b": 3}, {}, sl.ModelError, r"names must be Python identifiers"),
     (lambda s: {"_slots": 3}, {}, sl.ModelError, r"not starting with '_'"),
 ])

@@ -117,7 +117,7 @@ def test_schedule_has_a_dose_per_subject_then_its_sorted_observations(model, dat
     assert np.array_equal(ev.time[doses], np.zeros(12))
     assert np.array_equal(ev.amt[doses], data["dose"]) and np.all(ev.cmt[doses] == 1)
     # each observation maps to a record of its subject at its time
-    rec = model._rec
+    rec = model.rec
     assert np.array_equal(ev.time[rec], data["time"])
     assert np.array_equal(ev.subject[rec] + 1, data["subject"])
     assert np.all(ev.evid[rec] == 0)
