@@ -453,3 +453,90 @@ def test_zoo_prior_predictive_eight_schools():
     assert abs(s.loc["mu", "mean"]) < 4 * s.loc["mu", "mcse_mean"] + 0.5
     assert 3.5 < s.loc["mu", "sd"] < 6.5
     assert set(fit.to_arviz().prior_predictive.data_vars) == {"y"}
+
+
+# ---- 5. draws by Stan's element names and as tables; integer quantities ---------------------
+def test_element_names_index_draws(reg_fit):
+    np.testing.assert_array_equal(reg_fit["mu[3]"], reg_fit["mu"][:, :, 2])
+    assert reg_fit["alpha"].shape == (2, 150) and "mu[20]" in reg_fit
+    assert "mu[21]" not in reg_fit and "mu[0]" not in reg_fit
+    with pytest.raises(KeyError, match=r"indexed from 1.*mu\[20\]"):
+        reg_fit["mu[21]"]
+    with pytest.raises(KeyError, match="not a parameter"):
+        reg_fit["nope[1]"]
+    # the same names as summary()'s rows
+
+    class M(sl.Model):
+        L = sl.param.cholesky_factor_corr(3)
+
+        def log_prob(self, L):
+            return sl.lkj_corr_cholesky_lpdf(L, 2.0)
+    fit = M().sample(chains=1, draws=20, warmup=20, seed=1, progress=False)
+    for name in fit.summary().index:
+        assert fit[name].shape == (1, 20)
+    np.testing.assert_array_equal(fit["L[3,2]"], fit["L"][:, :, 2, 1])
+
+
+def test_draws_pd_columns_and_rows(reg_fit):
+    df = reg_fit.draws_pd()
+    stats = ["lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__",
+             "divergent__", "energy__"]
+    assert list(df.columns[:3]) == ["chain__", "iter__", "draw__"]
+    assert all(c in df.columns[3:12] for c in stats)
+    names = reg_fit.model.param_names(include_tp=True, include_gq=True)
+    assert list(df.columns[-len(names):]) == names
+    assert df.shape == (300, 3 + len(reg_fit.sampler_stats) + len(names))
+    assert df["chain__"].tolist() == [1] * 150 + [2] * 150
+    assert df["iter__"].tolist() == list(range(1, 151)) * 2
+    assert df["draw__"].tolist() == list(range(1, 301))
+    np.testing.assert_array_equal(df["mu[2]"].values, reg_fit["mu"][:, :, 1].ravel())
+    np.testing.assert_array_equal(df["lp__"].values, reg_fit["lp__"].ravel())
+    assert df["n_pos[1]"].dtype == np.int64 and df["mu[1]"].dtype == np.float64
+    sub = reg_fit.draws_pd(vars=["beta", "mu[2]", "lp__"])
+    assert list(sub.columns) == ["chain__", "iter__", "draw__", "lp__", "beta", "mu[2]"]
+    with pytest.raises(KeyError, match="'gamma' is not"):
+        reg_fit.draws_pd(vars="gamma")
+
+
+def test_draws_pd_and_xr_with_warmup():
+    fit = Reg(**_reg_data()).sample(chains=2, draws=30, warmup=20, seed=4, progress=False,
+                                    parallel=False, save_warmup=True)
+    df = fit.draws_pd(inc_warmup=True)
+    assert df.shape[0] == 2 * 50 and df["iter__"].tolist()[:3] == [1, 2, 3]
+    np.testing.assert_array_equal(df["alpha"].values[:20], fit.warmup("alpha")[0])
+    np.testing.assert_array_equal(df["alpha"].values[20:50], fit["alpha"][0])
+    ds = fit.draws_xr(inc_warmup=True)
+    assert ds["mu"].dims == ("chain", "draw", "N") and ds["mu"].shape == (2, 50, 20)
+    ds = fit.draws_xr(vars=["alpha", "n_pos"])
+    assert set(ds.data_vars) == {"alpha", "n_pos"} and list(ds["chain"].values) == [1, 2]
+    assert ds["n_pos"].dtype == np.int64
+
+
+def test_integer_quantities_keep_their_dtype(reg_fit, tmp_path):
+    assert reg_fit["n_pos"].dtype == np.int64 and reg_fit["y_rep"].dtype == np.float64
+    assert reg_fit.draws(chain=0)["n_pos"].dtype == np.int64
+    assert reg_fit.to_arviz().posterior["n_pos"].dtype == np.int64
+    path = reg_fit.save(tmp_path / "ints.nc")
+    loaded = sl.load_fit(path)
+    assert loaded["n_pos"].dtype == np.int64
+    np.testing.assert_array_equal(loaded["n_pos"], reg_fit["n_pos"])
+    assert _arviz().from_netcdf(path).posterior["n_pos"].dtype == np.int64
+    import stanlite.models as zoo
+    m = zoo.get("logistic_regression")
+    fit = m.sample(chains=1, draws=10, warmup=20, seed=1, progress=False)
+    assert fit["y_rep"].dtype == np.int64
+    assert fit.to_arviz().posterior_predictive["y"].dtype == np.int64
+
+
+def test_an_integer_quantity_with_a_failed_draw_is_real(reg_fit):
+    class Sometimes(Reg):
+        def generated_quantities(self, rng, alpha, beta, sigma):
+            if rng.random() < 0.2:
+                raise ValueError("sometimes")
+            return {"count": rng.poisson(2.0)}
+    with pytest.warns(RuntimeWarning, match="failed at"):
+        fit = Sometimes(**_reg_data()).generate_quantities(reg_fit, seed=1)
+    c = fit["count"]
+    assert c.dtype == np.float64 and np.isnan(c).any()
+    ok = c[~np.isnan(c)]
+    np.testing.assert_array_equal(ok, np.round(ok))
