@@ -436,13 +436,31 @@ def test_mixture_gradient_and_hessian():
 
 @pytest.mark.parametrize("name", ["student_t_lcdf", "gamma_lpdf", "beta_lccdf",
                                   "neg_binomial_2_lpmf", "multi_normal_lpdf",
-                                  "poisson_log_glm_lpmf", "ordered_logistic_lpmf"])
+                                  "poisson_log_glm_lpmf", "ordered_logistic_lpmf",
+                                  "neg_binomial_2_lccdf", "beta_binomial_lcdf",
+                                  "double_exponential_lcdf", "dirichlet_lpdf"])
 def test_nested_differentiation(name, check):
     fn = getattr(sl, name)
     args, diff = _args(name, seed=7)
     diff = _diff_positions(name, args, diff)
     w = np.random.default_rng(8).uniform(0.5, 1.5, _expected_shape(name, args))
     check.nested(lambda *a: sl.sum(w * fn(*a, reduce=False)), args, diff)
+
+
+def test_matrix_argument_gradient():
+    # Sigma = A A^T + 3 I (a free parameterisation of a covariance): per-vector values
+    r = np.random.default_rng(10)
+    Y, mu = r.normal(size=(4, 3)), r.normal(size=3)
+    w = r.uniform(0.5, 1.5, 4)
+
+    def f(a):
+        A = sl.reshape(a, (3, 3))
+        S = A @ sl.transpose(A) + 3.0 * np.eye(3)
+        return (sl.sum(w * sl.multi_normal_lpdf(Y, mu, S, reduce=False))
+                + sl.sum(w * sl.multi_student_t_lpdf(Y, 3.5, mu, S, reduce=False)))
+    a0 = r.normal(size=9)
+    sl.assert_grad(f, a0)
+    sl.assert_hessian(f, a0, rtol=1e-5, atol=1e-6)
 
 
 class _Mixture(sl.Model):
