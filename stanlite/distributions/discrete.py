@@ -1513,6 +1513,18 @@ def hypergeometric_rng(N, a, b, rng=None):
 # elementwise forms (``reduce=False``, see :mod:`.fused`): outcomes and sizes are data,
 # so masks on them are constants; an element with probability 0 is -inf on its own
 # ======================================================================================
+def _pointwise(*densities, broadcast=True):
+    """:func:`.pointwise` with the plain arguments as floats (as :func:`_quiet` gives
+    the kernels: lists and ints are accepted)."""
+    def declare(fn):
+        @functools.wraps(fn)
+        def plain_args(*args):
+            return fn(*[a if isinstance(a, Box) else _plain_float(a) for a in args])
+        pointwise(*densities, broadcast=broadcast)(plain_args)
+        return fn
+    return declare
+
+
 def _pw_int(x):
     """An integer argument as a float array (plain: outcomes are never traced)."""
     return np.asarray(_idata(x), dtype=float)
@@ -1525,30 +1537,30 @@ def _pw_mask(mask, dead_value, f, *safe):
     return sm.where(mask, dead_value, f(*safe))
 
 
-@pointwise(bernoulli_lpmf)
+@_pointwise(bernoulli_lpmf)
 def _bernoulli_terms(n, theta):
     n = _pw_int(n)
     return sm.log((1.0 - n) + (2.0 * n - 1.0) * theta)
 
 
-@pointwise(bernoulli_lcdf)
+@_pointwise(bernoulli_lcdf)
 def _bernoulli_lcdf_terms(n, theta):
     n = _pw_int(n)
     return sm.where(n < 0, _NEG_INF, sm.where(n == 0, sm.log1m(theta), 0.0))
 
 
-@pointwise(bernoulli_lccdf)
+@_pointwise(bernoulli_lccdf)
 def _bernoulli_lccdf_terms(n, theta):
     n = _pw_int(n)
     return sm.where(n >= 1, _NEG_INF, sm.where(n == 0, sm.log(theta), 0.0))
 
 
-@pointwise(bernoulli_logit_lpmf)
+@_pointwise(bernoulli_logit_lpmf)
 def _bernoulli_logit_terms(n, alpha):
     return -sm.log1p_exp((1.0 - 2.0 * _pw_int(n)) * alpha)
 
 
-@pointwise(binomial_lpmf)
+@_pointwise(binomial_lpmf)
 def _binomial_terms(n, N, theta):
     n, N = _pw_int(n), _pw_int(N)
     n, N = np.broadcast_arrays(n, N)
@@ -1570,17 +1582,17 @@ def _binomial_cdf_terms(upper):
     return terms
 
 
-pointwise(binomial_lcdf)(_binomial_cdf_terms(False))
-pointwise(binomial_lccdf)(_binomial_cdf_terms(True))
+_pointwise(binomial_lcdf)(_binomial_cdf_terms(False))
+_pointwise(binomial_lccdf)(_binomial_cdf_terms(True))
 
 
-@pointwise(binomial_logit_lpmf)
+@_pointwise(binomial_logit_lpmf)
 def _binomial_logit_terms(n, N, alpha):
     n, N = _pw_int(n), _pw_int(N)
     return sm.lchoose(N, n) + n * alpha - N * sm.log1p_exp(alpha)
 
 
-@pointwise(beta_binomial_lpmf)
+@_pointwise(beta_binomial_lpmf)
 def _beta_binomial_terms(n, N, alpha, beta):
     n, N = np.broadcast_arrays(_pw_int(n), _pw_int(N))
     dead = (n < 0) | (n > N)
@@ -1598,7 +1610,8 @@ def _quiet_terms(name, core, upper, nondiff):
     return terms_primitive(name, q, nondiff)
 
 
-pointwise(beta_binomial_lcdf)(_quiet_terms("beta_binomial_lcdf", _bb_cdf_terms, False, (0, 1)))
+pointwise(beta_binomial_lcdf)(_quiet_terms("beta_binomial_lcdf", _bb_cdf_terms, False,
+                                           (0, 1)))
 pointwise(beta_binomial_lccdf)(_quiet_terms("beta_binomial_lccdf", _bb_cdf_terms, True,
                                             (0, 1)))
 
@@ -1611,7 +1624,7 @@ def _isneginf(x):
     return np.isneginf(x)
 
 
-@pointwise(poisson_lpmf)
+@_pointwise(poisson_lpmf)
 def _poisson_terms(n, lam):
     n = _pw_int(n)
     dead = guarded(_isinf, lam)         # (decisions on traced values: guarded)
@@ -1629,11 +1642,11 @@ def _poisson_cdf_terms(upper):
     return terms
 
 
-pointwise(poisson_lcdf)(_poisson_cdf_terms(False))
-pointwise(poisson_lccdf)(_poisson_cdf_terms(True))
+_pointwise(poisson_lcdf)(_poisson_cdf_terms(False))
+_pointwise(poisson_lccdf)(_poisson_cdf_terms(True))
 
 
-@pointwise(poisson_log_lpmf)
+@_pointwise(poisson_log_lpmf)
 def _poisson_log_terms(n, alpha):
     n = _pw_int(n)
     dead = guarded(_isinf, alpha) & ~guarded(_isneginf, alpha)      # alpha = +inf
@@ -1643,7 +1656,7 @@ def _poisson_log_terms(n, alpha):
     return sm.where(dead, _NEG_INF, v) if np.any(dead) else v
 
 
-@pointwise(neg_binomial_lpmf)
+@_pointwise(neg_binomial_lpmf)
 def _neg_binomial_terms(n, alpha, beta):
     n = _pw_int(n)
     return (sm.lchoose(n + alpha - 1.0, n) - alpha * sm.log1p(1.0 / beta)
@@ -1685,40 +1698,40 @@ for _upper, _d in ((False, neg_binomial_2_lcdf), (True, neg_binomial_2_lccdf)):
 del _upper, _d
 
 
-@pointwise(neg_binomial_2_lpmf)
+@_pointwise(neg_binomial_2_lpmf)
 def _neg_binomial_2_terms(n, mu, phi):
     n = _pw_int(n)
     return (sm.lchoose(n + phi - 1.0, n) - n * sm.log1p(phi / mu)
             - phi * sm.log1p(mu / phi))
 
 
-@pointwise(neg_binomial_2_log_lpmf)
+@_pointwise(neg_binomial_2_log_lpmf)
 def _neg_binomial_2_log_terms(n, eta, phi):
     n = _pw_int(n)
     t = eta - sm.log(phi)
     return sm.lchoose(n + phi - 1.0, n) + n * t - (n + phi) * sm.log1p_exp(t)
 
 
-@pointwise(categorical_lpmf, broadcast=False)
+@_pointwise(categorical_lpmf, broadcast=False)
 def _categorical_terms(y, theta):
     """One value per outcome (the shape of ``y``)."""
     y = np.asarray(value_of(y), dtype=np.int64)
     return sm.log(theta[y - 1])     # (indexed first: no log of a zero not chosen)
 
 
-@pointwise(categorical_logit_lpmf, broadcast=False)
+@_pointwise(categorical_logit_lpmf, broadcast=False)
 def _categorical_logit_terms(y, beta):
     y = np.asarray(value_of(y), dtype=np.int64)
     return beta[y - 1] - sm.log_sum_exp(beta)
 
 
-@pointwise(multinomial_lpmf, broadcast=False)
+@_pointwise(multinomial_lpmf, broadcast=False)
 def _multinomial_terms(y, theta):
     """One count vector: the value itself (shape ())."""
     return multinomial_lpmf(y, theta)
 
 
-@pointwise(ordered_logistic_lpmf, broadcast=False)
+@_pointwise(ordered_logistic_lpmf, broadcast=False)
 def _ordered_logistic_terms(k, eta, c):
     """One value per outcome (the broadcast of k, eta and c's leading axes)."""
     B, M, K, lo, hi, mid, ilo, ihi, rows, a, b, La, Lb, dgap = _ol_pieces(k, eta, c)
@@ -1727,7 +1740,7 @@ def _ordered_logistic_terms(k, eta, c):
     return sm.reshape(v, B)
 
 
-@pointwise(hypergeometric_lpmf)
+@_pointwise(hypergeometric_lpmf)
 def _hypergeometric_terms(n, N, a, b):
     n, N, a, b = (_pw_int(x) for x in (n, N, a, b))
     return sm.lchoose(a, n) + sm.lchoose(b, N - n) - sm.lchoose(a + b, N)

@@ -565,3 +565,38 @@ def test_compiled_replays_follow_the_value_branches():
                                    err_msg=str(x))
     np.testing.assert_allclose(m.log_density_hessian(x)[2], sl.hessian(summed)(x),
                                rtol=1e-6, atol=1e-8)
+
+
+def test_declaring_a_pointwise_form():
+    from stanlite.distributions.fused import fused, pointwise
+
+    def kernel(need, y, mu):
+        d = y - mu
+        return -0.5 * sl.sum(d * d), [-d if need[0] else None, d if need[1] else None]
+
+    def check(y, mu):
+        if not np.all(np.isfinite(mu)):
+            raise sl.DomainError("toy_lpdf: mu must be finite")
+
+    toy = fused("toy_lpdf", kernel, check)
+    with pytest.raises(NotImplementedError, match="toy_lpdf: no elementwise form"):
+        toy(np.zeros(2), 0.0, reduce=False)
+    pointwise(toy)(lambda y, mu: -0.5 * (y - mu) ** 2)
+    np.testing.assert_allclose(toy(np.array([1.0, 2.0]), 0.5, reduce=False), [-0.125, -1.125])
+    # a term that leaves out an argument is broadcast to the full shape
+    pointwise(toy)(lambda y, mu: -0.5 * mu * mu)
+    assert np.shape(toy(np.zeros(3), 1.0, reduce=False)) == (3,)
+    with pytest.raises(sl.DomainError, match="mu must be finite"):
+        toy(np.zeros(3), np.nan, reduce=False)
+    toy2 = fused("toy2_lpdf", kernel, check, pointwise=lambda y, mu: -0.5 * (y - mu) ** 2)
+    assert toy2(2.0, 0.0, reduce=np.False_) == -2.0
+
+
+def test_plain_arguments_as_the_summed_call_takes_them():
+    # lists and ints where the summed call takes them
+    np.testing.assert_allclose(sl.categorical_lpmf([1, 2], [0.3, 0.7], reduce=False),
+                               np.log([0.3, 0.7]))
+    np.testing.assert_allclose(np.sum(sl.bernoulli_lpmf([1, 0], [0.2, 0.4], reduce=False)),
+                               sl.bernoulli_lpmf([1, 0], [0.2, 0.4]))
+    np.testing.assert_allclose(sl.poisson_lpmf([1, 2], 3, reduce=False),
+                               st.poisson(3).logpmf([1, 2]))
