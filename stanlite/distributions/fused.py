@@ -370,7 +370,7 @@ def terms_primitive(name, core, nondiff=()):
 
 def check_reduce(name, reduce):
     """``reduce`` must be a bool: True (the sum) or False (the elementwise values)."""
-    if reduce is not True and reduce is not False and not isinstance(reduce, (bool, np.bool_)):
+    if not isinstance(reduce, (bool, np.bool_)):
         raise TypeError(f"{name}: reduce must be True or False, got {reduce!r}")
     return bool(reduce)
 

@@ -600,3 +600,34 @@ def test_plain_arguments_as_the_summed_call_takes_them():
                                sl.bernoulli_lpmf([1, 0], [0.2, 0.4]))
     np.testing.assert_allclose(sl.poisson_lpmf([1, 2], 3, reduce=False),
                                st.poisson(3).logpmf([1, 2]))
+
+
+ENDS = {"positive": [0.0, 0.7, np.inf], "unit": [0.0, 0.4, 1.0]}
+END_FAMILIES = {
+    "lognormal": ("positive", (0.2, 0.9)), "chi_square": ("positive", (2.0,)),
+    "inv_chi_square": ("positive", (3.0,)), "scaled_inv_chi_square": ("positive", (3.0, 1.1)),
+    "exponential": ("positive", (1.3,)), "gamma": ("positive", (0.7, 1.2)),
+    "inv_gamma": ("positive", (2.0, 1.2)), "weibull": ("positive", (0.8, 1.1)),
+    "frechet": ("positive", (2.0, 1.1)), "pareto": ("positive", (0.5, 2.0)),
+    "beta": ("unit", (0.7, 1.0)), "beta_proportion": ("unit", (0.4, 3.0)),
+    "uniform": ("positive", (0.0, 2.0)),
+}
+END_NAMES = [f"{f}_{k}" for f in END_FAMILIES for k in ("lpdf", "lcdf", "lccdf")]
+
+
+@pytest.mark.parametrize("name", END_NAMES)
+def test_support_ends_element_by_element(name):
+    # each element of the pointwise form at the ends of the support is the summed
+    # density of that element alone (-inf, 0, a finite value or a DomainError alike)
+    fn = getattr(sl, name)
+    kind, params = END_FAMILIES[_family(name)]
+    for y in ENDS[kind]:
+        try:
+            want = fn(y, *params)
+        except sl.DomainError:
+            with pytest.raises(sl.DomainError):
+                fn(np.array([y, 0.5]), *params, reduce=False)
+            continue
+        got = fn(np.array([0.5, y]), *params, reduce=False)
+        assert got[1] == want or np.isclose(got[1], want, rtol=1e-12), (name, y, got, want)
+        assert got[0] == fn(0.5, *params)
