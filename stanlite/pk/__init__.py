@@ -7,6 +7,8 @@ everywhere with stanlite's AD:
 :func:`events`, :class:`EventSchedule`  NONMEM records (``TIME, EVID, AMT, CMT, RATE,
                                    II, ADDL, SS``, one or many subjects ``ID``) from
                                    arrays, a dict or a pandas DataFrame, validated
+:func:`read_nonmem`               a NONMEM data file (``.`` missing, comment rows,
+                                   covariates), errors naming line and column
 :func:`onecpt`, :func:`twocpt`     one/two compartments with first-order absorption,
                                    closed forms (Torsten's ``pmx_solve_onecpt`` /
                                    ``pmx_solve_twocpt``)
@@ -96,10 +98,11 @@ True
 
 from .divdiff import divdiff_exp
 from .events import EventSchedule, events
+from .nonmem import NonmemData, read_nonmem
 from .analytic import onecpt, twocpt
 from .linear import linode
 from .nonlinear import ode
 from .steady_state import ode_steady_state
 
-__all__ = ["events", "EventSchedule", "onecpt", "twocpt", "linode", "ode",
+__all__ = ["events", "EventSchedule", "read_nonmem", "NonmemData", "onecpt", "twocpt", "linode", "ode",
            "ode_steady_state", "divdiff_exp"]

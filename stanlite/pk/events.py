@@ -234,8 +234,9 @@ def events(data=None, *, time=None, amt=None, evid=None, cmt=None, rate=None, ii
            addl=None, ss=None, id=None, dv=None):
     """Build and validate an :class:`EventSchedule` (NONMEM's records).
 
-    ``data`` may be a pandas DataFrame or a dict of arrays whose keys are the field
-    names in any case (NONMEM's ``ID, TIME, EVID, AMT, CMT, RATE, II, ADDL, SS, DV,
+    ``data`` may be a pandas DataFrame, the records of a NONMEM file
+    (:func:`~stanlite.pk.read_nonmem`; errors then name the file line) or a dict of
+    arrays whose keys are the field names in any case (NONMEM's ``ID, TIME, EVID, AMT, CMT, RATE, II, ADDL, SS, DV,
     MDV``; other columns are ignored); keyword arrays give or override fields. Only
     ``time`` is required. Defaults, as NONMEM: ``evid`` is 1 where ``amt > 0``, else
     2 where ``MDV = 1``, else 0; ``cmt`` is 1; ``amt, rate, ii, addl, ss`` are 0;
@@ -270,6 +271,14 @@ def events(data=None, *, time=None, amt=None, evid=None, cmt=None, rate=None, ii
     """
     given = {"time": time, "amt": amt, "evid": evid, "cmt": cmt, "rate": rate, "ii": ii,
              "addl": addl, "ss": ss, "id": id, "dv": dv}
+    labels = getattr(data, "record_labels", None)
+    if labels is not None:
+        # read from a file (read_nonmem): errors name the file line, not the record
+        from .nonmem import relabel
+        try:
+            return events(dict(data), **given)
+        except DataError as e:
+            raise relabel(e, labels) from None
     if data is not None and not (isinstance(data, dict) or hasattr(data, "columns")):
         raise DataError(f"events: data must be a pandas DataFrame or a dict of columns, "
                         f"got {type(data).__name__}")
