@@ -11,9 +11,15 @@ differentiable like any parameter.
 
 Order of events at equal times (the same rules as the linear solver, :mod:`.dosing`):
 for a record ``j`` its reset, then its steady state, then its own doses, then its
-output; an event derived from record ``j`` (additional, lagged dose, infusion end)
-at a later record's time comes before that record. A reset cancels the running
-infusions and pending doses of earlier records.
+output; an event derived from record ``j`` (additional, lagged dose) at a later
+record's time comes before that record. The ends of infusions come after every
+other event at their time: the amounts are the same either way, but this is the
+piece whose derivatives the closed forms give (an infusion runs while ``u <=
+dur``). Events that coincide in value but are different expressions (an infusion
+ending exactly at a record, with a traced rate) are joined by a zero-length step
+that keeps the derivatives of that piece (:meth:`.OdeSystem.skip`): without it the
+gradient at such a kink was neither one-sided derivative. A reset cancels the
+running infusions and pending doses of earlier records.
 
 Steady states (``ss > 0``) come from the algebraic-solver super node
 (:func:`.steady_state.ode_steady_state`): the trough ``x`` with ``x = F_ii(x + A e_c)``.
@@ -31,7 +37,7 @@ from .steady_state import OdeSystem
 
 __all__ = ["ode"]
 
-_RESET, _SS, _DOSE, _OUT = 0, 1, 2, 3      # order of a record's parts at its time
+_RESET, _SS, _DOSE, _OUT, _STOP = 0, 1, 2, 3, 4   # order of a record's parts at its time
 
 
 def _sel(x, idx):
@@ -71,9 +77,11 @@ def _order(times, recs, parts):
     of its time among the distinct times: all the solver decides from time values.
     (Guarded on traced times: it changes only when events swap or meet, so a retaped
     gradient re-records only then.)"""
+    late = parts == _STOP               # infusion ends: after all else at their time
+
     def fn(*ts):
         tv = np.array([float(np.asarray(t)) for t in ts])
-        order = np.lexsort((parts, recs, tv))
+        order = np.lexsort((parts, recs, late, tv))
         rank = np.empty(len(tv), dtype=int)
         st = tv[order]
         rank[order] = np.cumsum(np.r_[0, st[1:] > st[:-1]]) if len(st) else []
@@ -192,7 +200,7 @@ def _subject(ev, p, d, s, theta, sys_, rows):
                 key = ("g", q, gi)
                 ghosts[q] = ghosts.get(q, []) + [(key, R)]
                 j = int(p.ss_rec[q])
-                evs.append(_Event(_sel(t, j) + dur, j, _DOSE, "stop", int(p.ss_cmt[q]),
+                evs.append(_Event(_sel(t, j) + dur, j, _STOP, "stop", int(p.ss_cmt[q]),
                                   None, key))
     # doses
     inf_pos = {int(q): k for k, q in enumerate(d.inf)}
@@ -206,7 +214,7 @@ def _subject(ev, p, d, s, theta, sys_, rows):
             k = inf_pos[q]
             R, dur = _sel(d.inf_rate, k), _sel(d.inf_dur, k)
             evs.append(_Event(tau, j, _DOSE, "start", c, R, ("i", q)))
-            evs.append(_Event(tau + dur, j, _DOSE, "stop", c, None, ("i", q)))
+            evs.append(_Event(tau + dur, j, _STOP, "stop", c, None, ("i", q)))
     order, rank = _order([e.time for e in evs], np.array([e.rec for e in evs]),
                        np.array([e.part for e in evs]))
     # the state, the running infusions {key: (source record, cmt, rate)}, the epoch
@@ -231,10 +239,13 @@ def _subject(ev, p, d, s, theta, sys_, rows):
         nonlocal x, t_cur, t_cur_v
         later = [(i, ti) for i, ti, tiv in pending if tiv > t_cur_v]
         for i, ti, tiv in pending:
-            if not tiv > t_cur_v:
-                rows[i] = x
+            if not tiv > t_cur_v:      # at the current time: a zero-length step
+                rows[i] = sys_.skip(x, ti - t_cur, t_cur, theta, rates())
         pending.clear()
         if not t_to_v > t_cur_v:       # then no pending record is later either
+            if _traced(t_to, t_cur):
+                x = sys_.skip(x, t_to - t_cur, t_cur, theta, rates())
+                t_cur = t_to
             return
         ts = [ti for _, ti in later] + [t_to]
         Y = sys_.evolve(x, t_cur, ts, theta, rates())

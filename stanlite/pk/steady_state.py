@@ -274,16 +274,35 @@ class OdeSystem:
     def _after(self, x, u, theta, rate):
         return self.evolve(x, 0.0, [u], theta, rate, self.inner_tol)[0]
 
+    def skip(self, x, u, t, theta, rate):
+        """The evolution from ``t`` over a span ``u`` whose *value* is 0: two events
+        that coincide, at a point where the amounts have a kink (an infusion ending
+        exactly at a record, or its duration a multiple of ``ii``). The value is
+        ``x``; the derivatives are those of the evolution over ``u`` (one midpoint
+        step, exact to second order in ``u``), so that the gradient is the one of the
+        piece where the events happen in the order processed - one one-sided
+        derivative - rather than a mixture of both sides."""
+        if not isinstance(u, Box):
+            return x                    # plain data: no derivative to keep
+        k1 = self.rhs(t, x, theta, rate, *self.data)
+        h = 0.5 * u
+        return x + u * self.rhs(t + h, x + h * k1, theta, rate, *self.data)
+
     def _period_bolus(self, x, theta, A, ii, c):
         return self._after(x + _unit_vec(A, c, self.n), ii, theta, np.zeros(self.n))
 
     def _period_infusion(self, x, theta, R, dur, ii, c, m, second):
-        """From an infusion start: (m + 1) infusions run for dur - m ii, then m."""
+        """From an infusion start: (m + 1) infusions run for dur - m ii, then m for
+        the rest of the period, ii - (dur - m ii). That rest is 0 when ``dur`` is a
+        multiple of ``ii`` (``second`` False), but it carries the derivatives in
+        ``ii`` and ``dur``: without it the period would be ``dur - m ii``, and the
+        gradient of the steady state neither one-sided derivative (issue 22)."""
         seg1 = dur - m * ii
         y = self._after(x, seg1, theta, _unit_vec(R * (m + 1), c, self.n))
+        rest_rate = _unit_vec(R * m, c, self.n)
         if second:
-            y = self._after(y, ii - seg1, theta, _unit_vec(R * m, c, self.n))
-        return y
+            return self._after(y, ii - seg1, theta, rest_rate)
+        return self.skip(y, ii - seg1, 0.0, theta, rest_rate)
 
     def _solve(self, resid, *args, where=""):
         try:
@@ -348,14 +367,21 @@ class OdeSystem:
         x = self._solve(resid, theta, R, dur, ii, where=_where(ev, p, q))
         if lagged:
             seg1 = dur - m * ii
-            first = guarded(lambda a, b: bool(a <= b), psi, seg1) if _traced(psi, seg1) \
-                else bool(psi <= seg1)
+            # where the record falls in the period: before the (m + 1)-th infusion
+            # ends (psi < seg1), at its end, or after; at its end the same piece as
+            # the ghosts (_kstar: that infusion has ended) and the closed forms
+            first, at_end = guarded(_phase_in, psi, seg1) if _traced(psi, seg1) else \
+                _phase_in(psi, seg1)
             rate1 = _unit_vec(R * (m + 1), c, n)
             if first:
                 x = self._after(x, psi, theta, rate1)
             else:
                 x = self._after(x, seg1, theta, rate1)
-                x = self._after(x, psi - seg1, theta, _unit_vec(R * m, c, n))
+                rest = _unit_vec(R * m, c, n)
+                if at_end:
+                    x = self.skip(x, psi - seg1, 0.0, theta, rest)
+                else:
+                    x = self._after(x, psi - seg1, theta, rest)
         return x, None
 
 
@@ -436,6 +462,12 @@ def _scale(a):
         a = abs(float(np.asarray(a)))
         return math.ldexp(1.0, math.ceil(math.log2(a))) if a > 1 else 1.0
     return guarded(fn, a) if isinstance(a, Box) else fn(a)
+
+
+def _phase_in(psi, seg1):
+    """(psi < seg1, psi == seg1) on values."""
+    a, b = float(np.asarray(psi)), float(np.asarray(seg1))
+    return a < b, a == b
 
 
 def _overlap(dur, ii):
