@@ -55,8 +55,7 @@ class ArK(sl.Model):
     def log_likelihood(self, alpha, beta, sigma):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        z = (self.target - self._mean(alpha, beta)) / sigma
-        return -0.5 * z * z - sl.log(sigma) - 0.5 * np.log(2 * np.pi)
+        return sl.normal_lpdf(self.target, self._mean(alpha, beta), sigma, reduce=False)
 
     def generated_quantities(self, rng, alpha, beta, sigma):
         mu = self._mean(alpha, beta)

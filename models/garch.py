@@ -62,9 +62,8 @@ class Garch(sl.Model):
     def log_likelihood(self, mu, alpha0, alpha1, beta1):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        sigma = self._sigma(mu, alpha0, alpha1, beta1)
-        z = (self.y - mu) / sigma
-        return -0.5 * z * z - sl.log(sigma) - 0.5 * np.log(2 * np.pi)
+        return sl.normal_lpdf(self.y, mu, self._sigma(mu, alpha0, alpha1, beta1),
+                              reduce=False)
 
     def generated_quantities(self, rng, mu, alpha0, alpha1, beta1):
         sigma = self._sigma(mu, alpha0, alpha1, beta1, sqrt=np.sqrt, stack=np.stack)

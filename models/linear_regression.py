@@ -42,8 +42,8 @@ class LinearRegression(sl.Model):
     def log_likelihood(self, beta, sigma):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        z = (self.kid_score - (beta[0] + beta[1] * self.mom_iq)) / sigma
-        return -0.5 * z * z - sl.log(sigma) - _LOG_SQRT_2PI
+        return sl.normal_lpdf(self.kid_score, beta[0] + beta[1] * self.mom_iq, sigma,
+                              reduce=False)
 
     def generated_quantities(self, rng, beta, sigma):
         mu = beta[0] + beta[1] * self.mom_iq

@@ -44,8 +44,7 @@ class LogisticRegression(sl.Model):
     def log_likelihood(self, alpha, beta):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        eta = alpha + self.X @ beta
-        return self.y * eta - sl.log1p_exp(eta)
+        return sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta, reduce=False)
 
     def generated_quantities(self, rng, alpha, beta):
         eta = alpha + self.X @ beta

@@ -326,8 +326,7 @@ class MmMultidoseSs(sl.Model):
     def log_likelihood(self, sigma, C):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        z = (self.log_conc - sl.log(C)) / sigma
-        return -0.5 * z * z - sl.log(sigma) - self.log_conc - 0.5 * math.log(2 * math.pi)
+        return sl.lognormal_lpdf(self.conc, sl.log(C), sigma, reduce=False)
 
     def generated_quantities(self, rng, V, Vmax, Km, sigma, C):
         mu = np.log(C)

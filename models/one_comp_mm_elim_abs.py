@@ -109,8 +109,7 @@ class OneCompMmElimAbs(sl.Model):
     def log_likelihood(self, sigma, C):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        z = (np.log(self.C_hat) - sl.log(C[:, 0])) / sigma
-        return -0.5 * z * z - sl.log(sigma) - np.log(self.C_hat) - 0.5 * np.log(2.0 * np.pi)
+        return sl.lognormal_lpdf(self.C_hat, sl.log(C[:, 0]), sigma, reduce=False)
 
     def generated_quantities(self, rng, sigma, C):
         mu = np.log(C[:, 0])

@@ -390,8 +390,7 @@ class PkSteadyState(sl.Model):
     def log_likelihood(self, sigma, C_trough):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        z = (self.log_c_obs - sl.log(C_trough)) / sigma
-        return -0.5 * z * z - sl.log(sigma) - self.log_c_obs - 0.5 * math.log(2 * math.pi)
+        return sl.lognormal_lpdf(self.C_obs, sl.log(C_trough), sigma, reduce=False)
 
     def generated_quantities(self, rng, sigma, C_trough):
         mu = np.log(C_trough)

@@ -61,8 +61,8 @@ class Radon(sl.Model):
     def log_likelihood(self, alpha, beta, sigma_y):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
         prior of sample_prior_predictive is log_prob minus its sum."""
-        z = (self.log_radon - (alpha[self.county] + self.floor_measure * beta)) / sigma_y
-        return -0.5 * z * z - sl.log(sigma_y) - _LOG_SQRT_2PI
+        mu = alpha[self.county] + self.floor_measure * beta
+        return sl.normal_lpdf(self.log_radon, mu, sigma_y, reduce=False)
 
     def generated_quantities(self, rng, alpha, beta, sigma_y):
         mu = alpha[self.county] + self.floor_measure * beta

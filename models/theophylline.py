@@ -307,9 +307,9 @@ class Theophylline(sl.Model):
                 "log_lik": self.log_likelihood(sigma, C)}
 
     def log_likelihood(self, sigma, C):
-        """Pointwise log-likelihood (for ``arviz.loo``), one per observation."""
-        z = (self.conc - C) / sigma
-        return -0.5 * z * z - sl.log(sigma) - 0.5 * math.log(2 * math.pi)
+        """Pointwise log-likelihood (for ``arviz.loo``), one per observation; the prior
+        of sample_prior_predictive is log_prob minus its sum."""
+        return sl.normal_lpdf(self.conc, C, sigma, reduce=False)
 
 
 if __name__ == "__main__":           # regenerate the default data from ../shared

@@ -18,7 +18,13 @@ summary and the diagnostics, and with ``--output`` writes the fit as netCDF
     stanlite pathfinder eight_schools --num-paths 4 --draws 1000 -o pathfinder.nc
     stanlite variational eight_schools --method fullrank -o advi.nc
 
-``optimize`` prints the estimates and how the optimizer converged (``--output``
+``sample`` takes ``--init`` (a JSON file of values or a radius), ``--sampler``
+(``nuts``, ``hmc``, ``rhmc``) and ``--save-warmup``; ``stanlite --version`` prints the
+version. The file ``--output`` writes has the ArviZ groups ``az.plot_ppc``,
+``az.loo`` and ``az.compare`` take (see :meth:`stanlite.fit.Fit.to_arviz`).
+
+``optimize`` prints the parameters' estimates (``--all``: the transformed parameters
+and generated quantities too) and how the optimizer converged (``--output``
 writes them as CSV, one row as cmdstanpy's ``optimized_params_pd``, or JSON);
 ``laplace``, ``pathfinder`` and ``variational`` print the summary of their draws and
 their diagnostics (Pareto k-hat), and ``--output`` writes the draws as netCDF
@@ -210,7 +216,8 @@ def _cmd_sample(args, out):
                        seed=args.seed, metric=args.metric, adapt_delta=args.adapt_delta,
                        max_treedepth=args.max_treedepth, thin=args.thin,
                        init=_read_init(args.init), progress=not args.no_progress,
-                       parallel=not args.serial, adaptation=args.adaptation)
+                       parallel=not args.serial, adaptation=args.adaptation,
+                       sampler=args.sampler, save_warmup=args.save_warmup)
     seed = "" if args.seed is None else f", seed {args.seed}"
     return _save_and_print(fit, f"{ALIASES.get(args.model, args.model)}: {fit.num_chains} "
                            f"chains x {fit.num_draws} draws (warmup {args.warmup}{seed})",
@@ -301,7 +308,16 @@ def _cmd_optimize(args, out):
           f"{'' if args.seed is None else f', seed {args.seed}'}): {state} after "
           f"{opt.iterations} iterations ({opt.n_evals} evaluations)", file=out)
     print(f"{opt.message}\n", file=out)
-    print(opt.summary().to_string(float_format=lambda v: f"{v:.6g}"), file=out)
+    table = opt.summary()
+    if not args.all:
+        # the parameters (and lp__); the derived values are in --output's file
+        keep = ["lp__"] + [n for n in model.param_names() if n in table.index]
+        hidden = len(table) - len(keep)
+        table = table.loc[keep]
+    print(table.to_string(float_format=lambda v: f"{v:.6g}"), file=out)
+    if not args.all and hidden:
+        print(f"({hidden} values of transformed parameters and generated quantities not "
+              "shown: --all prints them, --output writes them)", file=out)
     if args.output:
         path = os.fspath(args.output)
         if path.endswith(".csv"):
@@ -395,12 +411,18 @@ def _unit_open(v):
     return x
 
 
+def _version():
+    from . import __version__
+    return __version__
+
+
 def make_parser():
     p = argparse.ArgumentParser(
         prog=PROG, description="stanlite: Stan-like probabilistic modeling on its own "
         "reverse-mode automatic differentiation.")
     p.add_argument("--traceback", action="store_true",
                    help="show the full traceback of an error (for bug reports)")
+    p.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = p.add_subparsers(dest="command", metavar="command")
     sub.required = True
 
@@ -431,6 +453,10 @@ def make_parser():
     s.add_argument("--adapt-delta", type=_unit_open, default=0.8,
                    help="target acceptance statistic (default 0.8)")
     s.add_argument("--max-treedepth", type=_positive, default=10)
+    s.add_argument("--sampler", choices=["nuts", "hmc", "rhmc"], default="nuts",
+                   help="NUTS (default), static HMC, or Riemannian HMC (SoftAbs metric)")
+    s.add_argument("--save-warmup", action="store_true",
+                   help="keep the warmup draws (the file's warmup_posterior group)")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.add_argument("--serial", action="store_true",
                    help="run the chains one after another in this process")
@@ -465,6 +491,9 @@ def make_parser():
     o.add_argument("--iter", type=_positive, default=2000, help="maximum iterations")
     o.add_argument("--history-size", type=_positive, default=5,
                    help="L-BFGS correction pairs (default 5)")
+    o.add_argument("--all", action="store_true",
+                   help="print the transformed parameters and generated quantities too "
+                   "(default: the parameters)")
     init_arg(o)
     tol_args(o)
     o.set_defaults(run=_cmd_optimize)

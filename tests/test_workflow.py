@@ -540,3 +540,41 @@ def test_an_integer_quantity_with_a_failed_draw_is_real(reg_fit):
     assert c.dtype == np.float64 and np.isnan(c).any()
     ok = c[~np.isnan(c)]
     np.testing.assert_array_equal(ok, np.round(ok))
+
+
+# ---- 11. the command line ---------------------------------------------------------------------
+def _cli(argv, capsys):
+    from stanlite.cli import main
+    code = main(argv)
+    return code, capsys.readouterr()
+
+
+def test_cli_version_sampler_save_warmup_init(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        _cli(["--version"], capsys)
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"stanlite {sl.__version__}"
+    init = tmp_path / "init.json"
+    init.write_text('{"mu": 1.0, "tau": 2.0}')
+    path = tmp_path / "hmc.nc"
+    code, io = _cli(["sample", "eight_schools", "--chains", "1", "--draws", "20",
+                     "--warmup", "15", "--seed", "1", "--no-progress", "--sampler", "hmc",
+                     "--save-warmup", "--init", str(init), "-o", str(path)], capsys)
+    assert code == 0, io.err
+    fit = sl.load_fit(path)
+    assert fit.method == "hmc" and fit.num_warmup_draws == 15
+    assert "warmup_posterior" in _arviz().from_netcdf(path).groups()
+    assert fit.chain_states[0].sampler == "hmc"
+    with pytest.raises(SystemExit):
+        _cli(["sample", "eight_schools", "--sampler", "gibbs"], capsys)
+
+
+def test_cli_optimize_prints_the_parameters(capsys):
+    code, io = _cli(["optimize", "eight_schools", "--seed", "1"], capsys)
+    assert code == 0
+    rows = [line.split()[0] for line in io.out.splitlines()[4:] if line.strip()]
+    assert rows[:3] == ["lp__", "theta_trans[1]", "theta_trans[2]"]
+    assert "tau" in rows and "theta[1]" not in rows and "y_rep[1]" not in rows
+    assert "24 values of transformed parameters and generated quantities not shown" \
+        in io.out
+    code, io = _cli(["optimize", "eight_schools", "--seed", "1", "--all"], capsys)
+    assert code == 0 and "y_rep[8]" in io.out and "not shown" not in io.out
