@@ -1,5 +1,6 @@
 """Distributions with Stan's names: ``<name>_lpdf``/``_lpmf`` (summed over elements,
-broadcasting), ``_lcdf``/``_lccdf`` (censoring) and ``_rng`` (generated quantities).
+broadcasting; one value per element with ``reduce=False``), ``_lcdf``/``_lccdf``
+(censoring) and ``_rng`` (generated quantities).
 
 Each log density is one fused node with analytic partials (:mod:`.fused`); modules
 split by support: :mod:`.continuous` (the real line), :mod:`.bounded` (positive and
