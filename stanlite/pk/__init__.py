@@ -18,6 +18,10 @@ everywhere with stanlite's AD:
                                    (``pmx_solve_rk45`` / ``pmx_solve_bdf``)
 :func:`ode_steady_state`           the steady-state trough of a regimen of an ODE
                                    model, algebraic-solver super node
+:func:`additive_error_lpdf` etc.   residual error models (additive, proportional,
+                                   combined, exponential) as log densities
+:func:`vpc`                        visual predictive check: simulated against
+                                   observed percentiles per time bin, a plot
 :func:`divdiff_exp`                divided differences of ``e^{-x}``: the primitive
                                    of the closed forms
 =================================  ==================================================
@@ -103,6 +107,14 @@ from .analytic import onecpt, twocpt
 from .linear import linode
 from .nonlinear import ode
 from .steady_state import ode_steady_state
+from .error_models import (additive_error_lpdf, combined_error_lpdf,
+                           exponential_error_lpdf, proportional_error_lpdf,
+                           additive_error_rng, combined_error_rng, exponential_error_rng,
+                           proportional_error_rng)
+from .vpc import VPCResult, vpc
 
 __all__ = ["events", "EventSchedule", "read_nonmem", "NonmemData", "onecpt", "twocpt", "linode", "ode",
-           "ode_steady_state", "divdiff_exp"]
+           "ode_steady_state", "divdiff_exp", "additive_error_lpdf",
+           "proportional_error_lpdf", "combined_error_lpdf", "exponential_error_lpdf",
+           "additive_error_rng", "proportional_error_rng", "combined_error_rng",
+           "exponential_error_rng", "vpc", "VPCResult"]
