@@ -11,6 +11,19 @@ iteration is discarded and rerun.
 
 The transition kernels (NUTS, static HMC) see the model only through the
 log-density protocol; the chain only through ``(point, info)``.
+
+NUTS with a Euclidean metric and the model's gradient in the compiled interpreter
+runs in *segments* instead (:func:`.nuts_jit.segment`): one call into compiled code
+makes many iterations, the step size's dual averaging and the variance window's
+Welford sums included, and the state takes them over in one update. The segment
+draws from the chain's generator exactly what the iterations one by one would, and
+its arithmetic is theirs, so the draws do not depend on whether or where segments
+run: the contract above holds with "iteration" read as "segment" for interrupts
+(a segment's iterations are committed together), and an iteration the compiled loop
+cannot finish (a point the interpreter hands back, a rejected proposal) is rerun by
+the Python path from the same state. Segments end where the metric changes (window
+ends, the end of warmup), where a spot check of the program is due, and after about
+:data:`SEGMENT_SECONDS` (so that Ctrl-C and the runner's stop event are answered).
 """
 
 import math
@@ -333,9 +346,10 @@ def _segment(model, state, live, stop, seconds):
 
 
 def _next_length(live, n, elapsed, seconds):
-    """Double the segments' length, up to about ``seconds`` of work."""
-    fit = int(seconds * n / elapsed) if elapsed > 0 else 2 * live.seg_len
-    live.seg_len = max(1, min(2 * live.seg_len, fit))
+    """Grow the segments' length fourfold, up to about ``seconds`` of work at the
+    rate of the last one (which took ``elapsed`` for ``n`` iterations)."""
+    fit = int(seconds * n / elapsed) if elapsed > 0 else 4 * live.seg_len
+    live.seg_len = max(1, min(4 * live.seg_len, fit))
 
 
 def _commit_segment(model, state, live, seg, i, warm, adapt):

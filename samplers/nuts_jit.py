@@ -35,6 +35,20 @@ bit-identically.
 Numerically this is the Python tree's arithmetic with the dot products summed in
 index order, so the two agree to rounding, not bit for bit. ``STANLITE_JIT=0`` (or a
 missing numba) selects the Python tree.
+
+Segments (:func:`segment`, driven by chain.py): with the model's program in the
+interpreter, one call into :func:`_segment` makes many iterations of a chain - each
+the transition above, with the step size's dual-averaging update and the variance
+window's Welford sum after it during warmup - writing draws and statistics into
+arrays, so that Python acts only at the segment's end (~30 us), not at every
+iteration (~25 us for eight schools, 20 times its leapfrog steps). The random
+numbers come from the chain's own numpy Generator inside compiled code (numba's
+Generator, built from the bit generator's addresses by :func:`_generator`: a
+Generator argument costs ~30 us a call to convert), drawn in the order and batches
+of :func:`transition`; the adaptation's arithmetic is the Python classes'. A segment
+is therefore the same iterations as :func:`transition` called one by one, bit for
+bit (tests/samplers/test_nuts_segments.py), which is what lets a chain mix the two,
+stop anywhere and resume.
 """
 
 import math

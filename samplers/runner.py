@@ -202,8 +202,9 @@ def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=No
 
 #: seconds between two looks of a chain at its stop event: a multiprocessing Event
 #: costs ~1 us a look (a lock and a semaphore), a large part of a small model's
-#: iteration; a Ctrl-C is answered within this time (plus an iteration)
-_STOP_POLL = 0.005
+#: iteration; a Ctrl-C is answered within this time (plus an iteration). Compiled
+#: NUTS segments (chain.py) are made this short, and each costs ~30 us to set up
+_STOP_POLL = 0.02
 
 
 def _ticker(q, stop, report_every):
