@@ -512,6 +512,9 @@ class Model:
             from .autodiff.compile import ModelDensity, ModelGradient
             r = retaped[key] = (ModelDensity(self, key[1]) if type(key) is tuple
                                 else ModelGradient(self, key))
+            # the prior (log_prob - sum(log_likelihood), workflow.py) may cancel beyond
+            # the replay checks' rounding: then it runs eagerly, without a warning
+            r.quiet = r.quiet or self._prior_only
         return r
 
     def _gradient(self, x, jacobian, record=False):
