@@ -226,3 +226,28 @@ def test_draws_of_a_spawned_executor_equal_the_serial_ones():
     with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
         spawned = _loop().sample(chains=2, executor=ex, **KW)
     assert np.array_equal(_draws(spawned), _draws(serial))
+
+
+@needs_vm
+def test_the_replay_time_leaves_out_a_first_call_s_loading(monkeypatch):
+    # a process's first replay may load the interpreter from numba's cache; the spot
+    # checks' budget (a share of one replay's time, kept in the disk cache too) must
+    # not take that for the replay's cost: a clock that the first call moves by 1 s
+    now = [0.0]
+    monkeypatch.setattr(C, "_clock", lambda: now[0])
+    lower = C._Retaped._lower
+
+    def slow_first(self, rec):
+        prog = lower(self, rec)
+        fn, calls = prog.fn, []
+
+        def timed(x):
+            now[0] += 1.0 if not calls else 1e-5
+            calls.append(x)
+            return fn(x)
+        prog.fn = timed
+        return prog
+    monkeypatch.setattr(C._Retaped, "_lower", slow_first)
+    m = _loop()
+    m.log_density_gradient(np.array([0.3, -0.2]))
+    assert m.compiled_gradient()._replay_seconds == pytest.approx(1e-5)
