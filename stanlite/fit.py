@@ -419,8 +419,10 @@ class Fit:
         for k, v in loglik.items():
             group_dims[("ll", k)] = all_dims[k] if k in data and \
                 data[k].shape == v.shape[2:] else names.of(k, v.shape[2:])
-        user = _checked_dims(dims)
-        all_dims.update(user)
+        user = _checked_dims(dims, {**{k: v.shape for k, v in data.items()},
+                                    **{k: v.shape[2:] for k, v in self._draws.items()},
+                                    **{k: v.shape[2:] for k, v in loglik.items()}})
+        all_dims.update({k: v for k, v in user.items() if k in all_dims})
         sizes = {}
         for k, d in all_dims.items():
             shape = data[k].shape if k in data else self._draws[k].shape[2:]
@@ -1115,8 +1117,9 @@ def _param_shapes(model):
     return shapes() if callable(shapes) else {}
 
 
-def _checked_dims(dims):
-    """``to_arviz``'s ``dims``: ``{variable: [dimension names]}``."""
+def _checked_dims(dims, shapes):
+    """``to_arviz``'s ``dims``: ``{variable: [dimension names]}``, one name per axis
+    of a variable of the fit (``shapes``: per draw)."""
     from .errors import ArgumentError
     if dims is None:
         return {}
@@ -1125,6 +1128,13 @@ def _checked_dims(dims):
             for v in dims.values()):
         raise ArgumentError("dims must be a dict of variable name -> list of dimension "
                             f"names, got {dims!r}")
+    for k, v in dims.items():
+        if k not in shapes:
+            raise ArgumentError(f"dims names {k!r}, which is not a variable of this fit "
+                                f"(variables: {', '.join(shapes)})")
+        if len(v) != len(shapes[k]):
+            raise ArgumentError(f"dims for {k!r}: {len(v)} names for its "
+                                f"{len(shapes[k])} axes (shape {shapes[k]} per draw)")
     return {k: list(v) for k, v in dims.items()}
 
 

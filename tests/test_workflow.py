@@ -187,6 +187,10 @@ def test_coords_and_dims_arguments(reg_fit, tmp_path):
         reg_fit.to_arviz(coords={"school": labels})
     idata = reg_fit.to_arviz(dims={"mu": ["obs"]})
     assert idata.posterior["mu"].dims == ("chain", "draw", "obs")
+    with pytest.raises(sl.ArgumentError, match="1 names for its 0 axes"):
+        reg_fit.to_arviz(dims={"alpha": ["a"]})
+    with pytest.raises(sl.ArgumentError, match="'nu', which is not a variable"):
+        reg_fit.to_arviz(dims={"nu": ["a"]})
     # saved with the labels, read back with them (text coordinates keep their checksums)
     path = reg_fit.save(tmp_path / "labelled.nc", coords={"N": labels})
     loaded = sl.load_fit(path)
