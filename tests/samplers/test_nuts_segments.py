@@ -156,6 +156,33 @@ def test_a_guard_that_changes_inside_a_segment_hands_the_iteration_back(monkeypa
     assert abs(np.mean(fast.draws)) < 0.3         # (logit p: symmetric about 0)
 
 
+class _Scale(sl.Model):
+    """An unconstrained scale: ``sigma <= 0`` is outside the density's domain (the
+    interpreter hands the point back; the model raises DomainError: a rejection)."""
+    y = sl.data.vector(5)
+    mu = sl.param.real()
+    sigma = sl.param.real()
+
+    def log_prob(self, mu, sigma):
+        return sl.normal_lpdf(mu, 0, 3) + sl.normal_lpdf(self.y, mu, sigma)
+
+
+def test_rejected_proposals_inside_a_segment_are_counted_as_by_the_python_path(
+        monkeypatch):
+    y = np.array([0.4, -1.1, 2.0, 0.3, 0.9])
+    m = _Scale(y=y)
+    seen = _count_segments(monkeypatch)
+    fast = chain.run(m, _fresh(m, init={"mu": 0.2, "sigma": 1.3}))
+    assert nuts_jit.SEGMENT_HANDOFF in seen and nuts_jit.SEGMENT_DONE in seen
+    assert fast.n_rejected > 0
+    _python_only(monkeypatch)
+    m = _Scale(y=y)
+    slow = chain.run(m, _fresh(m, init={"mu": 0.2, "sigma": 1.3}))
+    _same_chain(fast, slow)
+    assert (fast.n_rejected, fast.rejections, fast.rejected_draws) == \
+        (slow.n_rejected, slow.rejections, slow.rejected_draws)
+
+
 def test_a_spot_check_due_inside_a_segment_is_made_there(monkeypatch):
     # the doubling schedule alone (no allowance by time): checks after replays 2, 4,
     # 8, ...; a segment stops at the iteration whose evaluations reach one, and the
