@@ -617,9 +617,11 @@ class _Retaped:
         the eager tape took over; points where the function is not defined are
         skipped. -> whether a checked program is ready. What a later call returns
         does not depend on these points: every answer comes from the program (see
-        :meth:`_add`)."""
+        :meth:`_add`). At most two recordings are made here: a function whose
+        guards change from point to point (a sign pattern per point) records the
+        other paths where it meets them, not ``max_recordings`` of random ones."""
         for x in points:
-            if self.fallback is not None or self._ready():
+            if self.fallback is not None or self._ready() or self.recordings >= 2:
                 break
             try:
                 with np.errstate(all="ignore"):

@@ -251,3 +251,23 @@ def test_the_replay_time_leaves_out_a_first_call_s_loading(monkeypatch):
     m = _loop()
     m.log_density_gradient(np.array([0.3, -0.2]))
     assert m.compiled_gradient()._replay_seconds == pytest.approx(1e-5)
+
+
+class Signs(sl.Model):
+    """A bound per element with mixed signs: one recording per sign pattern."""
+    p = sl.param.vector(4, lower=0, upper=1)
+    t = sl.param.vector(4, lower=lambda p: -p, upper=lambda p: 1 + p)
+
+    def log_prob(self, p, t):
+        return sl.normal_lpdf(t, 0.0, 1.0) + sl.beta_lpdf(p, 2, 2)
+
+
+def test_precompile_records_at_most_twice():
+    # random points meet a new sign pattern each: precompile leaves the rest to the
+    # chains instead of spending max_recordings (then the eager tape) on them
+    m = Signs()
+    m.precompile()
+    r = m.compiled_gradient()
+    assert r.recordings <= 2 and r.fallback is None
+    x = np.linspace(-1.0, 1.0, m.dim)
+    assert C._close(m.log_density_gradient(x), m._gradient(x, True))
