@@ -87,11 +87,14 @@ class Decl:
         return f"{_BLOCK_WORDS[self.block]} '{self.name}'"
 
     def __repr__(self):
-        dims = ", ".join(map(repr, self.dims))
-        extra = "".join(f", {k}={getattr(self, k)!r}" for k in
-                        ("lower", "upper", "offset", "multiplier")
-                        if getattr(self, k) is not None)
-        return f"{self.block}.{self.kind}({dims}{extra})"
+        parts = [repr(d) for d in self.dims]
+        parts += [f"{k}={getattr(self, k)!r}" for k in
+                  ("lower", "upper", "offset", "multiplier") if getattr(self, k) is not None]
+        if self.array:
+            parts.append(f"array={self.array if len(self.array) > 1 else self.array[0]!r}")
+        if self.name is not None and self.name != self.attr:
+            parts.append(f"name={self.name!r}")
+        return f"{self.block}.{self.kind}({', '.join(parts)})"
 
     # ---- shapes ----------------------------------------------------------------------
     def shape(self, env):
