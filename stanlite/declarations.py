@@ -747,24 +747,25 @@ class _DataNamespace:
     def __init__(self, cls):
         self._cls = cls
 
-    def int(self, lower=None, upper=None, array=None, name=None):
+    def int(self, lower=None, upper=None, *, array=None, name=None):
         """An integer: ``N = sl.data.int(lower=0)``; ``sl.data.int(array="N")`` is
         Stan's ``array[N] int``."""
         return self._cls("int", (), lower, upper, dtype="int", array=array, name=name)
 
-    def real(self, lower=None, upper=None, allow_nonfinite=False, array=None, name=None):
+    def real(self, lower=None, upper=None, allow_nonfinite=False, *, array=None,
+             name=None):
         """A real number (``array=``: an array of them)."""
         return self._cls("real", (), lower, upper, allow_nonfinite=allow_nonfinite,
                          array=array, name=name)
 
-    def vector(self, size, lower=None, upper=None, allow_nonfinite=False, array=None,
-               name=None):
+    def vector(self, size, lower=None, upper=None, allow_nonfinite=False, *,
+               array=None, name=None):
         """A vector of reals of length ``size`` (an int or a data name); with
         ``array="N"``, Stan's ``array[N] vector[size]``, shape ``(N, size)``."""
         return self._cls("vector", (size,), lower, upper,
                          allow_nonfinite=allow_nonfinite, array=array, name=name)
 
-    def matrix(self, rows, cols, lower=None, upper=None, allow_nonfinite=False,
+    def matrix(self, rows, cols, lower=None, upper=None, allow_nonfinite=False, *,
                array=None, name=None):
         """A ``rows x cols`` matrix of reals (``array=``: an array of them)."""
         return self._cls("matrix", (rows, cols), lower, upper,
@@ -881,6 +882,14 @@ def _show_bound(b, value):
     return f"{_show(b)} = {v}"
 
 
+def _one_size(kind, K, more):
+    """A type of one size given more (``sl.param.simplex("M", "K")``, the natural
+    attempt at an array of simplexes): a ModelError pointing to ``array=``."""
+    if more:
+        sizes = ", ".join(map(repr, (K,) + more))
+        raise ModelError(f"{kind} takes one size, got {len(more) + 1} ({sizes}); {_ARRAY_HINT}")
+
+
 class _ParamNamespace:
     """``sl.param``: declarations of a model's parameters block.
 
@@ -895,21 +904,22 @@ class _ParamNamespace:
     dict; ``log_prob`` receives it as ``lambda_``."""
 
     @staticmethod
-    def real(lower=None, upper=None, offset=None, multiplier=None, array=None, name=None):
+    def real(lower=None, upper=None, offset=None, multiplier=None, *, array=None,
+             name=None):
         """A real parameter, optionally bounded or affinely transformed."""
         return ParamDecl("real", (), lower, upper, offset, multiplier, array=array,
                          name=name)
 
     @staticmethod
-    def vector(size, lower=None, upper=None, offset=None, multiplier=None, array=None,
-               name=None):
+    def vector(size, lower=None, upper=None, offset=None, multiplier=None, *,
+               array=None, name=None):
         """A vector parameter of length ``size``."""
         return ParamDecl("vector", (size,), lower, upper, offset, multiplier, array=array,
                          name=name)
 
     @staticmethod
     def matrix(rows, cols, lower=None, upper=None, offset=None, multiplier=None,
-               array=None, name=None):
+               *, array=None, name=None):
         """A ``rows x cols`` matrix parameter."""
         return ParamDecl("matrix", (rows, cols), lower, upper, offset, multiplier,
                          array=array, name=name)
@@ -923,34 +933,39 @@ class _ParamNamespace:
         return ParamDecl("array", dims, lower, upper, offset, multiplier, name=name)
 
     @staticmethod
-    def simplex(K, array=None, name=None):
+    def simplex(K, *more, array=None, name=None):
         """A K-simplex (non-negative, sums to one); K-1 free parameters."""
+        _one_size("simplex", K, more)
         return ParamDecl("simplex", (K,), array=array, name=name)
 
     @staticmethod
-    def ordered(K, array=None, name=None):
+    def ordered(K, *more, array=None, name=None):
         """A strictly increasing K-vector."""
+        _one_size("ordered", K, more)
         return ParamDecl("ordered", (K,), array=array, name=name)
 
     @staticmethod
-    def positive_ordered(K, array=None, name=None):
+    def positive_ordered(K, *more, array=None, name=None):
         """A strictly increasing K-vector of positive values."""
+        _one_size("positive_ordered", K, more)
         return ParamDecl("positive_ordered", (K,), array=array, name=name)
 
     @staticmethod
-    def unit_vector(K, array=None, name=None):
+    def unit_vector(K, *more, array=None, name=None):
         """A K-vector of unit Euclidean length."""
+        _one_size("unit_vector", K, more)
         return ParamDecl("unit_vector", (K,), array=array, name=name)
 
     @staticmethod
-    def sum_to_zero_vector(K, array=None, name=None):
+    def sum_to_zero_vector(K, *more, array=None, name=None):
         """A K-vector summing to zero (Stan 2.36's isometric transform, K-1 free
         parameters; no Jacobian term: a standard normal on the free parameters is
         a normal of marginal variance (K-1)/K on each element)."""
+        _one_size("sum_to_zero_vector", K, more)
         return ParamDecl("sum_to_zero_vector", (K,), array=array, name=name)
 
     @staticmethod
-    def stochastic_matrix(rows, columns, kind="row", array=None, name=None):
+    def stochastic_matrix(rows, columns, kind="row", *, array=None, name=None):
         """A ``rows x columns`` matrix whose rows (``kind="row"``, Stan's
         ``row_stochastic_matrix``) or columns (``kind="column"``,
         ``column_stochastic_matrix``) are simplexes."""
@@ -963,35 +978,38 @@ class _ParamNamespace:
                          name=name)
 
     @staticmethod
-    def row_stochastic_matrix(rows, columns, array=None, name=None):
+    def row_stochastic_matrix(rows, columns, *, array=None, name=None):
         """A matrix whose rows are simplexes (Stan's ``row_stochastic_matrix``)."""
         return ParamDecl("row_stochastic_matrix", (rows, columns), array=array, name=name)
 
     @staticmethod
-    def column_stochastic_matrix(rows, columns, array=None, name=None):
+    def column_stochastic_matrix(rows, columns, *, array=None, name=None):
         """A matrix whose columns are simplexes (``column_stochastic_matrix``)."""
         return ParamDecl("column_stochastic_matrix", (rows, columns), array=array,
                          name=name)
 
     @staticmethod
-    def cholesky_factor_corr(K, array=None, name=None):
+    def cholesky_factor_corr(K, *more, array=None, name=None):
         """The Cholesky factor of a K x K correlation matrix."""
+        _one_size("cholesky_factor_corr", K, more)
         return ParamDecl("cholesky_factor_corr", (K,), array=array, name=name)
 
     @staticmethod
-    def cholesky_factor_cov(M, N=None, array=None, name=None):
+    def cholesky_factor_cov(M, N=None, *, array=None, name=None):
         """The Cholesky factor (M x N, M >= N) of a covariance matrix."""
         return ParamDecl("cholesky_factor_cov", (M,) if N is None else (M, N),
                          array=array, name=name)
 
     @staticmethod
-    def corr_matrix(K, array=None, name=None):
+    def corr_matrix(K, *more, array=None, name=None):
         """A K x K correlation matrix."""
+        _one_size("corr_matrix", K, more)
         return ParamDecl("corr_matrix", (K,), array=array, name=name)
 
     @staticmethod
-    def cov_matrix(K, array=None, name=None):
+    def cov_matrix(K, *more, array=None, name=None):
         """A K x K covariance matrix (symmetric positive definite)."""
+        _one_size("cov_matrix", K, more)
         return ParamDecl("cov_matrix", (K,), array=array, name=name)
 
 

@@ -177,6 +177,16 @@ def test_sum_to_zero_is_stans_pivot_basis():
     assert T.SumToZero().constrain(np.zeros(0), (1,))[0].tolist() == [0.0]
 
 
+def test_array_and_name_are_keyword_only():
+    with pytest.raises(TypeError):
+        sl.param.vector(3, None, None, None, None, "M")
+    with pytest.raises(TypeError):
+        sl.data.vector(3, None, None, False, "M")
+    assert repr(sl.param.simplex("K", array=("M", 2))) == \
+        "param.simplex('K', array=('M', 2))"
+    assert repr(sl.param.real(lower=0, name="lambda")) == "param.real(lower=0, name='lambda')"
+
+
 def test_free_sizes_and_descriptions():
     m = _model(sl.param.stochastic_matrix("N", "K", kind="column", array="M"))
     assert m.dim == 2 * 2 * 4
@@ -251,6 +261,9 @@ def test_data_array_errors_name_field_and_index(field, value, message):
     (lambda: sl.param.vector(["K"]), r"vector: a size is one int.*array="),
     (lambda: sl.param.simplex("K", array=[("M", "N")]), r"array= takes a size or a flat"),
     (lambda: sl.param.stochastic_matrix(2, 3, kind="diagonal"), r"kind must be 'row'"),
+    (lambda: sl.param.simplex("M", "K"), r"simplex takes one size, got 2 \('M', 'K'\); "
+                                         r"for an array of them.*array="),
+    (lambda: sl.param.cov_matrix(3, 4), r"cov_matrix takes one size, got 2"),
     (lambda: sl.param.real(name="2x"), r"name= must be a Stan identifier"),
 ])
 def test_misuse_is_a_model_error(make, message):
