@@ -1230,7 +1230,7 @@ def _check_unknown_fields(cls, data):
         return
     name = unknown[0]
     model = cls.__name__
-    if name in cls._param_decls:
+    if name in cls._param_decls or name in {d.attr for d in cls._param_decls.values()}:
         raise DataError(f"'{name}' is a parameter of {model}, not a data field: data "
                         "cannot fix it (give a starting value with init=, or declare "
                         "it with sl.data to make it data)")

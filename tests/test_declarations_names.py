@@ -85,3 +85,25 @@ def test_sample_summary_arviz_save_load_init(tmp_path):
     np.testing.assert_array_equal(back["in"], fit["in"])
     with pytest.raises(sl.ArgumentError, match="lambda_"):
         m.sample(chains=1, draws=5, warmup=5, init={"lambda_": 2.0}, progress=False)
+
+
+def test_sizes_and_bounds_may_name_a_renamed_field_either_way():
+    class Sized(sl.Model):
+        in_ = sl.data.int(lower=1, name="in")           # Stan's reserved word, as data
+        hi = sl.data.real(name="lambda")
+        a = sl.param.vector("in", upper="lambda")        # by Stan names
+        b = sl.param.vector("in_", upper="hi")           # by Python names
+        c = sl.param.real(lower=lambda in_: in_)         # a callable: Python names
+
+        def log_prob(self, a, b, c):
+            return sl.normal_lpdf(a, 0, 1) + sl.normal_lpdf(b, 0, 1) + sl.normal_lpdf(
+                c, 0, 1)
+
+    m = Sized(**{"in": 3, "lambda": 2.0})
+    assert m.param_shapes() == {"a": (3,), "b": (3,), "c": ()}
+    y = m.constrain(np.zeros(m.dim))
+    np.testing.assert_allclose(y["a"], 1.0)
+    np.testing.assert_allclose(y["b"], 1.0)
+    assert y["c"] == pytest.approx(4.0)
+    with pytest.raises(sl.DataError, match=r"'lambda_' is a parameter of Poisson"):
+        Poisson(**DATA, lambda_=1.0)
