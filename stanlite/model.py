@@ -1,7 +1,8 @@
 """``sl.Model``: Stan's program blocks as a Python class, and the log-density protocol.
 
 A subclass declares its data and parameters (:mod:`stanlite.declarations`) and
-defines ``log_prob`` (the model block) and optionally ``transformed_parameters`` and
+defines ``log_prob`` (the model block) and optionally ``transformed_data`` (run once
+at build: new read-only values), ``transformed_parameters`` and
 ``generated_quantities``::
 
     >>> import stanlite as sl

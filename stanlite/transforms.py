@@ -64,6 +64,8 @@ Deviations from Stan (all deliberate):
   upper bound accurate; the map is the same;
 * the correlation-matrix constrain returns an exactly symmetric matrix with an exactly
   unit diagonal, and the covariance-matrix one an exactly symmetric matrix;
+* the free coordinates of ``row_stochastic_matrix`` are row by row (each row's
+  ``M - 1`` together), not column-major as Stan's;
 * the free coordinates of ``corr_matrix`` are ordered like those of
   ``cholesky_factor_corr`` (row-major over the strictly lower triangle, as the
   reference manual's figure), not column-major as Stan's ``read_corr_L``;
