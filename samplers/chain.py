@@ -189,10 +189,11 @@ class _Live:
         self.z = Point(state.q, None, state.lp, state.grad)
         self.eps = state.stepsize
         self.eps_ready = state.stepsize_initialized   # the step-size search was made
-        # segments of compiled iterations (NUTS, a Euclidean metric, numba): their
-        # next length (doubled up to SEGMENT_SECONDS' worth)
+        # segments of compiled iterations (NUTS, a Euclidean metric, numba, a
+        # retaped model): their next length (grown up to SEGMENT_SECONDS' worth)
         self.segments = (state.sampler == "nuts" and nuts.use_jit
-                         and hasattr(self.metric, "whitened_steps"))
+                         and hasattr(self.metric, "whitened_steps")
+                         and nuts_jit._compiled(model) is not None)
         self.seg_len = 1
 
 
