@@ -338,3 +338,26 @@ def test_nuts_sum_to_zero_marginal_variance():
     for k in range(K):
         sq = z[..., k] ** 2
         assert abs(sq.mean() - exact) < 4 * _batch_mcse(sq), (k, sq.mean(), exact)
+
+
+@pytest.mark.parametrize("decl", [
+    lambda: sl.param.sum_to_zero_vector("K", array="M"),
+    lambda: sl.param.stochastic_matrix("N", "K", kind="row", array="M"),
+    lambda: sl.param.stochastic_matrix("N", "K", kind="column"),
+    lambda: sl.param.simplex("K", array=("M", "N")),
+], ids=["sum_to_zero", "row_stochastic", "column_stochastic", "simplex-2d"])
+def test_hessian_through_the_new_transforms_matches_fd_of_the_gradient(decl):
+    cls = type("H", (sl.Model,), {"M": sl.data.int(), "N": sl.data.int(),
+                                  "K": sl.data.int(), "theta": decl(),
+                                  "log_prob": lambda self, theta: sl.sum(
+                                      sl.sin(3.0 * theta) * theta)})
+    m = cls(M=2, N=3, K=4)
+    x = np.random.default_rng(4).normal(scale=0.5, size=m.dim)
+    _, g, H = m.log_density_hessian(x)
+    h = 1e-6
+    fd = np.stack([(m.log_density_gradient(x + h * e)[1] - m.log_density_gradient(
+        x - h * e)[1]) / (2 * h) for e in np.eye(m.dim)])
+    np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-5)
+    m.compile = False                                  # the eager tape agrees
+    lp2, g2 = m.log_density_gradient(x)
+    np.testing.assert_allclose(g2, g, rtol=1e-12, atol=1e-13)
