@@ -554,7 +554,7 @@ class _Retaped:
             warnings.warn(f"{self.what} runs on the eager tape: {reason}", CompileWarning,
                           stacklevel=4)
 
-    # -- portable state: spawned workers, Dask tasks, the disk cache -----------------------
+    # -- portable state: spawned workers, Dask tasks, the disk cache ---------------------
     def portable(self):
         """The interpreter programs (of input key None: a model's) and the state of
         the checks, as plain arrays, numbers and strings (:func:`_program_state`):

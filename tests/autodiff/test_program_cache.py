@@ -117,7 +117,8 @@ def test_other_data_or_other_program_another_entry(cache, count):
     m.log_density(X[0])                                  # the density: its own entry
     m.log_density(X[1])
     assert len(_entries(cache)) == 3
-    keys = {PC.model_key(m, (k, j)) for k in ("gradient", "density") for j in (True, False)}
+    keys = {PC.model_key(m, (k, j)) for k in ("gradient", "density")
+            for j in (True, False)}
     assert len(keys) == 4
 
 
