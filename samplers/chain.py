@@ -231,10 +231,7 @@ def _iteration(model, state, live):
     num_warmup, adapt = state.num_warmup, state.adapt
     warm = i < num_warmup
     if adapt and not live.eps_ready:
-        # part of this iteration: committed with it (an interrupt reruns both)
-        live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
-        live.da.restart(live.eps)
-        live.eps_ready = True
+        _first_stepsize(model, live)
     z, info = live.kernel(model, live.metric, live.z, live.eps, live.rng,
                           max_depth=state.max_treedepth)
     live.z = z
@@ -265,9 +262,17 @@ def _iteration(model, state, live):
                                     len(state.draws) - 1]
     if info.n_failed:
         _count_rejections(state, info)
-    _commit_live(state, live, warm)
+    state.__dict__.update(_live_fields(state, live, warm))
     state.iteration = i + 1
     return info
+
+
+def _first_stepsize(model, live):
+    """Stan's step-size search before the first iteration: part of that iteration
+    (or segment), committed with it (an interrupt reruns both)."""
+    live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
+    live.da.restart(live.eps)
+    live.eps_ready = True
 
 
 def _warmup_end(model, state, live, i):
@@ -284,19 +289,19 @@ def _warmup_end(model, state, live, i):
         live.eps = live.da.final()
 
 
-def _commit_live(state, live, warm):
-    """The state takes over the live objects (all but the iteration counter)."""
+def _live_fields(state, live, warm):
+    """The state's fields from the live objects after iterations (all but the
+    draws and the iteration counter), for one update of the state."""
     z = live.z
-    state.q, state.lp, state.grad = z.q, z.lp, z.grad
-    state.stepsize = live.eps
-    state.inv_metric = live.metric.inv  # metrics replace, never mutate, their arrays
+    # (metrics replace, never mutate, their arrays)
+    new = dict(q=z.q, lp=z.lp, grad=z.grad, stepsize=live.eps,
+               inv_metric=live.metric.inv, rng_state=live.rng.bit_generator.state,
+               stepsize_initialized=live.eps_ready or state.adapt)
     if warm:                            # (adaptation only changes in warmup)
-        state.da = _da_dict(live.da)
-        state.welford = _welford_dict(live.welford)
+        new.update(da=_da_dict(live.da), welford=_welford_dict(live.welford))
         if live.gadapt is not None:
-            state.grad_adapt = live.gadapt.to_dict()
-    state.rng_state = live.rng.bit_generator.state
-    state.stepsize_initialized = live.eps_ready or state.adapt
+            new["grad_adapt"] = live.gadapt.to_dict()
+    return new
 
 
 def _segment(model, state, live, stop, seconds):
@@ -321,10 +326,7 @@ def _segment(model, state, live, stop, seconds):
     if adapt:
         end = min([end] + [e + 1 for e in live.ends if e >= i])
         if not live.eps_ready:
-            # part of the segment's first iteration: committed with it
-            live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
-            live.da.restart(live.eps)
-            live.eps_ready = True
+            _first_stepsize(model, live)
     window = (state.init_buffer, num_warmup - state.term_buffer) if adapt and live.ends \
         else (0, 0)
     n = min(end - i, live.seg_len)
@@ -362,7 +364,8 @@ def _commit_segment(model, state, live, seg, i, warm, adapt):
     if adapt:
         seg.adapted(live.da, live.welford)
         _warmup_end(model, state, live, i + n - 1)
-    new = {}
+    new = _live_fields(state, live, warm)
+    new["iteration"] = i + n
     if warm and state.save_warmup:
         keep = slice(0, n)
     elif warm:
@@ -376,12 +379,6 @@ def _commit_segment(model, state, live, seg, i, warm, adapt):
         new[draws] = getattr(state, draws) + list(seg.draws[:n][keep])
         new[stats] = {name: old[name] + col
                       for name, col in zip(STAT_NAMES, seg.stat_columns(keep))}
-    z = live.z
-    new.update(q=z.q, lp=z.lp, grad=z.grad, stepsize=live.eps,
-               inv_metric=live.metric.inv, rng_state=live.rng.bit_generator.state,
-               stepsize_initialized=live.eps_ready or state.adapt, iteration=i + n)
-    if warm:
-        new.update(da=_da_dict(live.da), welford=_welford_dict(live.welford))
     state.__dict__.update(new)
 
 
