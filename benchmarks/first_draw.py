@@ -9,7 +9,10 @@ than 1 s on the shared 2-core machine, with the caches warm.
 
 Each model runs in its own fresh process, first once unmeasured (numba writes its disk
 cache, Python its ``.pyc`` files: ``PYTHONDONTWRITEBYTECODE`` is removed from the
-child's environment, as a normal installation has its bytecode), then ``--repeats``
+child's environment, as a normal installation has its bytecode; stanlite writes the
+model's lowered program to its disk cache, ``stanlite/autodiff/program_cache.py``, so
+the measured runs start from it and check it once against the eager tape instead of
+recording: ``STANLITE_CACHE_DIR=off`` measures a first use), then ``--repeats``
 times measured. Columns:
 
   import s    ``import stanlite`` inside the child (perf_counter around it)
