@@ -1324,7 +1324,12 @@ def load_fit(path, model=None, data_changed_ok=False):
     same unconstrained parameters (a ModelError otherwise), and its data are the data
     the fit was made with (the file's fingerprint: each field's sha256; a
     :class:`~stanlite.DataError` naming the fields that differ, unless
-    ``data_changed_ok=True`` - continuing a run on other data mixes two posteriors).
+    ``data_changed_ok=True`` - continuing a run on other data mixes two posteriors;
+    its message points at ``model.generate_quantities(sl.load_fit(path))``, which
+    computes a new model's quantities from the saved draws). With other data and
+    ``data_changed_ok=True``, the transformed parameters and generated quantities are
+    recomputed with ``model``'s data from the saved draws and seeds (the warning says
+    so): the saved ones belong to the other data and are never kept silently.
     Files of format version 1 (no fingerprint) are compared with the data they
     store in ``constant_data``/``observed_data``.
 
