@@ -376,6 +376,11 @@ def test_prior_fit_arviz_groups_and_file(prior_fit, tmp_path):
     assert "posterior" not in idata.groups() and "log_likelihood" not in idata.groups()
     assert idata.prior_predictive["y"].dims == ("chain", "draw", "N")
     np.testing.assert_array_equal(idata.prior["mu"].values, prior_fit["mu"])
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    _arviz().plot_ppc(idata, group="prior", num_pp_samples=5)     # prior predictive check
+    plt.close("all")
     # joined to a posterior's InferenceData: ArviZ's prior predictive check
     post = prior_fit.model.sample(chains=2, draws=100, warmup=100, seed=1, progress=False,
                                   parallel=False)
