@@ -66,9 +66,13 @@ def _digamma_pos(x):
     # x > 0: the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then the
     # asymptotic series psi(x) ~ log x - 1/(2x) - sum B_2k / (2k x^2k) (DLMF 5.11.2) in
     # f = 1/x^2: at x >= 10 its first omitted term (B_16 / 16 / x^16 ~ 4e-17) is below
-    # the result's rounding. The recurrence's terms are summed apart, subtracted once.
+    # the result's rounding. The recurrence's terms are summed apart and subtracted
+    # once, two at a time (1/x + 1/(x+1) = (2x+1) / (x(x+1)): half the divisions).
     s = 0.0
-    while x < 10.0:
+    while x < 9.0:
+        s += (2.0 * x + 1.0) / (x * (x + 1.0))
+        x += 2.0
+    if x < 10.0:
         s += 1.0 / x
         x += 1.0
     f = 1.0 / (x * x)
