@@ -516,6 +516,7 @@ def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
     forked = False
     _compile_once(model)
     if own:
+        _reap_pools()
         method = _start_method()
         ctx = mp.get_context(method) if method else mp.get_context()
         forked = method == "fork"
@@ -541,15 +542,33 @@ def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
         stop = _DaskStop(f"stanlite-stop-{uuid.uuid4().hex}")
     elif isinstance(executor, cf.ThreadPoolExecutor):
         stop = threading.Event()             # threads of this process share it
+    collected = False
     try:
         futs = [_submit(executor, own and forked, model, states[c], init_kwargs[c],
                         blas_threads, None if own else stop) for c in range(chains)]
         _collect(futs, states, queue, bars, intr, stop)
+        collected = True
     except BrokenProcessPool as e:
         raise _broken_pool(e, forked) from e
     finally:
         if own:
-            executor.shutdown(wait=True, cancel_futures=True)
+            # every chain is back: the workers exit on their own and the pool's
+            # thread joins them (waiting for a large process's teardown took
+            # 30-40 ms of every run); after an error, they are waited for
+            thread = getattr(executor, "_executor_manager_thread", None)
+            executor.shutdown(wait=not collected, cancel_futures=True)
+            if collected and thread is not None:
+                _LINGERING.append(thread)
+
+
+#: the threads of pools whose workers were left to exit on their own: joined before
+#: the next pool forks (no fork while they run)
+_LINGERING = []
+
+
+def _reap_pools():
+    while _LINGERING:
+        _LINGERING.pop().join()
 
 
 def _compile_once(model):
