@@ -9,7 +9,11 @@ review's super node: "approximate the derivative, don't differentiate the
 approximation"). The integration runs on plain floats in scipy's RK45 (Dormand-
 Prince 5(4), non-stiff) or BDF (variable order 1-5, stiff), stepped by
 :mod:`.ode_integrate`; ``f`` is written in stanlite operations and its derivatives
-come from stanlite's AD (:mod:`.ode_rhs`), never from finite differences.
+come from stanlite's AD (:mod:`.ode_rhs`), never from finite differences. Where ``f``
+lowers to the compiled tape interpreter (the default with numba), the same methods
+run step for step in numba, a whole solve (plain, sensitivities or tangents) per call
+(:mod:`.ode_native`, :mod:`.ode_steppers`); ``STANLITE_ODE=scipy`` forces scipy's
+stepper.
 
 Derivatives
 -----------
@@ -84,6 +88,7 @@ from ..autodiff.var import Box, Var, make_node, shape_of
 from ..errors import DifferentiationError, DomainError
 from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack, transpose
+from . import ode_native as _native
 from .ode_integrate import Control, integrate, integrate_backward
 from .ode_rhs import _SPARSE_FROM, OdeRHS
 
@@ -389,6 +394,11 @@ def _solve(pb, xs, dense=False):
     t0, ts, args = float(xs[1]), np.asarray(xs[2], dtype=float), xs[3:]
     rhs = pb.rhs
     _check_values(rhs.name, y0, t0, ts, args, rhs.root.n)
+    if not dense:
+        # the whole solve in compiled code when f is a compiled program (ode_native)
+        Y = _native.solve(pb, y0, t0, ts, args)
+        if Y is not None:
+            return Y, None
 
     def fun(t, y):
         return rhs.value(float(t), y, args)

@@ -1,0 +1,806 @@
+"""ODE integrators in numba over a compiled right-hand side: a whole solve per call.
+
+:mod:`.ode_integrate` steps scipy's RK45 from Python, and each of its ~7 right-hand
+side evaluations per step crosses from scipy into a compiled kernel and back (~1,400
+crossings per solve of a small PK model). Here the steps themselves are compiled: one
+call integrates from ``t0`` to ``ts[-1]``, evaluating the program of the user's ``f``
+(the compiled tape interpreter, :mod:`stanlite.autodiff.vm.kernel`) in place.
+
+The method is scipy's RK45 step for step, so that the two routes agree to rounding:
+the Dormand-Prince 5(4) tableau, the initial step of Hairer, Norsett & Wanner (*Solving
+ODEs I*, sec. II.4), the error norm (RMS of the embedded error over ``atol + rtol
+max(|y|, |y_new|)``), the step factor ``0.9 err^(-1/5)`` within ``[0.2, 10]`` (no
+growth right after a rejection), the quartic dense output at the output times, the
+last step cut to land on ``ts[-1]``. Around it the rules of :func:`.ode_integrate.
+integrate`: at most ``max_num_steps`` accepted steps between two output times, a
+state that stops being finite is a failure, and Hairer's stiffness test (the last two
+stages, both at ``t + h``) stops a hopeless solve early.
+
+With ``k > 0`` directions the state is the coupled system of Stan's forward
+sensitivities, ``z = [y, s_1..s_k]`` with ``s_b' = J_y s_b + J_p d_b`` (``d_b`` the
+directions of the parameters in compressed rows): one forward pass and ``n`` reverse
+sweeps of the program per stage give ``f`` and ``J``, then the contraction. Every
+component takes part in the error control, as in Stan.
+
+:func:`bdf` is scipy's BDF likewise (variable order 1-5 in the quasi-constant step
+size form with the NDF modification, Shampine & Reichelt 1997; Newton iterations with
+a Jacobian refreshed only when they fail to converge; dense output at the output
+times). Its Newton matrix for the coupled system is ``I (x) (I - c J_y)``, CVODES'
+simultaneous-corrector approximation that scipy's route uses too; here only the
+``n x n`` block is factorised and the blocks are solved one by one.
+
+The kernels return a status: ``OK``; a status of the program (a failed guard, a value
+outside a domain: the caller redoes the solve on the route that handles those); or
+one of the solver's failures below, described by ``info``.
+"""
+
+import math
+
+import numpy as np
+
+from ..autodiff.vm import kernel as _k
+from ..autodiff.vm.opcodes import DOMAIN, OK
+
+__all__ = ["dopri", "bdf", "C", "A", "B", "E", "P", "BAD_START", "TOO_SMALL",
+           "NOT_FINITE", "MAX_STEPS", "STIFF"]
+
+_jit = _k._jit
+_forward = _k.forward
+_rows = _k.jacobian_rows
+
+# the solver's failures (program statuses are DOMAIN = -1 or a guard's 1 + index)
+BAD_START = -10         # f(t0, y0) or the first step size is not finite
+TOO_SMALL = -11         # the step size fell below 10 ulps of t
+NOT_FINITE = -12        # an accepted state is not finite
+MAX_STEPS = -13         # max_num_steps accepted steps without reaching an output time
+STIFF = -14             # the stiffness test: the budget cannot reach the next output
+
+# info slots
+I_TOTAL, I_T, I_T_LAST, I_NEXT, I_HLAMB, I_NEED, I_H, I_NFEV = range(8)
+INFO_SIZE = 8
+
+# Dormand & Prince (1980), RK5(4)7M; dense output: Shampine (1986), as scipy's RK45
+C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
+A = np.array([
+    [0.0, 0.0, 0.0, 0.0, 0.0],
+    [1 / 5, 0.0, 0.0, 0.0, 0.0],
+    [3 / 40, 9 / 40, 0.0, 0.0, 0.0],
+    [44 / 45, -56 / 15, 32 / 9, 0.0, 0.0],
+    [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729, 0.0],
+    [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656]])
+B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+E = np.array([-71 / 57600, 0.0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525,
+              1 / 40])
+P = np.array([
+    [1.0, -8048581381 / 2820520608, 8663915743 / 2820520608,
+     -12715105075 / 11282082432],
+    [0.0, 0.0, 0.0, 0.0],
+    [0.0, 131558114200 / 32700410799, -68118460800 / 10900136933,
+     87487479700 / 32700410799],
+    [0.0, -1754552775 / 470086768, 14199869525 / 1410260304,
+     -10690763975 / 1880347072],
+    [0.0, 127303824393 / 49829197408, -318862633887 / 49829197408,
+     701980252875 / 199316789632],
+    [0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
+    [0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423]])
+
+_SAFETY = 0.9
+_MIN_FACTOR = 0.2
+_MAX_FACTOR = 10.0
+_EXPONENT = -1.0 / 5.0
+
+
+@_jit
+def _load_run(codes, coff, auxs, aoff, Vs, voff, j, n, t, z, p):
+    """Load ``x = (t, z[:n], p)`` into program ``j``'s values and run its forward pass
+    (programs are slices of the concatenated tables: offsets ``coff``, ``aoff``,
+    ``voff``; the adjoint buffers share the value buffers' offsets); -> status."""
+    V = Vs[voff[j]:voff[j + 1]]
+    V[0] = t
+    for i in range(n):
+        V[1 + i] = z[i]
+    for m in range(p.shape[0]):
+        V[1 + n + m] = p[m]
+    return _forward(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V)
+
+
+@_jit
+def _other(codes, coff, auxs, aoff, Vs, voff, n, t, z, p, cur, where, st):
+    """After program ``cur[0]`` failed a guard (status ``st``): the forward pass of the
+    next of the ``cur[1]`` programs whose guards hold, which becomes ``cur[0]``; ->
+    status. When none holds, a failed guard's status, and ``where = (t, z[:n])`` says
+    where (the caller records that path there)."""
+    nprog = cur[1]
+    for q in range(1, nprog):
+        j = (cur[0] + q) % nprog
+        st = _load_run(codes, coff, auxs, aoff, Vs, voff, j, n, t, z, p)
+        if st <= 0:
+            if st == OK:
+                cur[0] = j
+            return st
+    where[0] = t
+    for i in range(n):
+        where[1 + i] = z[i]
+    return st
+
+
+@_jit
+def rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, t, z,
+        p, ptr, idx, val, J, res):
+    """``res = [f, V_b J_y^T + D_b J_p^T for b < k]`` at ``(t, z[:n], p)`` (``k = 0``:
+    ``f`` alone, one forward pass); -> the program's status."""
+    # (the program that ran last, inline: a call returning the program costs ~1 us)
+    j = cur[0]
+    V = Vs[voff[j]:voff[j + 1]]
+    V[0] = t
+    for i in range(n):
+        V[1 + i] = z[i]
+    for m in range(p.shape[0]):
+        V[1 + n + m] = p[m]
+    st = _forward(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V)
+    if st > 0:
+        st = _other(codes, coff, auxs, aoff, Vs, voff, n, t, z, p, cur, where, st)
+        j = cur[0]
+        V = Vs[voff[j]:voff[j + 1]]
+    if st != OK:
+        return st
+    out = outs[j]
+    if k == 0:
+        for i in range(n):
+            v = V[out + i]
+            if not math.isfinite(v):
+                return DOMAIN
+            res[i] = v
+        return OK
+    st = _rows(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V,
+               As[voff[j]:voff[j + 1]], dim, out, nvars[j], n, res, J)
+    if st != OK:
+        return st
+    for b in range(k):
+        zb = n + b * n
+        for i in range(n):
+            s = 0.0
+            for c in range(n):
+                s += J[i, 1 + c] * z[zb + c]
+            for q in range(ptr[b], ptr[b + 1]):
+                s += J[i, 1 + n + idx[q]] * val[q]
+            res[zb + i] = s
+    return OK
+
+
+@_jit
+def _rms(x, scale):
+    s = 0.0
+    m = x.shape[0]
+    for i in range(m):
+        e = x[i] / scale[i]
+        s += e * e
+    return math.sqrt(s / m)
+
+
+@_jit
+def dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
+          p, ptr, idx, val, z0, t0, ts, rtol, atol, max_steps, stiff_after, Y, y, info):
+    """Integrate the (coupled) system from ``(t0, z0)``; ``Y[i] = z(ts[i])``.
+    ``codes`` ... ``where``: the right-hand side's programs (:func:`rhs`,
+    :func:`_other`). ``atol`` has one value per component of ``z``; ``y`` (like
+    ``z0``) holds the state reached on return. -> status (see the module docstring);
+    ``info``: steps, time reached, last output time, next output index, the stiffness
+    estimate ``h |lambda|``, the steps it extrapolates, the step size, right-hand side
+    evaluations."""
+    m = z0.shape[0]
+    T = ts.shape[0]
+    J = np.empty((n, dim))
+    K = np.empty((7, m))
+    for i in range(m):
+        y[i] = z0[i]
+    y_new = np.empty(m)
+    y_old = np.empty(m)
+    tmp = np.empty(m)
+    scale = np.empty(m)
+    nfev = 0
+    t = t0
+    t_end = ts[T - 1]
+    info[I_T] = t0
+    info[I_T_LAST] = t0
+    info[I_NEXT] = 0
+    info[I_TOTAL] = 0
+    info[I_HLAMB] = 0.0
+    info[I_NEED] = 0.0
+    info[I_H] = 0.0
+    # f(t0, y0) and the initial step
+    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
+             t, y, p, ptr, idx, val, J, K[0])
+    nfev += 1
+    info[I_NFEV] = nfev
+    if st != OK:
+        return st
+    for i in range(m):
+        scale[i] = atol[i] + abs(y[i]) * rtol
+    d0 = _rms(y, scale)
+    d1 = _rms(K[0], scale)
+    if d0 < 1e-5 or d1 < 1e-5:
+        h0 = 1e-6
+    else:
+        h0 = 0.01 * d0 / d1
+    interval = abs(t_end - t0)
+    h0 = min(h0, interval)
+    for i in range(m):
+        tmp[i] = y[i] + h0 * K[0, i]
+    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
+             t0 + h0, tmp, p, ptr, idx, val, J, y_new)
+    nfev += 1
+    info[I_NFEV] = nfev
+    if st != OK:
+        return st
+    for i in range(m):
+        tmp[i] = y_new[i] - K[0, i]
+    d2 = _rms(tmp, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / 5.0)
+    h_abs = min(100 * h0, h1, interval)
+    if not math.isfinite(h_abs):
+        return BAD_START
+    for i in range(m):
+        if not math.isfinite(K[0, i]):
+            return BAD_START
+
+    i_out = 0
+    steps = 0
+    total = 0
+    # stiffness test state (ode_integrate._Stiffness)
+    count = 0
+    calm = 0
+    hlamb = 0.0
+    while True:
+        # -- one accepted step (scipy's RungeKutta._step_impl) -------------------------
+        if total > 0:
+            for i in range(m):
+                K[0, i] = K[6, i]           # FSAL: the last step's f(t + h) = f(t)
+        min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
+        if h_abs < min_step:
+            h_abs = min_step
+        rejected = False
+        while True:
+            if h_abs < min_step:
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return TOO_SMALL
+            t_new = t + h_abs
+            if t_new - t_end > 0:
+                t_new = t_end
+            h = t_new - t
+            h_abs = abs(h)
+            for s in range(1, 6):
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(s):
+                        acc += K[j, i] * A[s, j]
+                    tmp[i] = y[i] + acc * h
+                st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where,
+                         dim, n, k, t + C[s] * h, tmp, p, ptr, idx, val, J, K[s])
+                nfev += 1
+                if st != OK:
+                    info[I_NFEV] = nfev
+                    return st
+            for i in range(m):
+                acc = 0.0
+                for j in range(6):
+                    acc += K[j, i] * B[j]
+                y_new[i] = y[i] + h * acc
+            st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where,
+                     dim, n, k, t + h, y_new, p, ptr, idx, val, J, K[6])
+            nfev += 1
+            if st != OK:
+                info[I_NFEV] = nfev
+                return st
+            for i in range(m):
+                scale[i] = atol[i] + max(abs(y[i]), abs(y_new[i])) * rtol
+                acc = 0.0
+                for j in range(7):
+                    acc += K[j, i] * E[j]
+                tmp[i] = acc * h
+            err = _rms(tmp, scale)
+            if err < 1.0:
+                if err == 0.0:
+                    factor = _MAX_FACTOR
+                else:
+                    factor = min(_MAX_FACTOR, _SAFETY * err ** _EXPONENT)
+                if rejected:
+                    factor = min(1.0, factor)
+                h_abs *= factor
+                break
+            # (a NaN error rejects the step too: max(0.2, NaN) is 0.2, as in Python)
+            f = _SAFETY * err ** _EXPONENT
+            h_abs *= f if f > _MIN_FACTOR else _MIN_FACTOR
+            rejected = True
+        for i in range(m):
+            y_old[i] = y[i]
+            y[i] = y_new[i]
+        # (K keeps the step's seven stages until the next step: the dense output and
+        # the stiffness test read them)
+        t_prev = t
+        t = t_new
+        total += 1
+        steps += 1
+        for i in range(m):
+            if not math.isfinite(y[i]):
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return NOT_FINITE
+        if t >= ts[i_out]:
+            while i_out < T and ts[i_out] <= t:
+                if ts[i_out] == t:
+                    for i in range(m):
+                        Y[i_out, i] = y[i]
+                else:
+                    x = (ts[i_out] - t_prev) / h
+                    for i in range(m):
+                        acc = 0.0
+                        xp = 1.0
+                        for c in range(4):
+                            xp *= x
+                            q = 0.0
+                            for j in range(7):
+                                q += K[j, i] * P[j, c]
+                            acc += q * xp
+                        Y[i_out, i] = y_old[i] + h * acc
+                i_out += 1
+            if i_out == T:
+                break
+            steps = 0
+            info[I_T_LAST] = t
+            continue
+        if steps >= max_steps:
+            info[I_T] = t
+            info[I_TOTAL] = total
+            info[I_NEXT] = i_out
+            info[I_HLAMB] = hlamb
+            info[I_NFEV] = nfev
+            return MAX_STEPS
+        if steps >= stiff_after:
+            # Hairer's test: k6 = f(t + h, y6), k7 = f(t + h, y1)
+            den = 0.0
+            num = 0.0
+            for i in range(m):
+                acc = 0.0
+                for j in range(5):
+                    acc += K[j, i] * A[5, j]
+                d = y[i] - (y_old[i] + h * acc)
+                den += d * d
+                e = K[6, i] - K[5, i]
+                num += e * e
+            if den > 0.0:
+                hlamb = abs(h) * math.sqrt(num / den)
+            if hlamb > 3.25:
+                calm = 0
+                count += 1
+                if count >= 15:
+                    count = 0
+                    need = steps + (ts[i_out] - t) / max(h_abs, 1e-300)
+                    if need > max_steps:
+                        info[I_T] = t
+                        info[I_TOTAL] = total
+                        info[I_NEXT] = i_out
+                        info[I_HLAMB] = hlamb
+                        info[I_NEED] = need
+                        info[I_H] = h_abs
+                        info[I_NFEV] = nfev
+                        return STIFF
+            else:
+                calm += 1
+                if calm == 6:
+                    count = 0
+    info[I_T] = t
+    info[I_TOTAL] = total
+    info[I_NFEV] = nfev
+    info[I_HLAMB] = hlamb
+    return OK
+
+
+# ---- BDF (scipy.integrate.BDF, step for step) ---------------------------------------
+_MAX_ORDER = 5
+_NEWTON_MAXITER = 4
+_KAPPA = np.array([0.0, -0.1850, -1 / 9, -0.0823, -0.0415, 0.0])
+_GAMMA = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, _MAX_ORDER + 1))))
+_ALPHA = (1.0 - _KAPPA) * _GAMMA
+_ERROR_CONST = _KAPPA * _GAMMA + 1.0 / np.arange(1, _MAX_ORDER + 2)
+
+
+@_jit
+def _compute_R(order, factor, R):
+    """``R[:order + 1, :order + 1]``: the cumulative products of scipy's compute_R."""
+    for c in range(order + 1):
+        R[0, c] = 1.0
+    for r in range(1, order + 1):
+        R[r, 0] = 0.0
+        for c in range(1, order + 1):
+            R[r, c] = R[r - 1, c] * ((r - 1 - factor * c) / r)
+
+
+@_jit
+def _change_D(D, order, factor, R, U, RU, tmp):
+    """``D[:order + 1] = (R U)^T D[:order + 1]``: the differences after a change of the
+    step size by ``factor``."""
+    _compute_R(order, factor, R)
+    _compute_R(order, 1.0, U)
+    q = order + 1
+    for i in range(q):
+        for j in range(q):
+            s = 0.0
+            for l in range(q):
+                s += R[i, l] * U[l, j]
+            RU[i, j] = s
+    m = D.shape[1]
+    for i in range(m):
+        for j in range(q):
+            s = 0.0
+            for l in range(q):
+                s += RU[l, j] * D[l, i]
+            tmp[j] = s
+        for j in range(q):
+            D[j, i] = tmp[j]
+
+
+@_jit
+def _jac_y(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, t, z,
+           p, J, f, Jy):
+    """``Jy = df/dy`` at ``(t, z[:n], p)``; -> the program's status."""
+    j = cur[0]
+    st = _load_run(codes, coff, auxs, aoff, Vs, voff, j, n, t, z, p)
+    if st > 0:
+        st = _other(codes, coff, auxs, aoff, Vs, voff, n, t, z, p, cur, where, st)
+        j = cur[0]
+    if st != OK:
+        return st
+    st = _rows(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]],
+               Vs[voff[j]:voff[j + 1]], As[voff[j]:voff[j + 1]], dim, outs[j], nvars[j],
+               n, f, J)
+    if st != OK:
+        return st
+    for i in range(n):
+        for c in range(n):
+            Jy[i, c] = J[i, 1 + c]
+    return OK
+
+
+@_jit
+def _lu(M, piv):
+    """In-place LU factorisation with partial pivoting (LAPACK's getrf). A zero pivot
+    leaves inf/NaN in the solutions: the Newton iteration then fails, as with LAPACK."""
+    n = M.shape[0]
+    for c in range(n):
+        r = c
+        big = abs(M[c, c])
+        for i in range(c + 1, n):
+            v = abs(M[i, c])
+            if v > big:
+                big = v
+                r = i
+        piv[c] = r
+        if r != c:
+            for j in range(n):
+                v = M[c, j]
+                M[c, j] = M[r, j]
+                M[r, j] = v
+        d = M[c, c]
+        for i in range(c + 1, n):
+            M[i, c] /= d
+            l = M[i, c]
+            if l != 0.0:
+                for j in range(c + 1, n):
+                    M[i, j] -= l * M[c, j]
+
+
+@_jit
+def _lu_solve_blocks(M, piv, b, nb):
+    """Solve ``(I_nb (x) M) x = b`` in place (``b`` holds ``nb`` blocks of size n)."""
+    n = M.shape[0]
+    for blk in range(nb):
+        o = blk * n
+        for c in range(n):
+            r = piv[c]
+            if r != c:
+                v = b[o + c]
+                b[o + c] = b[o + r]
+                b[o + r] = v
+        for i in range(n):
+            s = b[o + i]
+            for j in range(i):
+                s -= M[i, j] * b[o + j]
+            b[o + i] = s
+        for i in range(n - 1, -1, -1):
+            s = b[o + i]
+            for j in range(i + 1, n):
+                s -= M[i, j] * b[o + j]
+            b[o + i] = s / M[i, i]
+
+
+@_jit
+def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, p,
+        ptr, idx, val, z0, t0, ts, rtol, atol, max_steps, Y, y, info):
+    """Integrate the (coupled) system from ``(t0, z0)`` by scipy's BDF; the arguments
+    and the result as :func:`dopri` (no stiffness test: this is the stiff solver)."""
+    m = z0.shape[0]
+    nb = 1 + k
+    T = ts.shape[0]
+    J = np.empty((n, dim))
+    Jy = np.empty((n, n))
+    LU = np.empty((n, n))
+    piv = np.zeros(n, dtype=np.int64)
+    fbuf = np.empty(n)
+    D = np.zeros((_MAX_ORDER + 3, m))
+    R = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
+    U = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
+    RU = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
+    ctmp = np.empty(_MAX_ORDER + 1)
+    f = np.empty(m)
+    ynew = np.empty(m)
+    ypred = np.empty(m)
+    d = np.empty(m)
+    dy = np.empty(m)
+    psi = np.empty(m)
+    scale = np.empty(m)
+    tmp = np.empty(m)
+    for i in range(m):
+        y[i] = z0[i]
+    nfev = 0
+    t = t0
+    t_end = ts[T - 1]
+    info[I_T] = t0
+    info[I_T_LAST] = t0
+    info[I_NEXT] = 0
+    info[I_TOTAL] = 0
+    info[I_HLAMB] = 0.0
+    info[I_NEED] = 0.0
+    info[I_H] = 0.0
+    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
+             t, y, p, ptr, idx, val, J, f)
+    nfev += 1
+    info[I_NFEV] = nfev
+    if st != OK:
+        return st
+    # the initial step (order 1 in the step-size formula)
+    for i in range(m):
+        scale[i] = atol[i] + abs(y[i]) * rtol
+    d0 = _rms(y, scale)
+    d1 = _rms(f, scale)
+    if d0 < 1e-5 or d1 < 1e-5:
+        h0 = 1e-6
+    else:
+        h0 = 0.01 * d0 / d1
+    interval = abs(t_end - t0)
+    h0 = min(h0, interval)
+    for i in range(m):
+        tmp[i] = y[i] + h0 * f[i]
+    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
+             t0 + h0, tmp, p, ptr, idx, val, J, ynew)
+    nfev += 1
+    info[I_NFEV] = nfev
+    if st != OK:
+        return st
+    for i in range(m):
+        tmp[i] = ynew[i] - f[i]
+    d2 = _rms(tmp, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** 0.5
+    h_abs = min(100 * h0, h1, interval)
+    if not math.isfinite(h_abs):
+        return BAD_START
+    for i in range(m):
+        if not math.isfinite(f[i]):
+            return BAD_START
+    newton_tol = max(10 * 2.220446049250313e-16 / rtol, min(0.03, rtol ** 0.5))
+    # the Jacobian at the start (scipy evaluates it when the solver is made)
+    st = _jac_y(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n,
+                t0, y, p, J, fbuf, Jy)
+    if st != OK:
+        return st
+    for i in range(m):
+        D[0, i] = y[i]
+        D[1, i] = f[i] * h_abs
+    order = 1
+    n_equal = 0
+    have_lu = False
+    i_out = 0
+    steps = 0
+    total = 0
+    while True:
+        # -- one accepted step (scipy's BDF._step_impl) -------------------------------
+        min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
+        if h_abs < min_step:
+            _change_D(D, order, min_step / h_abs, R, U, RU, ctmp)
+            h_abs = min_step
+            n_equal = 0
+        current_jac = False
+        while True:
+            if h_abs < min_step:
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return TOO_SMALL
+            t_new = t + h_abs
+            if t_new - t_end > 0:
+                t_new = t_end
+                _change_D(D, order, abs(t_new - t) / h_abs, R, U, RU, ctmp)
+                n_equal = 0
+                have_lu = False
+            h = t_new - t
+            h_abs = abs(h)
+            for i in range(m):
+                s = 0.0
+                for j in range(order + 1):
+                    s += D[j, i]
+                ypred[i] = s
+                scale[i] = atol[i] + rtol * abs(s)
+                s = 0.0
+                for j in range(1, order + 1):
+                    s += D[j, i] * _GAMMA[j]
+                psi[i] = s / _ALPHA[order]
+            c = h / _ALPHA[order]
+            converged = False
+            n_iter = 0
+            while True:
+                if not have_lu:
+                    for i in range(n):
+                        for j in range(n):
+                            LU[i, j] = -c * Jy[i, j]
+                        LU[i, i] += 1.0
+                    _lu(LU, piv)
+                    have_lu = True
+                # Newton's iterations (scipy's solve_bdf_system)
+                for i in range(m):
+                    ynew[i] = ypred[i]
+                    d[i] = 0.0
+                dy_norm_old = -1.0
+                converged = False
+                for it in range(_NEWTON_MAXITER):
+                    n_iter = it + 1
+                    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
+                             where, dim, n, k, t_new, ynew, p, ptr, idx, val, J, f)
+                    nfev += 1
+                    if st != OK:
+                        info[I_NFEV] = nfev
+                        return st
+                    for i in range(m):
+                        dy[i] = c * f[i] - psi[i] - d[i]
+                    _lu_solve_blocks(LU, piv, dy, nb)
+                    dy_norm = _rms(dy, scale)
+                    if dy_norm_old >= 0.0:
+                        rate = dy_norm / dy_norm_old
+                        if rate >= 1.0 or (rate ** (_NEWTON_MAXITER - it) / (1 - rate) *
+                                           dy_norm > newton_tol):
+                            break
+                    else:
+                        rate = -1.0
+                    for i in range(m):
+                        ynew[i] += dy[i]
+                        d[i] += dy[i]
+                    if dy_norm == 0.0 or \
+                            (rate >= 0.0 and rate / (1 - rate) * dy_norm < newton_tol):
+                        converged = True
+                        break
+                    dy_norm_old = dy_norm
+                if converged or current_jac:
+                    break
+                st = _jac_y(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
+                            where, dim, n, t_new, ypred, p, J, fbuf, Jy)
+                if st != OK:
+                    info[I_NFEV] = nfev
+                    return st
+                have_lu = False
+                current_jac = True
+            if not converged:
+                h_abs *= 0.5
+                _change_D(D, order, 0.5, R, U, RU, ctmp)
+                n_equal = 0
+                have_lu = False
+                continue
+            safety = 0.9 * (2 * _NEWTON_MAXITER + 1) / (2 * _NEWTON_MAXITER + n_iter)
+            for i in range(m):
+                scale[i] = atol[i] + rtol * abs(ynew[i])
+                tmp[i] = _ERROR_CONST[order] * d[i]
+            error_norm = _rms(tmp, scale)
+            if error_norm > 1.0:
+                fac = safety * error_norm ** (-1.0 / (order + 1))
+                if not fac > _MIN_FACTOR:
+                    fac = _MIN_FACTOR
+                h_abs *= fac
+                _change_D(D, order, fac, R, U, RU, ctmp)
+                n_equal = 0
+            else:
+                break
+        n_equal += 1
+        t_prev = t
+        t = t_new
+        for i in range(m):
+            y[i] = ynew[i]
+        for i in range(m):
+            D[order + 2, i] = d[i] - D[order + 1, i]
+            D[order + 1, i] = d[i]
+        for j in range(order, -1, -1):
+            for i in range(m):
+                D[j, i] += D[j + 1, i]
+        if n_equal >= order + 1:
+            # a new order and step size (scale is still that of y_new)
+            if order > 1:
+                for i in range(m):
+                    tmp[i] = _ERROR_CONST[order - 1] * D[order, i]
+                em = _rms(tmp, scale)
+            else:
+                em = np.inf
+            if order < _MAX_ORDER:
+                for i in range(m):
+                    tmp[i] = _ERROR_CONST[order + 1] * D[order + 2, i]
+                ep = _rms(tmp, scale)
+            else:
+                ep = np.inf
+            f_m = em ** (-1.0 / order)
+            f_0 = error_norm ** (-1.0 / (order + 1))
+            f_p = ep ** (-1.0 / (order + 2))
+            # np.argmax: the first of the largest
+            best = f_m
+            delta = -1
+            if f_0 > best:
+                best = f_0
+                delta = 0
+            if f_p > best:
+                best = f_p
+                delta = 1
+            order += delta
+            fac = min(_MAX_FACTOR, safety * best)
+            h_abs *= fac
+            _change_D(D, order, fac, R, U, RU, ctmp)
+            n_equal = 0
+            have_lu = False
+        total += 1
+        steps += 1
+        for i in range(m):
+            if not math.isfinite(y[i]):
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return NOT_FINITE
+        if t >= ts[i_out]:
+            while i_out < T and ts[i_out] <= t:
+                if ts[i_out] == t:
+                    for i in range(m):
+                        Y[i_out, i] = y[i]
+                else:
+                    # scipy's BdfDenseOutput with the step size and order just chosen
+                    hh = h_abs
+                    for i in range(m):
+                        acc = D[0, i]
+                        prod = 1.0
+                        for j in range(order):
+                            prod *= (ts[i_out] - (t - hh * j)) / (hh * (1 + j))
+                            acc += D[j + 1, i] * prod
+                        Y[i_out, i] = acc
+                i_out += 1
+            if i_out == T:
+                break
+            steps = 0
+            info[I_T_LAST] = t
+            continue
+        if steps >= max_steps:
+            info[I_T] = t
+            info[I_TOTAL] = total
+            info[I_NEXT] = i_out
+            info[I_NFEV] = nfev
+            return MAX_STEPS
+    info[I_T] = t
+    info[I_TOTAL] = total
+    info[I_NFEV] = nfev
+    return OK
+
+
+# the kernels carry the interpreter's machine code in their numba cache, which numba
+# keys on this file alone: drop it when the interpreter's source changes
+_k.drop_stale_cache([_load_run, _other, rhs, _rms, dopri, _compute_R, _change_D,
+                     _jac_y, _lu, _lu_solve_blocks, bdf], "ode_steppers")
