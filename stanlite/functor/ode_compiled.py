@@ -87,6 +87,7 @@ class CompiledRHS(_Retaped):
         self.P = P = int(self.offsets[-1])
         self.dim = 1 + n + P
         self._prog = None
+        self._directions = {}           # (k, dense bytes) -> Directions
         from . import ode_kernels
         self._kk = ode_kernels
         data = list(args)
@@ -319,7 +320,16 @@ class CompiledRHS(_Retaped):
                 return None             # a direction in a data argument: not ours
             a, b = self.offsets[i], self.offsets[i + 1]
             out[:, a:b] = np.reshape(d, (k, b - a))
-        return Directions(out)
+        # (a sensitivity system's directions are the same unit vectors at every
+        # solve: their compressed form is kept)
+        key = (k, out.tobytes())
+        cache = self._directions
+        got = cache.get(key)
+        if got is None:
+            if len(cache) >= 16:
+                cache.pop(next(iter(cache)))
+            got = cache[key] = Directions(out)
+        return got
 
     def split(self, Jp, mask):
         """Columns of the masked arguments of ``Jp`` (n x P or P), one block each."""

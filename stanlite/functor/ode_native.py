@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from ..errors import SolverError
+from . import ode_integrate as _oi
 
 __all__ = ["solve", "ENABLED", "STATS"]
 
@@ -59,9 +60,12 @@ def _programs(c, t0, z0, p):
     A program fresh from a recording owes a check against the eager tape at its first
     new point: made here, at the solve's initial point, through the checked path (at
     the recording point itself the program was compared when it was made)."""
-    if c._check_at is not None and c.fallback is None:
-        if c._full(t0, z0[:c.n], p) is None:
-            return None
+    at = c._check_at
+    if at is not None and c.fallback is None:
+        x = c._x(t0, z0[:c.n], p)
+        if not (type(at) is np.ndarray and at.shape == x.shape and (at == x).all()):
+            if c._full(t0, z0[:c.n], p) is None:
+                return None
     if c.fallback is not None:
         return None
     progs = [q for q in c._programs.get((c.dim,), ()) if hasattr(q, "code")]
@@ -171,14 +175,13 @@ def _bundle(c, progs, n):
 
 
 def _stiff_after():
-    from .ode_integrate import _STIFF_AFTER
-    return _STIFF_AFTER
+    return _oi._STIFF_AFTER          # (read at each solve: a test may lower it)
 
 
 def _failure(dp, st, ctl, ts, y, info):
     """The :class:`SolverError` of a failed compiled solve (the messages of
     :func:`.ode_integrate.integrate`)."""
-    from .ode_integrate import _fail, _nonfinite
+    _fail, _nonfinite = _oi._fail, _oi._nonfinite
     t, total = info[dp.I_T], int(info[dp.I_TOTAL])
     if st == dp.TOO_SMALL:
         return _fail(ctl, f"the step size fell below 10 spacings of the floating-point "
