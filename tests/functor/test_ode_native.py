@@ -230,3 +230,37 @@ def test_the_switch_forces_scipys_route(monkeypatch):
     monkeypatch.setattr(ode_native, "ENABLED", False)
     sl.ode_rk45(lambda t, y, k: -k * y, [1.0], 0.0, [1.0], 0.5)
     assert calls
+
+
+@pytest.mark.parametrize("method", ["rk45", "bdf"])
+def test_a_compiled_gradient_replays_the_solves_it_recorded(compiled_only, method):
+    # sl.compile records the solve and replays it at new points: the numbers must come
+    # from the same route at the recording and at the replays (the first solve of a
+    # fresh f is compiled too, and a guard path met mid-solve is recorded there and
+    # the solve redone compiled), or the replay disagrees at the recording point and
+    # sl.compile gives up with a CompileWarning (an error under pytest)
+    solve = sl.ode_rk45 if method == "rk45" else sl.ode_bdf
+
+    def L(x):
+        return sl.sum(solve(switching, x[1:], 0.0, [0.5, 2.0, 3.0], x[0], **TIGHT) ** 2)
+    x0 = np.array([0.7, 1.0])
+    vg = sl.compile(L, x0)
+    for x in (x0, x0 * 1.1, x0 * 0.9):
+        v, g = vg(x)
+        np.testing.assert_allclose(g, sl.grad(L)(x), rtol=1e-12)
+    assert vg.fallback is None
+
+
+def test_solves_in_threads_equal_serial_solves(compiled_only):
+    # the kernels release the GIL and work on private buffers
+    from concurrent.futures import ThreadPoolExecutor
+    ks = np.linspace(0.5, 2.0, 8)
+
+    def one(k):
+        return sl.ode_bdf(mm, np.array([10.0, 0.0]), 0.0, [1.0, 4.0], np.array([k, 3.0, 2.0]),
+                          1.0, **TIGHT)
+    serial = [one(k) for k in ks]
+    with ThreadPoolExecutor(4) as ex:
+        threaded = list(ex.map(one, ks))
+    for a, b in zip(serial, threaded):
+        np.testing.assert_array_equal(a, b)
