@@ -492,13 +492,16 @@ class Fit:
         from .errors import ModelError
         ps = list(inspect.signature(fun).parameters.values())
         named = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        # a name= parameter (Stan name 'lambda') is asked for by its Python name
+        aliases = {k: v for k, v in (getattr(self.model, "_aliases", None) or {}).items()
+                   if k not in self._draws and v in self._draws}
         missing = [p.name for p in ps if p.name in named and p.name not in self._draws
-                   and p.default is p.empty]
+                   and p.name not in aliases and p.default is p.empty]
         if missing:
             raise ModelError(f"log_likelihood asks for {', '.join(missing)}, which "
                              "is not a parameter, transformed parameter or generated "
                              f"quantity of the model (known: {', '.join(self._draws)})")
-        names = [k for k in named if k in self._draws]
+        names = [k for k in named if k in self._draws or k in aliases]
         if any(p.kind == p.VAR_KEYWORD for p in ps):
             shapes = self.model.param_shapes() if self.model is not None else {}
             tp = self.model.output_shapes()[0] if self.model is not None else {}
@@ -506,7 +509,7 @@ class Fit:
         out = {}
         for c in range(self.num_chains):
             for d in range(self.num_draws):
-                vals = {k: self._draws[k][c, d] for k in names}
+                vals = {k: self._draws[aliases.get(k, k)][c, d] for k in names}
                 try:
                     ll = fun(**vals)
                 except Exception as e:                # noqa: BLE001 - re-raised, named

@@ -125,7 +125,8 @@ def likelihood_sum(model, avail):
         raise _no_likelihood(model)
     names = model._signature(fun)
     if names is not None:
-        missing = [n for n in names if n not in avail]
+        aliases = model.__dict__.get("_aliases") or {}    # name=: the Python name
+        missing = [n for n in names if n not in avail and aliases.get(n) not in avail]
         if missing:
             raise ModelError(
                 f"{type(model).__name__}.log_likelihood asks for {', '.join(missing)}, "

@@ -107,3 +107,31 @@ def test_sizes_and_bounds_may_name_a_renamed_field_either_way():
     assert y["c"] == pytest.approx(4.0)
     with pytest.raises(sl.DataError, match=r"'lambda_' is a parameter of Poisson"):
         Poisson(**DATA, lambda_=1.0)
+
+
+class PoissonLik(sl.Model):
+    """A log_likelihood asking for a renamed parameter by its Python name."""
+    N = sl.data.int(lower=0)
+    y = sl.data.array("N", dtype="int", lower=0)
+    lambda_ = sl.param.real(lower=0, name="lambda")
+    observed = ("y",)
+
+    def log_prob(self, lambda_):
+        return sl.exponential_lpdf(lambda_, 1.0) + sl.poisson_lpmf(self.y, lambda_)
+
+    def log_likelihood(self, lambda_):
+        return sl.poisson_lpmf(self.y, lambda_, reduce=False)
+
+
+def test_log_likelihood_takes_a_renamed_parameter_by_its_python_name():
+    m = PoissonLik(N=5, y=DATA["y"])
+    fit = m.sample(chains=1, draws=20, warmup=20, seed=3)
+    ll = fit.to_arviz().log_likelihood["y"].values
+    lam = fit["lambda"]
+    y = np.array(DATA["y"])
+    from scipy import stats
+    assert ll.shape == (1, 20, 5)
+    np.testing.assert_allclose(ll, stats.poisson.logpmf(y, lam[..., None]), rtol=1e-12)
+    # the prior (log_prob minus the log-likelihood) reads it the same way
+    prior = m.sample_prior_predictive(draws=20, chains=1, warmup=20, seed=3)
+    assert prior["lambda"].shape == (1, 20)
