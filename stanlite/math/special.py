@@ -753,7 +753,9 @@ def _log_inv_logit_diff_raw(x, y):
     with np.errstate(invalid="ignore"):
         # log(inv_logit(x) - inv_logit(y)) = x - log1p_exp(x) + log1m_exp(y - x)
         #                                    - log1p_exp(y)
-        r = x - np.logaddexp(0.0, x) + _log1m_exp_raw(y - x) - np.logaddexp(0.0, y)
+        # (log_inv_logit(x) as -log1p_exp(-x): x - log1p_exp(x) rounds to 0 for x > 37,
+        # dropping the whole value when both tails are far, e.g. (40, -40))
+        r = -np.logaddexp(0.0, -x) + _log1m_exp_raw(y - x) - np.logaddexp(0.0, y)
     return _f(r)
 
 
@@ -916,14 +918,32 @@ owens_t.__doc__ = """Owen's T function ``T(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1+
 _INV_E = math.exp(-1.0)
 
 
+# -1/e = _INV_E + _INV_E_LO (double-double): x + 1/e exactly near the branch point
+_INV_E_LO = -1.2428753672788363e-17
+# W = -1 + p - p^2/3 + 11/72 p^3 - ... with p = +-sqrt(2 (e x + 1)) (Corless et al.
+# 1996, eq. 4.22; + for W_0, - for W_{-1}), highest power first
+_W_BRANCH_SERIES = (-221.0 / 8505.0, 769.0 / 17280.0, -43.0 / 540.0, 11.0 / 72.0,
+                    -1.0 / 3.0, 1.0, -1.0)
+
+
+def _lambert_w_near_branch_point(x, branch):
+    """W near x = -1/e, where scipy's lambertw(x, -1) loses up to 5 digits (a relative
+    error of 2e-5 at x = -1/e + 1e-10): the branch-point series, exact to rounding for
+    e x + 1 < 1e-6 (the first term left out, ~p^7, is below 1e-20 there)."""
+    q = ((x + _INV_E) + _INV_E_LO) * math.e        # e x + 1, no cancellation
+    p = np.sqrt(2.0 * np.maximum(q, 0.0)) * (1.0 if branch == 0 else -1.0)
+    return q, np.polyval(_W_BRANCH_SERIES, p)
+
+
 def _lambert_w_raw(x, branch):
     x = np.asarray(x, dtype=float)
     lo_ok = x >= -_INV_E
     ok = lo_ok if branch == 0 else lo_ok & (x < 0.0)
     with np.errstate(invalid="ignore"):
         w = sps.lambertw(np.where(ok, x, 0.5 * -_INV_E), branch).real
-    # scipy gives NaN at the branch point itself (x = -1/e in double precision)
-    w = np.where(ok, np.where(x == -_INV_E, -1.0, w), np.nan)
+        q, near = _lambert_w_near_branch_point(x, branch)
+    # (the series also covers the branch point itself, where scipy gives NaN)
+    w = np.where(ok, np.where(q < 1e-6, near, w), np.nan)
     if branch == -1:
         w = np.where(x == 0.0, -_INF, w)        # the limit W_{-1}(0-) = -inf
     return _f(w)

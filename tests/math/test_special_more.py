@@ -250,3 +250,21 @@ def test_docstring_examples(fn):
     for t in doctest.DocTestFinder().find(fn, fn.__name__, globs={}):
         r.run(t)
     assert r.failures == 0 and r.tries > 0
+
+
+def test_lambert_w_near_the_branch_point_against_mpmath():
+    # scipy's lambertw(x, -1) loses up to 5 digits within 1e-9 of -1/e (2e-5 relative
+    # at -1/e + 1e-10): the branch-point series is used there
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    for d in (1e-16, 1e-14, 1e-12, 1e-10, 1e-8, 1e-7, 1e-6, 1e-4):
+        x = -INV_E + d
+        for branch, fn in ((0, sl.lambert_w0), (-1, sl.lambert_wm1)):
+            want = float(mpmath.lambertw(mpmath.mpf(x), branch).real)
+            assert fn(x) == pytest.approx(want, rel=1e-13), (branch, d)
+
+
+def test_log_inv_logit_diff_both_tails_far():
+    # inv_logit(40) - inv_logit(-40) = 1 - 2 e^-40 (to double precision): log is -2e^-40
+    assert sl.log_inv_logit_diff(40.0, -40.0) == pytest.approx(-2.0 * math.exp(-40.0),
+                                                                rel=1e-12, abs=0.0)
