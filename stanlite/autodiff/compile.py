@@ -317,7 +317,7 @@ class _Retaped:
                     if j:
                         progs.insert(0, progs.pop(j))
                     self._replays += 1
-                    if self._check_at is not None:
+                    if self._check_at is not None or p in self._unchecked:
                         return self._first_replay(x, r, key)
                     if self._replays >= self._next_check:
                         return self._spot_check(x, r)
@@ -416,7 +416,7 @@ class _Retaped:
         if self.fallback is not None or self._check_at is not None:
             return None
         progs = self._programs.get(key)
-        if not progs or not hasattr(progs[0], "code"):
+        if not progs or not hasattr(progs[0], "code") or progs[0] in self._unchecked:
             return None
         return progs[0]
 
@@ -455,19 +455,25 @@ class _Retaped:
 
     def _first_replay(self, x, r, key):
         """The first replay at a new point is checked against the eager tape (for
-        programs from the disk cache: the first replay anywhere; one that disagrees is
-        dropped and the function recorded again, as if there had been no cache)."""
-        if _identical_input(x, self._check_at):
-            return r
-        self._check_at = None
-        if self._cached:
-            self._cached = False
+        programs from the disk cache: each program's first replay anywhere - a guard
+        path may have changed alone, where the cache's key cannot see it; one that
+        disagrees is dropped with the others and the function recorded again, as if
+        there had been no cache)."""
+        p = self._programs[key][0]          # the program that replayed (moved first)
+        if p in self._unchecked:
             e = self._timed_reference(x)
             if not _close(r, e):
                 self._programs, self._fast, self.recordings = {}, None, 0
+                self._unchecked, self._check_at = (), None
                 return self._rerecord(x, key)
+            self._unchecked = [q for q in self._unchecked if q is not p]
+            if self._check_at is _PENDING:
+                self._check_at = None
             self._schedule_after(self._replays)
             return r
+        if _identical_input(x, self._check_at):
+            return r
+        self._check_at = None
         r = self._checked(x, r)
         self._schedule_after(self._replays)
         if self.fallback is None:
@@ -535,7 +541,7 @@ class _Retaped:
     quiet = False           # fall back without a warning (an optional speed-up)
     _eager_seconds = 0.0    # the last check's eager evaluation, timed
     _check_seconds = 0.0    # all checks' eager evaluations
-    _cached = False         # programs loaded from the disk cache, not checked yet
+    _unchecked = ()         # programs loaded from the disk cache, not checked yet
     _cache_tried = False    # the disk cache was looked at (once, before recording)
 
     # -- the disk cache (subclasses that have a key: ModelGradient) ---------------------
@@ -575,7 +581,7 @@ class _Retaped:
                     "check_seconds": self._check_seconds,
                     "eager_seconds": self._eager_seconds,
                     "check_at": _snapshot(self._check_at) if vm else None,
-                    "cached": self._cached and bool(vm)}
+                    "unchecked": [i for i, p in enumerate(vm) if p in self._unchecked]}
 
     def _adopt(self, st, fresh=False):
         """Take over a :meth:`portable` state. -> whether it could be (made by this
@@ -589,7 +595,8 @@ class _Retaped:
             if not kernel.available() or self.backend == "python":
                 return False
         with self._lock:
-            self._programs = {None: [_program_from(d) for d in progs]} if progs else {}
+            new = [_program_from(d) for d in progs]
+            self._programs = {None: new} if progs else {}
             self._fast = None
             self._replay_seconds = st["replay_seconds"]
             if fresh:
@@ -597,14 +604,16 @@ class _Retaped:
                 self._replays = 0
                 self._next_check = self._first_check()
                 self._check_at = _PENDING if self.verify else None
-                self._cached = self._cache_tried = self.verify
+                self._unchecked = list(new) if self.verify else ()
+                self._cache_tried = self.verify
                 return True
             self.recordings, self.fallback, self.vm_skipped = (
                 st["recordings"], st["fallback"], st["vm_skipped"])
             self._replays, self._next_check = st["replays"], st["next_check"]
             self._check_seconds, self._eager_seconds = (st["check_seconds"],
                                                         st["eager_seconds"])
-            self._check_at, self._cached = st["check_at"], st["cached"]
+            self._check_at = st["check_at"]
+            self._unchecked = [new[i] for i in st["unchecked"]]
             self._cache_tried = True
         return True
 

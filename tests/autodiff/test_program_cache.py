@@ -7,6 +7,7 @@ unwritable: no cache, nothing raised."""
 
 import importlib
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -169,3 +170,37 @@ def test_the_least_recently_used_entries_are_pruned(cache, monkeypatch):
         if i < 2:
             os.utime(new, (1e9 + i, 1e9 + i))            # distinct ages, oldest first
     assert set(cache.glob("*.npz")) == set(made[1:])
+
+
+# what the key cannot see: a helper of another module, a global changed at run time
+_SCALE = {"sigma": 1.0}
+
+
+class Branchy(sl.Model):
+    mu = sl.param.vector(2)
+
+    def log_prob(self, mu):
+        lp = sl.normal_lpdf(mu, 0, 1)
+        if mu[0] > 0:                                    # a guard: two programs
+            return lp + sl.normal_lpdf(mu[1], 0, 2)
+        return lp + sl.normal_lpdf(mu[1], 0, _SCALE["sigma"])
+
+
+def test_every_cached_guard_path_is_checked_at_its_first_replay(cache, monkeypatch):
+    m = Branchy()
+    for x in ([1.0, 1.0], [-1.0, 1.0], [2.0, 0.3]):      # both paths, then the check
+        m.log_density_gradient(np.array(x))
+    (path,) = cache.glob("*.npz")
+    assert len(PC.load(path.stem)["programs"]) == 2
+    monkeypatch.setitem(_SCALE, "sigma", 5.0)                  # only the other path changed
+    m2 = Branchy()
+    # the first replays take the unchanged path (checked, equal); the changed path's
+    # cached program must be checked at its own first replay, not used as it is
+    m2.log_density_gradient(np.array([1.0, 1.0]))
+    m3 = pickle.loads(pickle.dumps(m2))                  # a spawned worker: the same
+    for m in (m3, m2):
+        for x in ([1.5, 1.0], [-2.0, 0.5], [-1.5, 0.5], [-0.5, 0.2]):
+            x = np.array(x)
+            assert C._close(m.log_density_gradient(x), m._gradient(x, True)), x
+        r = m.compiled_gradient()
+        assert r.fallback is None and r.compiled        # dropped and recorded, no warning
