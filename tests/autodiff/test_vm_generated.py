@@ -270,7 +270,10 @@ def test_the_interpreters_digamma_is_accurate_for_negative_non_integer_x(rng):
 
 
 def test_the_interpreters_digamma_at_its_poles_and_limits_is_scipys():
-    for x in (0.0, -0.0, -1.0, -7.0, math.inf, -math.inf, math.nan):
+    # (every float below -2^52 is an integer: a pole; past -2^63 numba's floor, an
+    # int64, overflowed and gave finite numbers there)
+    for x in (0.0, -0.0, -1.0, -7.0, math.inf, -math.inf, math.nan, -2.0 ** 53, -1e20,
+              -2.0 ** 63, -1e300, -1.7e308):
         want = float(sps.digamma(x))
         got = scalar._digamma(x)
         assert (got == want) or (math.isnan(got) and math.isnan(want)), (x, got, want)

@@ -90,7 +90,9 @@ def _digamma(x):
         return _digamma_pos(x)
     if x == 0.0:
         return math.copysign(math.inf, -x) if x == x else x
-    if x != x or x == -math.inf or x == math.floor(x):
+    # (every float at or below -2^52 is an integer; and numba's floor is an int64,
+    # which overflows below -2^63)
+    if x != x or x <= -4503599627370496.0 or x == math.floor(x):
         return math.nan
     # the reflection psi(x) = psi(1 - x) - pi / tan(pi x) (DLMF 5.5.4); tan has period
     # pi, so x is first reduced to r = x - n, n the nearest integer: exact (Sterbenz;
