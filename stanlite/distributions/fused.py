@@ -387,7 +387,8 @@ def _elementwise(spec, params, nondiff, args, reduce):
     fn = spec.wrapped._pointwise
     if fn is None:
         raise NotImplementedError(f"{name}: no elementwise form (reduce=False) is declared")
-    args = tuple(float(a) if type(a) is _f64 else a for a in args)
+    args = tuple(float(a) if type(a) is _f64 else _plain_sequence(a, i in nondiff)
+                 for i, a in enumerate(args))
     if spec.check is not None:
         guarded(spec.check, *args)
     for i, a in enumerate(args):
@@ -402,6 +403,19 @@ def _elementwise(spec, params, nondiff, args, reduce):
     if t is _f64 or t is _ndarray and out.ndim == 0:
         return float(out)
     return out
+
+
+def _plain_sequence(a, integer_ok):
+    """A list or tuple of plain numbers as an array, as the summed kernels take them
+    (the pointwise forms do arithmetic on their arguments: ``[0.2, 0.5] - 1.0`` would
+    be a TypeError); ints stay ints only where the argument is not differentiated
+    (counts, categories: indices). Anything else (traced values) is left as it is."""
+    if not isinstance(a, (list, tuple)):
+        return a
+    arr = np.asarray(a)
+    if arr.dtype.kind in "iub":
+        return arr if integer_ok else arr.astype(float)
+    return arr if arr.dtype.kind == "f" else a
 
 
 # ``np.errstate(divide="ignore", invalid="ignore", over="ignore")`` around a kernel,

@@ -631,3 +631,24 @@ def test_support_ends_element_by_element(name):
         got = fn(np.array([0.5, y]), *params, reduce=False)
         assert got[1] == want or np.isclose(got[1], want, rtol=1e-12), (name, y, got, want)
         assert got[0] == fn(0.5, *params)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lists_wherever_the_summed_form_takes_them(name):
+    # a list given for one argument: the pointwise form takes it wherever the summed
+    # form does (beta_lpdf(y, [2.0, 3.0], b, reduce=False) was a TypeError: its terms
+    # do arithmetic on the argument), with the same values as the array
+    fn = getattr(sl, name)
+    args, _ = _args(name)
+    want = fn(*args, reduce=False)
+    for i, a in enumerate(args):
+        if not isinstance(a, np.ndarray):
+            continue
+        b = list(args)
+        b[i] = a.tolist()
+        try:
+            fn(*b)
+        except TypeError:
+            continue                # the summed form does not take it either
+        np.testing.assert_allclose(fn(*b, reduce=False), want, rtol=1e-15,
+                                   err_msg=f"{name} argument {i}")
