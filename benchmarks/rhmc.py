@@ -36,7 +36,13 @@ gradient, tree), from ``stanlite.samplers.rhmc.PROFILE``.
 BLAS: one thread. The machine is shared: every time is noisy; the draws are
 deterministic for a seed.
 
+Every run is at the samplers' defaults (RHMC: alpha from the Hessian, adapt_delta
+0.95) unless --alpha / --adapt-delta say otherwise; 4 chains x (1000 + 1000), the
+targets of issue 24. NUTS also at other adapt_delta with --nuts-delta 0.8 0.99.
+
 Run:  python benchmarks/rhmc.py [--quick] [--cases funnel10 funnel51 banana logistic pk_ss]
+                                [--samplers nuts rhmc] [--nuts-delta 0.8 0.99]
+                                [--chains 4] [--warmup 1000] [--draws 1000]
                                 [--alpha 30] [--adapt-delta 0.9]
 """
 
@@ -117,12 +123,16 @@ def mcse(x, method):
 
 
 def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED):
+    """One run; ``alpha`` and ``adapt_delta`` None: the sampler's defaults."""
     m = make_model(case)
     kw = dict(chains=chains, warmup=warmup, draws=draws, seed=seed, progress=False,
-              parallel=False, save_warmup=True, adapt_delta=adapt_delta)
+              parallel=False, save_warmup=True)
+    if adapt_delta is not None:
+        kw["adapt_delta"] = adapt_delta
     if sampler == "rhmc":
         kw["sampler"] = "rhmc"
-        kw["sampler_options"] = {"alpha": alpha}
+        if alpha is not None:
+            kw["sampler_options"] = {"alpha": alpha}
     rhmc.reset_profile()
     c0, w0 = time.process_time(), time.perf_counter()
     fit = m.sample(**kw)
@@ -131,8 +141,21 @@ def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED):
     steps = sum(sum(s.warmup_stats["n_leapfrog__"]) + sum(s.stats["n_leapfrog__"])
                 for s in fit.chain_states)
     div = int(np.sum(fit.sampler_stats["divergent__"]))
+    delta = float(fit.chain_states[0].adapt_delta)
+    alphas = [s.sampler_options["alpha"] for s in fit.chain_states] \
+        if sampler == "rhmc" else None
     return dict(fit=fit, cpu=cpu, wall=wall, prof=prof, steps=steps, div=div,
-                eps=float(np.mean(fit.step_size)), model=m)
+                eps=float(np.mean(fit.step_size)), model=m, delta=delta, alphas=alphas)
+
+
+def gradient_cost(model, q, n=2000):
+    """CPU seconds of one ``log_density_gradient`` (the model's compiled gradient,
+    as NUTS calls it) at ``q``: the unit an implicit step's cost is quoted in."""
+    model.log_density_gradient(q)
+    t0 = time.process_time()
+    for _ in range(n):
+        model.log_density_gradient(q)
+    return (time.process_time() - t0) / n
 
 
 def funnel_checks(fit):
@@ -181,29 +204,29 @@ def main():
     ap.add_argument("--samplers", nargs="+", default=["nuts", "rhmc"],
                     choices=["nuts", "rhmc"])
     ap.add_argument("--alpha", type=float, default=None,
-                    help="SoftAbs alpha (default: per case, see ALPHAS)")
+                    help="SoftAbs alpha (default: RHMC's, chosen from the Hessian)")
     ap.add_argument("--adapt-delta", type=float, default=None,
-                    help="target acceptance (default: 0.8 NUTS, per case for RHMC)")
+                    help="target acceptance (default: each sampler's, 0.8 NUTS, 0.95 "
+                         "RHMC)")
+    ap.add_argument("--nuts-delta", type=float, nargs="+", default=[0.8],
+                    help="NUTS runs at these adapt_delta (default 0.8)")
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=None)
     args = ap.parse_args()
     rows, costs = [], []
+    runs = [("nuts", d) for d in args.nuts_delta if "nuts" in args.samplers] + \
+        [("rhmc", args.adapt_delta) for _ in (1,) if "rhmc" in args.samplers]
     for case in args.cases:
         ref = None
-        chains = args.chains or (1 if args.quick else CHAINS.get(case, 2))
-        for sampler in args.samplers:
+        chains = args.chains or (1 if args.quick else 4)
+        warmup = args.warmup or (150 if args.quick else 1000)
+        draws = args.draws or (150 if args.quick else 1000)
+        for sampler, delta in runs:
             if sampler == "nuts":
-                warmup = args.warmup or (150 if args.quick else 1000)
-                draws = args.draws or (150 if args.quick else 1000)
-                delta = args.adapt_delta or 0.8
-                alpha = None
-            else:
-                warmup = args.warmup or (150 if args.quick else RHMC_WARMUP[case])
-                draws = args.draws or (150 if args.quick else RHMC_DRAWS[case])
-                delta = args.adapt_delta or DELTAS[case]
-                alpha = args.alpha or ALPHAS[case]
-            r = run(case, sampler, chains, warmup, draws, alpha, delta)
+                delta = delta or args.adapt_delta
+            r = run(case, sampler, chains, warmup, draws, args.alpha, delta)
+            delta, alpha = r["delta"], r["alphas"]
             fit = r["fit"]
             if case.startswith("funnel"):
                 chk = funnel_checks(fit)
@@ -226,12 +249,15 @@ def main():
                 else:
                     z = (means - ref[0]) / np.sqrt(se ** 2 + ref[1] ** 2)
                     extra = "z vs NUTS: " + ", ".join(fmt_z(x) for x in z)
-            label = sampler if sampler == "nuts" else f"rhmc a={alpha:g}"
+            label = sampler
+            if alpha is not None:
+                extra += "; alpha " + ", ".join(f"{x:.3g}" for x in alpha)
             rows.append((case, label, warmup, draws, chains, delta, r["eps"], r["div"],
                          chk["ess"], chk["ess"] / r["cpu"], chk["ess"] / r["steps"],
                          r["cpu"], extra))
             if sampler == "rhmc":
-                costs.append((case, r["prof"], r["cpu"]))
+                q = np.asarray(fit.chain_states[0].q, dtype=float)
+                costs.append((case, r["prof"], gradient_cost(r["model"], q)))
             print(f"  done {case} {label}: {r['cpu']:.0f} s cpu, {r['div']} divergent, "
                   f"ESS {chk['ess']:.0f}; {extra}", flush=True)
     print()
@@ -245,8 +271,9 @@ def main():
         print("RHMC cost per implicit leapfrog step, and the time split")
         print(f"{'case':9} {'steps':>7} {'hess':>5} {'rec':>4} {'sweeps':>6} {'eigh':>5} "
               f"{'p-it':>5} {'q-it':>5} {'fp-fail':>7} {'ms/step':>7} {'hess%':>6} "
-              f"{'eigh%':>6} {'sweep%':>6} {'fixpt%':>6} {'other%':>6}")
-        for case, P, cpu in costs:
+              f"{'eigh%':>6} {'sweep%':>6} {'fixpt%':>6} {'other%':>6} {'retry':>5} "
+              f"{'rescue':>6} {'irrev':>5} {'grad us':>7} {'x grad':>6}")
+        for case, P, tg in costs:
             n = max(P["steps"], 1)
             tot = max(P["t_step"], 1e-12)
             other = tot - P["t_hessian"] - P["t_eigh"] - P["t_sweep"]
@@ -256,18 +283,9 @@ def main():
                   f"{P['fp_failures']:7d} {1e3 * tot / n:7.2f} "
                   f"{100 * P['t_hessian'] / tot:6.1f} {100 * P['t_eigh'] / tot:6.1f} "
                   f"{100 * P['t_sweep'] / tot:6.1f} {100 * P['t_fixed_point'] / tot:6.1f} "
-                  f"{100 * other / tot:6.1f}")
+                  f"{100 * other / tot:6.1f} {P['retries']:5d} {P['rescued']:6d} "
+                  f"{P['irreversible']:5d} {1e6 * tg:7.1f} {tot / n / tg:6.0f}")
 
-
-#: SoftAbs alpha, target acceptance, warmup and draws per case (RHMC); see README
-ALPHAS = {"funnel10": 30.0, "funnel51": 30.0, "banana": 1.0, "logistic": 1.0, "pk_ss": 1.0}
-DELTAS = {"funnel10": 0.99, "funnel51": 0.99, "banana": 0.99, "logistic": 0.8, "pk_ss": 0.95}
-RHMC_WARMUP = {"funnel10": 300, "funnel51": 300, "banana": 300, "logistic": 200,
-               "pk_ss": 100}
-RHMC_DRAWS = {"funnel10": 500, "funnel51": 500, "banana": 500, "logistic": 500,
-              "pk_ss": 200}
-#: chains per case (both samplers; the expensive ones get one)
-CHAINS = {"funnel51": 1, "pk_ss": 1}
 
 if __name__ == "__main__":
     main()

@@ -114,16 +114,25 @@ from stanlite.autodiff.functional import hessian as _hessian
 
 from .hamiltonian import Point, RejectedPoint, rejection_reason
 
-__all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative",
+__all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
            "softabs_divided_differences", "make_kernel", "static_transition",
-           "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
+           "ADAPT_DELTA", "ALPHA_SCALE", "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
+
+#: ``model.sample(sampler="rhmc")``'s ``adapt_delta`` when not given. Measured
+#: (``benchmarks/README.md``): at 0.8, 4-6% of the transitions on the funnel (d = 10)
+#: and the banana are divergent; at 0.95 and 0.99 none in 200 (4 x 1000 in the
+#: benchmark); 0.95 takes a 40% larger step than 0.99 on the banana.
+ADAPT_DELTA = 0.95
 
 #: ``sampler_options`` of ``model.sample(sampler="rhmc")`` and their defaults
 OPTION_DEFAULTS = {
-    "alpha": 1.0,             # SoftAbs sharpness (Stan's default)
+    "alpha": "auto",          # SoftAbs sharpness: ALPHA_SCALE / the Hessian's median
+                              # |eigenvalue| at the chain's first point, or a number
     "num_steps": None,        # None: NUTS trajectories; an int L: static, L steps
     "fixed_point_tol": 1e-8,  # in the metric's norm (standard deviations)
     "max_fixed_point": 50,    # iterations per implicit half-step before a divergence
+    "max_halvings": 3,        # a failed implicit step is retried as 2, 4, ... 2^k
+                              # substeps (reversibly, see SoftAbsMetric.step)
     "retape": True,           # an sl.Model's Hessians and third-order sweeps replayed
                               # as compiled code (the eager tape where they cannot be)
 }
@@ -139,7 +148,8 @@ def reset_profile():
     seconds (``t_hessian``, ``t_eigh``, ``t_sweep``, ``t_fixed_point``, ``t_step``)."""
     PROFILE.clear()
     PROFILE.update({k: 0 for k in ("hessians", "recordings", "sweeps", "eighs", "steps",
-                                   "p_iterations", "q_iterations", "fp_failures")})
+                                   "p_iterations", "q_iterations", "fp_failures",
+                                   "retries", "rescued", "irreversible")})
     PROFILE.update({k: 0.0 for k in ("t_hessian", "t_eigh", "t_sweep", "t_fixed_point",
                                      "t_step")})
 
@@ -524,10 +534,13 @@ class SoftAbsMetric:
 
     name = "softabs"
 
-    def __init__(self, dim, alpha=1.0, fixed_point_tol=1e-8, max_fixed_point=50):
-        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+    def __init__(self, dim, alpha=1.0, fixed_point_tol=1e-8, max_fixed_point=50,
+                 max_halvings=0):
+        if alpha is not None and not (isinstance(alpha, (int, float))
+                                      and math.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha (the SoftAbs sharpness) must be a positive finite "
-                             f"number, got {alpha!r}")
+                             f"number or None (chosen from the first Hessian), got "
+                             f"{alpha!r}")
         if not (isinstance(fixed_point_tol, (int, float)) and fixed_point_tol > 0):
             raise ValueError(f"fixed_point_tol must be a positive number, got "
                              f"{fixed_point_tol!r}")
@@ -535,9 +548,11 @@ class SoftAbsMetric:
             raise ValueError(f"max_fixed_point must be an int >= 1, got "
                              f"{max_fixed_point!r}")
         self.dim = dim
-        self.alpha = float(alpha)
+        self.alpha = None if alpha is None else float(alpha)
+        self.on_alpha = None          # called with alpha when it is chosen (make_kernel)
         self.tol = float(fixed_point_tol)
         self.max_iter = max_fixed_point
+        self.max_halvings = int(max_halvings)
         self._f = None
         self._is_model = False
         self._verified = False
@@ -545,6 +560,7 @@ class SoftAbsMetric:
         self._trace = None            # _RetapedTrace of the model (None: not yet/not used)
         self.retape = True            # replay compiled Hessians and sweeps (sl.Model)
         self.failures = 0             # implicit steps that did not converge, ever
+        self.cured = 0                # failed steps that substeps solved, ever
 
     @property
     def inv(self):
@@ -630,7 +646,17 @@ class SoftAbsMetric:
         Hl = np.asarray(Hl, dtype=float)
         if not _finite(Hl):
             raise FloatingPointError("the Hessian of the log density is not finite")
+        if self.alpha is None:
+            self.choose_alpha(-Hl)
         return Geometry(q, -Hl, self.alpha)
+
+    def choose_alpha(self, A):
+        """Set ``alpha`` from the potential's Hessian ``A`` (see :func:`auto_alpha`)
+        and tell ``on_alpha`` (which keeps it in the chain's state)."""
+        self.alpha = auto_alpha(A)
+        if self.on_alpha is not None:
+            self.on_alpha(self.alpha)
+        return self.alpha
 
     def hamiltonian(self, model, q, p):
         """``H(q, p) = -log p(q) + 1/2 log det Sigma(q) + 1/2 p^T Sigma(q)^-1 p``."""
@@ -646,6 +672,8 @@ class SoftAbsMetric:
         p = np.asarray(p, dtype=float)
         _, grad = model.log_density_gradient(q)
         with self._tape(model, q) as rec:
+            if self.alpha is None:
+                self.choose_alpha(rec.A)
             geo = Geometry(q, rec.A, self.alpha)
             return -grad + rec.grad_trace(geo.trace_matrix(p))
 
@@ -688,15 +716,63 @@ class SoftAbsMetric:
         t_start = _clock()
         PROFILE["steps"] += 1
         try:
-            return self._step(model, z, eps)
-        except RejectedPoint as e:
-            return Point(z.q, z.p, -math.inf, None, z.v, math.inf, why=rejection_reason(e))
+            z1 = self._steps(model, z, eps, 1)
+            if z1.h == math.inf and z1.lp != -math.inf and self.max_halvings:
+                z1 = self._retry(model, z, eps, z1)
+            if z1.h == math.inf and z1.lp != -math.inf:
+                PROFILE["fp_failures"] += 1
+                self.failures += 1
+            return z1
         finally:
             PROFILE["t_step"] += _clock() - t_start
 
+    def _retry(self, model, z, eps, failed):
+        """A step whose fixed points failed, retried as ``2^j`` substeps of
+        ``eps / 2^j`` (``j = 1 .. max_halvings``), kept only if reversible.
+
+        The rule "the fewest substeps (a power of two) whose fixed points all
+        converge" maps ``(q0, p0)`` to ``(q1, p1)``; it is an involution (with the
+        time reversed), as the sampler's correctness needs, only if the same rule
+        applied backwards from ``(q1, p1)`` picks the same number of substeps: so
+        every coarser subdivision must fail backwards from there too. If one
+        converges, the step is a divergence (as it was before the retry). Each
+        composition of implicit leapfrogs is symplectic and symmetric, so the
+        retried step keeps the volume (Bou-Rabee, Carpenter & Marsden's GIST
+        argument; Betancourt's advice for stiff regions is the smaller step)."""
+        for j in range(1, self.max_halvings + 1):
+            n = 1 << j
+            PROFILE["retries"] += 1
+            z1 = self._steps(model, z, eps, n)
+            if z1.lp == -math.inf:
+                return z1                        # the density failed: a rejection
+            if z1.h == math.inf:
+                continue
+            back = z1
+            for jb in range(j):                  # coarser subdivisions, backwards
+                zb = self._steps(model, back, -eps, 1 << jb)
+                if zb.h != math.inf:
+                    PROFILE["irreversible"] += 1
+                    self.cured += 1
+                    return failed
+            PROFILE["rescued"] += 1
+            self.cured += 1
+            return z1
+        return failed
+
+    def _steps(self, model, z, eps, n):
+        """``n`` implicit steps of ``eps / n`` from ``z`` (stopping at a failure)."""
+        h = eps / n
+        for _ in range(n):
+            try:
+                z = self._step(model, z, h)
+            except RejectedPoint as e:
+                return Point(z.q, z.p, -math.inf, None, z.v, math.inf,
+                             why=rejection_reason(e))
+            if z.h == math.inf:
+                return z
+        return z
+
     def _fail(self, z):
-        PROFILE["fp_failures"] += 1
-        self.failures += 1
         return Point(z.q, z.p, z.lp, z.grad, z.v, math.inf, z.aux)
 
     def _step(self, model, z, eps):
@@ -763,6 +839,32 @@ class SoftAbsMetric:
         return Point(q, p1, lp, grad, v1, h, geo1)
 
 
+#: ``alpha = ALPHA_SCALE / s`` with ``s`` the median |eigenvalue| of the potential's
+#: Hessian at the chain's first point (see :func:`auto_alpha`)
+ALPHA_SCALE = 30.0
+
+
+def auto_alpha(A):
+    """SoftAbs's ``alpha`` for a problem whose potential has the Hessian ``A`` at the
+    chain's first point: ``ALPHA_SCALE / median |lam|``.
+
+    ``alpha`` is an inverse curvature: SoftAbs lifts eigenvalues below about
+    ``1/alpha`` to ``1/alpha``. A fixed ``alpha`` is a statement about the units of
+    the parameters (Stan's default 1 lifts every curvature below 1, i.e. every
+    direction whose scale exceeds 1); this one scales with the problem, so that
+    ``1/alpha`` is a thirtieth of the typical curvature: the curvatures near the
+    typical one are followed, the near-zero ones (where the Hessian changes sign)
+    lifted. Measured on the funnel (``benchmarks/README.md``): alpha 1 gives 16% of
+    transitions divergent and never enters the neck, 10-30 times the curvature
+    scale none or a few. Without curvature (all eigenvalues 0) it is 1."""
+    lam = np.abs(np.linalg.eigvalsh(0.5 * (A + A.T)))
+    s = float(np.median(lam)) if lam.size else 0.0
+    if not (math.isfinite(s) and s > 0):
+        s = float(lam.max()) if lam.size and np.isfinite(lam).all() and lam.max() > 0 \
+            else ALPHA_SCALE
+    return ALPHA_SCALE / s
+
+
 def _fixed_point(G, x0, W, tol, max_iter, depth=4):
     """Solve ``x = G(x)`` from ``x0``; ``None`` when it does not converge.
 
@@ -772,14 +874,27 @@ def _fixed_point(G, x0, W, tol, max_iter, depth=4):
     tol``, and the answer is that last ``G(x)``. Failure: ``max_iter`` evaluations,
     a non-finite value, a residual growing a thousandfold, or no new smallest
     residual in 8 evaluations (no contraction: the step is too large for the local
-    curvature, and the implicit equations may have no solution at all). The
-    accelerated iterates only change the path, not the solution, so the
-    integrator's symmetry holds to ``tol``.
+    curvature, and the implicit equations may have no solution at all - on the
+    funnel the momentum equation, quadratic in ``p_h``, meets a fold: least squares
+    stalls at a residual of 0.1 with a singular Jacobian, and a damped iteration
+    (mixing 1/2, tried) rescues none of these failures). The accelerated iterates
+    only change the path, not the solution, so the integrator's symmetry holds to
+    ``tol``.
     """
+    out = _anderson(G, x0, W, tol, max_iter, depth, 1.0)
+    return None if out is _STALLED else out
+
+
+_STALLED = object()
+
+
+def _anderson(G, x0, W, tol, max_iter, depth, beta):
+    """Anderson-accelerated iteration with mixing ``beta``: the solution, None
+    (non-finite) or ``_STALLED`` (no convergence)."""
     x = x0
     gx = G(x)
-    dGs, dFs = [], []
-    r0 = g_prev = wf_prev = None
+    dXs, dFs, dWs = [], [], []
+    r0 = x_prev = f_prev = wf_prev = None
     best, k_best = math.inf, 0
     for k in range(max_iter):
         if gx is None or not _finite(gx):
@@ -794,21 +909,22 @@ def _fixed_point(G, x0, W, tol, max_iter, depth=4):
         if r0 is None:
             r0 = r
         elif not r < 1e3 * r0 or k - k_best >= 8 or k == max_iter - 1:
-            return None
+            return _STALLED
         if k == 0:
-            x_new = gx
+            x_new = x + beta * fx
         else:
-            dGs.append(gx - g_prev)
-            dFs.append(wf - wf_prev)
-            if len(dGs) > depth:
-                del dGs[0], dFs[0]
-            F = np.column_stack(dFs)
-            gamma = np.linalg.lstsq(F, wf, rcond=None)[0]
-            x_new = gx - np.column_stack(dGs) @ gamma
-        g_prev, wf_prev = gx, wf
+            dXs.append(x - x_prev)
+            dFs.append(fx - f_prev)
+            dWs.append(wf - wf_prev)
+            if len(dXs) > depth:
+                del dXs[0], dFs[0], dWs[0]
+            gamma = np.linalg.lstsq(np.column_stack(dWs), wf, rcond=None)[0]
+            x_new = (x - np.column_stack(dXs) @ gamma) + \
+                beta * (fx - np.column_stack(dFs) @ gamma)
+        x_prev, f_prev, wf_prev = x, fx, wf
         x = x_new
         gx = G(x)
-    return None
+    return _STALLED
 
 
 # ----------------------------------------------------------------------------------------
@@ -844,7 +960,10 @@ def check_options(options):
     if out["num_steps"] is not None:    # None: NUTS; an int: static trajectories
         out["num_steps"] = A.positive_int("sampler_options['num_steps']", out["num_steps"])
     out["retape"] = A.boolean("sampler_options['retape']", out["retape"])
-    out["alpha"] = A.positive_real("sampler_options['alpha']", out["alpha"])
+    if out["alpha"] != "auto":
+        out["alpha"] = A.positive_real("sampler_options['alpha']", out["alpha"])
+    out["max_halvings"] = A.nonneg_int("sampler_options['max_halvings']",
+                                       out["max_halvings"])
     out["fixed_point_tol"] = A.positive_real("sampler_options['fixed_point_tol']",
                                              out["fixed_point_tol"])
     out["max_fixed_point"] = A.positive_int("sampler_options['max_fixed_point']",
@@ -859,17 +978,38 @@ def make_kernel(dim, options=None):
     module docstring)."""
     from . import nuts
     o = check_options(options)
-    metric = SoftAbsMetric(dim, o["alpha"], o["fixed_point_tol"], o["max_fixed_point"])
+    auto = o["alpha"] == "auto"
+    metric = SoftAbsMetric(dim, None if auto else o["alpha"], o["fixed_point_tol"],
+                           o["max_fixed_point"], o["max_halvings"])
     metric.retape = o["retape"]
+    if auto and isinstance(options, dict):
+        # the chain's state holds these options: the chosen alpha is kept there, so
+        # a resumed chain (and every later transition) uses the same metric
+        metric.on_alpha = lambda a: options.__setitem__("alpha", a)
     L = o["num_steps"]
 
     def kernel(model, metric, z, eps, rng, max_depth=10):
-        before = metric.failures
+        before, cured_before = metric.failures, metric.cured
         if L is None:
             z, info = nuts.transition(model, metric, z, eps, rng, max_depth=max_depth)
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
-        if metric.failures != before:
+        if metric.max_halvings:
+            # A step that a smaller step cured (rescued in substeps, or irreversibly
+            # so) was too large where it was taken: the transition reports 0, as
+            # before the retries, so the adaptation keeps such steps rare. A step
+            # that failed at every subdivision is not cured by a smaller step
+            # (rounding noise in a model's third derivatives, a fold the momentum
+            # can reach at any step size): it counts only as one rejected step of
+            # the transition's average (a divergent step in Stan's), so failures
+            # of that kind cannot drive the step size to zero.
+            if metric.cured != cured_before:
+                info.accept_stat = 0.0
+            else:
+                hard = metric.failures - before
+                if hard and info.n_leapfrog:
+                    info.accept_stat = max(0.0, info.accept_stat - hard / info.n_leapfrog)
+        elif metric.failures != before:
             # The implicit leapfrog fails abruptly: the energy error stays small up to
             # a step size where the fixed points stop converging, so the states built
             # before the failure still average a high acceptance and dual averaging

@@ -138,6 +138,18 @@ def _no_log_prob(cls):
 
 
 _SHAPE_POINTS = 21                     # points output_shapes tries (the origin first)
+
+
+class _DefaultDelta(float):
+    """``sample``'s ``adapt_delta`` when not given: 0.8 (Stan's) for NUTS and static
+    HMC, ``samplers.rhmc.ADAPT_DELTA`` for Riemannian HMC (told apart by identity)."""
+
+    def __repr__(self):
+        return "0.8 (rhmc: 0.95)"
+
+
+_DEFAULT_DELTA = _DefaultDelta(0.8)
+
 _new = object.__new__
 
 
@@ -860,8 +872,9 @@ class Model:
 
     # ---- inference ---------------------------------------------------------------------
     def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
-               adapt_delta=0.8, max_treedepth=10, init=None, thin=1, save_warmup=False,
-               progress=True, parallel=True, executor=None, sampler="nuts",
+               adapt_delta=_DEFAULT_DELTA, max_treedepth=10, init=None, thin=1,
+               save_warmup=False, progress=True, parallel=True, executor=None,
+               sampler="nuts",
                resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
                blas_threads=None, max_workers=None, data_changed_ok=False,
                adaptation="stan", **unknown):
@@ -879,12 +892,13 @@ class Model:
         starts (an :class:`~stanlite.ArgumentError` naming it).
 
         ``sampler="rhmc"``: Riemannian HMC with the SoftAbs metric (the local Hessian,
-        by nested AD) and NUTS trajectories; only the step size adapts (``metric``
-        and ``inv_metric`` are ignored). ``sampler_options`` (rhmc only): ``alpha``
-        (SoftAbs sharpness, 1.0), ``num_steps`` (None: NUTS; an int: static
-        trajectories of that many steps), ``fixed_point_tol`` (1e-8) and
-        ``max_fixed_point`` (50) of the implicit leapfrog. See
-        :mod:`stanlite.samplers.rhmc`.
+        by nested AD) and NUTS trajectories, ``adapt_delta`` 0.95 unless given
+        (:data:`stanlite.samplers.rhmc.ADAPT_DELTA`); only the step size adapts
+        (``metric`` and ``inv_metric`` are ignored). ``sampler_options`` (rhmc only):
+        ``alpha`` (SoftAbs sharpness; "auto": from the first Hessian), ``num_steps``
+        (None: NUTS; an int: static trajectories of that many steps),
+        ``fixed_point_tol`` (1e-8), ``max_fixed_point`` (50) and ``max_halvings`` (3)
+        of the implicit leapfrog. See :mod:`stanlite.samplers.rhmc`.
 
         ``adaptation``: how warmup adapts the metric. ``"stan"`` (default): Stan's
         windowed variances of the draws. ``"nutpie"``: nutpie's diagonal estimate from
@@ -1020,7 +1034,7 @@ def _check_resume_settings(st0, **given):
                             "chain of the run resume_from continues: resume_from "
                             "continues or extends a run (draws at least "
                             f"{st0.num_draws}), it does not shorten it")
-    defaults = {"warmup": 1000, "metric": "diag_e", "adapt_delta": 0.8,
+    defaults = {"warmup": 1000, "metric": "diag_e", "adapt_delta": _DEFAULT_DELTA,
                 "adaptation": "stan"}
     run = {"warmup": st0.num_warmup, "metric": getattr(st0, "metric", None),
            "adapt_delta": getattr(st0, "adapt_delta", None),
@@ -1067,6 +1081,9 @@ def _sample_arguments(model, resumed, **a):
     a["seed"] = A.seed("seed", a["seed"], sequence=False)
     metric = A.choice("metric", a["metric"], ("diag_e", "dense_e", "unit_e"))
     sampler = A.choice("sampler", a["sampler"], ("nuts", "hmc", "rhmc"))
+    if a["adapt_delta"] is _DEFAULT_DELTA:          # not given: the sampler's own
+        from .samplers.rhmc import ADAPT_DELTA
+        a["adapt_delta"] = ADAPT_DELTA if sampler == "rhmc" else 0.8
     a["adapt_delta"] = A.unit_interval("adapt_delta", a["adapt_delta"])
     # 2**30 leapfrog steps a transition is already past any useful run; the
     # trajectory workspace is sized by the depth, so a huge one fails here

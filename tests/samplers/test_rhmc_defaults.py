@@ -1,0 +1,152 @@
+"""Riemannian HMC at its defaults (issue 24): SoftAbs's alpha chosen from the
+Hessian's eigenvalue scale and kept in the chain's state, a failed implicit step
+retried in substeps only where that is reversible, failures that a smaller step
+does not cure not collapsing the step size, and Neal's funnel sampled with every
+argument left at its default."""
+
+import math
+
+import numpy as np
+import pytest
+
+import stanlite as sl
+from stanlite.samplers import rhmc
+from stanlite.samplers.hamiltonian import Point
+from stanlite.samplers.rhmc import ALPHA_SCALE, SoftAbsMetric, auto_alpha, make_kernel
+
+
+class Gauss(sl.Model):
+    """N(0, diag(1/prec)): a constant Hessian diag(prec)."""
+    prec = sl.data.vector(3)
+    x = sl.param.vector(3)
+
+    def log_prob(self, x):
+        return -0.5 * sl.sum(self.prec * x * x)
+
+
+class Funnel(sl.Model):
+    """Neal's funnel: v ~ N(0, 3), x_i ~ N(0, e^(v/2))."""
+    D = sl.data.int(lower=2)
+    v = sl.param.real()
+    x = sl.param.vector(lambda D: D - 1)
+
+    def log_prob(self, v, x):
+        return sl.normal_lpdf(v, 0.0, 3.0) + sl.normal_lpdf(x, 0.0, sl.exp(v / 2))
+
+
+def test_alpha_follows_the_hessian_scale():
+    prec = np.array([0.5, 2.0, 40.0])
+    # ALPHA_SCALE / median |eigenvalue|, and a problem in other units (every
+    # curvature c times larger) gets alpha / c: the same metric up to units
+    assert auto_alpha(np.diag(prec)) == pytest.approx(ALPHA_SCALE / 2.0)
+    assert auto_alpha(np.diag(-7 * prec)) == pytest.approx(ALPHA_SCALE / 14.0)
+    assert auto_alpha(np.zeros((3, 3))) == 1.0
+    # the metric chooses it at its first geometry and tells its owner
+    seen = []
+    met = SoftAbsMetric(3, alpha=None)
+    met.on_alpha = seen.append
+    geo = met.geometry(Gauss(prec=prec), np.ones(3))
+    assert met.alpha == seen[0] == geo.alpha == pytest.approx(ALPHA_SCALE / 2.0)
+
+
+def test_chosen_alpha_is_kept_in_the_chain_state():
+    prec = np.array([0.5, 2.0, 40.0])
+    m = Gauss(prec=prec)
+    opts = {}
+    met, _ = make_kernel(3, opts)
+    assert met.alpha is None and "alpha" not in opts
+    fit = m.sample(chains=1, warmup=20, draws=5, seed=1, progress=False, parallel=False,
+                   sampler="rhmc")
+    st = fit.chain_states[0]
+    assert st.sampler_options["alpha"] == pytest.approx(ALPHA_SCALE / 2.0)
+    # a resumed run's metric is built with that number, not chosen again
+    met, _ = make_kernel(3, st.sampler_options)
+    assert met.alpha == pytest.approx(ALPHA_SCALE / 2.0)
+
+
+def _failing_single_step():
+    """A funnel point, momentum and step size where one implicit step fails."""
+    m = Funnel(D=5)
+    q = np.array([-0.9, -0.07, 0.32, 0.05, -0.27])
+    lp, g = m.log_density_gradient(q)
+    met = SoftAbsMetric(5, alpha=12.0, max_halvings=0)
+    z = met.start(m, Point(q, None, lp, g), np.random.default_rng(0))
+    z1 = met.step(m, z, 0.4)
+    # a failed fixed point: the momentum equation has no solution at this step size
+    assert z1.h == math.inf and math.isfinite(z1.lp)
+    return m, z, 0.4
+
+
+def test_failed_step_is_retried_in_substeps_reversibly():
+    m, z, eps = _failing_single_step()
+    met = SoftAbsMetric(5, alpha=12.0, max_halvings=3)
+    z1 = met.step(m, z, eps)
+    assert math.isfinite(z1.h)
+    # the retried step is a composition of implicit steps: two of eps / 2 ...
+    half = SoftAbsMetric(5, alpha=12.0, max_halvings=0)
+    z2 = half.step(m, half.step(m, z, eps / 2), eps / 2)
+    np.testing.assert_allclose(z1.q, z2.q, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(z1.p, z2.p, rtol=1e-6, atol=1e-7)
+    # ... and the same rule backwards from its end returns to the start
+    zb = met.step(m, z1, -eps)
+    np.testing.assert_allclose(zb.q, z.q, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(zb.p, z.p, rtol=1e-6, atol=1e-7)
+    assert zb.h == pytest.approx(z.h, abs=1e-6)
+
+
+def test_irreversible_retry_is_a_divergence(monkeypatch):
+    # the coarse step fails forwards but would converge backwards from the retried
+    # end: the rule would not be an involution, so the step stays a failure
+    m, z, _ = _failing_single_step()
+    eps = 0.2                                   # where the step itself converges
+    met = SoftAbsMetric(5, alpha=12.0, max_halvings=3)
+    real = SoftAbsMetric._step
+
+    def step(self, model, w, e):
+        if e == eps and w is z:
+            return self._fail(w)               # only the forward coarse step fails
+        return real(self, model, w, e)
+    monkeypatch.setattr(SoftAbsMetric, "_step", step)
+    rhmc.reset_profile()
+    z1 = met.step(m, z, eps)
+    assert z1.h == math.inf
+    assert rhmc.PROFILE["irreversible"] == 1 and met.failures == 1
+
+
+def test_failures_a_smaller_step_does_not_cure_do_not_collapse_the_step_size(
+        monkeypatch):
+    # every implicit step that ends beyond x[0] > 1.2 fails, whatever its size (as
+    # rounding noise in a model's third derivatives makes them fail): each such step
+    # is one rejected step of its transition, so the step size stays near what the
+    # Gaussian needs; counting the whole transition as a rejection (max_halvings=0,
+    # the old rule) drives it down by orders of magnitude
+    real = SoftAbsMetric._step
+
+    def step(self, model, w, e):
+        w1 = real(self, model, w, e)
+        return self._fail(w) if w1.q[0] > 1.2 else w1
+    monkeypatch.setattr(SoftAbsMetric, "_step", step)
+    m = Gauss(prec=np.ones(3))
+    eps = {}
+    for halvings in (3, 0):
+        fit = m.sample(chains=1, warmup=80, draws=1, seed=4, progress=False, init=0.5,
+                       parallel=False, sampler="rhmc", max_treedepth=5,
+                       sampler_options={"max_halvings": halvings})
+        eps[halvings] = float(fit.step_size[0])
+    assert eps[3] > 0.2, eps
+    assert eps[0] < 0.2 * eps[3], eps
+
+
+@pytest.mark.slow
+def test_funnel_at_defaults_has_no_divergences_and_exact_v():
+    m = Funnel(D=10)
+    fit = m.sample(chains=2, warmup=200, draws=300, seed=11, progress=False,
+                   parallel=False, sampler="rhmc")
+    assert int(np.sum(fit.sampler_stats["divergent__"])) == 0
+    v = fit["v"]
+    ess = float(np.ravel(__import__("arviz").ess(v, method="mean"))[0])
+    se = v.std() / math.sqrt(ess)
+    assert abs(v.mean()) < 3.5 * se
+    # sd's MCSE by the delta method (as benchmarks/rhmc.py)
+    assert abs(v.std() - 3.0) < 3.5 * 3.0 / math.sqrt(2 * ess) + 0.2
+    assert v.min() < -4.0                  # it enters the neck
