@@ -92,6 +92,9 @@ def solve(pb, z0, t0, ts, args):
         m = n * (1 + k)
         if z0.shape != (m,) or z0.dtype != np.float64:
             return None
+    # (C-contiguous arrays only: another layout would compile the kernels again)
+    z0 = np.ascontiguousarray(z0)
+    p = np.ascontiguousarray(p, dtype=np.float64)
     from . import ode_steppers as dp
     ptr, idx, val = _NO_DIRECTIONS if D is None else (D.ptr, D.idx, D.val)
     atol = ctl.atol_for(m)
