@@ -82,27 +82,51 @@ The NUTS criterion generalises unchanged (Betancourt 2013, arXiv:1304.1920): ``r
 is the sum of the momenta and the ends' velocities are ``p_sharp = Sigma(q)^-1 p`` -
 exactly ``Point.v`` here.
 
-Step-size adaptation is Stan's dual averaging on the acceptance statistic, with one
-change (:func:`make_kernel`): a transition in which an implicit step failed reports
-an acceptance of 0. The implicit integrator fails abruptly - energy errors stay small
-up to the step size where the fixed points stop converging - so without this the
-adaptation would not back off, and ``adapt_delta`` would not control divergences.
-Since transitions that stay clear of failures accept almost everything, the adaptation
-settles where the fraction of transitions with a failed step is about
-``1 - adapt_delta``: on Neal's funnel (``alpha = 30``) 7% at 0.9, 3% at 0.95, none
-seen at 0.99 (step size 0.33, 0.29, 0.13). When RHMC reports divergences, raise
-``adapt_delta`` towards 0.99, as Stan advises for NUTS. On the zoo's
-``pk_steady_state`` (through the algebraic solver) 2% of transitions fail at 0.95
-(step size 0.09). Failures that persist as the step size shrinks point at the model,
-not the step: a fixed point that stalls at a residual floor above
-``fixed_point_tol`` is rounding noise in the third derivatives (that model's
-absorption/elimination factor lost digits in its derivatives where two rates met, and
-its failures drove the step size to 6e-4 at 0.95 until it was written as a divided
-difference).
+Failed steps. A fixed point that does not converge is, on the funnel and the banana,
+mostly an implicit equation without a solution: the momentum equation is quadratic
+in ``p_h`` and past some step size it meets a fold (least squares stalls with a
+singular Jacobian; a damped iteration rescues none). Such a step is retried as 2, 4,
+8 substeps (``max_halvings``, :meth:`SoftAbsMetric._retry`), kept only if the same
+rule run backwards from its end picks the same subdivision (every coarser one fails
+there too); otherwise, or if every subdivision fails, it is a divergence.
 
-``alpha`` defaults to 1.0, Stan's default (``softabs_point.hpp`` and CmdStan's
-``alpha`` argument); larger ``alpha`` follows the Hessian's absolute value more
-closely (eigenvalues below ``1/alpha`` are lifted to about ``1/alpha``).
+Step-size adaptation is Stan's dual averaging on the acceptance statistic, with one
+change (:func:`make_kernel`): a transition in which a smaller step cured a failed
+step (rescued, or irreversibly so) reports an acceptance of 0 - the implicit
+integrator fails abruptly, energy errors staying small up to the step size where the
+equations lose their solutions, so without this the adaptation would not back off.
+A step that failed at every subdivision is not a matter of the step size (rounding
+noise in a model's third derivatives, or a momentum the fold reaches at any step
+size): it counts as one rejected step of the transition's average, as a divergent
+step does in Stan's, so such failures cannot drive the step size to zero (before
+this rule every failed transition reported 0 and a failure rate independent of the
+step size, as on ``pk_steady_state`` before its divided difference, collapsed it).
+The default ``adapt_delta`` for RHMC is :data:`ADAPT_DELTA` (0.95), by measurement:
+at 0.8 4-6% of transitions on the funnel (d = 10) and the banana were divergent, at
+0.95 none in 200. Failures that persist as the step size shrinks point at the model:
+a fixed point that stalls at a residual floor above ``fixed_point_tol`` is rounding
+noise in the third derivatives (``pk_steady_state``'s absorption/elimination factor
+lost digits where two rates met, until it was written as a divided difference).
+
+``alpha`` (:func:`auto_alpha`, the default ``"auto"``): ``ALPHA_SCALE`` (30) over the
+median |eigenvalue| of the Hessian at the chain's first point, kept in the chain's
+state (``sampler_options["alpha"]``) so that a resumed chain keeps its metric.
+SoftAbs lifts eigenvalues below about ``1/alpha`` to ``1/alpha``: a constant is a
+statement about the parameters' units (Stan's 1.0 lifts every curvature below 1);
+on the funnel (d = 10, 200 + 200, adapt_delta 0.8) alpha 1 had 47 divergent
+transitions of 200 and never went below v = -2.8, alpha 10 and 30 two and six
+and reached the neck. A number may be given.
+
+Mixing along the funnel's neck (why v's ESS is low). The U-turn criterion is the
+generalised one, each end's velocity ``Sigma(q_end)^-1 p_end`` at its own position
+(checked). The limit is the metric: the local Hessian's scale for v is v's
+*conditional* scale given x, about ``sqrt(2 / (d - 1))``, while its marginal sd is 3;
+in the metric's units every direction oscillates with a period of order 1, the
+trajectory U-turns after about half of that, and v moves by about its conditional
+scale per transition: a random walk whose steps shrink as ``1/sqrt(d)``. Betancourt
+(2013) shows SoftAbs *reaching* the neck where a Euclidean metric cannot (which it
+does here too), not fast mixing along v. A longer integration time or a metric with
+v's marginal scale would be the fix; neither is done.
 """
 
 import math
@@ -508,11 +532,14 @@ class SoftAbsMetric:
     Parameters
     ----------
     dim : the number of unconstrained parameters.
-    alpha : SoftAbs sharpness (> 0; default 1.0, Stan's).
+    alpha : SoftAbs sharpness (> 0; default 1.0, Stan's); None: chosen at the first
+        geometry by :func:`auto_alpha` (``on_alpha`` is then told).
     fixed_point_tol : convergence of the implicit half-steps, in the metric's norm
         (standard deviations; default 1e-8).
     max_fixed_point : iterations per implicit half-step before the step is declared
         divergent (default 50).
+    max_halvings : a failed step is retried as up to ``2^max_halvings`` substeps,
+        where reversible (default 0: a failed step is a divergence).
 
     The model must implement ``log_density_gradient`` and ``log_density_hessian``;
     the third-order terms differentiate the log density itself, so it must be
