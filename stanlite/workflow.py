@@ -31,7 +31,8 @@
   eager tape (slower, same values), without a warning. A prior that is improper
   (flat in some direction, as ``p(beta) ∝ 1`` or a positive parameter without a
   prior) has nothing to sample: before sampling, every unconstrained coordinate is
-  probed at +-10 and +-100 from the origin, and a log prior that does not decrease
+  probed at +-10 and +-100 (the others at a fixed point drawn as Stan's initial
+  values are: uniform(-2, 2)), and a log prior that does not decrease
   outwards there is a ModelError naming the element (``check_proper=False`` skips the
   probe). The returned fit's ``kind`` is ``"prior"``: ``to_arviz()`` puts its draws in
   the ``prior`` and ``prior_predictive`` groups (``sample_stats_prior`` for the
@@ -144,13 +145,17 @@ def likelihood_sum(model, avail):
 
 def check_proper_prior(prior):
     """A ModelError if the log prior of ``prior`` (a :func:`prior_model`) does not
-    decrease outwards along some unconstrained coordinate: probed at 10 and 100 from
-    the origin in both directions. Flat (``p(beta) ∝ 1``) or growing (a positive
+    decrease outwards along some unconstrained coordinate: probed at 10 and 100 in
+    both directions, the other coordinates at a fixed point drawn from uniform(-2, 2). Flat (``p(beta) ∝ 1``) or growing (a positive
     parameter with no prior: the log-Jacobian grows) means improper. The tolerance
     allows for the rounding of ``log_prob - sum(log_likelihood)``, whose terms can be
     large far out."""
     names = prior.unconstrained_param_names()
-    x0 = np.zeros(prior.dim)
+    # from a generic point (Stan's uniform(-2, 2) initialisation, fixed here), not the
+    # origin: at the origin a centred hierarchy has alpha_j = mu exactly, where its
+    # (proper) prior is unbounded as the scale goes to 0 (the funnel's neck): the log
+    # density grows along -log(tau), and eight schools' prior looked improper
+    x0 = np.random.default_rng(20240502).uniform(-2.0, 2.0, prior.dim)
     for i in range(prior.dim):
         for sign in (1.0, -1.0):
             near = _probe(prior, x0, i, 10.0 * sign)
