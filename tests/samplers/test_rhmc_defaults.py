@@ -49,7 +49,7 @@ def test_alpha_follows_the_hessian_scale():
     assert met.alpha == seen[0] == geo.alpha == pytest.approx(ALPHA_SCALE / 2.0)
 
 
-def test_chosen_alpha_is_kept_in_the_chain_state():
+def test_chosen_alpha_is_kept_in_the_chain_state(tmp_path):
     prec = np.array([0.5, 2.0, 40.0])
     m = Gauss(prec=prec)
     opts = {}
@@ -59,9 +59,15 @@ def test_chosen_alpha_is_kept_in_the_chain_state():
                    sampler="rhmc")
     st = fit.chain_states[0]
     assert st.sampler_options["alpha"] == pytest.approx(ALPHA_SCALE / 2.0)
-    # a resumed run's metric is built with that number, not chosen again
+    # a resumed run's metric is built with that number, not chosen again, and the
+    # continuation through a file is exact
     met, _ = make_kernel(3, st.sampler_options)
     assert met.alpha == pytest.approx(ALPHA_SCALE / 2.0)
+    longer = m.sample(resume_from=fit, draws=8, progress=False)
+    loaded = sl.load_fit(fit.save(tmp_path / "rhmc.nc"), model=m)
+    again = m.sample(resume_from=loaded, draws=8, progress=False)
+    np.testing.assert_array_equal(again["x"], longer["x"])
+    np.testing.assert_array_equal(longer["x"][:, :5], fit["x"])
 
 
 def _failing_single_step():
