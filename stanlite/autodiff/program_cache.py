@@ -192,7 +192,8 @@ def load(key):
     if path is None:
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # the file opened here: np.load leaves its own open when the zip is cut short
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             st = json.loads(bytes(z["meta"]).decode())
             for i, p in enumerate(st["programs"]):
                 for k in ("code", "aux", "V"):

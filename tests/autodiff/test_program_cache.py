@@ -5,9 +5,11 @@ against the eager tape at its first replay, and one that disagrees is dropped an
 the model recorded again; other data, another class source, a cache turned off or
 unwritable: no cache, nothing raised."""
 
+import gc
 import importlib
 import os
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -204,3 +206,16 @@ def test_every_cached_guard_path_is_checked_at_its_first_replay(cache, monkeypat
             assert C._close(m.log_density_gradient(x), m._gradient(x, True)), x
         r = m.compiled_gradient()
         assert r.fallback is None and r.compiled        # dropped and recorded, no warning
+
+
+def test_a_truncated_entry_is_ignored_and_its_file_closed(cache, count):
+    Loop(N=5, y=Y).precompile()
+    (path,) = cache.glob("*.npz")
+    path.write_bytes(path.read_bytes()[:200])            # a zip cut short
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert PC.load(path.stem) is None
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
+    Loop(N=5, y=Y).precompile()
+    assert count["record"] == 2
