@@ -33,15 +33,25 @@ name; ``fit.draws_pd()`` and ``fit.draws_xr()`` are cmdstanpy's tables. Integer
 generated quantities keep an integer dtype.
 """
 
+from __future__ import annotations
+
 import contextlib
 import inspect
 import json
 import os
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from . import _fitio
 from .errors import FitFileError, ModelError
+
+if TYPE_CHECKING:                       # annotations only (imported lazily at run time)
+    import arviz
+    import pandas
+    import xarray
 
 __all__ = ["Fit", "load_fit"]
 
@@ -192,7 +202,7 @@ class Fit:
                        f"quantity or sampler statistic of this fit; known: "
                        f"{sorted(self._draws) + sorted(self._stats)}")
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> np.ndarray:
         """``(chains, draws, *shape)``; an element by Stan's name (1-based, as in
         ``summary()``: ``fit["beta[1]"]``, ``fit["L[2,1]"]``) is ``(chains, draws)``.
         Chains of unequal length (an interrupted run) are cut to the shortest, with a
@@ -201,7 +211,7 @@ class Fit:
         self._warn_cut(f"fit[{name!r}]")
         return v
 
-    def draws(self, chain):
+    def draws(self, chain: int) -> dict[str, np.ndarray]:
         """Chain ``chain`` whole (0-based, as in ``chain_states``): ``{name: (draws,
         *shape)}`` of every parameter, transformed parameter, generated quantity and
         sampler statistic, however many draws the other chains have (``fit[name]``
@@ -233,7 +243,7 @@ class Fit:
         self._whole = {**(self._whole or {}), chain: whole}
         return whole
 
-    def warmup(self, name):
+    def warmup(self, name: str) -> np.ndarray:
         """``(chains, warmup draws, *shape)`` of a quantity or sampler statistic over
         the warmup iterations (a run with ``save_warmup=True``; cmdstanpy's
         ``inc_warmup``). They are in ``to_arviz()``'s ``warmup_posterior`` and
@@ -253,7 +263,8 @@ class Fit:
             _element(name, self._draws, strict=False) is not None
 
     # ---- tables ---------------------------------------------------------------------------
-    def draws_pd(self, vars=None, inc_warmup=False):
+    def draws_pd(self, vars: str | Sequence[str] | None = None, inc_warmup: bool = False
+                 ) -> pandas.DataFrame:
         """The draws as a pandas DataFrame, one row per draw, as cmdstanpy's
         ``draws_pd``: ``chain__`` (1-based), ``iter__`` (the iteration within its
         chain, 1-based; warmup first with ``inc_warmup=True``), ``draw__`` (1-based
@@ -289,7 +300,8 @@ class Fit:
                     cols[en] = flat[:, j]
         return pd.DataFrame(cols)
 
-    def draws_xr(self, vars=None, inc_warmup=False):
+    def draws_xr(self, vars: str | Sequence[str] | None = None, inc_warmup: bool = False
+                 ) -> xarray.Dataset:
         """The draws as an ``xarray.Dataset`` (cmdstanpy's ``draws_xr``): every
         parameter, transformed parameter and generated quantity (or those ``vars``
         names) with dimensions ``chain``, ``draw`` and the named dimensions of
@@ -366,7 +378,8 @@ class Fit:
         return dict(self._stats)
 
     # ---- ArviZ ------------------------------------------------------------------------
-    def to_arviz(self, coords=None, dims=None):
+    def to_arviz(self, coords: Mapping[str, Sequence[Any]] | None = None,
+                 dims: Mapping[str, Sequence[str]] | None = None) -> arviz.InferenceData:
         """``arviz.InferenceData`` that ArviZ's functions take as it is:
 
         * ``posterior`` (parameters, transformed parameters, generated quantities) and
@@ -524,7 +537,8 @@ class Fit:
         return out
 
     # ---- saving -------------------------------------------------------------------------
-    def save(self, path, coords=None):
+    def save(self, path: str | os.PathLike, coords: Mapping[str, Sequence[Any]] | None = None
+             ) -> None:
         """Write the fit to a netCDF file: ArviZ's groups (``arviz.from_netcdf``
         reads them; ``coords`` labels their dimensions, as in :meth:`to_arviz`) plus
         the ``stanlite_state`` group needed to resume; read it back with
@@ -570,7 +584,7 @@ class Fit:
         return _fitio.write_netcdf(path, groups, attrs=getattr(idata, "attrs", None))
 
     # ---- summaries ----------------------------------------------------------------------
-    def summary(self, names=None):
+    def summary(self, names: Sequence[str] | None = None) -> pandas.DataFrame:
         """A DataFrame, one row per scalar element (Stan-style names): mean, sd, 5%,
         50%, 95%, mcse_mean, ess_bulk, ess_tail, r_hat. Over ``fit[name]``'s draws:
         chains of unequal length are cut to the shortest (with a warning)."""
@@ -594,7 +608,7 @@ class Fit:
                                                         "mcse_mean", "ess_bulk",
                                                         "ess_tail", "r_hat"])
 
-    def diagnose(self):
+    def diagnose(self) -> str:
         """Stan's checks in words: divergences, tree-depth saturation, E-BFMI per
         chain, R-hat, effective sample size."""
         msgs = []
@@ -763,6 +777,9 @@ def _element(name, draws, strict=True):
     if len(idx) != len(shape) or not all(1 <= i <= n for i, n in zip(idx, shape)):
         if not strict:
             return None
+        if not shape:
+            raise KeyError(f"{name!r}: '{base}' is a scalar, it has no elements: "
+                           f"fit[{base!r}]")
         raise KeyError(f"{name!r}: '{base}' has shape {shape}, indexed from 1 as in Stan "
                        f"(its elements run from {base}[{','.join('1' * len(shape))}] to "
                        f"{base}[{','.join(map(str, shape))}])")
@@ -1317,7 +1334,8 @@ def _unpack(obj, arrays):
 
 
 # ---- loading --------------------------------------------------------------------------
-def load_fit(path, model=None, data_changed_ok=False):
+def load_fit(path: str | os.PathLike, model: Any = None, data_changed_ok: bool = False
+             ) -> Fit:
     """Read a fit written by ``fit.save(path)``.
 
     The result has ``fit[name]``, ``summary()``, ``diagnose()``, ``to_arviz()``,

@@ -497,6 +497,9 @@ def test_element_names_index_draws(reg_fit):
         reg_fit["mu[21]"]
     with pytest.raises(KeyError, match="not a parameter"):
         reg_fit["nope[1]"]
+    # a scalar has no elements (was "its elements run from alpha[] to alpha[]")
+    with pytest.raises(KeyError, match=r"'alpha' is a scalar, it has no elements"):
+        reg_fit["alpha[1]"]
     # the same names as summary()'s rows
 
     class M(sl.Model):
