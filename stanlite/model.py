@@ -34,11 +34,14 @@ optimizer does by default). Element names follow Stan (``theta[1]``, ``L[2,1]``,
 1-based); flattening is row-major (C order), as numpy's.
 """
 
+from __future__ import annotations
+
 import difflib
 import inspect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -51,6 +54,10 @@ from .declarations import (DataDecl, ParamDecl, TransformedDataDecl, argument_na
 from .errors import ArgumentError, DataError, DifferentiationError, ModelError
 
 __all__ = ["Model", "element_names"]
+
+if TYPE_CHECKING:                       # annotations only: model.py imports neither at run time
+    from .approx_fit import ApproximateFit
+    from .fit import Fit
 
 
 def element_names(name, shape):
@@ -466,7 +473,7 @@ class Model:
                              f"({self.dim},), got {x.shape}")
         return x
 
-    def log_density(self, x, jacobian=True):
+    def log_density(self, x: np.ndarray, jacobian: bool = True) -> float:
         """log p(x) on the unconstrained space (plus log|J| of the transforms); retaped
         as the gradient is (the forward pass alone) unless ``compile`` is False."""
         x = self._point(x)
@@ -474,7 +481,8 @@ class Model:
             return float(value_of(self._log_density(x, jacobian)))
         return self._retaped_for(("density", jacobian))(x)
 
-    def log_density_gradient(self, x, jacobian=True):
+    def log_density_gradient(self, x: np.ndarray, jacobian: bool = True
+                             ) -> tuple[float, np.ndarray]:
         """``(log p(x), d log p / dx)`` by reverse-mode AD.
 
         Retaped by default (class attribute ``compile``): the tape recorded at the
@@ -494,7 +502,7 @@ class Model:
             return None
         return self._retaped_for(jacobian)
 
-    def precompile(self, jacobian=True):
+    def precompile(self, jacobian: bool = True) -> Model:
         """Record and compile the log-density gradient now, not at its first use;
         returns the model (``m = MyModel(**data).precompile()``).
 
@@ -625,7 +633,8 @@ class Model:
         new.__dict__.pop("_retaped", None)
         return new
 
-    def log_density_hessian(self, x, jacobian=True):
+    def log_density_hessian(self, x: np.ndarray, jacobian: bool = True
+                            ) -> tuple[float, np.ndarray, np.ndarray]:
         """``(log p(x), gradient, Hessian)``; the Hessian by nested (forward-over-
         reverse) AD, exact up to rounding."""
         x = self._point(x)
@@ -651,12 +660,12 @@ class Model:
                 what=f"{type(self).__name__}.log_density_hessian", quiet=True)
         return r(x)
 
-    def constrain(self, x):
+    def constrain(self, x: np.ndarray) -> dict[str, Any]:
         """The parameters (constrained, plain floats) at unconstrained point ``x``."""
         params, _ = self._constrain(self._point(x), False)
         return {k: _plain(v) for k, v in params.items()}
 
-    def unconstrain(self, values, fill=None):
+    def unconstrain(self, values: Mapping[str, Any], fill: Any = None) -> np.ndarray:
         """The unconstrained point of a dict of constrained parameter values, each
         checked against its constraint (a :class:`~stanlite.DataError` naming it).
 
@@ -732,7 +741,7 @@ class Model:
             env[s.name] = env[s.decl.attr] = v if v.ndim else float(v)
         return out
 
-    def param_names(self, include_tp=False, include_gq=False):
+    def param_names(self, include_tp: bool = False, include_gq: bool = False) -> list[str]:
         """Element names of the parameters (then transformed parameters and generated
         quantities if asked), Stan-style and 1-based: ``['mu', 'theta[1]', ...]``."""
         names = []
@@ -871,13 +880,20 @@ class Model:
         return self._shapes
 
     # ---- inference ---------------------------------------------------------------------
-    def sample(self, chains=4, draws=None, warmup=1000, seed=None, metric="diag_e",
-               adapt_delta=_DEFAULT_DELTA, max_treedepth=10, init=None, thin=1,
-               save_warmup=False, progress=True, parallel=True, executor=None,
-               sampler="nuts",
-               resume_from=None, inv_metric=None, stepsize=1.0, sampler_options=None,
-               blas_threads=None, max_workers=None, data_changed_ok=False,
-               adaptation="stan", **unknown):
+    def sample(self, chains: int = 4, draws: int | None = None, warmup: int = 1000,
+               seed: int | None = None,
+               metric: Literal["diag_e", "dense_e", "unit_e"] = "diag_e",
+               adapt_delta: float | None = _DEFAULT_DELTA, max_treedepth: int = 10,
+               init: Any = None, thin: int = 1, save_warmup: bool = False,
+               progress: bool = True, parallel: bool = True, executor: Any = None,
+               sampler: Literal["nuts", "hmc", "rhmc"] = "nuts",
+               resume_from: Fit | str | os.PathLike | None = None,
+               inv_metric: np.ndarray | None = None, stepsize: float = 1.0,
+               sampler_options: Mapping[str, Any] | None = None,
+               blas_threads: int | None = None, max_workers: int | None = None,
+               data_changed_ok: bool = False,
+               adaptation: Literal["stan", "nutpie", "nutpie-lowrank"] = "stan",
+               **unknown: Any) -> Fit:
         """Sample the posterior with NUTS (default; ``sampler="hmc"``: static HMC),
         with Stan's warmup. Arguments have cmdstanpy's meanings; ``seed`` is split
         into per-chain streams (same draws serial or parallel); ``resume_from=fit``
@@ -968,7 +984,7 @@ class Model:
         return Fit(self, states, gq_seeds, interrupted=interrupted, method=sampler,
                    max_treedepth=max_treedepth)
 
-    def generate_quantities(self, fit, seed=None):
+    def generate_quantities(self, fit: Fit, seed: int | None = None) -> Fit:
         """A new fit with ``fit``'s parameter draws and this model's transformed
         parameters and generated quantities (cmdstanpy's standalone generated
         quantities); this model may have other data (out-of-sample prediction). See
@@ -976,7 +992,8 @@ class Model:
         from .workflow import generate_quantities
         return generate_quantities(self, fit, seed=seed)
 
-    def sample_prior_predictive(self, draws=1000, seed=None, check_proper=True, **kwargs):
+    def sample_prior_predictive(self, draws: int = 1000, seed: int | None = None,
+                                check_proper: bool = True, **kwargs: Any) -> Fit:
         """NUTS on the prior (``log_prior``, else ``log_prob`` minus the declared
         ``log_likelihood``) and the generated quantities at each prior draw: a fit
         whose ArviZ export has the ``prior`` and ``prior_predictive`` groups.
@@ -985,7 +1002,8 @@ class Model:
         return sample_prior_predictive(self, draws=draws, seed=seed,
                                        check_proper=check_proper, **kwargs)
 
-    def variational(self, method="meanfield", seed=None, **kwargs):
+    def variational(self, method: Literal["meanfield", "fullrank"] = "meanfield",
+                    seed: int | None = None, **kwargs: Any) -> ApproximateFit:
         """Stan's ADVI (``method="meanfield"`` or ``"fullrank"``): a Gaussian on the
         unconstrained space fitted by stochastic gradient ascent on the ELBO. Returns
         a fit with the same ``fit[name]``/``summary()``/``to_arviz()`` interface (draws
@@ -995,7 +1013,8 @@ class Model:
         no_unknown("variational", kwargs, variational)
         return variational(self, method=method, seed=seed, **kwargs)
 
-    def optimize(self, method="lbfgs", jacobian=False, seed=None, **kwargs):
+    def optimize(self, method: Literal["lbfgs", "bfgs", "newton"] = "lbfgs",
+                 jacobian: bool = False, seed: int | None = None, **kwargs: Any) -> Any:
         """The posterior mode (MAP; ``jacobian=True``: the mode on the unconstrained
         space) or penalised MLE with L-BFGS on the AD gradient. ``opt[name]`` gives the
         estimate. See :func:`stanlite.samplers.optimize.optimize`."""
@@ -1004,13 +1023,14 @@ class Model:
         no_unknown("optimize", kwargs, optimize)
         return optimize(self, method=method, jacobian=jacobian, seed=seed, **kwargs)
 
-    def laplace(self, mode=None, draws=1000, seed=None, **kwargs):
+    def laplace(self, mode: Any = None, draws: int = 1000, seed: int | None = None,
+                **kwargs: Any) -> ApproximateFit:
         """Normal approximation at the mode with the nested-AD Hessian; draws on the
         constrained scale. See :func:`stanlite.samplers.optimize.laplace`."""
         from .samplers.optimize import laplace
         return laplace(self, mode=mode, draws=draws, seed=seed, **kwargs)
 
-    def pathfinder(self, seed=None, **kwargs):
+    def pathfinder(self, seed: int | None = None, **kwargs: Any) -> ApproximateFit:
         """Pathfinder variational inference (single- or multi-path with PSIS
         resampling). See :func:`stanlite.samplers.pathfinder.pathfinder`."""
         from .samplers.pathfinder import pathfinder
