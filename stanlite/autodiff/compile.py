@@ -61,6 +61,8 @@ True
 import os
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 from time import perf_counter as _clock
 import warnings
 
@@ -961,7 +963,9 @@ def _key(x):
     return () if type(x) is float else x.shape
 
 
-def compile(f, example_x, *, max_recordings=8, verify=True, exact=False, backend=None):
+def compile(f: "Callable[[Any], Any]", example_x: "Any", *, max_recordings: int = 8,
+            verify: bool = True, exact: bool = False, backend: "str | None" = None
+            ) -> "Compiled":
     """Record ``f`` at ``example_x`` and compile the tape: ``x -> (f(x), grad f(x))``.
 
     ``f`` maps a float or float array to a scalar, written with stanlite operations
