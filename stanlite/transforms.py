@@ -460,8 +460,17 @@ class _ShapedStructured:
         self.transform, self.batch, self.dims = transform, batch, dims
 
     def __call__(self, x):
+        if not _size(self.batch + self.dims):
+            return _no_objects(self.batch, self.dims)
         y, lj = self.transform._constrain(x, self.batch, self.dims)
         return y, _scalar_out(lj)
+
+
+def _no_objects(batch, dims):
+    """No structured values (``array[0] simplex[K]``, a stochastic matrix with no rows
+    or columns; Stan allows them): empty, log-Jacobian 0, and no zero-size operations
+    recorded (the interpreter's lowering has no table for them: a KeyError)."""
+    return np.zeros(tuple(batch) + tuple(dims)), 0.0
 
 
 def _bounds_message(v, lv, uv):
@@ -756,6 +765,8 @@ class _Structured(Transform):
         shape, batch, dims = self._split(shape)
         m = self._core_free(dims)
         x = _as_free(x, _size(batch) * m, self.name)
+        if not _size(batch + dims):
+            return _no_objects(batch, dims)
         y, lj = self._constrain(reshape(x, batch + (m,)), batch, dims)
         return y, _scalar_out(lj)
 

@@ -361,3 +361,26 @@ def test_hessian_through_the_new_transforms_matches_fd_of_the_gradient(decl):
     m.compile = False                                  # the eager tape agrees
     lp2, g2 = m.log_density_gradient(x)
     np.testing.assert_allclose(g2, g, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("decl", [
+    sl.param.simplex(3, array="M"), sl.param.ordered(3, array="M"),
+    sl.param.cholesky_factor_corr(3, array="M"), sl.param.row_stochastic_matrix("M", 3),
+    sl.param.column_stochastic_matrix(3, "M"), sl.param.corr_matrix(2, array="M")])
+def test_an_empty_array_of_structured_parameters(decl):
+    # array[0] simplex[K] (Stan allows it): the gradient's recording lowered zero-size
+    # operations and failed with a KeyError from the interpreter's passes
+    class Empty(sl.Model):
+        M = sl.data.int(lower=0)
+        th = decl
+        a = sl.param.real()
+
+        def log_prob(self, th, a):
+            return sl.normal_lpdf(a, 0.0, 1.0)
+    m = Empty(M=0)
+    assert m.dim == 1 and 0 in m.param_shapes()["th"]
+    for _ in range(2):                  # the recording, then a replay
+        lp, g = m.log_density_gradient(np.array([0.3]))
+        assert lp == pytest.approx(-0.5 * 0.09 - 0.5 * np.log(2 * np.pi), rel=1e-14)
+        np.testing.assert_allclose(g, [-0.3], rtol=1e-14)
+    assert m.constrain(np.array([0.3]))["th"].shape == m.param_shapes()["th"]
