@@ -592,6 +592,9 @@ def _fit_shape(arr, shape, field):
         return arr
     if arr.size == 1 and math.prod(shape) == 1 and shape:
         return arr.reshape(shape)           # a length-1 vector given as a scalar
+    if arr.shape == (0,) and len(shape) > 1 and math.prod(shape) == 0:
+        # Stan JSON writes any empty array as [] (array[0] vector[3], matrix[0, 3])
+        return arr.reshape(shape)
     # a wrong size field shows up as a wrong shape here: name the size's value too
     sizes = f"; its size comes from the data: {field.sizes}" if field.sizes else ""
     raise field.error(f"expected {field.expected} (shape {shape}), got shape "

@@ -384,3 +384,22 @@ def test_an_empty_array_of_structured_parameters(decl):
         assert lp == pytest.approx(-0.5 * 0.09 - 0.5 * np.log(2 * np.pi), rel=1e-14)
         np.testing.assert_allclose(g, [-0.3], rtol=1e-14)
     assert m.constrain(np.array([0.3]))["th"].shape == m.param_shapes()["th"]
+
+
+def test_empty_array_data_as_stan_json_writes_them():
+    # cmdstanpy's write_stan_json (and Stan's own JSON) gives [] for any empty array:
+    # array[0] vector[3] and matrix[0, 3] were refused as "got shape (0,)"
+    import json
+
+    class EmptyData(sl.Model):
+        N = sl.data.int(lower=0)
+        v = sl.data.vector(3, array="N")
+        M = sl.data.matrix("N", 3)
+        a = sl.param.real()
+
+        def log_prob(self, a):
+            return sl.normal_lpdf(a, 0.0, 1.0)
+    m = EmptyData.from_json(json.dumps({"N": 0, "v": [], "M": []}))
+    assert m.v.shape == (0, 3) and m.M.shape == (0, 3)
+    with pytest.raises(sl.DataError, match=r"data field 'v'.*shape \(1, 3\)"):
+        EmptyData(N=1, v=[], M=[[1.0, 2.0, 3.0]])
