@@ -94,8 +94,10 @@ def test_a_first_draw_loads_no_heavy_module_and_conversion_still_works():
      "scipy.integrate"),
 ])
 def test_ode_solvers_import_scipy_integrate_when_called(use, loads):
-    """The lazily imported integrators work in a fresh process: y' = -k y."""
-    code = ("import math, numpy as np, stanlite as sl\n"
+    """The lazily imported integrators work in a fresh process: y' = -k y (scipy's
+    stepper forced: the compiled one, functor/ode_native.py, needs no scipy.integrate)."""
+    code = ("import os; os.environ['STANLITE_ODE'] = 'scipy'\n"
+            "import math, numpy as np, stanlite as sl\n"
             f"y = {use}\n"
             "assert abs(float(y[0, 0]) - math.exp(-0.5)) < 1e-5, y\n" + _LOADED)
     assert loads in _fresh(code)
