@@ -216,14 +216,33 @@ def run(model, state, n_iterations=None, on_iteration=None):
     # a non-finite value in the sampler's arithmetic is a rejected proposal, not news
     # (set once here rather than per transition: it costs a microsecond)
     with np.errstate(all="ignore"):
-        while state.iteration < stop:
-            n_div = _segment(model, state, live, stop, seconds) if live.segments \
-                else None
-            if n_div is None:
-                n_div = int(_iteration(model, state, live).divergent)
-            if on_iteration is not None:
-                on_iteration(state, n_div)
+        try:
+            while state.iteration < stop:
+                n_div = _segment(model, state, live, stop, seconds) if live.segments \
+                    else None
+                if n_div is None:
+                    n_div = int(_iteration(model, state, live).divergent)
+                if on_iteration is not None:
+                    on_iteration(state, n_div)
+        except KeyboardInterrupt:
+            _drop_uncommitted(state)
+            raise
     return state
+
+
+def _drop_uncommitted(state):
+    """After a KeyboardInterrupt inside a Python iteration's commit (the runner's
+    handler raises it wherever the chain is): its draw and statistics, appended in
+    place before the one update that commits the iteration, are dropped - the kept
+    iterations of ``range(state.iteration)`` are what the lists hold."""
+    i, nw = state.iteration, state.num_warmup
+    kept = ((state.warmup_draws, state.warmup_stats, min(i, nw) if state.save_warmup
+             else 0),
+            (state.draws, state.stats, max(0, -(-(i - nw) // state.thin))))
+    for draws, stats, n in kept:
+        del draws[n:]
+        for col in stats.values():
+            del col[n:]
 
 
 def _iteration(model, state, live):
@@ -247,6 +266,7 @@ def _iteration(model, state, live):
             live.welford.add(z.q)
         _warmup_end(model, state, live, i)
     # commit the iteration: only now does the state move
+    new = {}
     if warm and state.save_warmup or (not warm and (i - num_warmup) % state.thin == 0):
         draws, stats = (state.warmup_draws, state.warmup_stats) if warm else \
             (state.draws, state.stats)
@@ -259,12 +279,13 @@ def _iteration(model, state, live):
         if info.n_failed and not warm:
             # which kept draws ended at a rejected proposal (diagnose() tells
             # these divergences from the step size's); a new list: snapshots
-            state.rejected_draws = [*getattr(state, "rejected_draws", ()),
-                                    len(state.draws) - 1]
+            new["rejected_draws"] = [*getattr(state, "rejected_draws", ()),
+                                     len(state.draws) - 1]
     if info.n_failed:
-        _count_rejections(state, info)
-    state.__dict__.update(_live_fields(state, live, warm))
-    state.iteration = i + 1
+        new.update(_count_rejections(state, info))
+    new.update(_live_fields(state, live, warm))
+    new["iteration"] = i + 1
+    state.__dict__.update(new)          # (one update: see _drop_uncommitted)
     return info
 
 
@@ -425,14 +446,14 @@ def _grad_adapt_step(model, state, gadapt, i, z, info, metric, eps, da, rng):
 
 
 def _count_rejections(state, info):
-    """Add a transition's rejected proposals to the chain's totals: ``n_rejected``
-    and ``rejections``, ``{reason: count}`` (``fit.diagnose()`` reports both; a
-    state saved before the reasons were kept has no ``rejections`` yet)."""
-    state.n_rejected += info.n_failed
+    """The chain's totals with a transition's rejected proposals added, as state
+    fields: ``n_rejected`` and ``rejections``, ``{reason: count}`` (``fit.diagnose()``
+    reports both; a state saved before the reasons were kept has no ``rejections``
+    yet)."""
     counts = dict(getattr(state, "rejections", None) or {})   # a new dict: snapshots
     for why, n in (info.rejected or {"(reason not recorded)": info.n_failed}).items():
         counts[why] = counts.get(why, 0) + n
-    state.rejections = counts
+    return {"n_rejected": state.n_rejected + info.n_failed, "rejections": counts}
 
 
 def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):

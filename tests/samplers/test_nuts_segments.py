@@ -262,6 +262,36 @@ def test_interrupted_between_segments_keeps_draws_and_resumes_exactly(when, monk
     np.testing.assert_array_equal(np.array(st.warmup_draws), np.array(ref.warmup_draws))
 
 
+@pytest.mark.parametrize("at", [37, 230])
+def test_ctrl_c_inside_a_python_iterations_commit_leaves_a_whole_state(at, monkeypatch):
+    # the runner's handler raises KeyboardInterrupt wherever the chain is (serial
+    # runs): here as the Python path's commit is half done (its draw appended, the
+    # state's other fields not yet updated); the state must be before the iteration
+    y = np.array([0.4, -1.1, 2.0, 0.3, 0.9])
+    m = _Scale(y=y)
+    _python_only(monkeypatch)
+    kw = dict(init={"mu": 0.2, "sigma": 1.3}, save_warmup=True, thin=2)
+    ref = chain.run(m, _fresh(m, **kw))
+    calls, real = [0], chain._live_fields
+
+    def live_fields(*a):
+        calls[0] += 1
+        if calls[0] == at:
+            raise KeyboardInterrupt
+        return real(*a)
+    monkeypatch.setattr(chain, "_live_fields", live_fields)
+    st = _fresh(m, **kw)
+    with pytest.raises(KeyboardInterrupt):
+        chain.run(m, st)
+    assert st.iteration == at - 1
+    monkeypatch.setattr(chain, "_live_fields", real)
+    chain.run(m, st)
+    _same_chain(st, ref)
+    np.testing.assert_array_equal(np.array(st.warmup_draws), np.array(ref.warmup_draws))
+    assert (st.n_rejected, st.rejections, st.rejected_draws) == \
+        (ref.n_rejected, ref.rejections, ref.rejected_draws)
+
+
 def test_stop_event_in_a_pool_keeps_draws_and_resume_is_bit_identical(monkeypatch):
     from stanlite.samplers import runner
     monkeypatch.setattr(runner, "_STOP_POLL", 1e-4)     # (segments of ~0.1 ms)
