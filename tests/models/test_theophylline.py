@@ -212,6 +212,20 @@ def test_generated_quantities(model, data):
     assert out["conc_rep"].shape == (132,)
 
 
+
+def test_partly_non_centred_ke_is_the_same_model(model):
+    """log ke_j = log_ke + omega_ke^w z_ke_j with z_ke_j ~ N(0, omega_ke^(1 - w)) is
+    log ke_j ~ N(log_ke, omega_ke): the densities differ by the Jacobian omega_ke^w
+    per subject, so the posterior of (log_ke, omega_ke, ke) is the centred model's."""
+    w = th._KE_WEIGHT
+    for x in points(model.dim):
+        c = model.constrain(x)
+        eta = np.log(model.transformed_values(x)["ke"])
+        om = c["omega_ke"]
+        lhs = stats.norm.logpdf(c["z_ke"], 0, om ** (1 - w)).sum()
+        rhs = stats.norm.logpdf(eta, c["log_ke"], om).sum() + len(eta) * w * np.log(om)
+        assert lhs == pytest.approx(rhs, rel=1e-12)
+
 # --------------------------------------------------------------------------------------
 # NUTS
 # --------------------------------------------------------------------------------------
