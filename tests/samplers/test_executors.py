@@ -235,9 +235,11 @@ def test_ctrl_c_under_an_executor_stops_running_chains_queued_ones_do_not_start(
     import time
     script = tmp_path / "executor_interrupt.py"
     script.write_text(textwrap.dedent('''
-        import json, os, sys, time, warnings
+        import json, os, sys, threading, time, warnings
         import numpy as np
         import stanlite as sl
+
+        _calls = {}             # log_prob calls per thread (picklable, unlike a local)
 
         class Slow(sl.Model):
             mu = sl.param.vector(2)
@@ -245,6 +247,14 @@ def test_ctrl_c_under_an_executor_stops_running_chains_queued_ones_do_not_start(
 
             def log_prob(self, mu):
                 time.sleep(0.004)
+                # a marker per running chain once it is well into sampling, so the
+                # test interrupts running chains however long start-up took
+                key = (os.getpid(), threading.get_ident())
+                n = _calls[key] = _calls.get(key, 0) + 1
+                if n == 50:
+                    mark = os.path.join(os.environ["MARKS"],
+                                        f"{os.getpid()}-{threading.get_ident()}")
+                    open(mark, "w").close()
                 return sl.normal_lpdf(mu, 0.0, 1.0)
 
         def run(executor):
@@ -271,12 +281,21 @@ def test_ctrl_c_under_an_executor_stops_running_chains_queued_ones_do_not_start(
                               "iterations": [s.iteration for s in fit.chain_states],
                               "interrupted": fit.interrupted}))
     '''))
+    marks = tmp_path / "marks"
+    marks.mkdir()
     p = subprocess.Popen([sys.executable, str(script), kind], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         env={**os.environ, "MARKS": str(marks)})
     try:
         while "SAMPLING" not in p.stdout.readline():
             assert p.poll() is None, p.stderr.read()[-3000:]
-        time.sleep(2.5)
+        # both workers' chains are sampling (a loaded machine may take seconds to
+        # start them), then a little longer
+        deadline = time.time() + 120
+        while len(list(marks.iterdir())) < 2 and time.time() < deadline:
+            assert p.poll() is None, p.stderr.read()[-3000:]
+            time.sleep(0.05)
+        time.sleep(0.5)
         t_signal = time.time()
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
