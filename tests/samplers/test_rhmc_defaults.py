@@ -136,7 +136,7 @@ def test_failures_a_smaller_step_does_not_cure_do_not_collapse_the_step_size(
     eps = {}
     for halvings in (3, 0):
         fit = m.sample(chains=1, warmup=80, draws=1, seed=4, progress=False, init=0.5,
-                       parallel=False, sampler="rhmc", max_treedepth=5,
+                       parallel=False, sampler="rhmc", max_treedepth=5, adapt_delta=0.8,
                        sampler_options={"max_halvings": halvings})
         eps[halvings] = float(fit.step_size[0])
     assert eps[3] > 0.2, eps
