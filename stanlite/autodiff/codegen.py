@@ -168,8 +168,20 @@ def _copy_in(a, shape):
     return np.array(a, dtype=float)
 
 
+def _shaped_partials(P, shapes):
+    """A fused kernel's partials with each array one of its recorded shape: a kernel
+    may give a scalar partial where an argument is an array (``0.0`` beside a log
+    density of -inf: poisson_lpmf at lambda = inf); the eager tape broadcasts it, the
+    replay's rules were written for the recorded kind."""
+    P = list(P)
+    for i, shape in shapes:
+        if type(P[i]) is not np.ndarray:
+            P[i] = np.full(shape, P[i], dtype=float)
+    return P
+
+
 _RUNTIME = {
-    "_np": np, "_math": math, "_float": float, "_norm": _norm, "_same": _same,
+    "_np": np, "_ndarray": np.ndarray, "_shaped_partials": _shaped_partials, "_math": math, "_float": float, "_norm": _norm, "_same": _same,
     "_zeros": np.zeros, "_full": np.full, "_array": np.array, "_matmul": np.matmul,
     "_dot": np.dot, "_dot_all": _dot_all, "_add_at": np.add.at, "_copy_in": _copy_in,
     "_sts": _sum_to_shape_raw, "_array_equal": np.array_equal,
@@ -761,6 +773,13 @@ class _Gen:
         self.emit("finally:")
         self.emit("    _restore_fp(_tk)")
         self.emit(f"{name} = _float({name})")
+        # the backward rules use each array partial as an array of its recorded shape
+        shapes = tuple((i, np.shape(parts[i])) for i, _ in pairs
+                       if need[i] and type(parts[i]) is np.ndarray)
+        if shapes:
+            test = " or ".join(f"type({pn}[{i}]) is not _ndarray" for i, _ in shapes)
+            self.emit(f"if {test}:")
+            self.emit(f"    {pn} = _shaped_partials({pn}, {shapes!r})")
 
     # -- backward rules -----------------------------------------------------------------------
     def backward(self, n, record):
