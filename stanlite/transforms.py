@@ -59,9 +59,6 @@ Deviations from Stan (all deliberate):
 
 * the stick-breaking simplex transform is the one of Stan's reference manual up to
   version 2.35 (Stan 2.36 switched to an isometric-log-ratio transform);
-* a lower-and-upper bounded value is computed as ``ub - (ub - lb) inv_logit(-x)`` for
-  ``x > 0`` (``lb + (ub - lb) inv_logit(x)`` otherwise), which keeps values near the
-  upper bound accurate; the map is the same;
 * the correlation-matrix constrain returns an exactly symmetric matrix with an exactly
   unit diagonal, and the covariance-matrix one an exactly symmetric matrix;
 * the free coordinates of ``row_stochastic_matrix`` are row by row (each row's
@@ -78,6 +75,7 @@ Deviations from Stan (all deliberate):
 """
 
 from functools import lru_cache
+from math import nextafter as _nextafter
 from math import prod as _prod
 
 import numpy as np
@@ -310,22 +308,37 @@ def _bounded_piece(case, x, lb, ub, n):
         return lb + exp(x), _sum(x)
     if case == 2:
         return ub - exp(x), _sum(x)
-    diff = ub - lb
-    # the sign picks the stable formula: a decision on values (a guard of sl.compile)
-    pos = guarded(_positive, x)
-    if type(pos) is bool:
-        all_pos = any_pos = pos
-    else:
-        all_pos = pos.all()
-        any_pos = all_pos or pos.any()
-    if all_pos:
-        y = ub - diff * inv_logit(-x)
-    elif not any_pos:
-        y = lb + diff * inv_logit(x)
-    else:
-        y = where(pos, ub - diff * inv_logit(-x), lb + diff * inv_logit(x))
+    # Stan's map, lb + (ub - lb) inv_logit(x), with no decision on x's value: the
+    # recorded graph is the same for every point (a sign-dependent formula made each
+    # sign pattern a new recording for sl.compile). inv_logit and the log-Jacobian's
+    # terms are stable primitives (they branch inside, not on the tape); at |x| large
+    # y is the bound itself, as with Stan's formula
+    diff = _span(lb, ub)
+    y = lb + diff * inv_logit(x)
     lj = _bsum(log(diff), n) + _sum(log_inv_logit(x) + log1m_inv_logit(x))
     return y, lj
+
+
+def _span(lb, ub):
+    """``ub - lb``, for plain bounds lowered by an ulp where ``lb + (ub - lb)`` rounds
+    above ``ub`` (as for lb = -28.6, ub = 54.7): then ``lb + span * s`` stays <= ub for
+    every ``0 <= s <= 1`` (rounding is monotonic), so a constrained value never leaves
+    [lb, ub]. Traced bounds (functions of parameters) keep the plain difference: the
+    adjustment would be a decision on their values."""
+    if isinstance(lb, Box) or isinstance(ub, Box):
+        return ub - lb
+    if type(lb) is float and type(ub) is float:
+        d = ub - lb
+        while lb + d > ub:
+            d = _nextafter(d, 0.0)
+        return d
+    lb, ub = np.asarray(lb, dtype=float), np.asarray(ub, dtype=float)
+    d = ub - lb
+    over = lb + d > ub
+    while over.any():
+        d = np.where(over, np.nextafter(d, 0.0), d)
+        over = lb + d > ub
+    return d
 
 
 def _bounded_constrain(x, shape, lb, ub, who):
@@ -379,10 +392,6 @@ def _scalar_bound(b):
 
 
 # decisions on bound and parameter values, taken through ``guarded`` (plain values in)
-def _positive(v):
-    return v > 0 if type(v) is float else np.asarray(v) > 0
-
-
 def _scalar_bound_case(lb, ub, who):
     """Which bounds of a scalar are finite (1 lower, 2 upper, 3 both); checks lb < ub."""
     lv = -_INF if lb is None else float(lb)
@@ -393,8 +402,7 @@ def _scalar_bound_case(lb, ub, who):
     return int(lv != -_INF) + 2 * int(uv != _INF)
 
 
-# how the two decisions above lower to the compiled interpreter (autodiff/vm)
-_guard_lowering(_positive, "positive")
+# how the decision above lowers to the compiled interpreter (autodiff/vm)
 _guard_lowering(_scalar_bound_case, "bound_case")
 
 
@@ -431,8 +439,8 @@ _INF = float("inf")
 # them can be pickled, copied and sent to worker processes). ``elementwise``: the
 # callable takes free values with leading batch axes too (draws x shape), and gives
 # each element the value a call on that draw's own array gives - the same formula
-# per element, chosen by that element's sign only (the model constrains a fit's
-# draws all at once with it: Model._constrain_draws)
+# per element (the model constrains a fit's draws all at once with it:
+# Model._constrain_draws)
 def _shaped_identity(x):
     return x, 0.0
 

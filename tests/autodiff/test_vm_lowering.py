@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 import stanlite as sl
+from stanlite.autodiff.var import guarded
 from stanlite.autodiff.vm import opcodes as O
+from stanlite.autodiff.vm.program import guard_lowering as _guard_lowering
 
 X0 = np.array([0.7, -1.3, 0.4, 2.1, -0.6, 1.5])
 MASK = np.array([True, False, True, True, False, True])
@@ -141,7 +143,7 @@ def test_a_flipped_comparison_records_again_and_each_path_stays_compiled(vm):
 
 class Flips(sl.Model):
     y = sl.data.vector(3)
-    p = sl.param.real(lower=0, upper=1)           # the sign of x picks the formula
+    p = sl.param.real(lower=0, upper=1)
     s = sl.param.real(lower=0)
     t = sl.param.real(lower=lambda p: -p, upper=lambda p: 1 + p)   # traced bounds
 
@@ -150,25 +152,41 @@ class Flips(sl.Model):
         return lp + sl.normal_lpdf(self.y, t * s + p, 1.0)
 
 
-def test_a_bounded_parameter_whose_sign_flips_records_again(vm):
+def test_a_bounded_parameter_whose_sign_flips_keeps_one_recording(vm):
+    # the bounded transform decides nothing on the free values' signs
     m = Flips(y=[0.1, 0.5, -0.3])
-    up, down = np.array([0.3, 0.2, 0.5]), np.array([-0.3, 0.2, -0.5])
-    m.log_density_gradient(up)
-    rg = m._retaped[True]
-    assert rg.compiled and rg.recordings == 1
-    (prog,) = rg._programs[None]
-    assert type(prog.fn(down)) is int                 # the interpreter's guard fails
-    m.log_density_gradient(down)
-    assert rg.recordings == 2 and rg.programs == 2 and rg.compiled
     rng = np.random.default_rng(1)
-    for x in [up, down] + [rng.uniform(-1, 1, 3) for _ in range(8)]:
-        e = m._gradient(m._point(x), True)
-        assert vm.close(m.log_density_gradient(x), e)
-        # then each program either answers (equal to the tape) or names its failed guard
-        answers = [r for r in (p.fn(x) for p in rg._programs[None]) if type(r) is tuple]
-        assert len(answers) == 1 and vm.close(answers[0], e), x
-    # one program per sign pattern of (p, t): at most four recordings
-    assert rg.fallback is None and rg.compiled and 2 < rg.recordings <= 4
+    pts = [np.array([0.3, 0.2, 0.5]), np.array([-0.3, 0.2, -0.5])]
+    for x in pts + [rng.uniform(-1, 1, 3) for _ in range(8)]:
+        assert vm.close(m.log_density_gradient(x), m._gradient(m._point(x), True))
+    rg = m._retaped[True]
+    assert rg.fallback is None and rg.compiled and rg.recordings == 1
+
+
+def _positive(v):
+    return np.asarray(v) > 0
+
+
+_guard_lowering(_positive, "positive")
+
+
+def _sign_split(x):
+    # a formula picked per element by sign: a "positive" guard of the interpreter
+    pos = guarded(_positive, x)
+    return sl.sum(sl.where(pos, sl.log1p(x), -x * x))
+
+
+def test_a_positive_guard_that_fails_records_again(vm):
+    up, down = np.array([0.3, 0.2, 0.5]), np.array([-0.3, 0.2, -0.5])
+    vg = vm.compile(_sign_split, up)
+    (prog,) = vg._programs[(3,)]
+    assert type(prog.fn(down)) is int                 # the interpreter's guard fails
+    ref = sl.value_and_grad(_sign_split)
+    assert vm.close(vg(down), ref(down))
+    assert vg.recordings == 2 and vg.programs == 2 and vg.compiled
+    for x in (up, down):
+        answers = [r for r in (p.fn(x) for p in vg._programs[(3,)]) if type(r) is tuple]
+        assert len(answers) == 1 and vm.close(answers[0], ref(x)), x
 
 
 class FreeScale(sl.Model):
