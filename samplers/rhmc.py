@@ -103,7 +103,7 @@ this rule every failed transition reported 0 and a failure rate independent of t
 step size, as on ``pk_steady_state`` before its divided difference, collapsed it).
 The default ``adapt_delta`` for RHMC is :data:`ADAPT_DELTA` (0.95), by measurement:
 at 0.8 4-6% of transitions on the funnel (d = 10) and the banana were divergent, at
-0.95 none in 200. Failures that persist as the step size shrinks point at the model:
+0.95 none in 200 (but 0.4% and 2% over 2 x (500 + 500): ``benchmarks/README.md``). Failures that persist as the step size shrinks point at the model:
 a fixed point that stalls at a residual floor above ``fixed_point_tol`` is rounding
 noise in the third derivatives (``pk_steady_state``'s absorption/elimination factor
 lost digits where two rates met, until it was written as a divided difference).
@@ -144,8 +144,9 @@ __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_a
 
 #: ``model.sample(sampler="rhmc")``'s ``adapt_delta`` when not given. Measured
 #: (``benchmarks/README.md``): at 0.8, 4-6% of the transitions on the funnel (d = 10)
-#: and the banana are divergent; at 0.95 and 0.99 none in 200 (4 x 1000 in the
-#: benchmark); 0.95 takes a 40% larger step than 0.99 on the banana.
+#: and the banana were divergent, at 0.95 none in 200; over 2 x (500 + 500) 0.4% of
+#: the funnel's and 2% of the banana's at 0.95, none and 1% at 0.99, which takes
+#: steps half as long on the funnel: not yet the 0.1% aimed at.
 ADAPT_DELTA = 0.95
 
 #: ``sampler_options`` of ``model.sample(sampler="rhmc")`` and their defaults
