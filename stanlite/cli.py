@@ -212,8 +212,10 @@ def _print_fit(fit, out):
 # ---- commands ------------------------------------------------------------------------------
 def _cmd_sample(args, out):
     model = build_model(args.model, args.data)
+    # --adapt-delta passed only when given: the sampler's own default otherwise
+    delta = {} if args.adapt_delta is None else {"adapt_delta": args.adapt_delta}
     fit = model.sample(chains=args.chains, draws=args.draws, warmup=args.warmup,
-                       seed=args.seed, metric=args.metric, adapt_delta=args.adapt_delta,
+                       seed=args.seed, metric=args.metric, **delta,
                        max_treedepth=args.max_treedepth, thin=args.thin,
                        init=_read_init(args.init), progress=not args.no_progress,
                        parallel=not args.serial, adaptation=args.adaptation,
@@ -450,8 +452,9 @@ def make_parser():
     s.add_argument("--adaptation", choices=ADAPTATIONS, default="stan",
                    help="how warmup adapts the metric: Stan's windows (default) or "
                    "nutpie's from draws and gradients, which needs a shorter warmup")
-    s.add_argument("--adapt-delta", type=_unit_open, default=0.8,
-                   help="target acceptance statistic (default 0.8)")
+    s.add_argument("--adapt-delta", type=_unit_open, default=None,
+                   help="target acceptance statistic (default: the sampler's own, 0.8 "
+                   "for NUTS and static HMC, 0.95 for RHMC)")
     s.add_argument("--max-treedepth", type=_positive, default=10)
     s.add_argument("--sampler", choices=["nuts", "hmc", "rhmc"], default="nuts",
                    help="NUTS (default), static HMC, or Riemannian HMC (SoftAbs metric)")

@@ -456,3 +456,25 @@ def test_a_save_failing_everywhere_but_the_temporary_folder(tmp_path, monkeypatc
     assert err.startswith(f"stanlite: error: --output '{tmp_path / 'out.nc'}' could not "
                           "be written (No space left on device); the fit could not be "
                           f"saved elsewhere either: '{tmp / 'out.1.nc'}' (could not be")
+
+
+class _Captured(Exception):
+    pass
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["sample", "eight_schools", "--sampler", "rhmc"], None),      # RHMC's own default
+    (["sample", "eight_schools"], None),                            # NUTS's own default
+    (["sample", "eight_schools", "--sampler", "rhmc", "--adapt-delta", "0.9"], 0.9),
+])
+def test_sample_passes_adapt_delta_only_when_given(monkeypatch, argv, expected):
+    seen = {}
+
+    def capture(self, **kw):
+        seen.update(kw)
+        raise _Captured
+
+    monkeypatch.setattr(sl.Model, "sample", capture)
+    cli.main(argv, out=io.StringIO())       # (the CLI reports the exception and exits)
+    assert "chains" in seen                 # sample was called
+    assert seen.get("adapt_delta") == expected
