@@ -12,6 +12,7 @@ __all__ = ["rhs_value", "rhs_jacobian", "rhs_vjp", "rhs_tangent"]
 _jit = _k._jit
 _forward = _k.forward
 _rows = _k.jacobian_rows
+_tangent_rows = _k.tangent_rows
 _vjp_rows = _k.vjp_rows
 
 
@@ -70,15 +71,7 @@ def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, ptr, idx, val, k, J
     st = _rows(code, aux, V, A, dim, out, nvar, n, res, J)
     if st != OK:
         return st
-    for b in range(k):
-        zb = n + b * n
-        for i in range(n):
-            s = 0.0
-            for j in range(n):
-                s += J[i, 1 + j] * z[zb + j]
-            for q in range(ptr[b], ptr[b + 1]):
-                s += J[i, 1 + n + idx[q]] * val[q]
-            res[zb + i] = s
+    _tangent_rows(J, z, n, k, ptr, idx, val, res)
     return OK
 
 

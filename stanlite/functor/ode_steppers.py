@@ -47,6 +47,7 @@ __all__ = ["dopri", "bdf", "C", "A", "B", "E", "P", "BAD_START", "TOO_SMALL",
 _jit = _k._jit
 _forward = _k.forward
 _rows = _k.jacobian_rows
+_tangent_rows = _k.tangent_rows
 
 # the solver's failures (program statuses are DOMAIN = -1 or a guard's 1 + index)
 BAD_START = -10         # f(t0, y0) or the first step size is not finite
@@ -156,15 +157,7 @@ def rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
                As[voff[j]:voff[j + 1]], dim, out, nvars[j], n, res, J)
     if st != OK:
         return st
-    for b in range(k):
-        zb = n + b * n
-        for i in range(n):
-            s = 0.0
-            for c in range(n):
-                s += J[i, 1 + c] * z[zb + c]
-            for q in range(ptr[b], ptr[b + 1]):
-                s += J[i, 1 + n + idx[q]] * val[q]
-            res[zb + i] = s
+    _tangent_rows(J, z, n, k, ptr, idx, val, res)
     return OK
 
 

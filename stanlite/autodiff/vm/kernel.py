@@ -1133,6 +1133,24 @@ def jacobian_rows(code, aux, V, A, dim, out, nvar, nout, f, J):
 
 
 @_jit
+def tangent_rows(J, z, n, k, ptr, idx, val, res):
+    """``res[n + b n + i] = sum_c J[i, 1 + c] z[n + b n + c] + sum_q J[i, 1 + n + idx[q]]
+    val[q]`` for ``b < k``: the Jacobian rows of an ODE right-hand side at ``(t, y, p)``
+    (columns t, y, p) applied to the sensitivity block ``V_b`` and the directions
+    ``D_b`` of ``p`` in compressed form (``D[b, idx[q]] = val[q]`` for ``ptr[b] <= q <
+    ptr[b + 1]``): the forward sensitivity system's right-hand side."""
+    for b in range(k):
+        zb = n + b * n
+        for i in range(n):
+            s = 0.0
+            for c in range(n):
+                s += J[i, 1 + c] * z[zb + c]
+            for q in range(ptr[b], ptr[b + 1]):
+                s += J[i, 1 + n + idx[q]] * val[q]
+            res[zb + i] = s
+
+
+@_jit
 def jacobian(code, aux, V, A, dim, out, nvar, nout, x, f, J):
     """A vector-output program's value ``f`` and Jacobian ``J`` (``nout x dim``) at
     ``x``: forward once, then :func:`jacobian_rows`; -> status."""
