@@ -173,9 +173,12 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
         np.array(rows, dtype=float)
 
 
-def _subject(ev, p, d, s, theta, sys_, rows):
-    """Process subject ``s``'s events in order; fill ``rows`` with its amounts."""
-    n = sys_.n
+def _timeline(ev, p, d, s, sys_):
+    """Subject ``s``'s events - outputs, resets, steady states, doses, infusion starts
+    and ends - with their processing order and time ranks (:func:`_order`):
+    ``(evs, order, rank, ghosts)``, ``ghosts[q]`` the infusions of steady-state item
+    ``q``'s series still running at its record. (Also the plan of the population
+    solver, :mod:`.population`.)"""
     a, b = int(ev.start[s]), int(ev.stop[s])
     t = ev.time
     evs = []
@@ -216,7 +219,16 @@ def _subject(ev, p, d, s, theta, sys_, rows):
             evs.append(_Event(tau, j, _DOSE, "start", c, R, ("i", q)))
             evs.append(_Event(tau + dur, j, _STOP, "stop", c, None, ("i", q)))
     order, rank = _order([e.time for e in evs], np.array([e.rec for e in evs]),
-                       np.array([e.part for e in evs]))
+                         np.array([e.part for e in evs]))
+    return evs, order, rank, ghosts
+
+
+def _subject(ev, p, d, s, theta, sys_, rows):
+    """Process subject ``s``'s events in order; fill ``rows`` with its amounts."""
+    n = sys_.n
+    a = int(ev.start[s])
+    t = ev.time
+    evs, order, rank, ghosts = _timeline(ev, p, d, s, sys_)
     # the state, the running infusions {key: (source record, cmt, rate)}, the epoch
     x = np.zeros(n)
     t_cur = _sel(t, a)
