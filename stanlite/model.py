@@ -825,8 +825,9 @@ class Model:
         """The parameters at every row of ``X`` (draws x dim), ``{name: (draws,
         *shape)}``: what :meth:`output` gives draw by draw, bit for bit - each
         parameter's own constrain step on the same values, all draws in one call
-        where the step is elementwise (``elementwise`` on it, transforms.py), one
-        call per draw for a scalar (its plain-float formula, as output() calls it).
+        where the step is elementwise (``elementwise`` on it, transforms.py), for a
+        scalar its plain-float formula on each draw, as output() calls it (the
+        transform's ``scalars``: one call for all of them, where it has one).
         None when output() reports more than the parameters (transformed
         parameters, generated quantities: computed per draw), a bound depends on
         other parameters, or a transform is not elementwise (simplex, Cholesky
@@ -844,7 +845,10 @@ class Model:
             if getattr(f, "identity", False):
                 y = cols.copy()
             elif s.kind == _SCALAR:
-                y = np.array([f(v)[0] for v in cols[:, 0].tolist()], dtype=float)
+                xs = cols[:, 0].tolist()
+                each = getattr(f, "scalars", None)     # (the same numbers, cheaper)
+                y = np.array(each(xs) if each is not None else [f(v)[0] for v in xs],
+                             dtype=float)
             else:
                 y = np.asarray(f(np.ascontiguousarray(cols).reshape(
                     (n,) + tuple(s.free_shape)))[0], dtype=float)

@@ -302,21 +302,31 @@ def _bounded_piece(case, x, lb, ub, n):
     """(y, log_jac) for one kind of element: 0 none, 1 lower, 2 upper, 3 both finite."""
     if case == 0:
         return x, 0.0
-    if case == 1:
-        if type(lb) is float and lb == 0.0:
-            return exp(x), _sum(x)          # 0 + exp(x) is exp(x): one node less
-        return lb + exp(x), _sum(x)
-    if case == 2:
-        return ub - exp(x), _sum(x)
+    if case < 3:
+        return _one_sided(case, x, lb, ub), _sum(x)
     # Stan's map, lb + (ub - lb) inv_logit(x), with no decision on x's value: the
     # recorded graph is the same for every point (a sign-dependent formula made each
     # sign pattern a new recording for sl.compile). inv_logit and the log-Jacobian's
     # terms are stable primitives (they branch inside, not on the tape); at |x| large
     # y is the bound itself, as with Stan's formula
     diff = _span(lb, ub)
-    y = lb + diff * inv_logit(x)
+    y = _two_sided(x, lb, diff)
     lj = _bsum(log(diff), n) + _sum(log_inv_logit(x) + log1m_inv_logit(x))
     return y, lj
+
+
+def _one_sided(case, x, lb, ub):
+    """y of :func:`_bounded_piece` for one finite bound (case 1 lower, 2 upper)."""
+    if case == 1:
+        if type(lb) is float and lb == 0.0:
+            return exp(x)                   # 0 + exp(x) is exp(x): one node less
+        return lb + exp(x)
+    return ub - exp(x)
+
+
+def _two_sided(x, lb, diff):
+    """y of :func:`_bounded_piece` for two finite bounds (``diff``: :func:`_span`)."""
+    return lb + diff * inv_logit(x)
 
 
 def _span(lb, ub):
@@ -459,6 +469,20 @@ class _ShapedBounded:
     def __call__(self, x):
         y, lj = _bounded_piece(self.case, x, self.lb, self.ub, self.n)
         return y, _scalar_out(lj)
+
+    def scalars(self, xs):
+        """The constrained values of the plain floats ``xs`` (a list; a scalar
+        parameter's draws) as a list: ``[self(v)[0] for v in xs]`` bit for bit - the
+        same functions on the same floats (the scalar ``exp`` and ``inv_logit``,
+        whose results can differ from numpy's array loops by an ulp) - without the
+        log-Jacobian and the per-call dispatch (~10x cheaper a draw)."""
+        case, lb, ub = self.case, self.lb, self.ub
+        if case == 1 and lb == 0.0:
+            return list(map(exp, xs))       # (what _one_sided gives: the common case)
+        if case == 3:
+            diff = _span(lb, ub)
+            return [_two_sided(v, lb, diff) for v in xs]
+        return [_one_sided(case, v, lb, ub) for v in xs]
 
 
 class _ShapedStructured:
