@@ -16,6 +16,8 @@ everywhere with stanlite's AD:
                                    (``pmx_solve_linode``)
 :func:`ode`                        any ODE ``x' = f(t, x, theta)``, ODE super nodes
                                    (``pmx_solve_rk45`` / ``pmx_solve_bdf``)
+:func:`ode_group`                  :func:`ode` for a whole population in one call, one
+                                   node, subjects in threads (``pmx_solve_group_*``)
 :func:`ode_steady_state`           the steady-state trough of a regimen of an ODE
                                    model, algebraic-solver super node
 :func:`additive_error_lpdf` etc.   residual error models (additive, proportional,
@@ -106,6 +108,7 @@ from .nonmem import NonmemData, read_nonmem
 from .analytic import onecpt, twocpt
 from .linear import linode
 from .nonlinear import ode
+from .population import ode_group
 from .steady_state import ode_steady_state
 from .error_models import (additive_error_lpdf, combined_error_lpdf,
                            exponential_error_lpdf, proportional_error_lpdf,
@@ -114,6 +117,7 @@ from .error_models import (additive_error_lpdf, combined_error_lpdf,
 from .vpc import VPCResult, vpc
 
 __all__ = ["events", "EventSchedule", "read_nonmem", "NonmemData", "onecpt", "twocpt", "linode", "ode",
+           "ode_group",
            "ode_steady_state", "divdiff_exp", "additive_error_lpdf",
            "proportional_error_lpdf", "combined_error_lpdf", "exponential_error_lpdf",
            "additive_error_rng", "proportional_error_rng", "combined_error_rng",

@@ -141,22 +141,8 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
            [  0.248,  55.402]])
     """
     who = "pk.ode"
-    if not callable(f):
-        raise TypeError(f"{who}: f must be a function f(t, x, theta, *data), got "
-                        f"{type(f).__name__}")
-    if not (isinstance(n_cmt, (int, np.integer)) and n_cmt >= 1):
-        raise ValueError(f"{who}: n_cmt must be a positive integer, got {n_cmt!r}")
-    n_cmt = int(n_cmt)
-    if method not in ("rk45", "bdf"):
-        raise ValueError(f"{who}: method must be 'rk45' or 'bdf', got {method!r}")
+    n_cmt, theta = check_call(who, f, n_cmt, method, events, theta)
     S = events.n_subjects
-    if theta is None:
-        theta = np.zeros(0)
-    if not isinstance(theta, Box):
-        theta = np.asarray(theta, dtype=np.float64)
-    if S > 1 and (len(shape_of(theta)) == 0 or shape_of(theta)[0] != S):
-        raise ValueError(f"{who}: with {S} subjects theta must have a leading axis of "
-                         f"{S} (theta[s] for subject s), got shape {shape_of(theta)}")
     data = tuple(data)
     check_compartments(events, n_cmt, who)
     p = plan(events)
@@ -221,6 +207,27 @@ def _timeline(ev, p, d, s, sys_):
     order, rank = _order([e.time for e in evs], np.array([e.rec for e in evs]),
                          np.array([e.part for e in evs]))
     return evs, order, rank, ghosts
+
+
+def check_call(who, f, n_cmt, method, events, theta):
+    """The checks of :func:`ode`'s arguments (shared with the population solver):
+    ``(n_cmt, theta)`` with ``theta`` a float array (or traced)."""
+    if not callable(f):
+        raise TypeError(f"{who}: f must be a function f(t, x, theta, *data), got "
+                        f"{type(f).__name__}")
+    if not (isinstance(n_cmt, (int, np.integer)) and n_cmt >= 1):
+        raise ValueError(f"{who}: n_cmt must be a positive integer, got {n_cmt!r}")
+    if method not in ("rk45", "bdf"):
+        raise ValueError(f"{who}: method must be 'rk45' or 'bdf', got {method!r}")
+    S = events.n_subjects
+    if theta is None:
+        theta = np.zeros(0)
+    if not isinstance(theta, Box):
+        theta = np.asarray(theta, dtype=np.float64)
+    if S > 1 and (len(shape_of(theta)) == 0 or shape_of(theta)[0] != S):
+        raise ValueError(f"{who}: with {S} subjects theta must have a leading axis of "
+                         f"{S} (theta[s] for subject s), got shape {shape_of(theta)}")
+    return int(n_cmt), theta
 
 
 def _subject(ev, p, d, s, theta, sys_, rows):
