@@ -15,7 +15,8 @@ primitive by its name: a node's rule follows the form its backward rule declares
 (``extend._tag``), and the hottest rules are written inline from the templates and
 the operation each primitive declares beside its definition (``extend.definline``,
 or made from an elementwise primitive's one derivative declaration,
-``extend.unary_primitive``; read as ``spec.inline``). Liveness removes dead nodes, a
+``extend.unary_primitive`` and ``extend.binary_primitive``; read as ``spec.inline``
+and ``spec.derivative``). Liveness removes dead nodes, a
 forward common-subexpression pass computes repeated calls once, and (unless ``exact``)
 a sum of squares becomes one dot product.
 """
@@ -683,15 +684,18 @@ class _Gen:
         if fam in ("linear", "mul", "binary"):
             a, b = self.val(args[0]), self.val(args[1])
             ka, kb = self.kind(args[0]), self.kind(args[1])
+            t = self.template(spec, "fwd") if spec.op is None else None
             if spec.op is not None:
                 e = f"{_p(a)} {_OPS[spec.op]} {_p(b)}"
-            elif _is(spec, "divide") and (ka == _F or type(ka) is tuple or kb == _F
-                                          or type(kb) is tuple):
-                e = f"{_p(a)} / {_p(b)}"      # np.true_divide: IEEE division, as /
+            elif t is not None and (ka == _F or type(ka) is tuple or kb == _F
+                                    or type(kb) is tuple):
+                # the value written out (``x / y``: np.true_divide is IEEE division, /)
+                e = t.format(x=_p(a), y=_p(b))
             else:
+                t = None
                 e = f"{self.fn(spec.fun)}({a}, {b})"
             rk = kind_of(n.value)
-            python = spec.op is not None or e.startswith(f"{_p(a)} / ")
+            python = spec.op is not None or t is not None
             if rk == _F and not (python and ka in (_F, _N) and kb in (_F, _N)):
                 # a float result the tape normalised from a numpy scalar
                 probe = _probe(spec, n, args)
@@ -911,71 +915,76 @@ class _Gen:
         nx, ny = self._needs(x, y)
         if not (nx or ny):
             return
-        tx, ty = type(x) is Var, type(y) is Var
-        xv, yv = self.val(x), self.val(y)
-        xk, yk = self.kind(x), self.kind(y)
-        ans = self.vname[id(n)]
+        g, gk, gneg = self.take_signed(n, uses=int(nx) + int(ny))
         svjp = spec.scalar_vjp
-        divide = _is(spec, "divide")
-        allf = svjp is not None and xk == _F and yk == _F
-        if tx and ty:
-            g, gk, gneg = self.signed_for_binary(n, divide)
-            if allf and gk == _F:
-                if divide:
-                    if nx:
-                        self.acc(x, f"{g} / {_p(yv)}", _F)
-                    if ny:
-                        self.acc(y, f"-{g} * {ans} / {_p(yv)}", _F)
-                    return
-                t = self.tmp()
-                self.emit(f"{t} = {self.fn(svjp)}({g}, {ans}, {xv}, {yv})")
-                if nx:
-                    self.acc(x, f"{t}[0]", _F)
-                if ny:
-                    self.acc(y, f"{t}[1]", _F)
-                return
-            if nx:
-                self._bin_vjp(n, spec, 0, x, g, gk, ans, xv, yv, gneg)
-            if ny:
-                self._bin_vjp(n, spec, 1, y, g, gk, ans, xv, yv, gneg)
-            return
-        i = 0 if tx else 1
-        v = x if tx else y
-        g, gk, gneg = self.signed_for_binary(n, divide)
-        if allf and gk == _F:
-            if divide:
-                c = f"{g} / {_p(yv)}" if i == 0 else f"-{g} * {ans} / {_p(yv)}"
-            else:
-                c = f"{self.fn(svjp)}({g}, {ans}, {xv}, {yv})[{i}]"
-            self.acc(v, c, _F)
-            return
-        self._bin_vjp(n, spec, i, v, g, gk, ans, xv, yv, gneg)
+        kinds = {"g": gk, "ans": kind_of(n.value), "x": self.kind(x), "y": self.kind(y)}
+        ops = {"g": g, "ans": self.vname[id(n)], "x": self.val(x), "y": self.val(y)}
+        for i, v in ((0, x), (1, y)):
+            if (nx, ny)[i]:
+                if not self._bin_inline(spec, i, v, y, ops, kinds, gneg):
+                    if gneg:
+                        ops["g"], kinds["g"] = self.take(n)
+                        gneg = False
+                    if svjp is not None and all(kinds[k] == _F for k in ("g", "x", "y")):
+                        args = f"({ops['g']}, {ops['ans']}, {ops['x']}, {ops['y']})"
+                        one = getattr(spec.derivative, "floats_const", None)
+                        if one is not None and type(x) is not type(y):
+                            c = f"{self.fn(one[i])}{args}"      # the tape's one-argument rule
+                        else:
+                            c = f"{self.fn(svjp)}{args}[{i}]"
+                        self.acc(v, c, _F)
+                    else:
+                        self._bin_vjp(n, spec, i, v, ops["g"], ops["ans"], ops["x"],
+                                      ops["y"])
 
-    def signed_for_binary(self, n, divide):
-        """The adjoint for a binary rule: with its sign carried for a quotient (linear in
-        g), computed for the rest."""
-        g, gk, gneg = self.take_signed(n, uses=2)
-        if gneg and not divide:
-            g, gk = self.take(n)
-            gneg = False
-        return g, gk, gneg
+    def _bin_inline(self, spec, i, v, y, ops, kinds, gneg):
+        """Write argument ``i``'s contribution from the template its declared derivative
+        gives (extend.binary_primitive): on floats the float rule, where an operand it
+        reads is an array the array rule (its sign carried as a flag: the rules are
+        linear in g); False where neither applies (the rule is called)."""
+        rule = spec.derivative
+        if spec.inline is None or rule is None or not hasattr(rule, "trees"):
+            return False
+        const = None if type(y) is Var else y
+        used = rule.operands(i, const)
+        ks = [kinds[u] for u in used]
+        if all(k == _F for k in ks) and spec.scalar_vjp is not None:
+            # (the pair of float rules where both are traced; with y a constant, the
+            # special case the tape's one-argument rule takes)
+            t = self.bin_template(spec, "float", i, const)
+            if t is None:
+                return False
+            if gneg:
+                return False            # (a scalar adjoint is never negated)
+            self.acc(v, t.format(**ops), _F)
+            return True
+        if not any(type(k) is tuple for k in ks) or any(k in (_N, _O) for k in ks) \
+                or not rule.calls_read_arrays(i, const, {u for u, k in zip(used, ks)
+                                                         if type(k) is tuple}):
+            return False
+        t = self.bin_template(spec, "array", i, const)
+        if t is None:
+            return False
+        flip = t.startswith("-{g}")
+        c = (t[1:] if flip else t).format(**ops)
+        k = _arith_kind(*ks)
+        self.acc(v, c, k, fresh=type(k) is tuple and c != ops["g"], neg=gneg != flip)
+        return True
 
-    def _bin_vjp(self, n, spec, i, v, g, gk, ans, xv, yv, gneg=False):
+    def bin_template(self, spec, target, i, const):
+        """:meth:`template` for argument ``i`` of a declared binary derivative."""
+        helpers = spec.inline.helpers
+        helpers = helpers() if callable(helpers) else helpers
+        for k, f in helpers.items():
+            if self.helpers.get(k, _RUNTIME.get(k, f)) is not f:
+                return None
+        self.helpers.update(helpers)
+        return spec.derivative.template(target, i, const)
+
+    def _bin_vjp(self, n, spec, i, v, g, ans, xv, yv):
         vjp = spec.vjps[i]
         args = n.bp._args(n)
         vals = [a.value if type(a) is Var else a for a in args]
-        if _is(spec, "divide"):
-            c = f"{g} / {_p(yv)}" if i == 0 else f"{g} * {ans} / {_p(yv)}"
-            k = _arith_kind(gk, self.kind(args[0]), self.kind(args[1]))
-            self.acc(v, c, k, fresh=type(k) is tuple, neg=gneg != (i == 1))
-            return
-        if _is(spec, "power") and i == 0 and type(args[1]) is not Var:
-            ye = args[1]
-            if type(ye) in (int, float) and ye in (1, 2):
-                c = g if ye == 1 else f"{g} * 2.0 * {_p(xv)}"
-                k = gk if ye == 1 else _arith_kind(gk, self.kind(args[0]))
-                self.acc(v, c, k, fresh=ye == 2 and type(k) is tuple)
-                return
         c = f"{self.fn(vjp)}({g}, {ans}, {xv}, {yv})"
         self.acc(v, c, kind_of(_probe_vjp(vjp, n, vals)))
 

@@ -1,4 +1,4 @@
-"""One derivative, every backend: the rule of an elementwise unary primitive, written once.
+"""One derivative, every backend: the rule of an elementwise primitive, written once.
 
 An elementwise unary primitive states its derivative as one Python expression in
 ``g`` (the output's adjoint, or a tangent), ``x`` (the argument) and ``ans`` (the
@@ -24,6 +24,15 @@ the interpreter's numba source (``vm/generate.py`` writes ``vm/unary_generated.p
     (``math.cos(x)``) or, if it has none, by the compiled helper ``_<name>`` of
     ``vm/scalar.py``.
 
+An elementwise binary primitive (:class:`BinaryRule`, ``extend.binary_primitive``)
+states one such expression per argument, in ``g``, ``ans``, ``x`` (its first
+argument) and ``y`` (its second): ``("g / y", "-g * ans / y")`` for a quotient. The
+same targets come from them, per argument, and the interpreter's loops over
+broadcast operands (``vm/generate.py`` writes ``vm/binary_generated.py``). Besides
+arithmetic and calls an expression may select: ``where(c, a, b)`` with ``c`` a
+comparison (the stanlite ``where`` on traced values and arrays, ``a if c else b`` on
+floats and in numba).
+
 Names are resolved at first use (in the declaring module, then in
 :mod:`stanlite.math`): a rule may call a primitive defined after it, as ``sin``'s
 calls ``cos``.
@@ -31,14 +40,20 @@ calls ``cos``.
 
 import ast
 
-__all__ = ["UnaryRule", "declared"]
+from .var import value_of
+
+__all__ = ["UnaryRule", "BinaryRule", "declared", "declared_binary"]
 
 _VARS = ("g", "ans", "x")
+_VARS2 = ("g", "ans", "x", "y")
 _EXPR_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Call, ast.Name, ast.Constant,
-               ast.Load, ast.operator, ast.unaryop)
+               ast.Load, ast.operator, ast.unaryop, ast.Compare, ast.cmpop)
+# the selection a derivative may make (a piecewise rule): not a primitive, a form
+_WHERE = "where"
 
 # every declaration, in order: vm/generate.py writes the interpreter's ops from these
 _DECLARED = []
+_DECLARED_BINARY = []
 
 
 def declared():
@@ -46,7 +61,71 @@ def declared():
     return {r.name: r.prim for r in _DECLARED if r.prim is not None}
 
 
-class UnaryRule:
+def declared_binary():
+    """The primitives whose derivatives are declared with :class:`BinaryRule`, by name."""
+    return {r.name: r.prim for r in _DECLARED_BINARY if r.prim is not None}
+
+
+class _Rule:
+    """What :class:`UnaryRule` and :class:`BinaryRule` share: resolving the names a
+    derivative calls, and turning a syntax tree into a function or a template."""
+
+    variables = _VARS
+
+    def primitive(self, fname):
+        """The stanlite primitive that ``fname`` names (the declaring module first);
+        ``where`` is stanlite's where (a selection, not a primitive)."""
+        import stanlite.math
+        if fname == _WHERE:
+            return stanlite.math.where
+        obj = self.names.get(fname)
+        if getattr(obj, "_spec", None) is None:
+            obj = getattr(stanlite.math, fname, None)
+        if getattr(obj, "_spec", None) is None:
+            raise NameError(f"the derivative of '{self.name}' ({self.d!r}) calls "
+                            f"{fname!r}, which is not a stanlite primitive")
+        return obj
+
+    def _float_fn(self, fname):
+        spec = self.primitive(fname)._spec
+        return spec.scalar if spec.scalar is not None else spec.fun
+
+    def _array_fn(self, fname):
+        if fname == _WHERE:
+            return self.primitive(fname)
+        return self.primitive(fname)._spec.fun
+
+    def _helpers_of(self, float_trees, array_trees):
+        out = {}
+        for t in float_trees:
+            for f in _called(t):
+                out["_f_" + f] = self._float_fn(f)
+        for t in array_trees:
+            for f in _called(t):
+                out["_a_" + f] = self._array_fn(f)
+        return out
+
+    def _function(self, what, tree, prefix, resolve, suffix=""):
+        """``lambda g, ans, x[, y]: <tree>`` whose calls bind, at their first call, to
+        ``resolve(name)`` (the globals of the function are its own namespace)."""
+        ns = {}
+        for f in _called(tree):
+            ns[prefix + f] = _resolve_on_first_call(ns, prefix + f, f, resolve)
+        if not prefix:
+            # a comparison in a traced rule compares values: the selection it makes is
+            # constant (piecewise rule), not a decision the recording must guard
+            tree = _compare_values(tree)
+            ns[_VALUE_OF] = value_of
+        src = _unparse(_rename(tree, prefix))
+        params = ", ".join(self.variables)
+        fn = eval(compile(f"lambda {params}: {src}", f"<{what} of {self.name}>", "eval"),
+                  ns)
+        fn.__name__ = fn.__qualname__ = f"_d_{self.name}{suffix}" + \
+            ("_float" if prefix else "")
+        return fn
+
+
+class UnaryRule(_Rule):
     """The derivative ``d`` of the elementwise unary primitive ``name`` (see the module
     docstring), plus what the compiled interpreter needs to run it: its op code ``op``
     and ``kernel``, its value on one float as an expression in ``x`` over ``math``, the
@@ -75,48 +154,11 @@ class UnaryRule:
     def __repr__(self):
         return f"<derivative of {self.name}: {self.d}>"
 
-    # -- names ---------------------------------------------------------------------------
-    def primitive(self, fname):
-        """The stanlite primitive that ``fname`` names (the declaring module first)."""
-        obj = self.names.get(fname)
-        if getattr(obj, "_spec", None) is None:
-            import stanlite.math
-            obj = getattr(stanlite.math, fname, None)
-        if getattr(obj, "_spec", None) is None:
-            raise NameError(f"the derivative of '{self.name}' ({self.d!r}) calls "
-                            f"{fname!r}, which is not a stanlite primitive")
-        return obj
-
-    def _float_fn(self, fname):
-        spec = self.primitive(fname)._spec
-        return spec.scalar if spec.scalar is not None else spec.fun
-
-    def _array_fn(self, fname):
-        return self.primitive(fname)._spec.fun
-
     def helpers(self):
         """The functions the replay's templates call, by the names they call them."""
         if self._helpers is None:
-            out = {}
-            for f in _called(self._floats):
-                out["_f_" + f] = self._float_fn(f)
-            for f in self.calls:
-                out["_a_" + f] = self._array_fn(f)
-            self._helpers = out
+            self._helpers = self._helpers_of([self._floats], [self.tree])
         return self._helpers
-
-    # -- the targets ---------------------------------------------------------------------
-    def _function(self, what, tree, prefix, resolve):
-        """``lambda g, ans, x: <tree>`` whose calls bind, at their first call, to
-        ``resolve(name)`` (the globals of the function are its own namespace)."""
-        src = _unparse(_rename(tree, prefix))
-        ns = {}
-        for f in _called(tree):
-            ns[prefix + f] = _resolve_on_first_call(ns, prefix + f, f, resolve)
-        fn = eval(compile(f"lambda g, ans, x: {src}", f"<{what} of {self.name}>", "eval"),
-                  ns)
-        fn.__name__ = fn.__qualname__ = f"_d_{self.name}" + ("_float" if prefix else "")
-        return fn
 
     def template(self, target):
         """The replay's template: ``"float"`` (``vjp_float``), ``"array"``
@@ -131,6 +173,134 @@ class UnaryRule:
         if target == "float":
             return _format_template(self._floats, "_f_")
         return _format_template(self.tree, "_a_")
+
+
+class BinaryRule(_Rule):
+    """The derivatives ``ds = (d/dx, d/dy)`` of the elementwise binary primitive
+    ``name``: expressions in ``g``, ``ans``, ``x`` (the first argument) and ``y`` (the
+    second), each linear in ``g``; None for an argument that is not differentiable.
+    ``special`` maps a plain number to the derivative in ``x`` where ``y`` is that
+    constant (``x ** 2``: ``"g * 2.0 * x"``, never ``0 * x^-1``, so that the derivatives
+    of the derivative stay finite at x = 0). ``op``, ``kernel`` (the value on floats
+    ``x`` and ``y`` in numba terms) and ``fwd`` as for :class:`UnaryRule`."""
+
+    variables = _VARS2
+
+    def __init__(self, name, ds, names, op=None, kernel=None, fwd=None, special=None):
+        self.name = name
+        self.ds = tuple(ds)
+        self.d = self.ds
+        self.names = names
+        self.op = op
+        self.kernel = kernel
+        self.fwd = fwd
+        self.prim = None            # set by extend.binary_primitive
+        self._helpers = None
+        self.trees = tuple(None if d is None else _parse(name, d, names, _VARS2)
+                           for d in self.ds)
+        self.special = {float(k): _parse(name, d, names, _VARS2)
+                        for k, d in (special or {}).items()}
+        trees = [t for t in self.trees if t is not None] + list(self.special.values())
+        self.calls = sorted({f for t in trees for f in _called(t)})
+        self._floats = tuple(None if t is None else _inline_calls(t, names)
+                             for t in self.trees)
+        self._special_floats = {k: _inline_calls(t, names) for k, t in self.special.items()}
+        general = [None if t is None else
+                   self._function("rule", t, "", self.primitive, f"_{v}")
+                   for t, v in zip(self.trees, "xy")]
+        if self.special and general[0] is not None:
+            general[0] = _with_special(general[0], {
+                k: self._function("rule", t, "", self.primitive, "_x")
+                for k, t in self.special.items()})
+        self.rules = tuple(general)
+        self.floats = tuple(None if t is None else
+                            self._function("on_floats", t, "_f_", self._float_fn, f"_{v}")
+                            for t, v in zip(self._floats, "xy"))
+        # both on floats in one call (the tape's node of two traced floats)
+        self.pair = None
+        if all(t is not None for t in self._floats):
+            pair = ast.Expression(ast.Tuple([t.body for t in self._floats], ast.Load()))
+            self.pair = self._function("on_floats", ast.fix_missing_locations(pair), "_f_",
+                                       self._float_fn, "_pair")
+        # where y is a constant (a node of one traced argument): the special cases too
+        self.floats_const = self.floats
+        if self.special and self.floats[0] is not None:
+            self.floats_const = (_with_special(self.floats[0], {
+                k: self._function("on_floats", t, "_f_", self._float_fn, "_x")
+                for k, t in self._special_floats.items()}),) + self.floats[1:]
+        _DECLARED_BINARY.append(self)
+
+    def __repr__(self):
+        return f"<derivatives of {self.name}: {self.ds}>"
+
+    def helpers(self):
+        """The functions the replay's templates call, by the names they call them."""
+        if self._helpers is None:
+            fl = [t for t in self._floats if t is not None] + \
+                list(self._special_floats.values())
+            ar = [t for t in self.trees if t is not None] + list(self.special.values())
+            self._helpers = self._helpers_of(fl, ar)
+        return self._helpers
+
+    def template(self, target, i=0, constant=None):
+        """The replay's template of the derivative in argument ``i``: ``"float"`` or
+        ``"array"`` (None if ``i`` is not differentiable), or ``"fwd"`` (the value on
+        floats, None if not declared), in ``{g}``, ``{ans}``, ``{x}``, ``{y}``.
+        ``constant``: the plain number ``y`` is (a special case's template, if any)."""
+        if target == "fwd":
+            if self.fwd is None:
+                return None
+            tree = _parse(self.name, self.fwd, self.names, variables=("x", "y"),
+                          linear=False)
+            return _format_template(tree, "", _VARS2)
+        sp = self.special_case(i, constant)
+        if target == "float":
+            tree = self._floats[i] if sp is None else self._special_floats[sp]
+            return None if tree is None else _format_template(tree, "_f_", _VARS2)
+        tree = self.trees[i] if sp is None else self.special[sp]
+        return None if tree is None else _format_template(tree, "_a_", _VARS2)
+
+    def _tree(self, i, constant):
+        sp = self.special_case(i, constant)
+        return self.trees[i] if sp is None else self.special[sp]
+
+    def operands(self, i, constant=None):
+        """The operands (of ``g``, ``ans``, ``x``, ``y``) the derivative in argument
+        ``i`` reads (``constant``: as in :meth:`template`)."""
+        tree = self._tree(i, constant)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        return [v for v in _VARS2 if v in names]
+
+    def calls_read_arrays(self, i, constant, arrays):
+        """Does every call in the derivative in argument ``i`` read one of the operands
+        ``arrays``? (Then the array template computes what the rule computes: a call
+        on plain floats would be the float function in the rule.)"""
+        tree = self._tree(i, constant)
+        for c in ast.walk(tree):
+            if isinstance(c, ast.Call):
+                read = {n.id for a in c.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+                if not read & set(arrays):
+                    return False
+        return True
+
+    def special_case(self, i, constant):
+        """The key of the special case that applies to argument ``i`` when ``y`` is the
+        plain number ``constant`` (None: the general rule)."""
+        if i != 0 or not self.special or type(constant) not in (int, float):
+            return None
+        return float(constant) if float(constant) in self.special else None
+
+
+def _with_special(general, cases):
+    """A rule in x that takes ``cases[y]`` where y is a plain number of ``cases``."""
+    def rule(g, ans, x, y):
+        if type(y) is int or type(y) is float:
+            f = cases.get(y)
+            if f is not None:
+                return f(g, ans, x, y)
+        return general(g, ans, x, y)
+    rule.__name__ = rule.__qualname__ = general.__name__
+    return rule
 
 
 # ======================================================================================
@@ -176,11 +346,27 @@ def _parse(name, text, names, variables=_VARS, linear=True):
     return tree
 
 
+_VALUE_OF = "__value_of"
+
+
+def _compare_values(tree):
+    """A copy of ``tree`` with each operand of a comparison ``value_of(operand)``."""
+    class Values(ast.NodeTransformer):
+        def visit_Compare(self, n):
+            wrap = [ast.Call(func=ast.Name(_VALUE_OF, ast.Load()), args=[e], keywords=[])
+                    for e in [n.left] + n.comparators]
+            return ast.Compare(left=wrap[0], ops=n.ops, comparators=wrap[1:])
+
+    return ast.fix_missing_locations(Values().visit(_copy(tree)))
+
+
 def _called(tree):
     return sorted({n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)})
 
 
 def _copy(tree):
+    if not isinstance(tree, ast.Expression):
+        tree = ast.Expression(tree)
     return ast.parse(ast.unparse(tree), mode="eval")
 
 
@@ -189,7 +375,7 @@ def _rename(tree, prefix):
     tree = _copy(tree)
     if prefix:
         for n in ast.walk(tree):
-            if isinstance(n, ast.Call):
+            if isinstance(n, ast.Call) and n.func.id != _VALUE_OF:
                 n.func.id = prefix + n.func.id
     return tree
 
@@ -198,34 +384,50 @@ def _unparse(tree):
     return ast.unparse(tree)
 
 
-def _format_template(tree, prefix):
-    """``tree`` as a codegen template: operands ``{g}``/``{ans}``/``{x}``."""
+def _format_template(tree, prefix, variables=_VARS):
+    """``tree`` as a codegen template: operands ``{g}``/``{ans}``/``{x}`` (``{y}``)."""
     tree = _rename(tree, prefix)
     for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and n.id in _VARS:
+        if isinstance(n, ast.Name) and n.id in variables:
             n.id = f"__{n.id}__"
     src = _unparse(tree)
-    for v in _VARS:
+    for v in variables:
         src = src.replace(f"__{v}__", "{" + v + "}")
     return src
 
 
-def substitute(tree, arg):
-    """A copy of expression ``tree`` (in ``x``) with ``arg`` (a syntax tree) for x."""
+def substitute(tree, arg, y=None):
+    """A copy of expression ``tree`` (in ``x``, and ``y`` if given) with ``arg`` (a
+    syntax tree) for x and ``y`` for y."""
     tree = _copy(tree)
+    put = {"x": arg} if y is None else {"x": arg, "y": y}
 
     class Sub(ast.NodeTransformer):
         def visit_Name(self, n):
-            return _copy(ast.Expression(arg)).body if n.id == "x" else n
+            v = put.get(n.id)
+            return n if v is None else _copy(ast.Expression(v)).body
 
     return ast.fix_missing_locations(Sub().visit(tree))
+
+
+def where_to_ifexp(tree):
+    """``tree`` with each ``where(c, a, b)`` written ``(a if c else b)``: the selection
+    on one float (Python floats, numba)."""
+    class IfExp(ast.NodeTransformer):
+        def visit_Call(self, n):
+            self.generic_visit(n)
+            if isinstance(n.func, ast.Name) and n.func.id == _WHERE and len(n.args) == 3:
+                return ast.IfExp(test=n.args[0], body=n.args[1], orelse=n.args[2])
+            return n
+
+    return ast.fix_missing_locations(IfExp().visit(_copy(tree)))
 
 
 def _inline_calls(tree, names):
     """``tree`` with each call of a primitive that declares a float inline form
     (``fwd``: ``square`` is ``x * x``) on a plain name or number written out: the float
     path then makes no call, and computes what the call computes on floats."""
-    tree = _copy(tree)
+    tree = where_to_ifexp(tree)
 
     class Inline(ast.NodeTransformer):
         def visit_Call(self, n):

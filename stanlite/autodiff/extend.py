@@ -39,13 +39,14 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from .var import Box, Var, make_node, shape_of
-from .derivative import UnaryRule
-from .vm.program import deflower, movement, sum_to_shape_rule, unary as _lower_unary
+from .derivative import BinaryRule, UnaryRule
+from .vm.program import (binary as _lower_binary, deflower, movement, sum_to_shape_rule,
+                         unary as _lower_unary)
 
 __all__ = ["primitive", "defvjp", "defvjp_all", "defjvp", "Primitive", "accumulate",
            "sum_to_shape", "broadcast_to", "elementwise_unary", "elementwise_binary",
            "spec_of", "node_record", "defjvp_all", "reshape", "batch_shape", "definline",
-           "Inline", "unary_primitive", "ieee_jvp"]
+           "Inline", "unary_primitive", "binary_primitive", "ieee_jvp"]
 
 
 class Primitive:
@@ -66,7 +67,8 @@ class Primitive:
         self.lower = None
         # how the Python replay writes it in place of a call (definline)
         self.inline = None
-        # the one declaration its derivatives are made from (unary_primitive)
+        # the one declaration its derivatives are made from (unary_primitive,
+        # binary_primitive)
         self.derivative = None
         self.scalar = None
         self.scalar_vjp = None
@@ -461,6 +463,46 @@ def unary_primitive(name, raw, d, scalar=None, *, names, safe=False, op=None, ke
     return prim
 
 
+def binary_primitive(name, raw, dx, dy, *, names, op=None, safe=False, vm=None,
+                     kernel=None, fwd=None, special=None, inline=None, kind=None, bps=None):
+    """A broadcasting elementwise binary primitive whose derivatives are declared once,
+    as the expressions ``dx`` and ``dy`` in ``g``, ``ans``, ``x`` (the first argument)
+    and ``y`` (the second) (:class:`.derivative.BinaryRule`; None: not differentiable
+    there): its VJPs and JVPs on traced values, its VJPs on plain floats, the Python
+    replay's inline templates and the compiled interpreter's loops are all made from
+    them.
+
+    ``raw``: the value (numpy broadcasting; floats in, a float out). ``op``: a Python
+    operator that computes it on traced values directly (:func:`elementwise_binary`).
+    ``safe``: the rules cannot raise on floats (the JVPs need no IEEE fallback). ``vm`` and ``kernel``: the interpreter's op
+    code and the value on floats ``x``, ``y`` in numba terms (``vm/generate.py``).
+    ``fwd``: the value on floats written inline (``"x / y"``). ``special``: derivatives
+    in x for plain-number values of y (:class:`.derivative.BinaryRule`). ``inline``:
+    whether the replay writes the derivatives in place of calls (default: if it has an
+    interpreter op). ``kind``: the numpy operation it is, bit for bit (:class:`Inline`).
+    ``bps``: hand-written backward rules for the hottest operators (they must compute
+    the declared derivatives; :func:`elementwise_binary`).
+    """
+    rule = BinaryRule(name, (dx, dy), names, op=vm, kernel=kernel, fwd=fwd,
+                      special=special)
+    vx, vy = rule.rules
+    # (unguarded: the tape's float paths fall back to the rules on numpy scalars where
+    # it raises, and a replay that raises hands its point to the tape)
+    svjp = rule.pair
+    prim = elementwise_binary(name, raw, vx, vy, op=op, scalar_vjp=svjp, bps=bps,
+                              scalar_vjps=rule.floats_const)
+    jx, jy = (vx, vy) if safe else (vx and ieee_jvp(vx), vy and ieee_jvp(vy))
+    defjvp(prim, jx, jy)
+    spec = prim._spec
+    spec.derivative = rule
+    rule.prim = prim
+    if kind is not None or (inline if inline is not None else vm is not None):
+        spec.inline = Inline(kind, rule.template("fwd"), None, None, rule.helpers)
+    if vm is not None:
+        deflower(prim, _lower_binary(vm))
+    return prim
+
+
 # --------------------------------------------------------------------------------------
 # broadcasting and reshaping: the structural primitives the core itself needs
 # --------------------------------------------------------------------------------------
@@ -635,7 +677,8 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
     return wrapped
 
 
-def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=None):
+def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=None,
+                       scalar_vjps=(None, None)):
     """A broadcasting binary primitive with one VJP per argument.
 
     ``op``, if given, must work on traced values directly (a Python operator such as
@@ -643,11 +686,16 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
     x, y) -> (cx, cy)`` is the pair of VJPs on plain floats (scalar fast path).
     ``bps``, optional, replaces the three generated backward rules (both traced,
     only x, only y) by hand-written ones for the hottest operators; they must fall
-    back to ``spec.vjps`` for anything but plain floats.
+    back to ``spec.vjps`` for anything but plain floats. ``scalar_vjps``, optional: the
+    VJP of each argument alone on plain floats (where only one argument is traced:
+    the other derivative is not computed), unguarded (an exception falls back to
+    ``spec.vjps`` on numpy scalars).
     """
     spec = Primitive(name, raw, broadcasting=True)
     spec.vjps = (vjp_x, vjp_y)
     svjp = scalar_vjp
+    sx = scalar_vjps[0] or (svjp and (lambda g, ans, x, y: svjp(g, ans, x, y)[0]))
+    sy = scalar_vjps[1] or (svjp and (lambda g, ans, x, y: svjp(g, ans, x, y)[1]))
     new = _new
 
     spec.scalar_vjp = scalar_vjp
@@ -684,10 +732,10 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
         x = node.x
         xv = x.value
         c = node.y
-        if svjp is not None and type(g) is float and type(xv) is float \
+        if sx is not None and type(g) is float and type(xv) is float \
                 and type(c) is float:
             try:
-                cx = svjp(g, node.value, xv, c)[0]
+                cx = sx(g, node.value, xv, c)
             except (ZeroDivisionError, OverflowError, ValueError):
                 cx = float(spec.vjps[0](_f64(g), _ieee(node.value), _f64(xv), _f64(c)))
             a = x.adj
@@ -699,10 +747,10 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
         y = node.x
         yv = y.value
         c = node.y
-        if svjp is not None and type(g) is float and type(yv) is float \
+        if sy is not None and type(g) is float and type(yv) is float \
                 and type(c) is float:
             try:
-                cy = svjp(g, node.value, c, yv)[1]
+                cy = sy(g, node.value, c, yv)
             except (ZeroDivisionError, OverflowError, ValueError):
                 cy = float(spec.vjps[1](_f64(g), _ieee(node.value), _f64(c), _f64(yv)))
             a = y.adj

@@ -29,6 +29,9 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.var import guarded
+from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.program import (check_lowering as _check_lowering, deflower as _deflower,
+                                   density as _ld)
 from .bounded import (_bc, _cdf_doc, _dead, _edges, _finish, _log1m_exp_neg, _make,
                       _positive_edges, _pw_cdf_pair, _pw_dead, _pw_zero_or_inf, _rng_doc,
                       _size, _tot, _zero_or_inf)
@@ -92,6 +95,9 @@ rayleigh_lpdf = _make("rayleigh_lpdf", _rayleigh, _check_rayleigh("rayleigh_lpdf
     >>> round(sl.rayleigh_lpdf(1.0, 1.0), 6)
     -0.5
     """)
+# the interpreter (autodiff/vm): one summed-density instruction, its argument check
+_deflower(rayleigh_lpdf, _ld(_op.RAYLEIGH, 2))
+_check_lowering(rayleigh_lpdf, "nonnegative_finite", "positive_finite")
 rayleigh_lcdf = _make("rayleigh_lcdf", _rayleigh_cdf(True), _check_rayleigh("rayleigh_lcdf"),
                       _cdf_doc("Rayleigh", "log(1 - exp(-y^2 / (2 sigma^2)))", "lcdf"))
 rayleigh_lccdf = _make("rayleigh_lccdf", _rayleigh_cdf(False),
@@ -195,6 +201,9 @@ loglogistic_lpdf = _make("loglogistic_lpdf", _loglogistic,
     >>> round(sl.loglogistic_lpdf(1.0, 1.0, 2.0), 6)
     -0.693147
     """)
+_deflower(loglogistic_lpdf, _ld(_op.LOGLOGISTIC, 3))
+_check_lowering(loglogistic_lpdf, "nonnegative_finite", "positive_finite",
+                "positive_finite")
 loglogistic_lcdf = _make("loglogistic_lcdf", _loglogistic_cdf(True),
                          _check_loglogistic("loglogistic_lcdf"),
                          _cdf_doc("log-logistic", "-log(1 + (y / alpha)^-beta)", "lcdf"))

@@ -16,12 +16,9 @@ import operator
 
 import numpy as np
 
-from ..autodiff.extend import (accumulate, defjvp, definline, elementwise_binary,
-                               unary_primitive)
-from ..autodiff.var import UFUNCS, Var, guarded, value_of
+from ..autodiff.extend import accumulate, binary_primitive, unary_primitive
+from ..autodiff.var import UFUNCS, Var, guarded
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
-from ..autodiff.vm.program import binary as _lb, deflower as _deflower
-from .structure import where
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "negative", "fabs",
            "abs_", "pow_"]
@@ -140,39 +137,33 @@ def _mul_bps(spec):
     return bp_xy, bp_x, bp_y
 
 
+# Each binary operator below: its value, and its derivative in each argument once, as
+# an expression in g, ans, x and y (extend.binary_primitive: the VJPs, JVPs, the
+# replay's templates and the interpreter's loops are all made from it). + - * keep
+# hand-written backward rules on the tape (the most frequent nodes of scalar code),
+# which compute the same.
+
 # d(x + y) = dx + dy
-add = elementwise_binary("add", np.add,
-                         lambda g, ans, x, y: g,
-                         lambda g, ans, x, y: g, op=operator.add,
-                         bps=_linear_bps(1, 1))
-definline(add, kind="add")
-_deflower(add, _lb(_op.ADD))
+add = binary_primitive("add", np.add, "g", "g", names=globals(), op=operator.add,
+                       safe=True, vm=_op.ADD, kernel="x + y", kind="add",
+                       bps=_linear_bps(1, 1))
 # d(x - y) = dx - dy
-subtract = elementwise_binary("subtract", np.subtract,
-                              lambda g, ans, x, y: g,
-                              lambda g, ans, x, y: -g, op=operator.sub,
-                              bps=_linear_bps(1, -1))
-definline(subtract, kind="subtract")
-_deflower(subtract, _lb(_op.SUB))
+subtract = binary_primitive("subtract", np.subtract, "g", "-g", names=globals(),
+                            op=operator.sub, safe=True, vm=_op.SUB, kernel="x - y",
+                            kind="subtract", bps=_linear_bps(1, -1))
 # d(x y) = y dx + x dy
-multiply = elementwise_binary("multiply", np.multiply,
-                              lambda g, ans, x, y: g * y,
-                              lambda g, ans, x, y: g * x, op=operator.mul,
-                              bps=_mul_bps)
-definline(multiply, kind="multiply")
-_deflower(multiply, _lb(_op.MUL))
+multiply = binary_primitive("multiply", np.multiply, "g * y", "g * x", names=globals(),
+                            op=operator.mul, safe=True, vm=_op.MUL, kernel="x * y",
+                            kind="multiply", bps=_mul_bps)
 
 
 def _true_divide(x, y):
     return np.true_divide(x, y)
 
 
-divide = elementwise_binary("divide", _true_divide,
-                            lambda g, ans, x, y: g / y,
-                            lambda g, ans, x, y: -g * ans / y, op=None,
-                            scalar_vjp=lambda g, ans, x, y: (g / y, -g * ans / y))
-definline(divide, kind="divide")
-_deflower(divide, _lb(_op.DIV))
+# d(x / y) = dx / y - (x / y^2) dy = (dx - ans dy) / y
+divide = binary_primitive("divide", _true_divide, "g / y", "-g * ans / y",
+                          names=globals(), vm=_op.DIV, kernel="x / y", fwd="x / y")
 
 
 def _pow_raw(x, y):
@@ -186,39 +177,15 @@ def _pow_raw(x, y):
     return np.power(np.asarray(x, dtype=float) if type(x) is int else x, y)
 
 
-def _pow_vjp_x(g, ans, x, y):
-    # y x^(y-1); written with x^(y-1) (not ans / x) so that x == 0 is right. Constant
-    # exponents 0, 1, 2 are spelled out so that the derivatives of the derivative never
-    # form 0 * x^-1 (NaN at x == 0): d^3/dx^3 x^2 must be 0 there, as it is anywhere.
-    if type(y) is int or type(y) is float:
-        if y == 0:
-            return 0.0 * g
-        if y == 1:
-            return g
-        if y == 2:
-            return g * 2.0 * x
-    return g * y * power(x, y - 1)
-
-
-def _pow_vjp_y(g, ans, x, y):
-    # log(x) x^y, defined as 0 where x == 0 (then x^y is 0 or 1 and the limit is used)
-    from .elementwise import log
-    safe = where(value_of(x) == 0, 1.0, x)
-    return g * ans * log(safe)
-
-
-power = elementwise_binary("power", _pow_raw, _pow_vjp_x, _pow_vjp_y, op=None)
-definline(power, kind="power")
-_deflower(power, _lb(_op.POW))
-
-
-# forward mode: the same derivatives, applied to tangents
-defjvp(add, lambda t, ans, x, y: t, lambda t, ans, x, y: t)
-defjvp(subtract, lambda t, ans, x, y: t, lambda t, ans, x, y: -t)
-defjvp(multiply, lambda t, ans, x, y: t * y, lambda t, ans, x, y: t * x)
-defjvp(divide, lambda t, ans, x, y: t / y, lambda t, ans, x, y: -t * ans / y)
-defjvp(power, lambda t, ans, x, y: _pow_vjp_x(t, ans, x, y),
-       lambda t, ans, x, y: _pow_vjp_y(t, ans, x, y))
+# d(x ** y) = y x^(y-1) dx + log(x) x^y dy. In x: written with x^(y-1) (not ans / x) so
+# that x == 0 is right; constant exponents 0, 1, 2 are spelled out so that the
+# derivatives of the derivative never form 0 * x^-1 (NaN at x == 0): d^3/dx^3 x^2 must
+# be 0 there, as it is anywhere. In y: log(x) x^y, defined as 0 where x == 0 (then x^y
+# is 0 or 1 and the limit is used).
+power = binary_primitive("power", _pow_raw, "g * y * power(x, y - 1.0)",
+                         "g * ans * log(where(x == 0.0, 1.0, x))", names=globals(),
+                         vm=_op.POW, kernel="x ** y",
+                         special={0: "0.0 * g", 1: "g", 2: "g * 2.0 * x"})
 
 
 # d|x| = sign(x) dx (sign: math/elementwise.py, found at first use)

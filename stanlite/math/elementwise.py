@@ -52,7 +52,7 @@ import math
 import numpy as np
 from scipy.special import expit as _expit, log_expit as _log_expit
 
-from ..autodiff.extend import defjvp, elementwise_binary, ieee_jvp, unary_primitive
+from ..autodiff.extend import binary_primitive, defjvp, elementwise_binary, unary_primitive
 from ..autodiff.var import UFUNCS, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's op codes (autodiff/vm)
 from .arithmetic import fabs, power
@@ -110,8 +110,11 @@ def _binary(name, raw, vjp_x, vjp_y, svjp=None):
     return elementwise_binary(name, raw, vjp_x, vjp_y, scalar_vjp=svjp)
 
 
-# the JVP of a binary rule that divides (see extend.ieee_jvp)
-_fwd = ieee_jvp
+def _binary2(name, raw, dx, dy, **kw):
+    """An elementwise binary primitive from its derivatives declared once, ``dx`` and
+    ``dy`` in g, ans, x (the first argument) and y (the second)
+    (``extend.binary_primitive``; names resolve in this module)."""
+    return binary_primitive(name, raw, dx, dy, names=globals(), **kw)
 
 
 # ======================================================================================
@@ -242,23 +245,10 @@ def _atan2_raw(y, x):
     return np.arctan2(y, x)
 
 
-def _atan2_vjp_y(g, ans, y, x):
-    h = hypot(y, x)
-    return g * (x / h) / h
-
-
-def _atan2_vjp_x(g, ans, y, x):
-    h = hypot(y, x)
-    return -g * (y / h) / h
-
-
-def _atan2_svjp(g, ans, y, x):
-    h = math.hypot(y, x)
-    return g * (x / h) / h, -g * (y / h) / h
-
-
-atan2 = _binary("atan2", _atan2_raw, _atan2_vjp_y, _atan2_vjp_x, svjp=_atan2_svjp)
-defjvp(atan2, _fwd(_atan2_vjp_y), _fwd(_atan2_vjp_x))
+# (declared in the first argument x and the second y: here atan2(x, y) = arg(y + ix))
+atan2 = _binary2("atan2", _atan2_raw, "g * (y / hypot(x, y)) / hypot(x, y)",
+                 "-g * (x / hypot(x, y)) / hypot(x, y)", vm=_op.ATAN2,
+                 kernel="math.atan2(x, y)")
 
 
 # ======================================================================================
@@ -420,26 +410,9 @@ def _hypot_raw(x, y):
     return np.hypot(x, y)
 
 
-def _hypot_den(ans):
-    return where(value_of(ans) == 0.0, 1.0, ans)
-
-
-def _hypot_svjp(g, ans, x, y):
-    if ans == 0.0:
-        return 0.0 * g, 0.0 * g
-    return g * x / ans, g * y / ans
-
-
-def _d_hypot_x(g, ans, x, y):
-    return g * x / _hypot_den(ans)
-
-
-def _d_hypot_y(g, ans, x, y):
-    return g * y / _hypot_den(ans)
-
-
-hypot = _binary("hypot", _hypot_raw, _d_hypot_x, _d_hypot_y, svjp=_hypot_svjp)
-defjvp(hypot, _fwd(_d_hypot_x), _fwd(_d_hypot_y))
+hypot = _binary2("hypot", _hypot_raw, "g * x / where(ans == 0.0, 1.0, ans)",
+                 "g * y / where(ans == 0.0, 1.0, ans)", vm=_op.HYPOT,
+                 kernel="math.hypot(x, y)")
 
 
 # ======================================================================================
@@ -583,21 +556,10 @@ def _log_diff_exp_raw(x, y):
     return _out(x + _log1m_exp_np(y - x))
 
 
-def _log_diff_exp_svjp(g, ans, x, y):
-    return g * math.exp(x - ans), -g * math.exp(y - ans)
-
-
-def _d_log_diff_exp_x(g, ans, x, y):
-    return g * exp(x - ans)
-
-
-def _d_log_diff_exp_y(g, ans, x, y):
-    return -g * exp(y - ans)
-
-
-log_diff_exp = _binary("log_diff_exp", _log_diff_exp_raw, _d_log_diff_exp_x,
-                       _d_log_diff_exp_y, svjp=_log_diff_exp_svjp)
-defjvp(log_diff_exp, _d_log_diff_exp_x, _d_log_diff_exp_y)
+log_diff_exp = _binary2("log_diff_exp", _log_diff_exp_raw, "g * exp(x - ans)",
+                        "-g * exp(y - ans)", vm=_op.LOG_DIFF_EXP,
+                        kernel="x + _log1m_exp(y - x) if y < x else "
+                               "(-math.inf if x == y else math.nan)")
 
 
 # ======================================================================================

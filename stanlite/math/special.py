@@ -39,14 +39,14 @@ import math
 import numpy as np
 import scipy.special as sps
 
-from ..autodiff.extend import (batch_shape, defjvp, defjvp_all, defvjp, defvjp_all,
-                               elementwise_binary, elementwise_unary, primitive,
-                               unary_primitive)
+from ..autodiff.extend import (batch_shape, binary_primitive, defjvp, defjvp_all, defvjp,
+                               defvjp_all, elementwise_unary,
+                               primitive, unary_primitive)
 from ..autodiff.var import UFUNCS, guarded, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm import program as _program
-from ..autodiff.vm.program import binary as _lb, deflower as _deflower, reduction as _lr
-from .elementwise import exp, expm1, inv_logit, log, log1p, square
+from ..autodiff.vm.program import deflower as _deflower, reduction as _lr
+from .elementwise import exp, inv_logit, log, log1p, square
 from .reductions import sum as _sum
 from .structure import reshape, stack, where
 
@@ -61,6 +61,7 @@ _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_PI = math.pi
 
 
 def _f(r):
@@ -196,22 +197,8 @@ def _lbeta_raw(a, b):
 # lbeta(a, b) = log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)  (DLMF 5.12.1),
 # computed by scipy's betaln (no cancellation for large arguments);
 # d = (digamma(a) - digamma(a + b)) da + (digamma(b) - digamma(a + b)) db
-def _lbeta_svjp(g, ans, a, b):
-    s = float(sps.psi(a + b))
-    return g * (float(sps.psi(a)) - s), g * (float(sps.psi(b)) - s)
-
-
-def _d_lbeta_a(g, ans, a, b):
-    return g * (digamma(a) - digamma(a + b))
-
-
-def _d_lbeta_b(g, ans, a, b):
-    return g * (digamma(b) - digamma(a + b))
-
-
-lbeta = elementwise_binary("lbeta", _lbeta_raw, _d_lbeta_a, _d_lbeta_b,
-                           scalar_vjp=_lbeta_svjp)
-defjvp(lbeta, _d_lbeta_a, _d_lbeta_b)
+lbeta = binary_primitive("lbeta", _lbeta_raw, "g * (digamma(x) - digamma(x + y))",
+                         "g * (digamma(y) - digamma(x + y))", names=globals())
 
 
 def _lchoose_raw(n, k):
@@ -234,22 +221,9 @@ def _lchoose_raw(n, k):
 # lchoose(n, k) = log of the generalised binomial coefficient
 #               = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)   (DLMF 1.2.6, 5.2.1)
 # d = (digamma(n+1) - digamma(n-k+1)) dn + (digamma(n-k+1) - digamma(k+1)) dk
-def _lchoose_svjp(g, ans, n, k):
-    m = float(sps.psi(n - k + 1.0))
-    return g * (float(sps.psi(n + 1.0)) - m), g * (m - float(sps.psi(k + 1.0)))
-
-
-def _d_lchoose_n(g, ans, n, k):
-    return g * (digamma(n + 1.0) - digamma(n - k + 1.0))
-
-
-def _d_lchoose_k(g, ans, n, k):
-    return g * (digamma(n - k + 1.0) - digamma(k + 1.0))
-
-
-lchoose = elementwise_binary("lchoose", _lchoose_raw, _d_lchoose_n, _d_lchoose_k,
-                             scalar_vjp=_lchoose_svjp)
-defjvp(lchoose, _d_lchoose_n, _d_lchoose_k)
+lchoose = binary_primitive("lchoose", _lchoose_raw,
+                           "g * (digamma(x + 1.0) - digamma(x - y + 1.0))",
+                           "g * (digamma(x - y + 1.0) - digamma(y + 1.0))", names=globals())
 # Stan Math's (C++) name of the same function, and the Stan language's name before
 # ``lchoose`` took over: the very same primitive, not a copy.
 binomial_coefficient_log = lchoose
@@ -348,25 +322,13 @@ def _lse2_raw(a, b):
     return np.logaddexp(a, b)
 
 
-def _lse2_svjp(g, ans, a, b):
-    s = 0.0 if ans == -_INF else ans
-    return g * math.exp(a - s), g * math.exp(b - s)
-
-
 # log_sum_exp(a, b) = log(e^a + e^b) (numpy's logaddexp, stable);
 # d = softmax weights: e^{a - ans} da + e^{b - ans} db; both -inf: value -inf, weights 0
-def _d_lse2_a(g, ans, a, b):
-    return g * exp(a - _safe_lse(ans))
-
-
-def _d_lse2_b(g, ans, a, b):
-    return g * exp(b - _safe_lse(ans))
-
-
-_log_sum_exp2 = elementwise_binary("log_sum_exp", _lse2_raw, _d_lse2_a, _d_lse2_b,
-                                   scalar_vjp=_lse2_svjp)
-defjvp(_log_sum_exp2, _d_lse2_a, _d_lse2_b)
-_deflower(_log_sum_exp2, _lb(_op.LSE2))
+_log_sum_exp2 = binary_primitive(
+    "log_sum_exp", _lse2_raw, "g * exp(x - where(ans == -_INF, 0.0, ans))",
+    "g * exp(y - where(ans == -_INF, 0.0, ans))", names=globals(), vm=_op.LSE2,
+    kernel="-math.inf if (x if x > y else y) == -math.inf else "
+           "(x if x > y else y) + math.log1p(math.exp(-abs(x - y)))")
 
 
 def _kept_shape(shape, axis):
@@ -720,17 +682,11 @@ def _lmultiply_raw(a, b):
 
 # lmultiply(a, b) = a log(b), with 0 log 0 = 0 (Stan's lmultiply, formerly
 # multiply_log);  d = log(b) da + (a / b) db
-def _d_lmultiply_a(g, ans, a, b):
-    return g * log(b)
-
-
-def _d_lmultiply_b(g, ans, a, b):
-    return g * a / b
-
-
-lmultiply = elementwise_binary("lmultiply", _lmultiply_raw, _d_lmultiply_a,
-                               _d_lmultiply_b)
-defjvp(lmultiply, _d_lmultiply_a, _d_lmultiply_b)
+lmultiply = binary_primitive(
+    "lmultiply", _lmultiply_raw, "g * log(y)", "g * x / y", names=globals(),
+    vm=_op.LMULTIPLY,
+    kernel="0.0 if x == 0.0 and y == 0.0 else x * (math.log(y) if y > 0.0 else "
+           "(-math.inf if y == 0.0 else math.nan))")
 lmultiply.__doc__ = """``a * log(b)`` elementwise, with ``lmultiply(0, 0) = 0`` (Stan's
     ``lmultiply``; ``multiply_log`` is the same function). d/da = log(b), d/db = a/b.
 
@@ -762,17 +718,12 @@ def _log_inv_logit_diff_raw(x, y):
 # log_inv_logit_diff(x, y) = log(inv_logit(x) - inv_logit(y)), x > y (NaN for x < y,
 # -inf at x = y);  d/dx = -1/expm1(y - x) - inv_logit(x),
 #                  d/dy = -1/expm1(x - y) - inv_logit(y)  (from the form above)
-def _d_lild_x(g, ans, x, y):
-    return g * (-1.0 / expm1(y - x) - inv_logit(x))
-
-
-def _d_lild_y(g, ans, x, y):
-    return g * (-1.0 / expm1(x - y) - inv_logit(y))
-
-
-log_inv_logit_diff = elementwise_binary("log_inv_logit_diff", _log_inv_logit_diff_raw,
-                                        _d_lild_x, _d_lild_y)
-defjvp(log_inv_logit_diff, _d_lild_x, _d_lild_y)
+log_inv_logit_diff = binary_primitive(
+    "log_inv_logit_diff", _log_inv_logit_diff_raw,
+    "g * (-1.0 / expm1(y - x) - inv_logit(x))", "g * (-1.0 / expm1(x - y) - inv_logit(y))",
+    names=globals(), vm=_op.LOG_INV_LOGIT_DIFF,
+    kernel="-_log1p_exp(-x) + _log1m_exp(y - x) - _log1p_exp(y) if y < x else "
+           "(-math.inf if x == y else math.nan)")
 log_inv_logit_diff.__doc__ = """``log(inv_logit(x) - inv_logit(y))`` elementwise, stable
     in both tails (Stan's ``log_inv_logit_diff``; an ordered-logistic cut-point
     probability). Requires x > y (NaN below, -inf at x = y).
@@ -794,17 +745,11 @@ def _log_falling_factorial_raw(x, n):
 
 # log_falling_factorial(x, n) = log(x! / (x - n)!) = lgamma(x+1) - lgamma(x-n+1)
 # (DLMF 5.2.5);  d = (digamma(x+1) - digamma(x-n+1)) dx + digamma(x-n+1) dn
-def _d_lff_x(g, ans, x, n):
-    return g * (digamma(x + 1.0) - digamma(x - n + 1.0))
-
-
-def _d_lff_n(g, ans, x, n):
-    return g * digamma(x - n + 1.0)
-
-
-log_falling_factorial = elementwise_binary(
-    "log_falling_factorial", _log_falling_factorial_raw, _d_lff_x, _d_lff_n)
-defjvp(log_falling_factorial, _d_lff_x, _d_lff_n)
+log_falling_factorial = binary_primitive(
+    "log_falling_factorial", _log_falling_factorial_raw,
+    "g * (digamma(x + 1.0) - digamma(x - y + 1.0))", "g * digamma(x - y + 1.0)",
+    names=globals(), vm=_op.LOG_FALLING_FACTORIAL,
+    kernel="math.lgamma(x + 1.0) - math.lgamma(x - y + 1.0) if x >= 0.0 else math.nan")
 log_falling_factorial.__doc__ = """``log(Gamma(x + 1) / Gamma(x - n + 1))`` elementwise (Stan's
     ``log_falling_factorial``), for real x >= 0 (NaN below) and real n;
     differentiable in both.
@@ -824,17 +769,11 @@ def _log_rising_factorial_raw(x, n):
 
 # log_rising_factorial(x, n) = log(Gamma(x + n) / Gamma(x))  (DLMF 5.2.5);
 # d = (digamma(x+n) - digamma(x)) dx + digamma(x+n) dn
-def _d_lrf_x(g, ans, x, n):
-    return g * (digamma(x + n) - digamma(x))
-
-
-def _d_lrf_n(g, ans, x, n):
-    return g * digamma(x + n)
-
-
-log_rising_factorial = elementwise_binary(
-    "log_rising_factorial", _log_rising_factorial_raw, _d_lrf_x, _d_lrf_n)
-defjvp(log_rising_factorial, _d_lrf_x, _d_lrf_n)
+log_rising_factorial = binary_primitive(
+    "log_rising_factorial", _log_rising_factorial_raw,
+    "g * (digamma(x + y) - digamma(x))", "g * digamma(x + y)",
+    names=globals(), vm=_op.LOG_RISING_FACTORIAL,
+    kernel="math.lgamma(x + y) - math.lgamma(x) if x >= 0.0 else math.nan")
 log_rising_factorial.__doc__ = """``log(Gamma(x + n) / Gamma(x))`` elementwise (Stan's
     ``log_rising_factorial``), for real x >= 0 (NaN below) and real n.
 
@@ -893,18 +832,11 @@ def choose(n, k):
 # owens_t(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1 + x^2) / 2) / (1 + x^2) dx  (Owen 1956;
 # scipy's owens_t);  d/dh = -phi(h) erf(a h / sqrt 2) / 2,
 #                    d/da = exp(-h^2 (1 + a^2) / 2) / (2 pi (1 + a^2))
-def _d_owens_t_h(g, ans, h, a):
-    return g * (-0.5 * _INV_SQRT_2PI) * exp(-0.5 * square(h)) * erf(a * h * _INV_SQRT2)
-
-
-def _d_owens_t_a(g, ans, h, a):
-    q = 1.0 + square(a)
-    return g * exp(-0.5 * square(h) * q) / (2.0 * math.pi * q)
-
-
-owens_t = elementwise_binary("owens_t", lambda h, a: _f(sps.owens_t(h, a)),
-                             _d_owens_t_h, _d_owens_t_a)
-defjvp(owens_t, _d_owens_t_h, _d_owens_t_a)
+owens_t = binary_primitive(
+    "owens_t", lambda h, a: _f(sps.owens_t(h, a)),
+    "g * (-0.5 * _INV_SQRT_2PI) * exp(-0.5 * square(x)) * erf(y * x * _INV_SQRT2)",
+    "g * exp(-0.5 * square(x) * (1.0 + square(y))) / (2.0 * _PI * (1.0 + square(y)))",
+    names=globals())
 owens_t.__doc__ = """Owen's T function ``T(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1+x^2)/2) /
     (1+x^2) dx`` elementwise (Stan's ``owens_t``; scipy's values), differentiable in h
     and a (the skew-normal CDF is built from it).

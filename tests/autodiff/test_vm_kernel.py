@@ -180,7 +180,9 @@ def test_densities_equal_the_tape(vm, name):
 # specialised ops exercised in test_vm_ops_more.py / test_vm_lowering.py, and guards
 ELSEWHERE = {"LOG_MIX", "CUMSUM", "SUMN", "EXTREME", "SOFTMAX", "LOG_SOFTMAX",
              "MVN_CHOLESKY", "POISSON_SS", "SEGSUM", "COPY", "LSE_AXIS",
-             "BINOMIAL_LOGIT", "GP_EXP_QUAD", "CHOLESKY"}
+             "BINOMIAL_LOGIT", "GP_EXP_QUAD", "CHOLESKY",
+             # (tests/autodiff/test_vm_generated_binary.py)
+             "RAYLEIGH", "LOGLOGISTIC"}
 
 
 def _all_cases():

@@ -1,5 +1,5 @@
-"""Writes the interpreter's elementwise unary ops from the derivatives declared beside
-each primitive.
+"""Writes the interpreter's elementwise ops from the derivatives declared beside each
+primitive.
 
 Every elementwise unary primitive with an interpreter op states its derivative once
 (``extend.unary_primitive``: an expression in ``g``, ``x`` and ``ans``) and its value
@@ -15,23 +15,36 @@ In the numba source a function the derivative calls is the called primitive's ow
 ``inv_logit(-x)`` -> ``_inv_logit(-x)``), or, for a primitive without an interpreter
 op (``digamma``, ``sign``), the compiled helper ``_<name>`` of :mod:`.scalar`.
 
+Elementwise binary primitives with an interpreter op (``extend.binary_primitive``:
+one expression per argument in ``g``, ``ans``, ``x``, ``y``, and ``kernel=``, the value
+in ``x`` and ``y``) become ``binary_generated.py``: ``binary(op, n, V, o, a, sa, b,
+sb)``, the loop of the forward sweep over broadcast operands (strides 0 or 1), and
+``binary_vjp(op, m, n, V, A, o, a, sa, b, sb)``, the reverse sweep's loop (``m``: which
+arguments need an adjoint). A called binary primitive is its own ``kernel`` value with
+both arguments put in.
+
 Run after changing a declaration::
 
     python -m stanlite.autodiff.vm.generate
 """
 
 import ast
+import math
 import os
 import textwrap
 
 from . import opcodes, scalar
 
-__all__ = ["source", "main", "TARGET"]
+__all__ = ["source", "binary_source", "main", "TARGET", "BINARY_TARGET"]
 
-TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unary_generated.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join(_HERE, "unary_generated.py")
+BINARY_TARGET = os.path.join(_HERE, "binary_generated.py")
 
 # the op codes of elementwise unary functions (kernel.py dispatches 10 <= op < 40 to them)
 _UNARY_OPS = range(10, 40)
+# ... and of binary ones (1 <= op < 7, and 120 <= op < 140; LOG_MIX, 7, is ternary)
+_BINARY_OPS = tuple(range(1, 7)) + tuple(range(120, 140))
 
 _HEADER = '''"""The compiled interpreter's elementwise unary ops: each op's value and VJP.
 
@@ -43,12 +56,12 @@ is what the declarations generate, byte for byte.
 '''
 
 
-def _rules():
+def _rules(binary=False):
     """The declarations with an interpreter op, by op code (all of them imported)."""
     import stanlite.math  # noqa: F401  (every library primitive is declared)
-    from ..derivative import _DECLARED
+    from ..derivative import _DECLARED, _DECLARED_BINARY
     by_op = {}
-    for r in _DECLARED:
+    for r in _DECLARED_BINARY if binary else _DECLARED:
         if r.op is None or r.prim is None:
             continue
         if r.op in by_op and by_op[r.op] is not r:
@@ -57,13 +70,32 @@ def _rules():
         if r.kernel is None:
             raise ValueError(f"'{r.name}' has an interpreter op but no kernel= value")
         by_op[r.op] = r
+    ops = _BINARY_OPS if binary else _UNARY_OPS
     names = {v: k for k, v in vars(opcodes).items()
-             if k.isupper() and type(v) is int and v in _UNARY_OPS}
+             if k.isupper() and type(v) is int and v in ops and k not in _NOT_OPS
+             and not k.startswith("CHECK_")}
     missing = sorted(set(names) - set(by_op))
     if missing:
-        raise ValueError("unary op codes without a declaration: "
-                         + ", ".join(names[m] for m in missing))
+        raise ValueError(f"{'binary' if binary else 'unary'} op codes without a "
+                         "declaration: " + ", ".join(names[m] for m in missing))
     return [(names[op], by_op[op]) for op in sorted(by_op)]
+
+
+# upper-case ints of opcodes.py that are not op codes (fields, statuses)
+_NOT_OPS = {"ROW", "OK", "DOMAIN", "OP", "N", "OUT", "A", "SA", "B", "SB", "C", "SC", "MASK",
+            "X1", "X2", "X3", "X4"}
+
+
+def _infinities(tree):
+    """``tree`` with each infinite constant written ``math.inf`` (numba source)."""
+    class Inf(ast.NodeTransformer):
+        def visit_Constant(self, n):
+            if type(n.value) is float and n.value == math.inf:
+                return ast.Attribute(value=ast.Name("math", ast.Load()), attr="inf",
+                                     ctx=ast.Load())
+            return n
+
+    return ast.fix_missing_locations(Inf().visit(tree))
 
 
 def _helper(name):
@@ -72,12 +104,14 @@ def _helper(name):
 
 
 def _kernel_value(rule):
-    """``rule``'s kernel value as a syntax tree in ``x`` (module constants written in)."""
+    """``rule``'s kernel value as a syntax tree in ``x`` (and ``y``; module constants
+    written in)."""
     tree = ast.parse(rule.kernel, mode="eval")
+    variables = rule.variables[2:]
 
     class Names(ast.NodeTransformer):
         def visit_Name(self, n):
-            if n.id in ("x", "math", "abs") or _helper(n.id):
+            if n.id in variables or n.id in ("math", "abs") or _helper(n.id):
                 return n
             v = rule.names.get(n.id)
             if type(v) not in (float, int):
@@ -89,29 +123,32 @@ def _kernel_value(rule):
     return ast.fix_missing_locations(Names().visit(tree))
 
 
-def _numba_vjp(rule):
-    """``rule``'s derivative with every call in numba terms (see the module docstring)."""
-    from ..derivative import substitute
+def _numba_vjp(rule, tree=None):
+    """``rule``'s derivative (``tree``, default its one derivative) with every call in
+    numba terms (see the module docstring)."""
+    from ..derivative import substitute, where_to_ifexp
 
     class Calls(ast.NodeTransformer):
         def visit_Call(self, n):
             self.generic_visit(n)           # the arguments first (exp(-square(x)))
             fname = n.func.id
             other = rule.primitive(fname)._spec.derivative
-            if other is not None and other.kernel is not None and len(n.args) == 1:
+            if other is not None and other.kernel is not None and \
+                    len(n.args) == len(other.variables) - 2:
                 value = _kernel_value(other)
                 uses = sum(isinstance(v, ast.Name) and v.id == "x" for v in ast.walk(value))
-                if uses == 1 or isinstance(n.args[0], (ast.Name, ast.Constant)):
-                    return substitute(value, n.args[0]).body
+                simple = all(isinstance(a, (ast.Name, ast.Constant)) for a in n.args)
+                if uses == 1 or simple or not _helper("_" + fname):
+                    return substitute(value, *n.args).body
             if _helper("_" + fname):
                 n.func.id = "_" + fname
                 return n
             raise ValueError(f"the derivative of '{rule.name}' calls '{fname}', which "
-                             "has no numba form: give it a kernel= value (used once in "
-                             f"x) or add _{fname} to vm/scalar.py")
+                             "has no numba form: give it a kernel= value "
+                             f"or add _{fname} to vm/scalar.py")
 
-    tree = ast.parse(ast.unparse(rule.tree), mode="eval")
-    return ast.fix_missing_locations(Calls().visit(tree))
+    tree = where_to_ifexp(rule.tree if tree is None else tree)
+    return _infinities(ast.fix_missing_locations(Calls().visit(tree)))
 
 
 def _dispatch(signature, doc, cases):
@@ -145,11 +182,85 @@ def source():
     return "\n".join(lines) + "\n"
 
 
+_BINARY_HEADER = '''"""The compiled interpreter's elementwise binary ops: each op's forward and reverse loop.
+
+GENERATED by ``python -m stanlite.autodiff.vm.generate`` from the derivatives declared
+beside each primitive (``extend.binary_primitive``): edit those declarations and
+regenerate, never this file. tests/autodiff/test_vm_generated_binary.py checks that this
+file is what the declarations generate, byte for byte.
+
+Operands: ``x = V[a + i * sa]``, ``y = V[b + i * sb]`` (strides 0: a broadcast scalar,
+or 1), output ``V[o + i]``, ``i < n``; ``m``: bit 0, x needs its adjoint, bit 1, y.
+"""
+'''
+
+
+def _names(exprs):
+    return {v.id for e in exprs for v in ast.walk(ast.parse(e, mode="eval"))
+            if isinstance(v, ast.Name)}
+
+
+def _loads(exprs, names):
+    """The loads of the expressions' operands, in a fixed order."""
+    used = _names(exprs)
+    src = {"g": "A[o + i]", "ans": "V[o + i]", "x": "V[a + i * sa]", "y": "V[b + i * sb]"}
+    return [f"{v} = {src[v]}" for v in names if v in used]
+
+
+def _binary_cases(rules):
+    fwd, rev, exprs = [], [], []
+    for op_name, r in rules:
+        value = ast.unparse(_kernel_value(r))
+        body = ["for i in range(n):"]
+        body += ["    " + ln for ln in _loads([value], ("x", "y"))]
+        body.append(f"    V[o + i] = {value}")
+        fwd.append((op_name, r, body))
+        ds = [None if t is None else ast.unparse(_numba_vjp(r, t)) for t in r.trees]
+        used = [d for d in ds if d is not None]
+        exprs += used + [value]
+        body = ["for i in range(n):"]
+        body += ["    " + ln for ln in _loads(used, ("g", "ans", "x", "y"))]
+        for bit, d, (slot, stride) in zip((1, 2), ds, (("a", "sa"), ("b", "sb"))):
+            if d is not None:
+                body.append(f"    if m & {bit}:")
+                body.append(f"        A[{slot} + i * {stride}] += {d}")
+        rev.append((op_name, r, body))
+    return fwd, rev, exprs
+
+
+def _loop_dispatch(signature, doc, cases):
+    lines = ["", "", "@_jit", f"def {signature}:", f'    """{doc}"""']
+    for op_name, rule, body in cases:
+        lines.append(f"    if op == {op_name}:{' ' * max(1, 20 - len(op_name))}# {rule.name}")
+        lines += ["        " + ln for ln in body]
+        lines.append("        return")
+    return lines
+
+
+def binary_source():
+    """The text of ``binary_generated.py``, from the declarations."""
+    rules = _rules(binary=True)
+    fwd, rev, exprs = _binary_cases(rules)
+    helpers = {v for v in _names(exprs) if _helper(v)}
+    ops = ", ".join(sorted(n for n, _ in rules))
+    lines = [_BINARY_HEADER, "import math", "",
+             textwrap.fill(f"from .opcodes import ({ops})", 88,
+                           subsequent_indent=" " * len("from .opcodes import (")),
+             f"from .scalar import {', '.join(sorted(helpers | {'_jit'}))}",
+             "", '__all__ = ["binary", "binary_vjp"]']
+    lines += _loop_dispatch("binary(op, n, V, o, a, sa, b, sb)",
+                            "The forward loop of binary op ``op``.", fwd)
+    lines += _loop_dispatch("binary_vjp(op, m, n, V, A, o, a, sa, b, sb)",
+                            "The reverse loop of binary op ``op``: each argument's "
+                            "adjoint += its VJP.", rev)
+    return "\n".join(lines) + "\n"
+
+
 def main():
-    text = source()
-    with open(TARGET, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-    print(f"wrote {TARGET}")
+    for target, text in ((TARGET, source()), (BINARY_TARGET, binary_source())):
+        with open(target, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        print(f"wrote {target}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ from . import opcodes as _O
 # beside each primitive (vm/generate.py writes unary_generated.py)
 from .scalar import _digamma, _inv_logit, _jit, _log1m_exp, _log1p_exp, njit  # noqa: F401
 from .unary_generated import unary as _unary, unary_vjp as _unary_vjp
+# ... and the elementwise binary ops' loops (vm/generate.py writes binary_generated.py)
+from .binary_generated import binary as _binary, binary_vjp as _binary_vjp
+
+# the second range of binary op codes (opcodes.py: ATAN2 ...)
+_BINARY_LO, _BINARY_HI = 120, 140
 
 __all__ = ["available", "forward", "reverse", "value_grad", "value_only", "jacobian",
            "jacobian_rows", "vjp_rows", "warm"]
@@ -122,6 +127,27 @@ def _density_value(op, V, aux, code, r):
             if not (beta > 0.0 and y >= 0.0):
                 return DOMAIN, 0.0
             lp += math.log(beta) - beta * y
+        return OK, lp
+    if op == _O.RAYLEIGH:
+        # log y - 2 log sigma - y^2 / (2 sigma^2) (distributions/more_continuous.py)
+        for i in range(n):
+            y = V[a + i * sa]
+            s = V[b + i * sb]
+            if not (s > 0.0 and y > 0.0 and y < math.inf):
+                return DOMAIN, 0.0
+            lp += math.log(y) - 2.0 * math.log(s) - 0.5 * (y * y / (s * s))
+        return OK, lp
+    if op == _O.LOGLOGISTIC:
+        # log beta - log alpha + (beta - 1) d - 2 log1p_exp(beta d), d = log(y / alpha)
+        for i in range(n):
+            y = V[a + i * sa]
+            al = V[b + i * sb]
+            be = V[c + i * sc]
+            if not (al > 0.0 and be > 0.0 and y > 0.0 and y < math.inf):
+                return DOMAIN, 0.0
+            la = math.log(al)
+            d = math.log(y) - la
+            lp += math.log(be) - la + (be - 1.0) * d - 2.0 * _log1p_exp(be * d)
         return OK, lp
     if op == GAMMA:
         for i in range(n):
@@ -248,6 +274,28 @@ def _density_grad(op, V, A, code, r, g):
                 A[a + i * sa] -= g * beta
             if m & 2:
                 A[b + i * sb] += g * (1.0 / beta - y)
+    elif op == _O.RAYLEIGH:
+        for i in range(n):
+            y = V[a + i * sa]
+            s = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (1.0 / y - y / (s * s))
+            if m & 2:
+                A[b + i * sb] += g * (y * y / (s * s) - 2.0) / s
+    elif op == _O.LOGLOGISTIC:
+        for i in range(n):
+            y = V[a + i * sa]
+            al = V[b + i * sb]
+            be = V[c + i * sc]
+            d = math.log(y) - math.log(al)
+            t = be * d
+            w = math.exp(t - _log1p_exp(t))             # inv_logit(t)
+            if m & 1:
+                A[a + i * sa] += g * (be - 1.0 - 2.0 * be * w) / y
+            if m & 2:
+                A[b + i * sb] += g * be * (2.0 * w - 1.0) / al
+            if m & 4:
+                A[c + i * sc] += g * (1.0 / be + d * (1.0 - 2.0 * w))
     elif op == GAMMA:
         for i in range(n):
             y = V[a + i * sa]
@@ -810,38 +858,16 @@ def forward(code, aux, V):
         o = code[r, OUT]
         a = code[r, FA]
         if op <= 7:
-            sa = code[r, SA]
-            b = code[r, FB]
-            sb = code[r, SB]
-            if op == ADD:
-                for i in range(n):
-                    V[o + i] = V[a + i * sa] + V[b + i * sb]
-            elif op == MUL:
-                for i in range(n):
-                    V[o + i] = V[a + i * sa] * V[b + i * sb]
-            elif op == SUB:
-                for i in range(n):
-                    V[o + i] = V[a + i * sa] - V[b + i * sb]
-            elif op == DIV:
-                for i in range(n):
-                    V[o + i] = V[a + i * sa] / V[b + i * sb]
-            elif op == POW:
-                for i in range(n):
-                    V[o + i] = V[a + i * sa] ** V[b + i * sb]
-            elif op == LSE2:
-                for i in range(n):
-                    x = V[a + i * sa]
-                    y = V[b + i * sb]
-                    hi = x if x > y else y
-                    if hi == -math.inf:
-                        V[o + i] = -math.inf
-                    else:
-                        V[o + i] = hi + math.log1p(math.exp(-abs(x - y)))
-            elif _log_mix_fwd(V, code, r) != OK:           # LOG_MIX
-                return DOMAIN
+            if op == LOG_MIX:
+                if _log_mix_fwd(V, code, r) != OK:
+                    return DOMAIN
+            else:
+                _binary(op, n, V, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op < 40:
             for i in range(n):
                 V[o + i] = _unary(op, V[a + i])
+        elif _BINARY_LO <= op < _BINARY_HI:
+            _binary(op, n, V, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op == SUM:
             s = 0.0
             for i in range(code[r, X2]):
@@ -964,59 +990,15 @@ def reverse(code, aux, V, A):
         o = code[r, OUT]
         a = code[r, FA]
         if op <= 7:
-            sa = code[r, SA]
-            b = code[r, FB]
-            sb = code[r, SB]
-            if op == ADD:
-                if m & 1:
-                    for i in range(n):
-                        A[a + i * sa] += A[o + i]
-                if m & 2:
-                    for i in range(n):
-                        A[b + i * sb] += A[o + i]
-            elif op == MUL:
-                for i in range(n):
-                    g = A[o + i]
-                    if m & 1:
-                        A[a + i * sa] += g * V[b + i * sb]
-                    if m & 2:
-                        A[b + i * sb] += g * V[a + i * sa]
-            elif op == SUB:
-                if m & 1:
-                    for i in range(n):
-                        A[a + i * sa] += A[o + i]
-                if m & 2:
-                    for i in range(n):
-                        A[b + i * sb] -= A[o + i]
-            elif op == DIV:
-                for i in range(n):
-                    g = A[o + i] / V[b + i * sb]
-                    if m & 1:
-                        A[a + i * sa] += g
-                    if m & 2:
-                        A[b + i * sb] -= g * V[o + i]
-            elif op == POW:
-                for i in range(n):
-                    g = A[o + i]
-                    x = V[a + i * sa]
-                    y = V[b + i * sb]
-                    if m & 1:
-                        A[a + i * sa] += g * y * x ** (y - 1.0)
-                    if m & 2 and x != 0.0:
-                        A[b + i * sb] += g * math.log(x) * V[o + i]
-            elif op == LSE2:
-                for i in range(n):
-                    g = A[o + i]
-                    ans = V[o + i]
-                    if m & 1:
-                        A[a + i * sa] += g * math.exp(V[a + i * sa] - ans)
-                    if m & 2:
-                        A[b + i * sb] += g * math.exp(V[b + i * sb] - ans)
-            else:                                           # LOG_MIX
+            if op == LOG_MIX:
                 _log_mix_rev(V, A, code, r, m)
+            else:
+                _binary_vjp(op, m, n, V, A, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op < 40:
             for i in range(n):
                 A[a + i] += _unary_vjp(op, A[o + i], V[a + i], V[o + i])
+        elif _BINARY_LO <= op < _BINARY_HI:
+            _binary_vjp(op, m, n, V, A, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op == SUM:
             g = A[o]
             for i in range(code[r, X2]):
@@ -1198,9 +1180,11 @@ def drop_stale_cache(dispatchers, tag):
         return
     import hashlib
     from . import opcodes, scalar as _scalar, unary_generated as _generated
+    from . import binary_generated as _generated2
     try:
         h = hashlib.sha256()
-        for path in (__file__, opcodes.__file__, _scalar.__file__, _generated.__file__):
+        for path in (__file__, opcodes.__file__, _scalar.__file__, _generated.__file__,
+                     _generated2.__file__):
             with open(path, "rb") as f:
                 h.update(f.read())
         digest = h.hexdigest()

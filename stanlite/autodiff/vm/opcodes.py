@@ -114,3 +114,17 @@ CHECK_NOT_NAN, CHECK_FINITE, CHECK_POSITIVE_FINITE, CHECK_NONNEGATIVE_FINITE, \
 # hands the point to the eager tape, which raises or returns what it always does
 OK = 0
 DOMAIN = -1
+
+# -- elementwise binary, second range: out[i] = f(V[a + i*sa], V[b + i*sb]) -----------
+# (value and VJP generated from the declared derivatives: vm/binary_generated.py)
+ATAN2 = 120              # atan2(a, b)
+HYPOT = 121
+LOG_DIFF_EXP = 122       # log(e^a - e^b)
+LMULTIPLY = 123          # a log(b), 0 log 0 = 0
+LOG_INV_LOGIT_DIFF = 124  # log(inv_logit(a) - inv_logit(b))
+LOG_FALLING_FACTORIAL = 125
+LOG_RISING_FACTORIAL = 126
+
+# -- summed log densities, second range (as NORMAL ...) ----------------------------------
+RAYLEIGH = 80            # (y | sigma)
+LOGLOGISTIC = 81         # (y | alpha, beta)

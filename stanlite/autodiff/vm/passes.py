@@ -37,13 +37,13 @@ __all__ = ["optimise", "enabled"]
 
 _CONST = 1 << 40            # program._CONST: constants' provisional offsets start here
 
-_BINARY = frozenset(range(O.ADD, O.LSE2 + 1))
+_BINARY = frozenset(range(O.ADD, O.LSE2 + 1)) | frozenset(range(O.ATAN2, 140))
 _UNARY = frozenset(range(O.NEG, O.PHI + 1))
 _ONE_ARG = frozenset((O.COPY, O.SUM, O.LSE, O.SEGSUM, O.CUMSUM, O.EXTREME, O.SOFTMAX,
                       O.LOG_SOFTMAX, O.LSE_AXIS))
 _DENSITIES = frozenset((O.NORMAL, O.CAUCHY, O.LOGNORMAL, O.STD_NORMAL, O.EXPONENTIAL,
                         O.POISSON, O.POISSON_LOG, O.GAMMA, O.BETA, O.STUDENT_T,
-                        O.BERNOULLI_LOGIT, O.BINOMIAL_LOGIT))
+                        O.BERNOULLI_LOGIT, O.BINOMIAL_LOGIT, O.RAYLEIGH, O.LOGLOGISTIC))
 _GUARDS = frozenset((O.GUARD_POSITIVE, O.GUARD_BOUNDS, O.CHECK_POSITIVE, O.GUARD_CMP,
                      getattr(O, "CHECK_ARG", O.CHECK_POSITIVE)))
 _SCALAR_OUT = _DENSITIES | {O.SUM, O.LSE, O.DOT, O.SUMN, O.EXTREME, O.MVN_CHOLESKY,
