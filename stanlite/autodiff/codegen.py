@@ -965,6 +965,11 @@ class _Gen:
         t = self.bin_template(spec, "array", i, const)
         if t is None:
             return False
+        for name, e in rule.shared():
+            if name in t and name not in ops:
+                # a call both derivatives make: computed once for the node
+                ops[name] = self.tmp("s")
+                self.emit(f"{ops[name]} = {e.format(**ops)}")
         flip = t.startswith("-{g}")
         c = (t[1:] if flip else t).format(**ops)
         k = _arith_kind(*ks)

@@ -228,6 +228,8 @@ class BinaryRule(_Rule):
             self.floats_const = (_with_special(self.floats[0], {
                 k: self._function("on_floats", t, "_f_", self._float_fn, "_x")
                 for k, t in self._special_floats.items()}),) + self.floats[1:]
+        self._shared, self._shared_trees = _common_calls(self.trees)
+        self._shared_vars = _VARS2 + tuple(k for k, _ in self._shared)
         _DECLARED_BINARY.append(self)
 
     def __repr__(self):
@@ -257,8 +259,14 @@ class BinaryRule(_Rule):
         if target == "float":
             tree = self._floats[i] if sp is None else self._special_floats[sp]
             return None if tree is None else _format_template(tree, "_f_", _VARS2)
-        tree = self.trees[i] if sp is None else self.special[sp]
-        return None if tree is None else _format_template(tree, "_a_", _VARS2)
+        tree = self._shared_trees[i] if sp is None else self.special[sp]
+        return None if tree is None else _format_template(tree, "_a_", self._shared_vars)
+
+    def shared(self):
+        """``[(name, array template)]``: the calls both derivatives make on the same
+        operands (``where(ans == -inf, 0.0, ans)`` of a log-sum-exp), which the array
+        templates read as ``{name}``: the replay computes each once per node."""
+        return [(k, _format_template(t, "_a_", _VARS2)) for k, t in self._shared]
 
     def _tree(self, i, constant):
         sp = self.special_case(i, constant)
@@ -289,6 +297,40 @@ class BinaryRule(_Rule):
         if i != 0 or not self.special or type(constant) not in (int, float):
             return None
         return float(constant) if float(constant) in self.special else None
+
+
+def _common_calls(trees):
+    """The outermost calls (without ``g``) that every tree of ``trees`` makes, named
+    ``_s0``, ``_s1``...; and the trees with those names in their place."""
+    if any(t is None for t in trees) or len(trees) < 2:
+        return [], trees
+
+    def calls(t):
+        out = {}
+        for n in ast.walk(t):
+            if isinstance(n, ast.Call) and not any(isinstance(m, ast.Name) and m.id == "g"
+                                                   for m in ast.walk(n)):
+                out.setdefault(ast.unparse(n), n)
+        return out
+
+    each = [calls(t) for t in trees]
+    common = [k for k in each[0] if all(k in c for c in each[1:])]
+    # outermost only: a common call inside another common call is computed with it
+    common = [k for k in common if not any(k != o and k in o for o in common)]
+    if not common:
+        return [], trees
+    names = {k: f"_s{j}" for j, k in enumerate(common)}
+
+    class Put(ast.NodeTransformer):
+        def visit_Call(self, n):
+            k = ast.unparse(n)
+            if k in names:
+                return ast.Name(names[k], ast.Load())
+            self.generic_visit(n)
+            return n
+
+    out = tuple(ast.fix_missing_locations(Put().visit(_copy(t))) for t in trees)
+    return [(names[k], _copy(each[0][k])) for k in common], out
 
 
 def _with_special(general, cases):

@@ -365,7 +365,9 @@ class Inline(NamedTuple):
     argument), ``{ans}`` (the value) and ``{g}`` (the output's adjoint); ``helpers``
     maps the names they call to the functions (the generated code's globals), or is a
     function returning that map (a declared derivative's helpers, bound at first use:
-    :func:`unary_primitive`).
+    :func:`unary_primitive`). A binary primitive declared with
+    :func:`binary_primitive` has no VJP templates here: the replay asks its declaration
+    (``spec.derivative.template``) for each argument's.
     """
 
     kind: Optional[str]
