@@ -141,8 +141,14 @@ def trough_exact(dose, ii, V, Vmax, Km):
                          f"{dose / ii}")
     d = dose / V
 
+    from scipy.special import wrightomega
+    vm_ii = Vmax / V * ii
+
     def g(c):
-        return float(concentration_exact(c + d, ii, V, Vmax, Km)) - c
+        # concentration_exact on one float (no array conversions: the model calls
+        # this at every gradient for the solver's starting point)
+        c0 = c + d
+        return Km * wrightomega(math.log(c0 / Km) + (c0 - vm_ii) / Km).real - c
 
     hi = d
     for _ in range(200):                  # g(0) > 0 and g -> d - vm ii < 0 at infinity
@@ -258,9 +264,9 @@ class MmMultidoseSs(sl.Model):
     sigma = sl.param.real(lower=0)
 
     observed = ("conc",)
-    #: no retaping: the solver's starting point is computed from the parameters'
-    #: values at each evaluation (a replay would freeze it); the cost is in the ODE
-    #: and algebraic solves, which retaping would not change.
+    #: no retaping: the cost is in the solves, which a replay runs all the same
+    #: (measured ~10% faster retaped); the solver's start follows the parameters
+    #: either way (``_guess`` is a function of theta, called at every solve).
     compile = False
 
     def _regimen_obs(self):
@@ -296,22 +302,27 @@ class MmMultidoseSs(sl.Model):
         self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,
                                 max_num_steps=max_num_steps)
 
-    def _guess(self, r, V, Vmax, Km):
-        """Regimen ``r``'s exact trough amount from the closed form: a starting point
-        for the algebraic solver (plain floats; ``None``, the library's zeros, if the
-        closed form fails)."""
-        try:
-            v = float(sl.value_of(V))
-            c = trough_exact(self.dose[r], self.ii[r], v, float(sl.value_of(Vmax)),
-                             float(sl.value_of(Km)))
+    def _guess(self, r):
+        """Regimen ``r``'s starting point for the algebraic solver: ``theta = (V, Vmax,
+        Km) -> `` the exact trough amount from the closed form (plain floats; ``None``,
+        the library's zeros, if the closed form fails). A function of theta, called
+        by the solver at every solve, so the model's retaped gradient gets a fresh
+        guess at every point."""
+        dose, ii = float(self.dose[r]), float(self.ii[r])
+
+        def guess(theta):
+            v, vmax, km = (float(t) for t in theta)
+            try:
+                c = trough_exact(dose, ii, v, vmax, km)
+            except (ValueError, ArithmeticError, RuntimeError):
+                return None
             return np.array([c * v]) if math.isfinite(c) else None
-        except (ValueError, ArithmeticError, RuntimeError):
-            return None
+        return guess
 
     def transformed_parameters(self, V, Vmax, Km):
         theta = sl.stack([V, Vmax, Km])
-        parts = [sl.pk.ode(mm_elimination, 1, ev, theta,
-                           ss_guess=self._guess(r, V, Vmax, Km), **self.ode_control)[1:, 0]
+        parts = [sl.pk.ode(mm_elimination, 1, ev, theta, ss_guess=self._guess(r),
+                           **self.ode_control)[1:, 0]
                  for r, ev in enumerate(self.events)]
         amounts = parts[0] if len(parts) == 1 else sl.concatenate(parts)
         return {"C": amounts[self.data_order] / V}

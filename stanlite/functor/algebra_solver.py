@@ -49,7 +49,7 @@ from scipy.linalg.lapack import dgecon as _dgecon, dgetrf as _dgetrf, dgetrs as 
 from ..autodiff.dual import Dual, forward_scope
 from ..autodiff.extend import batch_shape, defjvp_all, defvjp_all, primitive, reshape
 from ..autodiff.functional import _forward, jacobian_reverse, vjp
-from ..autodiff.var import Box, shape_of, value_of
+from ..autodiff.var import Box, _strip, shape_of, value_of
 from ..errors import DifferentiationError, SolverError
 from ..math.elementwise import sqrt
 from ..math.linalg import solve
@@ -73,13 +73,33 @@ def _val(x):
 def _norm(v):
     if type(v) is np.ndarray:
         return math.sqrt(float(v @ v))
+    if type(v) is _SVec:
+        return sqrt(v.dot(v))
     return sqrt(_sum(v * v))
+
+
+def _dot(a, b):
+    """``a . b`` (plain, array nodes, or scalar nodes)."""
+    if type(a) is _SVec:
+        return a.dot(b)
+    return _sum(a * b)
 
 
 def _colnorms(J):
     if type(J) is np.ndarray:
         return np.sqrt(np.einsum("ij,ij->j", J, J))
+    if type(J) is _SMat:
+        return _SVec([sqrt(c.dot(c)) for c in J.T.rows])
     return sqrt(_sum(J * J, axis=0))
+
+
+def _plain(v):
+    """The plain values of a vector or matrix (for the iterations' decisions)."""
+    if type(v) is _SVec:
+        return np.array([_val(e) for e in v.e])
+    if type(v) is _SMat:
+        return np.array([[_val(e) for e in r.e] for r in v.rows])
+    return value_of(v)
 
 
 def _is_plain(*xs):
@@ -119,9 +139,11 @@ class _Problem:
     first-order rules reuse them instead of refactorising."""
 
     __slots__ = ("f", "jac_x", "args", "pos", "method", "rel_tol", "f_tol", "max_steps",
-                 "x_guess", "n", "name", "root", "lu", "ad_forward")
+                 "x_guess", "n", "name", "root", "lu", "ad_forward", "jacobians",
+                 "jargs", "vjps", "guess_fn")
 
-    def __init__(self, name, f, x_guess, args, method, rel_tol, f_tol, max_steps, jac_x):
+    def __init__(self, name, f, x_guess, args, method, rel_tol, f_tol, max_steps, jac_x,
+                 jacobians=None):
         self.name = name
         if not callable(f):
             raise TypeError(f"{name}: f must be a callable f(x, *args) returning the "
@@ -129,6 +151,10 @@ class _Problem:
         if jac_x is not None and not callable(jac_x):
             raise TypeError(f"{name}: jac_x must be a callable jac_x(x, *args) returning "
                             f"the n x n Jacobian df/dx, got {type(jac_x).__name__}")
+        if jacobians is not None and not callable(jacobians):
+            raise TypeError(f"{name}: jacobians must be a callable jacobians(x, *args, "
+                            f"wrt=()) returning (f, df/dx, [df/dargs[i] for i in wrt]), "
+                            f"got {type(jacobians).__name__}")
         if method not in _METHODS:
             raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
         for key, v in (("rel_tol", rel_tol), ("f_tol", f_tol)):
@@ -141,16 +167,11 @@ class _Problem:
                 or max_steps < 1:
             raise ValueError(f"{name}: max_steps must be a positive integer, got "
                              f"{max_steps!r}")
-        try:
-            x0 = np.array(value_of(x_guess), dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: x_guess must be a vector of numbers, got "
-                             f"{type(x_guess).__name__}") from None
-        if x0.ndim != 1 or x0.size == 0:
-            raise ValueError(f"{name}: x_guess must be a non-empty vector (1-D), got "
-                             f"shape {x0.shape}")
-        if not np.all(np.isfinite(x0)):
-            raise ValueError(f"{name}: x_guess must be finite, got {x0}")
+        # a callable guess is evaluated on the plain argument values at every solve
+        # (a replayed recording gets a fresh one); its first value fixes n
+        self.guess_fn = x_guess if callable(x_guess) else None
+        x0 = self.check_guess(x_guess(*[_strip(a) for a in args])
+                              if self.guess_fn is not None else x_guess)
         self.f = f
         self.jac_x = jac_x
         self.pos = tuple(i for i, a in enumerate(args) if isinstance(a, Box))
@@ -166,6 +187,28 @@ class _Problem:
         self.root = None
         self.lu = None
         self.ad_forward = True
+        self.jacobians = jacobians
+        # df/d(traced argument) at the root, from ``jacobians`` or formed by AD for a
+        # row-by-row Jacobian (None: the rules differentiate f); reverse sweeps so far
+        self.jargs = None
+        self.vjps = 0
+
+    def check_guess(self, x_guess):
+        """``x_guess`` as a finite float vector (of n entries, once n is known)."""
+        name = self.name
+        try:
+            x0 = np.array(value_of(x_guess), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: x_guess must be a vector of numbers, got "
+                             f"{type(x_guess).__name__}") from None
+        if x0.ndim != 1 or x0.size == 0 or \
+                (getattr(self, "n", None) is not None and x0.size != self.n):
+            want = "a non-empty vector (1-D)" if getattr(self, "n", None) is None \
+                else f"a vector of {self.n}"
+            raise ValueError(f"{name}: x_guess must be {want}, got shape {x0.shape}")
+        if not np.all(np.isfinite(x0)):
+            raise ValueError(f"{name}: x_guess must be finite, got {x0}")
+        return x0
 
     # -- evaluations -------------------------------------------------------------------
     def all_args(self, params):
@@ -211,8 +254,11 @@ class _Problem:
 
     # -- the forward solve on plain floats ---------------------------------------------
     def solve(self, params):
-        be = _PlainBackend(self, self.all_args(params))
-        x, J, steps = _iterate(be, self.x_guess, self)
+        args = self.all_args(params)
+        be = _PlainBackend(self, args)
+        x0 = self.x_guess if self.guess_fn is None or not params else \
+            self.check_guess(self.guess_fn(*args))
+        x, J, steps = _iterate(be, x0, self)
         lu, piv, rcond = be.factor(J)
         if _singular(rcond, self.n):
             raise SolverError(
@@ -222,6 +268,11 @@ class _Problem:
                 "reformulate f so that its roots are isolated")
         self.root = x
         self.lu = (lu, piv)
+        # df/d(traced arguments) at the root from the caller's ``jacobians``: the
+        # first-order rules then contract them instead of differentiating f again
+        self.jargs = be.arg_jacobians(x) if self.jacobians is not None and params \
+            else None
+        self.vjps = 0
         return x
 
     # -- J_x solves for the rules ------------------------------------------------------
@@ -275,9 +326,11 @@ class _Residual:
 
 
 class _PlainBackend:
-    """f, J_x and the Gauss-Newton step on plain floats (LAPACK LU). Without a user's
-    ``jac_x``, f and J_x come from f's compiled program when it lowers (one numba
-    call each), else from the tape (a forward pass per Jacobian)."""
+    """f, J_x and the Gauss-Newton step on plain floats (LAPACK LU). With the caller's
+    ``jacobians``, f and J_x come from it (one call gives both; the last point's are
+    kept, so an accepted trial point is not evaluated again). Without it and without
+    a user's ``jac_x``, f and J_x come from f's compiled program when it lowers (one
+    numba call each), else from the tape (a forward pass per Jacobian)."""
 
     taped = False
 
@@ -286,8 +339,42 @@ class _PlainBackend:
         self.args = args
         self.last = None        # (J, lu, piv, rcond) of the last factorisation
         self.compiled = None    # (evaluator, its inputs p), False: not used
-        if prob.jac_x is not None:
+        self.memo = None        # (x, F, J, [argument Jacobians]): jacobians' last
+        if prob.jac_x is not None or prob.jacobians is not None:
             self.compiled = False
+
+    # -- the caller's jacobians(x, *args, wrt) -----------------------------------------
+    def _hook(self, x, wrt):
+        prob = self.prob
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            out = prob.jacobians(x, *self.args, wrt=wrt)
+        F, J = out[0], out[1]
+        self._check(F, J)
+        F = np.asarray(F, dtype=np.float64)
+        J = np.asarray(J, dtype=np.float64)
+        prob.check_residual(F, "jacobians(x, *args)[0]")
+        if J.shape != (prob.n, prob.n):
+            raise ValueError(f"{prob.name}: jacobians(x, *args)[1] must be the "
+                             f"{prob.n} x {prob.n} Jacobian df/dx, got shape {J.shape}")
+        jargs = []
+        if wrt:
+            jargs = [np.asarray(a, dtype=np.float64) for a in out[2]]
+            for i, a in zip(wrt, jargs):
+                want = (prob.n,) + shape_of(self.args[i])
+                if a.shape != want:
+                    raise ValueError(f"{prob.name}: jacobians(x, *args)[2] must hold "
+                                     f"df/dargs[{i}] of shape {want}, got {a.shape}")
+        self.memo = (x, F, J, jargs)
+        return F, J
+
+    def arg_jacobians(self, x):
+        """``[df/dargs[i] for i in prob.pos]`` at ``x`` (from the last evaluation when
+        it asked for them at this point)."""
+        m = self.memo
+        if m is None or m[0] is not x:
+            self._hook(x, self.prob.pos)
+            m = self.memo
+        return m[3]
 
     def _compiled(self, x):
         c = self.compiled
@@ -313,6 +400,8 @@ class _PlainBackend:
     # trial points may leave f's domain (log of a negative number): that is an
     # expected event - a non-finite ||f|| rejects the step - not a numpy warning
     def fun(self, x):
+        if self.prob.jacobians is not None:
+            return self._hook(x, self.prob.pos)[0]
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             c = self._compiled(x)
             F = None if c is None else c[0].value(0.0, x, c[1])
@@ -324,7 +413,23 @@ class _PlainBackend:
         self.prob.check_residual(F)
         return F
 
-    def fun_jac(self, x, F=None):
+    def fun_jac(self, x, F=None, last=False, near=None):
+        """``(f(x), J_x)``; ``last``: the iterations end at ``x``, a Gauss-Newton
+        correction below rel_tol from ``near``.
+
+        With ``jacobians`` every evaluation also gives the argument Jacobians, and
+        the last one at ``near`` serves the end: ``x`` differs from ``near`` by less
+        than rel_tol (relative), so J_x and df/dtheta there equal those at ``x`` to
+        that order - far below the accuracy of the residual that warrants
+        ``jacobians`` (an integration at its tolerance) - and ||f(near)|| is the
+        f_tol test's (conservative: the correction reduces it). One evaluation fewer
+        per solve."""
+        if self.prob.jacobians is not None:
+            m = self.memo
+            if m is not None and (m[0] is x or (last and m[0] is near)):
+                self.memo = (x,) + m[1:]
+                return m[1], m[2]
+            return self._hook(x, self.prob.pos)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             c = self._compiled(x)
             r = None if c is None else c[0].jacobian(0.0, x, c[1])
@@ -370,7 +475,7 @@ class _TapedBackend:
         self.prob.check_residual(F)
         return F
 
-    def fun_jac(self, x, F=None):
+    def fun_jac(self, x, F=None, last=False, near=None):
         F, J = self.prob.jacobian(x, self.args, F)
         self.prob.check_residual(F)
         return F, J
@@ -380,6 +485,139 @@ class _TapedBackend:
         if not np.all(np.isfinite(Jv)) or _singular(_lu(Jv)[2], len(Jv)):
             return None
         return -self.linear_solve(J, F)
+
+
+class _SVec:
+    """A vector of scalars (scalar nodes or floats) with element-by-element
+    arithmetic: one node per element and operation, what a solver templated on a
+    scalar AD type (Stan's ``var``) records. The benchmark baseline's vectors
+    (:func:`algebra_solver_taped` with ``scalar=True``); not for models."""
+
+    __slots__ = ("e",)
+
+    def __init__(self, e):
+        self.e = list(e)
+
+    def __len__(self):
+        return len(self.e)
+
+    def __getitem__(self, i):
+        return self.e[i]
+
+    def __iter__(self):
+        return iter(self.e)
+
+    def _other(self, o):
+        if type(o) is _SVec:
+            return o.e
+        if type(o) is np.ndarray and o.ndim == 1:
+            return [float(v) for v in o]
+        return [o] * len(self.e)
+
+    def __add__(self, o):
+        return _SVec([a + b for a, b in zip(self.e, self._other(o))])
+
+    def __radd__(self, o):
+        return _SVec([b + a for a, b in zip(self.e, self._other(o))])
+
+    def __sub__(self, o):
+        return _SVec([a - b for a, b in zip(self.e, self._other(o))])
+
+    def __rsub__(self, o):
+        return _SVec([b - a for a, b in zip(self.e, self._other(o))])
+
+    def __mul__(self, o):
+        return _SVec([a * b for a, b in zip(self.e, self._other(o))])
+
+    def __rmul__(self, o):
+        return _SVec([b * a for a, b in zip(self.e, self._other(o))])
+
+    def __truediv__(self, o):
+        return _SVec([a / b for a, b in zip(self.e, self._other(o))])
+
+    def __rtruediv__(self, o):
+        return _SVec([b / a for a, b in zip(self.e, self._other(o))])
+
+    def __neg__(self):
+        return _SVec([-a for a in self.e])
+
+    def dot(self, o):
+        acc = None
+        for a, b in zip(self.e, self._other(o)):
+            acc = a * b if acc is None else acc + a * b
+        return acc
+
+
+class _SMat:
+    """A matrix of scalars, row by row (:class:`_SVec` rows)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows):
+        self.rows = [r if type(r) is _SVec else _SVec(r) for r in rows]
+
+    @property
+    def T(self):
+        return _SMat([_SVec(c) for c in zip(*[r.e for r in self.rows])])
+
+    def __matmul__(self, v):
+        return _SVec([r.dot(v) for r in self.rows])
+
+
+def _scalar_solve(J, b):
+    """``J^-1 b`` by Gaussian elimination with partial pivoting (on values), every
+    multiply-add a scalar node (about 2 n^3 / 3 of them)."""
+    n = len(b)
+    A = [list(r.e) for r in J.rows]
+    y = list(b.e)
+    for k in range(n):
+        piv = max(range(k, n), key=lambda i: abs(_val(A[i][k])))
+        A[k], A[piv] = A[piv], A[k]
+        y[k], y[piv] = y[piv], y[k]
+        for i in range(k + 1, n):
+            m = A[i][k] / A[k][k]
+            for j in range(k + 1, n):
+                A[i][j] = A[i][j] - m * A[k][j]
+            y[i] = y[i] - m * y[k]
+    x = [None] * n
+    for i in reversed(range(n)):
+        r = y[i]
+        for j in range(i + 1, n):
+            r = r - A[i][j] * x[j]
+        x[i] = r / A[i][i]
+    return _SVec(x)
+
+
+class _ScalarBackend:
+    """The iterations on scalar nodes: ``f(x, *args)`` and ``jac_x(x, *args)`` take
+    ``x`` as a vector of scalars (indexable) and return a list of scalars (a list of
+    rows), and the Gauss-Newton solve is Gaussian elimination on scalar nodes."""
+
+    taped = False       # f at an accepted point is the trial's, as in MINPACK
+
+    def __init__(self, prob, args):
+        if prob.jac_x is None:
+            raise ValueError(f"{prob.name}: scalar=True needs the analytic jac_x")
+        self.prob = prob
+        self.args = args
+
+    def fun(self, x):
+        F = _SVec(self.prob.f(x, *self.args))
+        if len(F) != self.prob.n:
+            raise ValueError(f"{self.prob.name}: f(x, *args) must return {self.prob.n} "
+                             f"residuals, got {len(F)}")
+        return F
+
+    def fun_jac(self, x, F=None, last=False, near=None):
+        if F is None:
+            F = self.fun(x)
+        return F, _SMat(self.prob.jac_x(x, *self.args))
+
+    def gauss_newton(self, J, F):
+        Jv = _plain(J)
+        if not np.all(np.isfinite(Jv)) or _singular(_lu(Jv)[2], len(Jv)):
+            return None
+        return -_scalar_solve(J, F)
 
 
 def _fail(prob, msg, steps, fnorm, advice=""):
@@ -410,6 +648,10 @@ def _scaling(D, J):
     """MINPACK's diagonal scaling: the running maximum of J's column norms (a column
     of zeros keeps 1), making the trust region invariant to the units of x."""
     c = _colnorms(J)
+    if type(c) is _SVec:
+        if D is None:
+            return _SVec([e if _val(e) > 0 else 1.0 for e in c.e])
+        return _SVec([e if _val(e) > _val(d) else d for e, d in zip(c.e, D.e)])
     cv = value_of(c)
     if D is None:
         return where(cv > 0, c, 1.0) if isinstance(c, Box) else np.where(cv > 0, c, 1.0)
@@ -438,19 +680,19 @@ def _dogleg(J, F, D, delta, gn):
         return None
     s = -g / gnorm
     Js = J @ (s / D)
-    tc = gnorm / _sum(Js * Js)              # |F.Js| = ||g|| because s is a unit vector
+    tc = gnorm / _dot(Js, Js)              # |F.Js| = ||g|| because s is a unit vector
     if gn is None or _val(tc) >= dv:
         t = delta if _val(tc) >= dv else tc
-        return t * s / D, t
-    a = tc * s
+        return s * t / D, t
+    a = s * tc
     d = D * gn - a
-    ad = _sum(a * d)
-    dd = _sum(d * d)
+    ad = _dot(a, d)
+    dd = _dot(d, d)
     rest = delta * delta - tc * tc          # > 0: the Cauchy point is inside
     root = sqrt(ad * ad + dd * rest)
     # ||a + tau d|| = delta, written without cancellation for either sign of a.d
     tau = (root - ad) / dd if _val(ad) <= 0 else rest / (ad + root)
-    return (a + tau * d) / D, delta
+    return (a + d * tau) / D, delta
 
 
 def _powell(be, x, F, J, fnorm, prob):
@@ -479,8 +721,8 @@ def _powell(be, x, F, J, fnorm, prob):
             # the Gauss-Newton correction is below rel_tol: take it (it squares the
             # error) and stop. Without this test a problem solved to roundoff (a linear
             # one, after one step) would wait for the noise in ||f|| to shrink delta
-            x = x + gn
-            F, J = be.fun_jac(x)
+            x_prev, x = x, x + gn
+            F, J = be.fun_jac(x, last=True, near=x_prev)
             fnorm = _val(_norm(F))
             steps += 1
             why = "Gauss-Newton step below rel_tol"
@@ -504,7 +746,7 @@ def _powell(be, x, F, J, fnorm, prob):
             fnorm1 = math.inf
         actred = 1.0 - (fnorm1 / fnorm) ** 2 if fnorm1 < fnorm else -1.0
         # ||F + J p||: the linear model's prediction (a decision: plain values only)
-        lin = _norm(value_of(F) + value_of(J) @ value_of(p))
+        lin = _norm(_plain(F) + _plain(J) @ _plain(p))
         prered = 1.0 - (lin / fnorm) ** 2 if lin < fnorm else 0.0
         ratio = actred / prered if prered > 0 else 0.0
         if ratio < 0.1:
@@ -559,8 +801,8 @@ def _newton(be, x, F, J, fnorm, prob):
         if _val(_norm(D * gn)) <= prob.rel_tol * _val(_norm(D * x)):
             # converged: the last (tiny) step still squares the error, and the
             # Jacobian at the returned point is the one the rules factorise
-            x = x + gn
-            F, J = be.fun_jac(x)
+            x_prev, x = x, x + gn
+            F, J = be.fun_jac(x, last=True, near=x_prev)
             fnorm = _val(_norm(F))
             steps += 1
             why = "Newton step below rel_tol"
@@ -605,8 +847,59 @@ def _root_vjp(g, ans, prob, *params):
     # theta_bar = -J_theta^T J_x^-T g: one transposed solve, one nested VJP of f in
     # theta (the Jacobian J_theta is never formed)
     lam = prob.solve_jx(ans, params, g, trans=True)
+    jargs = _plain_jargs(prob, ans, g, *params)
+    if jargs is None and prob.jargs is None and ans is prob.root and \
+            _is_plain(g, *params):
+        prob.vjps += 1
+        if prob.vjps == 2:
+            # a second sweep at the same root: a Jacobian assembled row by row
+            # (jacobian_reverse). Form J_theta once, by one vector-mode forward pass
+            # (Stan's solver precomputes it likewise); every sweep is then a
+            # contraction. A single gradient keeps the one nested VJP.
+            prob.jargs = jargs = _ad_arg_jacobians(prob, ans, params)
+    if jargs is not None:
+        # df/dtheta at the root: a contraction, no sweep through f
+        return (None,) + tuple(_contract(-lam, Ja) for Ja in jargs)
     _, grads = vjp(lambda *p: prob.call(ans, p), *params, cotangent=-lam)
     return (None,) + tuple(grads)
+
+
+def _ad_arg_jacobians(prob, ans, params):
+    """``[df/dp for p in params]`` at the root by one vector-mode forward pass (all
+    directions at once), each of shape ``(n,) + shape(p)``; None if a primitive of f
+    has no JVP rule."""
+    n = prob.n
+    shapes = [np.shape(p) for p in params]
+    sizes = [int(np.prod(sh, dtype=np.int64)) for sh in shapes]
+    P = sum(sizes)
+    offs = np.cumsum([0] + sizes)
+    ts = []
+    for a, k, sh in zip(offs, sizes, shapes):
+        t = np.zeros((P, k))
+        t[a:a + k] = np.eye(k)
+        ts.append(t.reshape((P,) + sh))
+    try:
+        with forward_scope((P,)) as trace:
+            y = prob.call(ans, [Dual(p, t, trace) for p, t in zip(params, ts)])
+            fdot = y.tangent if isinstance(y, Box) and y.tape is trace else None
+    except DifferentiationError:
+        return None
+    fdot = np.zeros((P, n)) if fdot is None else np.reshape(value_of(fdot), (P, n))
+    return [fdot[a:a + k].T.reshape((n,) + sh) for a, k, sh in zip(offs, sizes, shapes)]
+
+
+def _plain_jargs(prob, ans, *values):
+    """The argument Jacobians of the caller's ``jacobians`` at the root, when the rule
+    runs on plain values at that root (else None: the rules differentiate f)."""
+    if prob.jargs is None or ans is not prob.root or not _is_plain(*values):
+        return None
+    return prob.jargs
+
+
+def _contract(w, Ja):
+    """``w^T Ja`` over the residual axis: the cotangent of an argument."""
+    r = w @ Ja.reshape(w.shape[0], -1)
+    return float(r[0]) if Ja.ndim == 1 else r.reshape(Ja.shape[1:])
 
 
 def _root_jvp(ts, ans, prob, *params):
@@ -614,6 +907,15 @@ def _root_jvp(ts, ans, prob, *params):
     ts = ts[1:]
     B = next(batch_shape(t, p) for t, p in zip(ts, params) if t is not None)
     n = prob.n
+    jargs = _plain_jargs(prob, ans, *params, *[t for t in ts if t is not None])
+    if jargs is not None:
+        k = int(np.prod(B, dtype=np.int64))
+        fdot = np.zeros((n, k))
+        for Ja, t in zip(jargs, ts):
+            if t is not None:
+                fdot += Ja.reshape(n, -1) @ np.reshape(t, (k, -1)).T
+        xdot = prob.solve_jx(ans, params, fdot, trans=False)
+        return np.reshape(-xdot.T, B + (n,))
     with forward_scope(B) as trace:
         duals = [p if t is None else Dual(p, t, trace) for p, t in zip(params, ts)]
         y = prob.call(ans, duals)
@@ -634,7 +936,7 @@ defjvp_all(_root, _root_jvp)
 # public functions
 # --------------------------------------------------------------------------------------
 def algebra_solver(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6,
-                   max_steps=200, jac_x=None):
+                   max_steps=200, jac_x=None, jacobians=None):
     """Solve ``f(x, *args) = 0`` for ``x`` (n equations, n unknowns), differentiably.
 
     Parameters
@@ -642,7 +944,11 @@ def algebra_solver(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6
     f : callable ``f(x, *args) -> residual vector of length n``, written with stanlite
         operations (so that AD gives df/dx and the derivatives in the arguments).
     x_guess : vector of n floats, the starting point. The root is not differentiated
-        with respect to it (locally the root does not depend on the guess).
+        with respect to it (locally the root does not depend on the guess). Or a
+        callable ``x_guess(*args)`` returning that vector from the plain values of the
+        arguments, called at every solve: a guess that follows the parameters (a
+        closed-form approximation) and is computed afresh when a recording of the
+        model is replayed.
     *args : the parameters and data, passed to ``f`` as given. Every traced argument
         (a ``Var``: ``theta`` inside a model) is differentiated; plain arrays, ints or
         any other object are data. Stan's ``algebra_solver(f, x, theta, x_r, x_i)``
@@ -656,6 +962,18 @@ def algebra_solver(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6
     jac_x : optional ``jac_x(x, *args) -> n x n`` analytic Jacobian df/dx, replacing the
         AD Jacobian in the iterations and in the derivative rules (for Hessians through
         the solver it must be written with stanlite operations too).
+    jacobians : optional ``jacobians(x, *args, wrt=()) -> (f, J_x)``, or ``(f, J_x,
+        [df/dargs[i] for i in wrt])`` when ``wrt`` (positions in ``args``) is not
+        empty, evaluated on plain floats only: f and its Jacobians computed together
+        by the caller (e.g. a period map integrated with its sensitivities), each
+        ``df/dargs[i]`` of shape ``(n,) + shape(args[i])``. It replaces AD in the
+        iterations, and the argument Jacobians at the root replace the VJP/JVP of
+        ``f`` in the first-order rules (one contraction). Every evaluation is asked
+        for them (``wrt`` the traced arguments): when the iterations end with a
+        Gauss-Newton correction below ``rel_tol``, the evaluation before it serves
+        the rules and the f_tol test (conservative), so the corrected point is not
+        evaluated again. Under an outer differentiation
+        (Hessians) the rules differentiate ``f`` as usual.
 
     Returns the root, one node on the tape when an argument is traced. Derivatives by
     the implicit function theorem (module docstring): ``dx*/dtheta = -J_x^-1 J_theta``,
@@ -677,7 +995,7 @@ def algebra_solver(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6
     array([0.08333333])
     """
     prob = _Problem("algebra_solver", f, x_guess, args, method, rel_tol, f_tol,
-                    max_steps, jac_x)
+                    max_steps, jac_x, jacobians)
     if not prob.pos:
         return prob.solve(())
     return _root(prob, *[args[i] for i in prob.pos])
@@ -713,7 +1031,7 @@ def solve_newton(f, x_guess, *args, rel_tol=1e-10, f_tol=1e-6, max_steps=200,
 
 
 def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_tol=1e-6,
-                         max_steps=200, jac_x=None, linear_solve=None):
+                         max_steps=200, jac_x=None, linear_solve=None, scalar=False):
     """BENCHMARK BASELINE - not for models: the same iterations as
     :func:`algebra_solver`, run on traced values so that AD records every one of them.
 
@@ -727,7 +1045,15 @@ def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_to
 
     ``linear_solve(J, F) -> J^-1 F`` replaces the ``solve`` primitive (itself a matrix
     super node) in the Gauss-Newton steps, e.g. by Gaussian elimination on scalar
-    nodes to mimic a solver templated on a scalar AD type.
+    nodes.
+
+    ``scalar=True``: the whole iteration on scalar nodes, as a solver templated on a
+    scalar AD type (Stan's ``var``) records it - every element of every vector
+    operation (residual, analytic Jacobian, norms, scaling, dogleg, Gaussian
+    elimination) is its own node. ``f(x, *args)`` and ``jac_x(x, *args)`` (required)
+    then take ``x`` as an indexable vector of scalars and return a list of scalars
+    (a list of rows); the arguments are passed as given (e.g. lists of scalar nodes).
+    The root is returned as one stacked vector.
 
     Example
     -------
@@ -740,6 +1066,9 @@ def algebra_solver_taped(f, x_guess, *args, method="powell", rel_tol=1e-10, f_to
     """
     prob = _Problem("algebra_solver_taped", f, x_guess, args, method, rel_tol, f_tol,
                     max_steps, jac_x)
+    if scalar:
+        x, _, _ = _iterate(_ScalarBackend(prob, list(args)), _SVec(prob.x_guess), prob)
+        return stack(x.e) if any(isinstance(e, Box) for e in x.e) else _plain(x)
     be = _TapedBackend(prob, list(args), linear_solve)
     x, _, _ = _iterate(be, prob.x_guess, prob)
     return x

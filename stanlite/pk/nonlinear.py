@@ -119,8 +119,10 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
         the dose (rounded up to a power of two), so ``ss_f_tol`` is relative to the
         amounts dosed; the integrations inside are ten times tighter than
         ``min(rel_tol, abs_tol)``.
-    ss_guess : initial guess of the steady-state trough (a vector of ``n_cmt``);
-        default zeros.
+    ss_guess : initial guess of the steady-state trough (a vector of ``n_cmt``), or
+        a callable ``ss_guess(theta)`` of the plain parameter values returning one
+        (or None: zeros), called at every steady-state solve, so that a replayed
+        recording of a model gets a guess that follows its parameters; default zeros.
 
     Returns ``(n_records, n_cmt)`` amounts after each record's event. ``f`` should
     not depend on ``t`` when steady states are used (a steady state is the periodic

@@ -41,7 +41,11 @@ import numpy as np
 from ..autodiff.var import Box, guarded, shape_of
 from ..errors import DomainError, SolverError
 from ..functor.algebra_solver import algebra_solver
-from ..functor.ode import ode_bdf, ode_rk45
+from ..functor import ode_native as _native
+from ..functor.ode import (_Problem as _OdeProblem, _check_values, _directions, _solve,
+                           ode_bdf, ode_rk45)
+from ..functor.ode_integrate import Control
+from ..functor.ode_rhs import OdeRHS
 from ..math.linalg import matmul, solve
 from ..math.structure import concatenate, expand_dims, scatter_add, stack
 from .dosing import BOLUS, CONSTANT, INFUSION
@@ -219,6 +223,12 @@ def _rhs(f):
 
 
 _RHS = {}
+#: bolus steady states: the period map and its Jacobians from one sensitivity solve
+#: per evaluation (:meth:`OdeSystem.bolus_jacobians`); False: the residual through
+#: AD as before (the benchmarks time both routes)
+PERIOD_JACOBIANS = True
+# the plain period maps' ODE problems, per right-hand side and controls (the last few)
+_PLAIN = {}
 
 
 def _vec(x, n):
@@ -250,9 +260,12 @@ class OdeSystem:
         # solver's: the residual's noise (which grows with the accumulation ratio)
         # must stay below f_tol
         self.inner_tol = 0.1 * min(rel_tol, abs_tol)
+        self._plan = {}             # period_sens's plans, by wrt_theta
         self.who = who
         if ss_guess is None:
             self.guess = np.zeros(n)
+        elif callable(ss_guess):
+            self.guess = _guess_of_theta(ss_guess, n, who)
         else:
             self.guess = np.asarray(ss_guess, dtype=np.float64)
             if self.guess.shape != (n,):
@@ -273,6 +286,83 @@ class OdeSystem:
     # -- the period maps (t = 0 at the dose: f must be autonomous) ---------------------
     def _after(self, x, u, theta, rate):
         return self.evolve(x, 0.0, [u], theta, rate, self.inner_tol)[0]
+
+    # -- the period maps on plain floats, with their sensitivities ----------------------
+    def _plain_problem(self):
+        """The ODE super node's problem for the plain period-map solves (inner
+        tolerance), shared by every call with the same right-hand side and controls:
+        its compiled tangent systems are kept between evaluations."""
+        method = "bdf" if self.solver is ode_bdf else "rk45"
+        key = (self.rhs, self.n, method, self.inner_tol, self.max_num_steps)
+        pb = _PLAIN.get(key)
+        if pb is None:
+            name = "ode_bdf" if method == "bdf" else "ode_rk45"
+            pb = _OdeProblem(OdeRHS(self.rhs, self.n, name),
+                             Control(name, method, self.inner_tol, self.inner_tol,
+                                     self.max_num_steps), None)
+            _PLAIN[key] = pb
+            if len(_PLAIN) > 32:
+                _PLAIN.pop(next(iter(_PLAIN)))
+        return pb
+
+    def _sens_plan(self, theta, rate, wrt_theta):
+        """What one period-map sensitivity solve needs besides ``y0`` and the span:
+        the sensitivity system, its arguments (one tuple, so that the compiled
+        evaluator found for the first solve serves the next ones without a lookup)
+        and the initial tangents. Kept for the same ``theta`` and ``rate`` objects -
+        the algebraic solver passes the same ones at every iteration of a solve."""
+        plan = self._plan.get(wrt_theta)
+        if plan is not None and plan[0] is theta and plan[1] is rate:
+            return plan
+        pb = self._plain_problem()
+        args = (theta, rate) + self.data
+        vals = (np.zeros(self.n), 0.0, None) + args
+        V0, D, mask, _, K = _directions(pb, vals, (0, 3) if wrt_theta else (0,))
+        sub = pb.derived(K, mask, len(args), "sensitivities")
+        plan = (theta, rate, pb, sub, args, args + tuple(D), np.ravel(V0), K)
+        self._plan[wrt_theta] = plan
+        return plan
+
+    def period_sens(self, y0, u, theta, rate, wrt_theta):
+        """``(F_u(y0), dF/dy0, dF/dtheta or None, dF/du)`` on plain floats: one solve
+        of the forward-sensitivity system (the error control covers the
+        sensitivities, as in the ODE super node, and so do its checks, step budget
+        and failures). ``dF/dtheta`` has shape ``(n,) + shape(theta)``; ``dF/du =
+        f(u, F)``."""
+        n = self.n
+        _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, wrt_theta)
+        z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
+        ts = np.array([float(u)])
+        _check_values(sub.rhs.name, z0, 0.0, ts, args, n)    # (D: unit directions)
+        Z = _native.solve(sub, z0, 0.0, ts, allargs)
+        if Z is None:                   # not compiled (yet): the ODE node's own route
+            Z = _solve(sub, (z0, 0.0, ts) + allargs)[0]
+        Y = Z[0, :n].copy()
+        S = Z[0, n:].reshape(K, n)      # S[k, i] = dY_i / d(direction k)
+        St = S[n:].T.reshape((n,) + np.shape(theta)) if wrt_theta else None
+        return Y, S[:n].T, St, pb.rhs.value(float(u), Y, args)
+
+    def bolus_jacobians(self, c, sc):
+        """``jacobians`` for the algebraic solver (:func:`algebra_solver`) of a bolus
+        steady state: the residual ``(x - F_ii(x + A e_c)) / sc`` of ``(theta, A, ii)``
+        with ``df/dx``, and at the root ``df/dtheta``, ``df/dA``, ``df/dii``, all
+        from one sensitivity solve of the period (no recording of the residual, no
+        nested sweep through it)."""
+        n = self.n
+        eye = np.eye(n)
+        zero = np.zeros(n)
+
+        def jacobians(x, theta, A, ii, wrt=()):
+            Y, Sy, St, fY = self.period_sens(x + _unit_vec(A, c, n), ii, theta, zero,
+                                             0 in wrt)
+            F = (x - Y) / sc
+            Jx = (eye - Sy) / sc
+            if not wrt:
+                return F, Jx
+            parts = {0: lambda: -St / sc, 1: lambda: -Sy[:, c] / sc,
+                     2: lambda: -fY / sc}
+            return F, Jx, [parts[i]() for i in wrt]
+        return jacobians
 
     def skip(self, x, u, t, theta, rate):
         """The evolution from ``t`` over a span ``u`` whose *value* is 0: two events
@@ -304,10 +394,11 @@ class OdeSystem:
             return self._after(y, ii - seg1, theta, rest_rate)
         return self.skip(y, ii - seg1, 0.0, theta, rest_rate)
 
-    def _solve(self, resid, *args, where=""):
+    def _solve(self, resid, *args, where="", jacobians=None):
         try:
             return algebra_solver(resid, self.guess, *args, rel_tol=self.ss_rel_tol,
-                                  f_tol=self.ss_f_tol, max_steps=self.ss_max_steps)
+                                  f_tol=self.ss_f_tol, max_steps=self.ss_max_steps,
+                                  jacobians=jacobians)
         except SolverError as e:
             raise SolverError(f"{self.who}: no steady state found{where}: {e}") from e
 
@@ -351,7 +442,9 @@ class OdeSystem:
 
             def resid(x, theta, A, ii):
                 return (x - self._period_bolus(x, theta, A, ii, c)) / sc
-            x = self._solve(resid, theta, A, ii, where=_where(ev, p, q))
+            x = self._solve(resid, theta, A, ii, where=_where(ev, p, q),
+                            jacobians=self.bolus_jacobians(c, sc) if PERIOD_JACOBIANS
+                            else None)
             if lagged:
                 x = self._after(x + _unit_vec(A, c, n), psi, theta, np.zeros(n))
             return x, None
@@ -429,7 +522,8 @@ def ode_steady_state(f, n_cmt, theta, amt, ii, cmt=1, rate=0.0, *, data=(),
     if not is_inf:
         def resid(x, theta, A, ii):
             return (x - sys_._period_bolus(x, theta, A, ii, c)) / sc
-        return sys_._solve(resid, theta, amt, ii)
+        return sys_._solve(resid, theta, amt, ii, jacobians=sys_.bolus_jacobians(c, sc)
+                           if PERIOD_JACOBIANS else None)
     dur = amt / rate
     m, second = guarded(_overlap, dur, ii)
 
@@ -446,6 +540,21 @@ def _unit_vec(a, c, n):
         return v
     return stack([a if j == c else 0.0 for j in range(n)])
 
+
+
+def _guess_of_theta(fn, n, who):
+    """The algebraic solver's callable guess ``(theta, *rest) -> x0`` from the user's
+    ``ss_guess(theta)`` (plain values; ``None``: zeros), called at every solve."""
+    def guess(theta, *rest):
+        g = fn(theta)
+        if g is None:
+            return np.zeros(n)
+        g = np.asarray(g, dtype=np.float64)
+        if g.shape != (n,):
+            raise ValueError(f"{who}: ss_guess(theta) must return a vector of {n} "
+                             f"amounts, got shape {g.shape}")
+        return g
+    return guess
 
 
 def _where(ev, p, q):

@@ -397,3 +397,165 @@ def test_retaped_gradient_matches_eager(rng):
         v0, g0 = sl.value_and_grad(h)(theta)
         np.testing.assert_allclose(v, v0, rtol=1e-14)
         np.testing.assert_allclose(g, g0, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# jacobians=: f and its Jacobians from the caller; callable guesses; J_theta formed
+# once for a row-by-row Jacobian (issue 22)
+# --------------------------------------------------------------------------------------
+def _monotone_jacobians(M, calls):
+    """``jacobians`` of :func:`monotone` in numpy: df/dx = I + 0.3 diag(sech^2(Mx)) M,
+    df/dtheta = -I; every call is logged (the point and what was asked)."""
+    def jacobians(x, theta, M_, wrt=()):
+        calls.append((x.copy(), tuple(wrt)))
+        u = M @ x
+        F = x + 0.3 * np.tanh(u) - theta
+        J = np.eye(len(x)) + 0.3 * (1.0 - np.tanh(u) ** 2)[:, None] * M
+        return (F, J) if not wrt else (F, J, [-np.eye(len(x)) for _ in wrt])
+    return jacobians
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_jacobians_hook_gives_the_ad_derivatives(method, rng):
+    M = random_M(rng, 3)
+    theta = rng.standard_normal(3)
+    w = rng.standard_normal(3)
+    calls = []
+    hook = _monotone_jacobians(M, calls)
+
+    def loss(t, jacobians):
+        return sl.sum(w * sl.algebra_solver(monotone, np.zeros(3), t, M, method=method,
+                                            jacobians=jacobians))
+    v, g = sl.value_and_grad(lambda t: loss(t, hook))(theta)
+    v0, g0 = sl.value_and_grad(lambda t: loss(t, None))(theta)
+    np.testing.assert_allclose(v, v0, rtol=1e-12)
+    np.testing.assert_allclose(g, g0, rtol=1e-9)
+    np.testing.assert_allclose(g, central_differences(lambda t: loss(t, None), theta),
+                               rtol=1e-6)
+    # every evaluation came from the hook, asked for df/dtheta too (theta is traced)
+    assert calls and all(wrt == (0,) for _, wrt in calls)
+    # forward mode contracts the same Jacobians
+    jf = sl.jacobian_forward(lambda t: sl.algebra_solver(
+        monotone, np.zeros(3), t, M, method=method, jacobians=hook))(theta)
+    jr = sl.jacobian_reverse(lambda t: sl.algebra_solver(monotone, np.zeros(3), t, M,
+                                                         method=method))(theta)
+    np.testing.assert_allclose(jf, jr, rtol=1e-9)
+
+
+def test_jacobians_hook_does_not_evaluate_the_last_correction_again(rng):
+    # converged by a Gauss-Newton correction below rel_tol: the evaluation before it
+    # serves the rules, so no point is evaluated twice and the corrected one never
+    M = random_M(rng, 3)
+    calls = []
+    x = sl.algebra_solver(monotone, np.zeros(3), sl.Var(np.ones(3)), M,
+                          jacobians=_monotone_jacobians(M, calls))
+    pts = [c[0] for c in calls]
+    assert len({p.tobytes() for p in pts}) == len(pts)
+    assert not any(np.array_equal(p, sl.value_of(x)) for p in pts)
+    # the f_tol test still holds at the root
+    assert np.linalg.norm(sl.value_of(monotone(sl.value_of(x), np.ones(3), M))) < 1e-6
+
+
+def test_jacobians_hook_is_checked():
+    bad = lambda x, t, wrt=(): (x ** 3 - t, np.eye(2))            # noqa: E731
+    with pytest.raises(ValueError, match="jacobians.*1 x 1 Jacobian"):
+        sl.algebra_solver(cube, np.array([1.0]), sl.Var(np.array([8.0])), jacobians=bad)
+    with pytest.raises(TypeError, match="jacobians must be a callable"):
+        sl.algebra_solver(cube, np.array([1.0]), 8.0, jacobians=3)
+
+
+def test_callable_guess_follows_the_parameters_in_a_replay(rng):
+    # the guess is a function of the plain argument values, called at every solve -
+    # also when sl.compile replays the recorded node at new parameters
+    M = random_M(rng, 3)
+    seen = []
+
+    def guess(t, M_):
+        seen.append(np.array(t, dtype=float))
+        return np.array(t, dtype=float)          # x ~ theta when tanh is small
+
+    def h(t):
+        return sl.sum(sl.sin(sl.algebra_solver(monotone, guess, t, M)))
+    c = sl.compile(h, np.zeros(3))
+    for _ in range(3):
+        theta = rng.standard_normal(3)
+        seen.clear()
+        v, g = c(theta)
+        assert seen and all(np.array_equal(s, theta) for s in seen)
+        v0, g0 = sl.value_and_grad(h)(theta)
+        np.testing.assert_allclose(g, g0, rtol=1e-10)
+    sizes = iter([3, 2])                 # right when the problem is set up, then not
+    with pytest.raises(ValueError, match="x_guess must be a vector of 3"):
+        sl.algebra_solver(monotone, lambda t, M_: np.zeros(next(sizes)),
+                          sl.Var(np.ones(3)), M)
+
+
+def test_reverse_jacobian_forms_the_argument_jacobian_once(rng, monkeypatch):
+    # jacobian_reverse sweeps once per state: the second sweep at the same root forms
+    # df/dtheta by one forward pass and the others contract it - one nested VJP of f,
+    # not n; a single gradient keeps its one VJP
+    import importlib
+    A = importlib.import_module("stanlite.functor.algebra_solver")
+    vjps = []
+    real = A.vjp
+    monkeypatch.setattr(A, "vjp", lambda *a, **k: vjps.append(1) or real(*a, **k))
+    M = random_M(rng, 4)
+    theta = rng.standard_normal(4)
+
+    def root(t):
+        return sl.algebra_solver(monotone, np.zeros(4), t, M)
+    J = sl.jacobian_reverse(root)(theta)
+    assert len(vjps) == 1
+    np.testing.assert_allclose(J, sl.jacobian_forward(root)(theta), rtol=1e-10)
+    np.testing.assert_allclose(J, central_jacobian(root, theta), rtol=1e-6)
+    vjps.clear()
+    g = sl.grad(lambda t: sl.sum(sl.sin(root(t))))(theta)
+    assert len(vjps) == 1
+    np.testing.assert_allclose(g, np.cos(root(theta)) @ J, rtol=1e-10)
+
+
+def test_scalar_taped_baseline_records_scalar_nodes_and_matches():
+    # algebra_solver_taped(scalar=True): the dogleg on scalar nodes (Stan's var): the
+    # same root and derivatives as the super node, and a tape of scalar nodes only
+    def f(x, th):
+        return [x[0] ** 3 - th[0], x[1] * x[0] - th[1]]
+
+    def jac(x, th):
+        return [[3.0 * x[0] ** 2, 0.0], [x[1], x[0]]]
+
+    def g(x, th):
+        return sl.stack([x[0] ** 3 - th[0], x[1] * x[0] - th[1]])
+    theta = np.array([8.0, 3.0])
+    J = sl.jacobian(lambda t: algebra_solver_taped(f, np.ones(2), [t[0], t[1]], jac_x=jac,
+                                                   scalar=True))(theta)
+    J0 = sl.jacobian(lambda t: sl.algebra_solver(g, np.ones(2), t))(theta)
+    np.testing.assert_allclose(J, J0, rtol=1e-9, atol=1e-12)
+    # x = (th0^(1/3), th1 / x0): dx1/dth0 = -th1 / x0^2 / 12, dx1/dth1 = 1 / x0
+    np.testing.assert_allclose(J, [[1 / 12, 0.0], [-3 / 4 / 12, 0.5]], rtol=1e-9,
+                               atol=1e-15)
+    with sl.nested() as tape:
+        t = sl.Var(theta)
+        algebra_solver_taped(f, np.ones(2), [t[0], t[1]], jac_x=jac, scalar=True)
+        shapes = [np.shape(sl.value_of(nd)) for nd in tape.nodes]
+    assert len(shapes) > 100
+    assert sum(s != () for s in shapes) <= 3        # theta, the final stack
+    with pytest.raises(ValueError, match="scalar=True needs the analytic jac_x"):
+        algebra_solver_taped(f, np.ones(2), [1.0, 2.0], scalar=True)
+
+
+def central_differences(fn, x, h=1e-6):
+    g = np.empty_like(x)
+    for i in range(len(x)):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (float(sl.value_of(fn(x + e))) - float(sl.value_of(fn(x - e)))) / (2 * h)
+    return g
+
+
+def central_jacobian(fn, x, h=1e-6):
+    cols = []
+    for i in range(len(x)):
+        e = np.zeros_like(x)
+        e[i] = h
+        cols.append((np.asarray(fn(x + e)) - np.asarray(fn(x - e))) / (2 * h))
+    return np.stack(cols, axis=-1)

@@ -173,6 +173,39 @@ def test_the_solvers_starting_point_changes_nothing(data, monkeypatch):
     np.testing.assert_allclose(g0, g, rtol=1e-7)
 
 
+def test_gradient_by_the_period_jacobians_and_the_solves_it_takes(data, monkeypatch):
+    """Issue 22: each steady state's algebraic solver takes the period map and its
+    Jacobians from one sensitivity solve per evaluation (pk.steady_state
+    PERIOD_JACOBIANS) - no recording of its residual, two period solves, none for
+    the reverse sweep - and gives the gradient of the route through AD (which
+    recorded the residual again at every solve)."""
+    import importlib
+
+    from stanlite.functor import ode_compiled, ode_native
+    pss = importlib.import_module("stanlite.pk.steady_state")
+
+    def per_gradient(m, xs):
+        m.log_density_gradient(xs[0])
+        rec = ode_compiled.STATS["compiled"] + ode_compiled.STATS["fallback"]
+        sol = ode_native.STATS["compiled"]
+        gs = [m.log_density_gradient(x)[1] for x in xs[1:]]
+        k = len(xs) - 1
+        return gs, ((ode_compiled.STATS["compiled"] + ode_compiled.STATS["fallback"]
+                     - rec) / k, (ode_native.STATS["compiled"] - sol) / k)
+    m = mm.MmMultidoseSs(**data, **TIGHT)
+    xs = points(m, n=3)
+    g_now, (rec_now, sol_now) = per_gradient(m, xs)
+    monkeypatch.setattr(pss, "PERIOD_JACOBIANS", False)
+    g_before, (rec_before, sol_before) = per_gradient(mm.MmMultidoseSs(**data, **TIGHT), xs)
+    for a, b in zip(g_now, g_before):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6 * np.abs(b).max())
+    # 2 regimens: at most 2 period solves each (1 when the closed-form start is
+    # already within rel_tol) + 3 profile segments; before, each steady state
+    # recorded its residual and took 2 solves more at least (+1 for the sweep)
+    assert rec_now == 0 and sol_now <= 7, (rec_now, sol_now)
+    assert rec_before == 2 and sol_before >= sol_now + 4, (rec_before, sol_before)
+
+
 def test_default_tolerances_are_accurate_enough(data):
     """The default ODE tolerances (1e-8) move the log density by far less than
     sampling can see."""
