@@ -198,8 +198,10 @@ class _Live:
         self.seg_backoff = self.seg_skip = 0    # (_back_off)
 
 
-def run(model, state, n_iterations=None, on_iteration=None):
-    """Advance ``state`` in place by up to ``n_iterations`` (default: to the end).
+def run(model, state, n_iterations=None, on_iteration=None, until=None):
+    """Advance ``state`` in place by up to ``n_iterations`` (default: to the end);
+    ``until()``, if given, is asked before each iteration or segment and a true
+    answer pauses the chain there (the runner's probe of a run's size).
 
     ``on_iteration(state, n_divergent)`` is called after each commit: one iteration,
     or a segment of iterations run in compiled code (NUTS with the model's program
@@ -217,7 +219,7 @@ def run(model, state, n_iterations=None, on_iteration=None):
     # (set once here rather than per transition: it costs a microsecond)
     with np.errstate(all="ignore"):
         try:
-            while state.iteration < stop:
+            while state.iteration < stop and (until is None or not until()):
                 n_div = _segment(model, state, live, stop, seconds) if live.segments \
                     else None
                 if n_div is None:

@@ -19,6 +19,13 @@ cores (benchmarks/serial_blas_threads.py), a 3x3 ``cov_matrix`` model ran 4x
 slower and a GP with N=200 or 300 points 3-7x slower with the default 2 threads
 than with one.
 
+A parallel run too small to gain from processes stays in this process
+(:func:`_small_run`): its first chain starts here, and after 0.03 s of CPU time the
+rest of the run is estimated from it; when worker processes would save less than
+starting them costs (``STANLITE_POOL_COST``, 0.1 s; 0: always processes), the
+chains run here one after another (eight schools, 4 x 2000 iterations: ~0.09 s).
+The draws are the same either way.
+
 Ctrl-C (SIGINT) while chains run: the runner's own handler tells every chain to
 stop after its current iteration (queued chains do not start; a chain running in
 this process stops at once, its partial iteration discarded), collects what was
@@ -29,7 +36,6 @@ continues every chain and gives the draws of an uninterrupted run.
 """
 
 import concurrent.futures as cf
-from concurrent.futures.process import BrokenProcessPool
 import contextlib
 import copy
 import math
@@ -162,23 +168,33 @@ _BLAS = [None, -1]      # this process's threadpoolctl controller, len(sys.modul
 
 def _blas_controller():
     """A threadpoolctl controller of the BLAS libraries loaded in this process, made
-    once (finding them costs ~3-10 ms, importing threadpoolctl ~20 ms: per chain, a
-    large part of a small model's run) and again after new modules were imported (a
-    new BLAS comes with an extension module). Made in this process before workers
-    are forked, which inherit it."""
+    once (finding them costs ~3-16 ms, importing threadpoolctl ~20 ms: per chain, a
+    large part of a small model's run) and again after an extension module was
+    imported (a new BLAS comes with one; the modules a first run imports are
+    Python). Made in this process before workers are forked, which inherit it."""
     from threadpoolctl import ThreadpoolController
     n = len(sys.modules)
-    if _BLAS[0] is None or _BLAS[1] != n:
-        _BLAS[0], _BLAS[1] = ThreadpoolController(), n
+    if _BLAS[0] is None or _BLAS[1] != n and _new_extension(_BLAS[1]):
+        _BLAS[0] = ThreadpoolController()
+    _BLAS[1] = n
     return _BLAS[0]
 
 
-def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=None):
+def _new_extension(since):
+    """Whether a module imported after the first ``since`` of ``sys.modules`` (in
+    import order) is compiled (a shared library: it may bring a BLAS)."""
+    new = list(sys.modules.values())[max(since, 0):]
+    return any(str(getattr(m, "__file__", None) or "").endswith((".so", ".pyd"))
+               for m in new)
+
+
+def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=None,
+             until=None):
     """Worker: initialise (if needed) and run one chain; never loses its draws.
 
     Returns the state, or ``None`` for a chain told to stop before it started.
     ``stop`` (or the pool's ``_STOP``) is checked before the chain starts and after
-    each iteration."""
+    each iteration; ``until()`` true pauses the chain (``chain.run``)."""
     stop = stop if stop is not None else _STOP
     if stop is not None and stop.is_set():
         return state                 # queued when Ctrl-C came: never started
@@ -190,7 +206,7 @@ def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=No
         try:
             if state is None:
                 state = _chain.initialize(model, **init_kwargs)
-            _chain.run(model, state, on_iteration=tick)
+            _chain.run(model, state, on_iteration=tick, until=until)
             state.interrupted = False
         except KeyboardInterrupt:
             if state is None:
@@ -357,6 +373,10 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
             if executor is None and (not parallel or chains == 1):
                 with blas_limit(threads):       # restored when the run ends
                     _run_serial(model, states, init_kwargs, bars, intr)
+            elif executor is None and _small_run(model, states, init_kwargs, bars, intr,
+                                                 threads, max_workers):
+                with blas_limit(threads):
+                    _run_serial(model, states, init_kwargs, bars, intr)
             else:
                 _run_pool(model, states, init_kwargs, executor, bars, intr,
                           blas_threads=threads, max_workers=max_workers)
@@ -371,29 +391,124 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
 
 
 def _run_serial(model, states, init_kwargs, bars, intr):
-    """The chains one after another in this process; after a Ctrl-C (or a
+    """The chains one after another in this process (each from where it is: a
+    chain the probe of :func:`_small_run` started continues); after a Ctrl-C (or a
     KeyboardInterrupt raised in the model) the remaining chains do not start."""
-    global _QUEUE
     for c in range(len(states)):
         if intr.stopped:
             break
-        _QUEUE = _DirectQueue(bars) if bars.bars is not None else None
-        try:
-            intr.armed = True
-            if states[c] is None:
-                # initialised here, not in _run_one: whatever interrupts, states[c]
-                # holds every committed iteration (run advances it in place)
-                states[c] = _chain.initialize(model, **init_kwargs[c])
-            _run_one(model, states[c], None, 0.1)
-        except KeyboardInterrupt:       # between the chain's own frames
-            intr.interrupt()
-            if states[c] is not None:
-                states[c].interrupted = True
-        finally:
-            intr.armed = False
-            _QUEUE = None
-        if states[c] is not None and getattr(states[c], "interrupted", False):
-            intr.interrupt()
+        _run_here(model, states, c, init_kwargs, bars, intr)
+
+
+def _run_here(model, states, c, init_kwargs, bars, intr, until=None):
+    """Chain ``c`` in this process, to its end or until ``until()`` (see
+    :func:`_run_one`); a Ctrl-C keeps its committed iterations in ``states[c]``."""
+    global _QUEUE
+    _QUEUE = _DirectQueue(bars) if bars.bars is not None else None
+    try:
+        intr.armed = True
+        if states[c] is None:
+            # initialised here, not in _run_one: whatever interrupts, states[c]
+            # holds every committed iteration (run advances it in place)
+            states[c] = _chain.initialize(model, **init_kwargs[c])
+        _run_one(model, states[c], None, 0.1, until=until)
+    except KeyboardInterrupt:       # between the chain's own frames
+        intr.interrupt()
+        if states[c] is not None:
+            states[c].interrupted = True
+    finally:
+        intr.armed = False
+        _QUEUE = None
+    if states[c] is not None and getattr(states[c], "interrupted", False):
+        intr.interrupt()
+
+
+#: environment variable: what starting the worker processes of a parallel run is
+#: taken to cost, in seconds (default :data:`POOL_COST`); 0: always processes
+POOL_COST_ENV = "STANLITE_POOL_COST"
+#: seconds: forking two workers of a process that has numba and a model loaded,
+#: and shipping the chains back, measured 30-100 ms on 2 cores (the first fork of
+#: a fresh process the most; a loaded machine occasionally far more)
+POOL_COST = 0.1
+#: CPU seconds of the first chain a parallel run's size is estimated from (the probe
+#: ends after PROBE_WALL seconds on the clock too); a whole chain of eight schools
+#: takes ~0.025 s
+PROBE_SECONDS = 0.03
+PROBE_WALL = 0.1
+
+
+def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
+    """Whether a parallel run (``parallel=True``, the runner's own pool) is too
+    small for worker processes: chain 0 runs here first for :data:`PROBE_SECONDS`
+    of CPU time (its iterations are kept: it continues wherever the rest runs),
+    the CPU time of all chains one after another is estimated from it, and the
+    run stays in this process when the workers would save less than they cost
+    (:func:`_in_process`). Eight schools' 4 x 2000 iterations take ~0.09 s here,
+    and a pool would add 30-100 ms to save at most half. CPU time, not clock time:
+    the decision does not follow the machine's load (clock time cannot tell a
+    chain preempted by other processes from one that waits; a model that waits in
+    ``log_prob`` - sleeps, reads, calls out - is judged by its CPU time, and
+    ``STANLITE_POOL_COST=0`` gives it processes). Early warmup iterations cost more
+    than later ones, so a probe that did not finish its chain overestimates:
+    processes in doubt. A Ctrl-C in the probe: true (nothing more starts).
+    ``STANLITE_POOL_COST=0`` turns this off. The draws are the same either way."""
+    cost = _pool_cost()
+    workers = max_workers or min(len(states), os.cpu_count() or 1)
+    if cost <= 0:
+        return False
+    _compile_once(model)
+    _warm()                             # not in the probe's time (the pool's anyway)
+    left = sum((s.num_warmup + s.num_draws - s.iteration) if s is not None else
+               kw["num_warmup"] + kw["num_draws"] for s, kw in zip(states, init_kwargs))
+    before = states[0].iteration if states[0] is not None else 0
+    cpu, wall = _clocks()
+    c0, w0 = cpu(), wall()
+
+    def until():
+        return cpu() - c0 >= PROBE_SECONDS or wall() - w0 >= PROBE_WALL
+
+    with blas_limit(threads):
+        _run_here(model, states, 0, init_kwargs, bars, intr, until=until)
+    ran = (states[0].iteration if states[0] is not None else 0) - before
+    spent = cpu() - c0
+    return intr.stopped or _in_process(spent * left / ran if ran else math.inf,
+                                       workers, cost)
+
+
+def _clocks():
+    """``(CPU time of this thread, clock time)``: the probe's clocks."""
+    return time.thread_time, time.perf_counter
+
+
+def _in_process(seconds, workers, cost):
+    """Whether chains estimated at ``seconds`` of CPU time (one after another) run
+    here: ``workers`` processes would save at most ``seconds * (1 - 1/workers)``,
+    and starting them costs ``cost``."""
+    return seconds * (1.0 - 1.0 / workers) <= cost
+
+
+def _pool_cost():
+    v = os.environ.get(POOL_COST_ENV, "").strip()
+    if not v:
+        return POOL_COST
+    try:
+        cost = float(v)
+    except ValueError:
+        cost = math.nan
+    if not cost >= 0:
+        raise ValueError(f"{POOL_COST_ENV}={v!r}: expected seconds, a number >= 0 "
+                         "(0: parallel runs always in worker processes)")
+    return cost
+
+
+def _warm():
+    """What forked workers inherit instead of each loading it: the compiled NUTS
+    kernel, the modules a chain imports when it starts (its initial point: ~20 ms
+    a worker), the BLAS controller (after those imports)."""
+    from .nuts_jit import warm
+    warm()
+    from . import optimize  # noqa: F401
+    _blas_controller()
 
 
 def _start_the_rest(model, states, init_kwargs):
@@ -510,6 +625,8 @@ def _is_dask(executor):
 
 def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
               max_workers=None):
+    # (imported here: ~20 ms that a run in this process does not need)
+    from concurrent.futures.process import BrokenProcessPool
     chains = len(states)
     own = executor is None
     queue = stop = None
@@ -523,12 +640,7 @@ def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
         queue = ctx.Queue() if bars.bars is not None else None
         stop = ctx.Event()
         if forked:
-            from .nuts_jit import warm
-            warm()                  # the compiled NUTS kernel, inherited by the workers
-            # the modules a chain imports when it starts (its initial point): once
-            # here, not in every worker (~20 ms each)
-            from . import optimize  # noqa: F401
-            _blas_controller()      # and the BLAS controller (after the imports)
+            _warm()                 # once here, inherited by every worker
         workers = max_workers or min(chains, os.cpu_count() or 1)
         # forked workers inherit the model through the initializer's arguments (not
         # pickled): classes defined in a notebook or an exec'd string work too

@@ -931,7 +931,10 @@ class Model:
 
         ``executor``: any ``concurrent.futures.Executor`` or a Dask ``Client``.
         ``max_workers``: processes of the default pool (default: one per chain, at
-        most one per core). ``blas_threads``: BLAS threads per chain (default: 1, in
+        most one per core); a run too small to gain from processes runs its chains
+        in this process instead (``STANLITE_POOL_COST``, see
+        :mod:`stanlite.samplers.runner`). ``blas_threads``: BLAS threads per chain
+        (default: 1, in
         worker processes, so parallel chains do not oversubscribe the cores, and in
         this process for the duration of the run, since a model's small matrices run
         slower with threads; ``blas_threads=k`` allows k). Ctrl-C returns the draws so far
@@ -1106,8 +1109,10 @@ def _sample_arguments(model, resumed, **a):
     metric = A.choice("metric", a["metric"], ("diag_e", "dense_e", "unit_e"))
     sampler = A.choice("sampler", a["sampler"], ("nuts", "hmc", "rhmc"))
     if a["adapt_delta"] is _DEFAULT_DELTA:          # not given: the sampler's own
-        from .samplers.rhmc import ADAPT_DELTA
-        a["adapt_delta"] = ADAPT_DELTA if sampler == "rhmc" else 0.8
+        a["adapt_delta"] = 0.8
+        if sampler == "rhmc":       # (importing rhmc costs ~20 ms: only for it)
+            from .samplers.rhmc import ADAPT_DELTA
+            a["adapt_delta"] = ADAPT_DELTA
     a["adapt_delta"] = A.unit_interval("adapt_delta", a["adapt_delta"])
     # 2**30 leapfrog steps a transition is already past any useful run; the
     # trajectory workspace is sized by the depth, so a huge one fails here

@@ -75,6 +75,7 @@ Deviations from Stan (all deliberate):
 """
 
 from functools import lru_cache
+from math import exp as _math_exp
 from math import nextafter as _nextafter
 from math import prod as _prod
 
@@ -477,8 +478,13 @@ class _ShapedBounded:
         whose results can differ from numpy's array loops by an ulp) - without the
         log-Jacobian and the per-call dispatch (~10x cheaper a draw)."""
         case, lb, ub = self.case, self.lb, self.ub
-        if case == 1 and lb == 0.0:
-            return list(map(exp, xs))       # (what _one_sided gives: the common case)
+        if case == 1 and lb == 0.0:         # (what _one_sided gives: the common case)
+            try:
+                # exp's plain-float path is math.exp (inf past its range): the
+                # same numbers, without the dispatch
+                return list(map(_math_exp, xs))
+            except OverflowError:
+                return list(map(exp, xs))
         if case == 3:
             diff = _span(lb, ub)
             return [_two_sided(v, lb, diff) for v in xs]

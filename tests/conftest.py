@@ -19,6 +19,11 @@ NUMPY_PREIMPORTED = "numpy" in sys.modules
 # No disk cache of lowered programs (stanlite/autodiff/program_cache.py): a test sees a
 # model recorded in its own process, whatever ran before; the cache's own tests set it.
 os.environ["STANLITE_CACHE_DIR"] = "off"
+# Parallel runs in worker processes whatever their size (samplers/runner.py
+# ``_small_run`` keeps small ones in this process, by a CPU-time probe): the tests
+# of pools, forks and executors test them; tests/samplers/test_small_runs.py sets
+# its own cost to test that choice.
+os.environ["STANLITE_POOL_COST"] = "0"
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -56,8 +56,9 @@ def test_a_set_stop_event_still_stops_the_chain(monkeypatch):
 def test_no_callback_without_progress_or_stop(monkeypatch):
     seen = []
     run = _chain.run
-    monkeypatch.setattr(_chain, "run", lambda model, state, on_iteration=None:
-                        seen.append(on_iteration) or run(model, state, on_iteration))
+    monkeypatch.setattr(_chain, "run", lambda model, state, on_iteration=None, **kw:
+                        seen.append(on_iteration) or run(model, state, on_iteration,
+                                                         **kw))
     m = _Normal()
     m.sample(chains=1, warmup=20, draws=20, seed=1, progress=False, parallel=False)
     assert seen == [None]

@@ -46,3 +46,27 @@ def test_the_blas_controller_is_made_once_per_process(monkeypatch):
         with runner.blas_limit(1):
             pass
     assert len(made) == 1
+
+
+def test_the_blas_controller_is_made_again_only_after_a_compiled_module(monkeypatch):
+    # a run's first imports are Python modules: no new controller (finding the
+    # libraries again cost 3-16 ms a run); an extension module may bring a BLAS
+    import sys
+    import threadpoolctl
+    import types
+    made = []
+    real = threadpoolctl.ThreadpoolController
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController",
+                        lambda: made.append(1) or real())
+    monkeypatch.setattr(runner, "_BLAS", [None, -1])
+    runner._blas_controller()
+    py = types.ModuleType("_stanlite_test_pure")
+    py.__file__ = "/somewhere/_stanlite_test_pure.py"
+    monkeypatch.setitem(sys.modules, py.__name__, py)
+    runner._blas_controller()
+    assert len(made) == 1
+    ext = types.ModuleType("_stanlite_test_ext")
+    ext.__file__ = "/somewhere/_stanlite_test_ext.cpython-311-x86_64-linux-gnu.so"
+    monkeypatch.setitem(sys.modules, ext.__name__, ext)
+    runner._blas_controller()
+    assert len(made) == 2
