@@ -140,7 +140,7 @@ class _Problem:
 
     __slots__ = ("f", "jac_x", "args", "pos", "method", "rel_tol", "f_tol", "max_steps",
                  "x_guess", "n", "name", "root", "lu", "ad_forward", "jacobians",
-                 "jargs", "vjps", "guess_fn")
+                 "jargs", "vjps", "guess_fn", "fresh")
 
     def __init__(self, name, f, x_guess, args, method, rel_tol, f_tol, max_steps, jac_x,
                  jacobians=None):
@@ -170,6 +170,7 @@ class _Problem:
         # a callable guess is evaluated on the plain argument values at every solve
         # (a replayed recording gets a fresh one); its first value fixes n
         self.guess_fn = x_guess if callable(x_guess) else None
+        self.fresh = self.guess_fn is not None      # x_guess is for the first solve
         x0 = self.check_guess(x_guess(*[_strip(a) for a in args])
                               if self.guess_fn is not None else x_guess)
         self.f = f
@@ -256,8 +257,12 @@ class _Problem:
     def solve(self, params):
         args = self.all_args(params)
         be = _PlainBackend(self, args)
-        x0 = self.x_guess if self.guess_fn is None or not params else \
-            self.check_guess(self.guess_fn(*args))
+        x0 = self.x_guess
+        if self.guess_fn is not None and params:
+            if self.fresh:
+                self.fresh = False      # the values the guess was made from at set-up
+            else:
+                x0 = self.check_guess(self.guess_fn(*args))
         x, J, steps = _iterate(be, x0, self)
         lu, piv, rcond = be.factor(J)
         if _singular(rcond, self.n):

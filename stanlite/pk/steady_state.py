@@ -224,8 +224,9 @@ def _rhs(f):
 
 _RHS = {}
 #: bolus steady states: the period map and its Jacobians from one sensitivity solve
-#: per evaluation (:meth:`OdeSystem.bolus_jacobians`); False: the residual through
-#: AD as before (the benchmarks time both routes)
+#: per evaluation (:meth:`OdeSystem.bolus_jacobians`), constant infusions: f and its
+#: Jacobians from its compiled program (:meth:`OdeSystem.constant_jacobians`);
+#: False: the residual through AD as before (the benchmarks time both routes)
 PERIOD_JACOBIANS = True
 # the plain period maps' ODE problems, per right-hand side and controls (the last few)
 _PLAIN = {}
@@ -364,6 +365,25 @@ class OdeSystem:
             return F, Jx, [parts[i]() for i in wrt]
         return jacobians
 
+    def constant_jacobians(self, c, sc):
+        """``jacobians`` of a constant infusion's steady state: the residual ``(f(0, x,
+        theta) + R e_c) / sc`` of ``(theta, R)`` with its Jacobians from the right-hand
+        side's compiled program (no recording of the residual per solve)."""
+        n = self.n
+        rhs = self._plain_problem().rhs
+        e_c = _unit_vec(1.0, c, n) / sc
+
+        def jacobians(x, theta, R, wrt=()):
+            args = (theta, _unit_vec(R, c, n)) + self.data
+            F, Jy, Jp = rhs.jacobians(0.0, x, args, [0] if 0 in wrt else [])
+            F = np.asarray(F, dtype=np.float64) / sc
+            if not wrt:
+                return F, Jy / sc
+            parts = {0: lambda: Jp[0].reshape((n,) + np.shape(theta)) / sc,
+                     1: lambda: e_c}
+            return F, Jy / sc, [parts[i]() for i in wrt]
+        return jacobians
+
     def skip(self, x, u, t, theta, rate):
         """The evolution from ``t`` over a span ``u`` whose *value* is 0: two events
         that coincide, at a point where the amounts have a kink (an infusion ending
@@ -429,7 +449,9 @@ class OdeSystem:
 
             def resid(x, theta, R):
                 return (f(0.0, x, theta, *data) + _unit_vec(R, c, n)) / sc
-            return self._solve(resid, theta, R, where=_where(ev, p, q)), R
+            return self._solve(resid, theta, R, where=_where(ev, p, q),
+                               jacobians=self.constant_jacobians(c, sc)
+                               if PERIOD_JACOBIANS else None), R
         ii = _sel(d.ss_ii, q)
         lagged = d.ss_lag is not None
         psi = None

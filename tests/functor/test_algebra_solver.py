@@ -484,10 +484,14 @@ def test_callable_guess_follows_the_parameters_in_a_replay(rng):
         assert seen and all(np.array_equal(s, theta) for s in seen)
         v0, g0 = sl.value_and_grad(h)(theta)
         np.testing.assert_allclose(g, g0, rtol=1e-10)
-    sizes = iter([3, 2])                 # right when the problem is set up, then not
+    # a replay's guess is checked against the size fixed when the problem was set up
+    import importlib
+    A = importlib.import_module("stanlite.functor.algebra_solver")
+    prob = A._Problem("algebra_solver", monotone, guess, (sl.Var(np.ones(3)), M),
+                      "powell", 1e-10, 1e-6, 200, None)
+    assert prob.n == 3
     with pytest.raises(ValueError, match="x_guess must be a vector of 3"):
-        sl.algebra_solver(monotone, lambda t, M_: np.zeros(next(sizes)),
-                          sl.Var(np.ones(3)), M)
+        prob.check_guess(np.zeros(2))
 
 
 def test_reverse_jacobian_forms_the_argument_jacobian_once(rng, monkeypatch):

@@ -118,3 +118,23 @@ def test_callable_guess_is_called_with_the_parameters():
                                rtol=1e-5)
     with pytest.raises(ValueError, match="ss_guess\\(theta\\) must return a vector of 2"):
         sl.pk.ode(oral, 2, ev, th, ss_guess=lambda t: np.zeros(3))
+
+
+def test_constant_infusion_steady_state_by_the_compiled_right_hand_side(before):
+    # a constant infusion at steady state (ss = 1, ii = 0): f(x) + R e_c = 0 with f
+    # and its Jacobians from the right-hand side's program - the gradient of the
+    # closed form (pk.onecpt) and of the route through AD, and no recording per solve
+    ev = sl.pk.events(time=[0.0, 1.0, 5.0], evid=[1, 0, 0], cmt=[1, 2, 2],
+                      ss=[1, 0, 0], rate=[3.0, 0.0, 0.0])
+
+    def ode(th):
+        return sl.sum(sl.pk.ode(oral, 2, ev, th, rel_tol=1e-10, abs_tol=1e-10)[1:, 1])
+
+    def closed(th):           # CL = ke V, V = 1
+        return sl.sum(sl.pk.onecpt(ev, th[1], 1.0, th[0])[1:, 1])
+    th = np.array([0.7, 0.3])
+    g = sl.grad(ode)
+    np.testing.assert_allclose(g(th), sl.grad(closed)(th), rtol=1e-7, atol=1e-9)
+    assert _counts(g, th)[0] == 0
+    before()
+    np.testing.assert_allclose(g(th), sl.grad(closed)(th), rtol=1e-7, atol=1e-9)
