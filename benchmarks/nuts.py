@@ -71,7 +71,8 @@ Second table, the cost of a gradient and of the sampler around it:
   in kernel    stanlite only: the gradient inside compiled code, as the compiled
                NUTS trajectory calls it: the lowered program's ``value_grad`` in a
                numba loop over the run's 4000 distinct draws (kernel_timing.py),
-               the fastest of 5 loops; "-" when the model is not in the interpreter
+               CPU time, the fastest of 20 loops (the verdict prints the median
+               too); "-" when the model is not in the interpreter
   in sampler   stanlite: CPU time per call inside ``log_density_gradient`` while
                sampling (all chains; each process times its first 64 calls, then a
                random eighth, and adds the sums to shared memory every 256 calls; two
@@ -873,7 +874,7 @@ def print_targets(results, cases):
             # (log_density_gradient), and the whole run's CPU per leapfrog step
             # (sampler, adaptation, the fit's arrays)
             tk, tg, cs = s.get("t_grad_kernel"), s.get("t_grad"), s.get("cpu_step")
-            shown = [f"{tk * 1e6:.2f} us in compiled code (median of 5 loops "
+            shown = [f"{tk * 1e6:.2f} us in compiled code (median of 20 loops "
                      f"{s['t_grad_kernel_median'] * 1e6:.2f})" if tk else
                      "no program in the interpreter"]
             if tg:

@@ -20,9 +20,9 @@ slower and a GP with N=200 or 300 points 3-7x slower with the default 2 threads
 than with one.
 
 A parallel run too small to gain from processes stays in this process
-(:func:`_small_run`): its first chain starts here, and after 0.03 s of CPU time the
+(:func:`_small_run`): its first chain starts here, and after 0.05 s of CPU time the
 rest of the run is estimated from it; when worker processes would save less than
-starting them costs (``STANLITE_POOL_COST``, 0.1 s; 0: always processes), the
+starting them costs (``STANLITE_POOL_COST``, 0.15 s; 0: always processes), the
 chains run here one after another (eight schools, 4 x 2000 iterations: ~0.09 s).
 The draws are the same either way.
 
@@ -428,13 +428,16 @@ def _run_here(model, states, c, init_kwargs, bars, intr, until=None):
 POOL_COST_ENV = "STANLITE_POOL_COST"
 #: seconds: forking two workers of a process that has numba and a model loaded,
 #: and shipping the chains back, measured 30-100 ms on 2 cores (the first fork of
-#: a fresh process the most; a loaded machine occasionally far more)
-POOL_COST = 0.1
+#: a fresh process the most; a loaded machine occasionally far more); a little more
+#: here because the estimate runs high (a process's first iterations and early
+#: warmup's cost more than the rest: eight schools' first run in a fresh process is
+#: estimated at ~0.15 s for ~0.1 s of work)
+POOL_COST = 0.15
 #: CPU seconds of the first chain a parallel run's size is estimated from (the probe
 #: ends after PROBE_WALL seconds on the clock too); a whole chain of eight schools
-#: takes ~0.025 s
-PROBE_SECONDS = 0.03
-PROBE_WALL = 0.1
+#: takes ~0.025 s (more on a loaded machine: a whole chain gives the best estimate)
+PROBE_SECONDS = 0.05
+PROBE_WALL = 0.25
 
 
 def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):

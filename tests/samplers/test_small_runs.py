@@ -84,6 +84,7 @@ def test_a_large_run_goes_to_the_pool_the_first_chain_continuing_there(monkeypat
         probed.append(states[c].iteration)
         return out
     monkeypatch.setattr(runner, "_run_here", spy)
+    monkeypatch.setattr(runner, "PROBE_SECONDS", 0.03)
     _fake_clocks(monkeypatch, 0.01)             # the probe: 3 looks
     fit = _model().sample(max_workers=2, **KW)
     assert pools == [1]
