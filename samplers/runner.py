@@ -438,6 +438,10 @@ POOL_COST = 0.15
 #: takes ~0.025 s (more on a loaded machine: a whole chain gives the best estimate)
 PROBE_SECONDS = 0.05
 PROBE_WALL = 0.25
+#: the probe ends early, after this much CPU time, where its estimate is already
+#: CLEAR times past the limit (a large run: its chains go to the pool sooner)
+PROBE_SURE = 0.01
+CLEAR = 4.0
 
 
 def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
@@ -467,15 +471,19 @@ def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
     cpu, wall = _clocks()
     c0, w0 = cpu(), wall()
 
+    def estimate():
+        """The run's CPU seconds, one chain after another, from chain 0's so far."""
+        ran = (states[0].iteration if states[0] is not None else 0) - before
+        return (cpu() - c0) * left / ran if ran else math.inf
+
     def until():
-        return cpu() - c0 >= PROBE_SECONDS or wall() - w0 >= PROBE_WALL
+        spent = cpu() - c0
+        return spent >= PROBE_SECONDS or wall() - w0 >= PROBE_WALL or \
+            spent >= PROBE_SURE and not _in_process(estimate() / CLEAR, workers, cost)
 
     with blas_limit(threads):
         _run_here(model, states, 0, init_kwargs, bars, intr, until=until)
-    ran = (states[0].iteration if states[0] is not None else 0) - before
-    spent = cpu() - c0
-    return intr.stopped or _in_process(spent * left / ran if ran else math.inf,
-                                       workers, cost)
+    return intr.stopped or _in_process(estimate(), workers, cost)
 
 
 def _clocks():

@@ -85,6 +85,7 @@ def test_a_large_run_goes_to_the_pool_the_first_chain_continuing_there(monkeypat
         return out
     monkeypatch.setattr(runner, "_run_here", spy)
     monkeypatch.setattr(runner, "PROBE_SECONDS", 0.03)
+    monkeypatch.setattr(runner, "PROBE_SURE", 1.0)      # (no early end)
     _fake_clocks(monkeypatch, 0.01)             # the probe: 3 looks
     fit = _model().sample(max_workers=2, **KW)
     assert pools == [1]
@@ -99,6 +100,22 @@ def test_a_chain_that_never_iterates_in_the_probe_means_processes(monkeypatch, p
     ref = _model().sample(parallel=False, **KW)
     _same(_model().sample(max_workers=2, **KW), ref)
     assert pools == [1]
+
+
+def test_a_probe_sure_of_a_large_run_ends_early(monkeypatch, pools):
+    # past PROBE_SURE of CPU time with an estimate CLEAR times past the limit (here
+    # before any iteration: infinite), the probe ends and the pool takes over
+    ref = _model().sample(parallel=False, **KW)
+    monkeypatch.setenv(runner.POOL_COST_ENV, "1e-9")
+    monkeypatch.setattr(runner, "PROBE_SECONDS", 1e9)
+    monkeypatch.setattr(runner, "PROBE_WALL", 1e9)
+    _fake_clocks(monkeypatch, 0.01)
+    looks = []
+    real = runner._run_here
+    monkeypatch.setattr(runner, "_run_here", lambda model, states, c, *a, **k: (
+        real(model, states, c, *a, **k), looks.append(states[c].iteration)))
+    _same(_model().sample(max_workers=2, **KW), ref)
+    assert looks == [0] and pools == [1]
 
 
 def test_pool_cost_zero_skips_the_probe(monkeypatch, pools):
