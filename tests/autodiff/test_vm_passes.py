@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba not availa
 
 def _program(f, x0, monkeypatch=None, off=False):
     if off:
-        monkeypatch.setenv("STANLITE_VM_PASSES", "0")
+        monkeypatch.setenv("STANLITE_VM_PASSES", "0" if off is True else off)
     vg = sl.compile(f, np.asarray(x0, dtype=float), verify=False)
     vg(np.asarray(x0, dtype=float))
     if off:
@@ -267,3 +267,203 @@ def test_discrete_loops_group_too(monkeypatch):
     prog, _ = check(f, [0.2, -0.3], monkeypatch)
     ops = _ops(prog)
     assert ops.count(O.POISSON_LOG) == 1 and ops.count(O.BERNOULLI_LOGIT) == 1
+
+
+# ---- passes 5-6: scans, vector rows, compaction --------------------------------------
+def test_prefix_sums_read_elsewhere_become_one_cumsum(monkeypatch):
+    # each partial sum is read again (a product of them): pass 2 cannot flatten the
+    # chain; pass 5a makes it one GATHER + CUMSUM (the same additions in order)
+    def f(x):
+        acc, out = x[0], 0.0
+        for i in range(12):
+            acc = acc + sl.exp(x[1] * (0.1 * i))
+            out = out + sl.log(acc)
+        return out
+    prog, prog0 = check(f, [2.0, 0.3], monkeypatch)
+    assert O.CUMSUM in _ops(prog) and O.CUMSUM not in _ops(prog0)
+    assert _ops(prog).count(O.ADD) < 4
+
+
+def test_short_chains_stay_scalar(monkeypatch):
+    def f(x):
+        a = x[0] + x[1]
+        b = a + sl.exp(x[0])             # three ADDs: below the pass's minimum
+        c = b + x[1] * 2.0
+        return a * b * c
+    prog, _ = check(f, [0.3, 0.7], monkeypatch)
+    assert O.CUMSUM not in _ops(prog)
+
+
+def test_chains_that_read_each_other_are_left_alone(monkeypatch):
+    # two chains, each taking a partial sum of the other as a term: their scans would
+    # read each other (no order exists); the pass leaves the rows as they were
+    def f(x):
+        x1 = x[0] + x[1]
+        y1 = x[2] + x[3]
+        x2 = x1 + y1
+        y2 = y1 + x2
+        x3 = x2 + x[0]
+        y3 = y2 + x[1]
+        x4 = x3 + x[2]
+        y4 = y3 + x[3]
+        x5 = x4 + x[1]
+        y5 = y4 + x[0]
+        return x1 * x2 * x3 * x4 * x5 * y1 * y2 * y3 * y4 * y5
+    check(f, [0.3, 0.7, -0.2, 0.5], monkeypatch)
+
+
+def _loop_of_poisson_terms(rate_of, counts):
+    def f(x):
+        lp = []
+        for s in range(len(counts)):
+            acc = 0.0
+            for t, n in enumerate(counts):
+                acc = acc + sl.poisson_lpmf(n, rate_of(x, t, s))
+            lp.append(acc)
+        return sl.log_sum_exp(lp)
+    return f
+
+
+def test_poisson_statistics_at_one_rate_become_vector_rows(monkeypatch):
+    counts = [3, 0, 5, 2, 2, 7, 1, 4]
+    f = _loop_of_poisson_terms(
+        lambda x, t, s: sl.exp(x[0]) if t < s else sl.exp(x[1]), counts)
+    prog, _ = check(f, [0.3, 1.1], monkeypatch)
+    _, prog4 = _program(f, [0.3, 1.1], monkeypatch, off="4")     # passes 1-4 only
+    assert O.POISSON_SS not in _ops(prog) and _ops(prog4).count(O.POISSON_SS) >= 6
+    assert any(r[O.OP] == O.MUL and r[O.N] >= 4 for r in prog.code)
+    assert len(prog.code) < len(prog4.code)
+
+
+def test_poisson_statistics_of_other_rates_stay(monkeypatch):
+    # a rate per iteration: no two POISSON_SS rows share it, none is rewritten
+    counts = [3, 0, 5, 2, 2, 7, 1, 4]
+    f = _loop_of_poisson_terms(lambda x, t, s: sl.exp(x[0] + 0.1 * s), counts)
+    prog, _ = check(f, [0.3, 1.1], monkeypatch)
+    assert _ops(prog).count(O.POISSON_SS) == len(counts)
+
+
+def test_poisson_terms_in_separate_segments_stay_apart(monkeypatch):
+    # the same rate on both sides of a guard: one group per side, never merged
+    counts = [3, 0, 5, 2, 2, 7, 1, 4]
+
+    def f(x):
+        lam = sl.exp(x[0])
+        lp = []
+        for s in range(len(counts)):
+            acc = 0.0
+            for t, n in enumerate(counts):
+                acc = acc + sl.poisson_lpmf(n, lam if t < s else sl.exp(x[1]))
+            lp.append(acc)
+            if s == 3 and x[1] > 0:       # a guard in the middle of the loop
+                lp.append(x[1] * 0.5)
+        return sl.log_sum_exp(lp)
+    vg, prog = _program(f, [0.3, 0.5])
+    ref = sl.value_and_grad(f)
+    for x in ([0.2, 0.4], [0.1, 0.9], [0.2, -0.4], [0.3, 0.5]):
+        v, g = vg(np.array(x))
+        v0, g0 = ref(np.array(x))
+        np.testing.assert_allclose(v, v0, rtol=1e-12)
+        np.testing.assert_allclose(g, g0, rtol=1e-10)
+    # before the guard: four POISSON_SS rows at lam, made vector rows (one LOG);
+    # after it: three more at lam, left as they are (too few), not joined to those
+    ops = _ops(prog)
+    guard = ops.index(O.GUARD_CMP)
+    assert O.LOG in ops[:guard] and O.POISSON_SS not in ops[:guard]
+    assert ops[guard:].count(O.POISSON_SS) == 3
+
+
+def test_vector_poisson_rows_outside_the_rate_domain_go_to_the_eager_tape():
+    counts = [3, 0, 5, 2, 2, 7, 1, 4]
+    f = _loop_of_poisson_terms(lambda x, t, s: x[0] if t < s else x[1], counts)
+    vg = sl.compile(f, np.array([1.3, 2.1]))
+    vg(np.array([1.3, 2.1]))
+    for x in ([1.2, 2.0], [0.8, 1.7]):          # checked against the eager tape
+        v, g = vg(np.array(x))
+        v0, g0 = sl.value_and_grad(f)(np.array(x))
+        np.testing.assert_allclose(v, v0, rtol=1e-12)
+        np.testing.assert_allclose(g, g0, rtol=1e-10)
+    for bad in ([-0.5, 2.0], [1.0, -1.0]):
+        with pytest.raises(sl.DomainError):
+            vg(np.array(bad))
+        with pytest.raises(sl.DomainError):
+            sl.value_and_grad(f)(np.array(bad))
+
+
+def test_scalar_rows_of_one_op_become_a_vector_row(monkeypatch):
+    w = np.linspace(0.1, 1.3, 9)
+
+    def f(x):
+        terms = [sl.log1p_exp(x[0] * float(c) + x[1]) for c in w]     # 9 x (MUL, ADD, op)
+        return sl.log_sum_exp(terms)
+    prog, prog0 = check(f, [0.3, -0.2], monkeypatch)
+    assert any(r[O.OP] == O.LOG1P_EXP and r[O.N] == w.size for r in prog.code)
+    assert len(prog.code) < len(prog0.code) / 3
+
+
+def test_fewer_scalar_rows_than_the_minimum_stay(monkeypatch):
+    def f(x):
+        return sl.log_sum_exp([sl.log1p_exp(x[0] * c) for c in (0.5, 1.5, 2.5)])
+    prog, _ = check(f, [0.3, -0.2], monkeypatch)
+    assert all(r[O.N] == 1 for r in prog.code if r[O.OP] == O.LOG1P_EXP)
+
+
+def test_rows_do_not_cross_a_guard(monkeypatch):
+    # the scalar rows before and after the guard are of one op and level: they are
+    # vectorised on each side, never together (a failed guard stops the forward pass
+    # where the recording decided)
+    def f(x):
+        a = [sl.exp(x[0] * (0.1 * i)) for i in range(6)]
+        s = sl.log_sum_exp(a)
+        if x[1] > 0:
+            b = [sl.exp(x[1] * (0.2 * i)) for i in range(6)]
+            return s + sl.log_sum_exp(b)
+        return s - x[1]
+    vg, prog = _program(f, [0.3, 0.5])
+    guard = [i for i, r in enumerate(prog.code) if r[O.OP] in (O.GUARD_CMP,)]
+    assert guard
+    exps = [i for i, r in enumerate(prog.code) if r[O.OP] == O.EXP]
+    assert any(i < guard[0] for i in exps) and any(i > guard[0] for i in exps)
+    ref = sl.value_and_grad(f)
+    for x in ([0.2, 0.4], [0.1, 0.9], [0.2, -0.4]):
+        np.testing.assert_allclose(vg(np.array(x))[1], ref(np.array(x))[1], rtol=1e-12)
+
+
+def test_compaction_drops_the_slots_no_row_writes(monkeypatch):
+    def f(x):
+        acc = 0.0
+        for i in range(50):
+            acc = acc + sl.exp(x[0] * 0.0 + x[1])      # CSE: one row for 50
+        return acc
+    prog, prog0 = check(f, [0.3, -0.2], monkeypatch)
+    assert prog.nvar < prog0.nvar / 5
+
+
+def test_change_point_at_full_size_is_a_short_program():
+    import pathlib
+    import sys
+    bench = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+    if not (bench / "loop_models.py").is_file():
+        pytest.skip("benchmarks/loop_models.py is not present")
+    sys.path.insert(0, str(bench))
+    try:
+        import loop_models
+    finally:
+        sys.path.remove(str(bench))
+    data = loop_models.coal_data()
+    m = loop_models.CoalLoop(**data)
+    v = loop_models.CoalVectorised(**data)
+    x = np.array([1.2, 0.1])
+    g1 = m.log_density_gradient(x)
+    prog = m._retaped_for(True)._programs[None][0]
+    assert len(prog.code) < 40 and prog.nvar < 2000        # (349 and 25,322 before)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x = np.array([1.1, 0.0]) + 0.1 * rng.standard_normal(2)
+        (a, ga), (b, gb) = m.log_density_gradient(x), v.log_density_gradient(x)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+        np.testing.assert_allclose(ga, gb, rtol=1e-10)
+        (c, gc) = m._gradient(x, True)
+        np.testing.assert_allclose(a, c, rtol=1e-12)
+        np.testing.assert_allclose(ga, gc, rtol=1e-10)
+    assert g1 is not None

@@ -24,7 +24,9 @@ rows, so every primitive's lowering benefits without knowing about it:
 
 Rows of an op the passes do not know (a newer op) switch them off for that program:
 they must know which fields of a row are offsets to rewrite them. ``STANLITE_VM_PASSES=0``
-in the environment switches them off too (to compare, or to debug a lowering).
+in the environment switches them off too (to compare, or to debug a lowering);
+``STANLITE_VM_PASSES=4`` runs passes 1-4 only. Passes 5-6 (scans, vector rows,
+compaction) are described at their section below.
 """
 
 import os
@@ -58,6 +60,11 @@ _KNOWN = _SHAREABLE | _GUARDS | {O.SUMN, O.MVN_CHOLESKY, O.CHOLESKY}
 def enabled():
     return os.environ.get("STANLITE_VM_PASSES", "1").strip().lower() not in (
         "0", "false", "no", "off")
+
+
+def _all_passes():
+    """``STANLITE_VM_PASSES=4``: passes 1-4 only (to compare with passes 5-6)."""
+    return os.environ.get("STANLITE_VM_PASSES", "1").strip() != "4"
 
 
 def _reads(row):
@@ -152,6 +159,9 @@ def optimise(L, out_off, out_size):
     out_off = _cse(g, out_off)
     _sums(g, out_off, out_size)
     _dead(g, out_off, out_size)
+    if _all_passes() and _orderable(g.rows):
+        out_off = _vectorise(g, out_off, out_size)
+        out_off = _compact(g, out_off, out_size)
     g.finish()
     return out_off
 
@@ -351,9 +361,507 @@ def _dead(g, out_off, out_size):
         for v in vs:
             if v < top and owner[v] >= 0:
                 need[owner[v]] = True
+        # a vector row of pass 5 reads a run of several rows' outputs
+        for v, k in _ranges(row):
+            if k > 1 and v < top:
+                p = owner[v:v + k]
+                need[p[p >= 0]] = True
         t = g.table(row)
         if t is not None and t.size:
             inside = t[t < top]
             p = owner[inside]
             need[p[p >= 0]] = True
     g.rows = [r for i, r in enumerate(rows) if need[i]]
+
+
+# ---- 5. scans and vector rows (the rows reordered) ------------------------------------
+# After passes 1-4 a Stan-style loop is still hundreds of scalar rows, each costing the
+# kernels' dispatch (~20 ns a row and direction) more than its one flop, over a value
+# buffer as long as the whole recording (every node kept its slot: the adjoints of all
+# of them are cleared at each call). The coal-mining change point's loop form, after
+# pass 3: 111 prefix sums sum_{t<s} poisson(D[t] | e) chained one ADD at a time (CSE
+# shared them between the iterations over s), 111 POISSON_SS rows at l, 112 two-leaf
+# sums of the two, over 25,322 slots. Passes 5-6 make that ~25 rows over ~600 slots:
+#
+# 5a. scans: a chain of scalar ADDs whose partial sums are read elsewhere becomes one
+#     GATHER of its terms and one CUMSUM (the same additions in the same order);
+# 5b. POISSON_SS rows at one rate become vector arithmetic: n log(lambda) - k lambda - c
+#     for all of them at once (the value as POISSON_SS computes it, in the same order);
+# 5c. vector rows: independent scalar elementwise rows of one op (two-leaf sums as
+#     ADDs) become one row over their operands, read with stride 1 where they lie in a
+#     run (the outputs of a row made here, constants), stride 0 where they are one
+#     slot, else gathered first;
+# 6.  compaction: the node slots no row writes are removed from the value buffer.
+#
+# The rows are then put back in an order where each comes after the rows it reads,
+# between the same guards: a guard (or an argument check) is a barrier no row crosses,
+# so what is computed before a failed guard stays what was computed before it.
+
+_MIN_RUN = 4                 # fewer rows than this stay as they are
+_UNORDERABLE = frozenset((O.CHOLESKY, O.MVN_CHOLESKY))    # scratch regions in X3
+
+
+def _orderable(rows):
+    return all(r[O.OP] not in _UNORDERABLE for r in rows)
+
+
+def _ranges(row):
+    """(offset, length) of each run of V the row reads (its table apart)."""
+    op, n = row[O.OP], row[O.N]
+    if op in _BINARY:
+        return ((row[O.A], n if row[O.SA] else 1), (row[O.B], n if row[O.SB] else 1))
+    if op in _UNARY:
+        return ((row[O.A], n),)
+    if op == O.LOG_MIX or op in _DENSITIES:
+        r = ((row[O.A], n if row[O.SA] else 1), (row[O.B], n if row[O.SB] else 1),
+             (row[O.C], n if row[O.SC] else 1))
+        if op == O.STUDENT_T:
+            r += ((row[O.X1], n if row[O.X2] else 1),)
+        return r
+    if op == O.COPY:
+        return ((row[O.A], n if row[O.SA] else 1),)
+    if op in (O.SUM, O.LSE, O.EXTREME, O.SEGSUM):
+        return ((row[O.A], row[O.X2]),)
+    if op == O.DOT:
+        return ((row[O.A], row[O.X2]), (row[O.B], row[O.X2]))
+    if op in (O.CUMSUM, O.SOFTMAX, O.LOG_SOFTMAX, O.LSE_AXIS):
+        return ((row[O.A], row[O.X1] * row[O.X2] * row[O.X3]),)
+    if op == O.MATMUL:
+        return ((row[O.A], row[O.X1] * row[O.X2]), (row[O.B], row[O.X2] * row[O.X3]))
+    if op == O.POISSON_SS:
+        return ((row[O.B], 1),)
+    if op == O.GP_EXP_QUAD:
+        return ((row[O.A], row[O.X1] * row[O.X2]), (row[O.B], 1), (row[O.C], 1))
+    if op in (O.GUARD_BOUNDS, O.GUARD_CMP):
+        return ((row[O.A], 1), (row[O.B], 1))
+    if op in _GUARDS:
+        return ((row[O.A], n),)
+    return ()                                   # GATHER, SUMN: their tables
+
+
+def _row(op, n, out, a=0, sa=0, b=0, sb=0, mask=0, x1=0, x2=0, x3=0):
+    row = [0] * O.ROW
+    row[O.OP], row[O.N], row[O.OUT], row[O.A], row[O.SA], row[O.B], row[O.SB] = \
+        op, n, out, a, sa, b, sb
+    row[O.MASK], row[O.X1], row[O.X2], row[O.X3] = mask, x1, x2, x3
+    return tuple(row)
+
+
+def _owner_of(rows, top):
+    owner = np.full(top, -1, dtype=np.int64)
+    for i, row in enumerate(rows):
+        k = _out_size(row)
+        if k:
+            owner[row[O.OUT]:row[O.OUT] + k] = i
+    return owner
+
+
+def _deps(g, rows, owner):
+    """For each row, the set of rows whose outputs it reads."""
+    top = owner.size
+    deps = []
+    for row in rows:
+        d = set()
+        for off, k in _ranges(row):
+            if off < top:
+                if k == 1:
+                    if owner[off] >= 0:
+                        d.add(int(owner[off]))
+                else:
+                    p = owner[off:off + k]
+                    d.update(p[p >= 0].tolist())
+        t = g.table(row)
+        if t is not None and t.size:
+            p = owner[t[t < top]]
+            d.update(p[p >= 0].tolist())
+        deps.append(d)
+    return deps
+
+
+def _segments(rows):
+    """Each row's segment: the number of guards before it (a guard ends its own)."""
+    seg, s = [], 0
+    for row in rows:
+        seg.append(s)
+        if row[O.OP] in _GUARDS:
+            s += 1
+    return seg
+
+
+class _Unordered(Exception):
+    """The rewritten rows have no valid order (a cycle): the pass is not applied."""
+
+
+def _reorder(g, rows, seg, prio):
+    """``rows`` in an order where each follows the rows it reads, segment by segment
+    (a segment's guard last), ties broken by ``prio``. -> (rows, their segments)."""
+    import heapq
+    owner = _owner_of(rows, g.L.top)
+    deps = _deps(g, rows, owner)
+    n = len(rows)
+    readers = [[] for _ in range(n)]
+    missing = [0] * n
+    for i, d in enumerate(deps):
+        for p in d:
+            if seg[p] > seg[i]:
+                raise _Unordered("a row reads a row of a later segment")
+            if seg[p] == seg[i] and p != i:
+                readers[p].append(i)
+                missing[i] += 1
+    by_seg = {}
+    for i in range(n):
+        by_seg.setdefault(seg[i], []).append(i)
+    order = []
+    for s in sorted(by_seg):
+        members = by_seg[s]
+        last = [i for i in members if rows[i][O.OP] in _GUARDS]
+        heap = [(prio[i], i) for i in members if missing[i] == 0 and i not in last]
+        heapq.heapify(heap)
+        done = 0
+        while heap:
+            _, i = heapq.heappop(heap)
+            order.append(i)
+            done += 1
+            for j in readers[i]:
+                missing[j] -= 1
+                if missing[j] == 0 and rows[j][O.OP] not in _GUARDS:
+                    heapq.heappush(heap, (prio[j], j))
+        for i in last:
+            if missing[i]:
+                raise _Unordered("a guard's arguments are not computed before it")
+            order.append(i)
+        if done + len(last) != len(members):
+            raise _Unordered("a cycle")
+    return [rows[i] for i in order], [seg[i] for i in order]
+
+
+def _remap_rows(g, rows, rm):
+    """Point every read of a slot in ``rm`` (a dict old -> new, or an array: new =
+    rm[old]) at its new slot."""
+    top = g.L.top
+    if isinstance(rm, np.ndarray):          # (already the whole map)
+        rma = rm
+    else:
+        if not rm:
+            return rows
+        rma = np.arange(top, dtype=np.int64)
+        keys = np.fromiter(rm.keys(), dtype=np.int64, count=len(rm))
+        rma[keys] = np.fromiter(rm.values(), dtype=np.int64, count=len(rm))
+    out = []
+    for row in rows:
+        fields = _reads(row)
+        if row[O.OP] == O.STUDENT_T:
+            fields = fields + (O.X1,)
+        new = None
+        for f in fields:
+            v = row[f]
+            if v < top and rma[v] != v:
+                if new is None:
+                    new = list(row)
+                new[f] = int(rma[v])
+        if new is not None:
+            row = tuple(new)
+        t = g.table(row)
+        if t is not None and t.size:
+            m = t < top
+            t[m] = rma[t[m]]
+        out.append(row)
+    return out
+
+
+def _apply(g, rows, seg, new, drop, rm):
+    """Rows ``drop`` removed, ``new`` [(at, segment, row)] added (placed near row
+    ``at``), reads remapped by ``rm``, the whole put in order."""
+    if not new:
+        return rows, seg
+    keep = [i for i in range(len(rows)) if i not in drop]
+    all_rows = [rows[i] for i in keep] + [r for _, _, r in new]
+    all_seg = [seg[i] for i in keep] + [s for _, s, _ in new]
+    prio = [(i, 1, 0) for i in keep] + [(at, 0, k) for k, (at, _, _) in enumerate(new)]
+    all_rows = _remap_rows(g, all_rows, rm)
+    return _reorder(g, all_rows, all_seg, prio)
+
+
+def _scalar_add(row):
+    return row[O.OP] == O.ADD and row[O.N] == 1
+
+
+def _scans(g, rows, seg, rm):
+    """5a: chains of scalar ADDs (each reading the previous one's output) -> GATHER of
+    their terms + CUMSUM; -> (new rows, dropped rows)."""
+    top = g.L.top
+    owner = _owner_of(rows, top)
+    succ, leaf, has_pred = {}, {}, set()
+    for j, row in enumerate(rows):
+        if not _scalar_add(row):
+            continue
+        for f, other in ((O.A, O.B), (O.B, O.A)):
+            v = row[f]
+            i = int(owner[v]) if v < top else -1
+            if i >= 0 and i not in succ and _scalar_add(rows[i]) and seg[i] == seg[j] \
+                    and row[other] != v:
+                succ[i], leaf[j] = j, row[other]
+                has_pred.add(j)
+                break
+    new, drop = [], set()
+    for i in range(len(rows)):
+        if i in has_pred or i not in succ:
+            continue
+        chain = [i]
+        while chain[-1] in succ:
+            chain.append(succ[chain[-1]])
+        members = set(chain)
+        terms = [rows[i][O.A], rows[i][O.B]]
+        cut = len(chain)
+        for k, j in enumerate(chain[1:], 1):
+            v = leaf[j]
+            if v < top and owner[v] in members:      # a partial sum as a term: stop
+                cut = k
+                break
+            terms.append(v)
+        chain = chain[:cut]
+        if len(chain) < _MIN_RUN:
+            continue
+        k = len(terms)
+        mask = int(any(rows[j][O.MASK] for j in chain))
+        tmp, block = g.L.alloc(k), g.L.alloc(k)
+        new.append((i, seg[i], _row(O.GATHER, k, tmp, mask=mask, x1=g.new_table(terms))))
+        new.append((i, seg[i], _row(O.CUMSUM, k, block, a=tmp, mask=mask, x1=1, x2=k,
+                                    x3=1)))
+        for pos, j in enumerate(chain):
+            rm[rows[j][O.OUT]] = block + pos + 1
+            drop.add(j)
+    return new, drop
+
+
+def _poisson_vectors(g, rows, seg, rm):
+    """5b: POISSON_SS rows of one rate (and segment) -> LOG of the rate and four vector
+    rows: (n log(lambda) - k lambda) - c, as POISSON_SS computes each. A rate <= 0 gives
+    a NaN or -inf the final checks meet (DOMAIN: the eager tape decides, as the
+    POISSON_SS row's own check hands it)."""
+    groups = {}
+    for i, row in enumerate(rows):
+        if row[O.OP] == O.POISSON_SS and row[O.N] == 1:
+            groups.setdefault((seg[i], row[O.B], row[O.MASK]), []).append(i)
+    new, drop = [], set()
+    if not groups:
+        return new, drop
+    L = g.L
+    consts = np.concatenate(L.consts) if L.consts else np.zeros(0)
+    for (s, b, mask), members in groups.items():
+        k = len(members)
+        if k < _MIN_RUN:
+            continue
+        st = np.array([consts[rows[i][O.X1] - _CONST:rows[i][O.X1] - _CONST + 3]
+                       for i in members])
+        m, n, c = (L.constant(np.ascontiguousarray(st[:, j]),
+                              key=("poisson_vectors", L.const_len))[0] for j in range(3))
+        t = 1 if mask & 2 else 0
+        lb, t1, t2, t3, out = L.alloc(1), L.alloc(k), L.alloc(k), L.alloc(k), L.alloc(k)
+        at = members[0]
+        for row in (_row(O.LOG, 1, lb, a=b, mask=t),
+                    _row(O.MUL, k, t1, a=m, sa=1, b=lb, mask=2 * t),
+                    _row(O.MUL, k, t2, a=n, sa=1, b=b, mask=2 * t),
+                    _row(O.SUB, k, t3, a=t1, sa=1, b=t2, sb=1, mask=3 * t),
+                    _row(O.SUB, k, out, a=t3, sa=1, b=c, sb=1, mask=t)):
+            new.append((at, s, row))
+        for pos, i in enumerate(members):
+            rm[rows[i][O.OUT]] = out + pos
+            drop.add(i)
+    return new, drop
+
+
+def _two_leaf_sums(g, rows):
+    """Two-leaf SUMN rows as ADDs (the same sum: 0 + a + b == a + b), for 5c."""
+    out = []
+    for row in rows:
+        if row[O.OP] == O.SUMN and row[O.X2] == 2:
+            a, b = (int(v) for v in g.table(row))
+            row = _row(O.ADD, 1, row[O.OUT], a=a, b=b, mask=3 if row[O.MASK] else 0)
+        out.append(row)
+    return out
+
+
+def _operands(row):
+    return (O.A, O.B) if row[O.OP] in _BINARY else (O.A,)
+
+
+def _levels(g, rows, seg):
+    deps = _deps(g, rows, _owner_of(rows, g.L.top))
+    level = [0] * len(rows)
+    for i, d in enumerate(deps):
+        level[i] = 1 + max((level[p] for p in d if seg[p] == seg[i]), default=0)
+    return level
+
+
+def _runs(rows, members, fields):
+    """``members`` split into runs whose operands step by 0 or 1 (the same step along
+    the run, field by field; a unary op's operand by 1)."""
+    runs, cur, step = [], [members[0]], None
+    for j in members[1:]:
+        p = rows[cur[-1]]
+        d = tuple(rows[j][f] - p[f] for f in fields)
+        ok = all(x in (0, 1) for x in d) and (step is None or d == step) and \
+            (len(fields) == 2 or d == (1,))
+        if ok:
+            cur.append(j)
+            step = d
+        else:
+            runs.append((cur, step))
+            cur, step = [j], None
+    runs.append((cur, step))
+    return runs
+
+
+def _vector_rows(g, rows, seg, rm):
+    """5c: same-level scalar elementwise rows of one op -> vector rows."""
+    level = _levels(g, rows, seg)
+    groups = {}
+    for i, row in enumerate(rows):
+        op = row[O.OP]
+        if row[O.N] == 1 and (op in _BINARY or op in _UNARY):
+            groups.setdefault((seg[i], level[i], op, row[O.MASK]), []).append(i)
+    new, drop = [], set()
+    L = g.L
+    consts = None
+    for key in sorted(groups, key=lambda k: (k[0], k[1])):
+        members = groups[key]
+        if len(members) < _MIN_RUN:
+            continue
+        s, _, op, mask = key
+        fields = _operands(rows[members[0]])
+        # operands as remapped by the groups of lower levels
+        args = {i: [rm.get(rows[i][f], rows[i][f]) for f in fields] for i in members}
+        view = {i: _with(rows[i], fields, args[i]) for i in members}
+        rest = []
+        for run, step in _runs(view, members, fields):
+            if len(run) < _MIN_RUN:
+                rest += run
+                continue
+            strides = step if step is not None else (1,) * len(fields)
+            operands = [(args[run[0]][j], strides[j]) for j in range(len(fields))]
+            new.append(_vector(g, rows, run, s, op, mask, fields, operands, rm, drop))
+        if len(rest) >= _MIN_RUN:
+            if consts is None:
+                consts = np.concatenate(L.consts) if L.consts else np.zeros(0)
+            operands = []
+            for j, f in enumerate(fields):
+                vs = [args[i][j] for i in rest]
+                if all(v == vs[0] for v in vs):
+                    operands.append((vs[0], 0))
+                elif all(v >= _CONST for v in vs):
+                    arr = consts[np.array(vs, dtype=np.int64) - _CONST]
+                    operands.append((L.constant(arr, key=("vector_rows", L.const_len))[0],
+                                     1))
+                else:
+                    tmp = L.alloc(len(rest))
+                    bit = 1 << j
+                    new.append((rest[0], s, _row(O.GATHER, len(rest), tmp,
+                                                 mask=1 if mask & bit else 0,
+                                                 x1=g.new_table(vs))))
+                    operands.append((tmp, 1))
+            if op in _UNARY and operands[0][1] != 1:
+                continue
+            new.append(_vector(g, rows, rest, s, op, mask, fields, operands, rm, drop))
+    return new, drop
+
+
+def _copies(g, rows, rm):
+    """GATHERs of a run of node slots in order (a list of a vector row's outputs
+    stacked) are dropped: their readers read the run (added to ``rm``)."""
+    top = g.L.top
+    out = []
+    for row in rows:
+        if row[O.OP] == O.GATHER and row[O.N] > 1:
+            t = g.table(row)
+            if t[0] < top and t[-1] < top and (np.diff(t) == 1).all():
+                res = [rm.get(v, v) for v in t.tolist()]    # (a dropped GATHER's run)
+            else:
+                res = None
+            first = res[0] if res else 0
+            if res and first < top and res == list(range(first, first + len(res))):
+                for pos in range(row[O.N]):
+                    rm[row[O.OUT] + pos] = first + pos
+                continue
+        out.append(row)
+    return out
+
+
+def _with(row, fields, vals):
+    r = list(row)
+    for f, v in zip(fields, vals):
+        r[f] = v
+    return r
+
+
+def _vector(g, rows, members, s, op, mask, fields, operands, rm, drop):
+    """One row of ``op`` over ``members`` (their outputs now a run of its output)."""
+    k = len(members)
+    out = g.L.alloc(k)
+    (a, sa), (b, sb) = operands if len(operands) == 2 else (operands[0], (0, 0))
+    for pos, i in enumerate(members):
+        rm[rows[i][O.OUT]] = out + pos
+        drop.add(i)
+    return members[0], s, _row(op, k, out, a=a, sa=sa, b=b, sb=sb, mask=mask)
+
+
+def _vectorise(g, out_off, out_size):
+    """Passes 5a-5c (see above); -> the output's offset. Left as it was if the rows
+    found no valid order."""
+    saved = (list(g.rows), g.aux.copy(), [a.copy() for a in g.extra])
+    rows = g.rows
+    seg = _segments(rows)
+    rm = {}
+    try:
+        for step in (_scans, _poisson_vectors):
+            new, drop = step(g, rows, seg, rm)
+            rows, seg = _apply(g, rows, seg, new, drop, rm)
+        rows = _two_leaf_sums(g, rows)
+        new, drop = _vector_rows(g, rows, seg, rm)
+        rows, seg = _apply(g, rows, seg, new, drop, rm)
+        rows = _remap_rows(g, _copies(g, rows, rm), rm)
+    except _Unordered:
+        g.rows, g.aux, g.extra = saved
+        return out_off
+    out = rm.get(out_off, out_off)
+    if out_size > 1 and any(rm.get(v, v) != out + (v - out_off)
+                            for v in range(out_off, out_off + out_size)):
+        g.rows, g.aux, g.extra = saved          # the output must stay one run
+        return out_off
+    g.rows = rows
+    _dead(g, out, out_size)
+    return out
+
+
+def _compact(g, out_off, out_size):
+    """6: the node slots no row writes are removed (offsets keep their order, so every
+    run a row reads stays a run); -> the output's offset. Not applied if a row reads
+    a slot no row writes (above the parameters)."""
+    rows = g.rows
+    top = g.L.top
+    owner = _owner_of(rows, top)
+    written = owner >= 0
+    if not written.any():
+        return out_off
+    base = int(np.argmax(written))           # the first node slot (parameters below)
+    for row in rows:
+        for off, k in _ranges(row):
+            if base <= off < top and not written[off:off + k].all():
+                return out_off
+        t = g.table(row)
+        if t is not None and t.size:
+            inside = t[(t >= base) & (t < top)]
+            if not written[inside].all():
+                return out_off
+    if base <= out_off < top and not written[out_off:out_off + out_size].all():
+        return out_off
+    rma = np.arange(top, dtype=np.int64)
+    rma[base:] = base + np.cumsum(written[base:]) - written[base:]
+    if (rma == np.arange(top)).all():
+        return out_off
+    rows = _remap_rows(g, rows, rma)
+    g.rows = [tuple(r) if r[O.OP] in _GUARDS else
+              tuple(r[:O.OUT]) + (int(rma[r[O.OUT]]),) + tuple(r[O.OUT + 1:])
+              for r in rows]
+    g.L.top = base + int(written[base:].sum())
+    return int(rma[out_off]) if out_off < top else out_off
