@@ -81,12 +81,14 @@ def test_the_rules_equal_central_differences(name, rng):
         assert float(ry(1.0, ans, x, y)) == pytest.approx(fy, rel=1e-6, abs=1e-8)
 
 
+def _plain(f, jit):
+    """A generated function, compiled (numba) or as plain Python."""
+    return f if jit else getattr(f, "py_func", f)
+
+
 def _loops(jit):
     """The generated loops, compiled (numba) or as plain Python."""
-    if jit:
-        return B.binary, B.binary_vjp
-    return (getattr(B.binary, "py_func", B.binary),
-            getattr(B.binary_vjp, "py_func", B.binary_vjp))
+    return _plain(B.binary, jit), _plain(B.binary_vjp, jit)
 
 
 @pytest.mark.parametrize("jit", [True, False], ids=["numba", "python"])
@@ -111,6 +113,13 @@ def test_every_backend_computes_the_rules(name, jit, rng):
             assert float(spec.jvps[i](gk, a, x, y)) == pytest.approx(want, rel=1e-14)
     if r.op is None:
         return
+    # one element (scalar code)
+    one, dx, dy = (_plain(f, jit) for f in (B.binary1, B.binary1_dx, B.binary1_dy))
+    for k in range(xs.size):
+        a, x, y, gk = float(ans[k]), float(xs[k]), float(ys[k]), float(g[k])
+        assert one(r.op, x, y) == pytest.approx(a, rel=1e-14)
+        assert dx(r.op, gk, x, y, a) == pytest.approx(float(refs[0][k]), rel=1e-13)
+        assert dy(r.op, gk, x, y, a) == pytest.approx(float(refs[1][k]), rel=1e-13)
     fwd, rev = _loops(jit)
     n = xs.size
     V = np.concatenate([xs, ys, np.zeros(n)])

@@ -151,8 +151,8 @@ def _numba_vjp(rule, tree=None):
     return _infinities(ast.fix_missing_locations(Calls().visit(tree)))
 
 
-def _dispatch(signature, doc, cases):
-    lines = ["", "", "@_jit", f"def {signature}:", f'    """{doc}"""']
+def _dispatch(signature, doc, cases, decorator="@_jit"):
+    lines = ["", "", decorator, f"def {signature}:", f'    """{doc}"""']
     for op_name, rule, body in cases:
         lines.append(f"    if op == {op_name}:{' ' * max(1, 20 - len(op_name))}# {rule.name}")
         lines.append(f"        return {body}")
@@ -228,6 +228,18 @@ def _binary_cases(rules):
     return fwd, rev, exprs
 
 
+def _scalar_cases(rules):
+    """Each op's value and each argument's VJP on one element (scalar code: a loop of
+    one element costs more than the call)."""
+    value, dx, dy = [], [], []
+    for op_name, r in rules:
+        value.append((op_name, r, ast.unparse(_kernel_value(r))))
+        ds = [None if t is None else ast.unparse(_numba_vjp(r, t)) for t in r.trees]
+        dx.append((op_name, r, ds[0] or "0.0"))
+        dy.append((op_name, r, ds[1] or "0.0"))
+    return value, dx, dy
+
+
 def _loop_dispatch(signature, doc, cases):
     lines = ["", "", "@_jit", f"def {signature}:", f'    """{doc}"""']
     for op_name, rule, body in cases:
@@ -246,8 +258,22 @@ def binary_source():
     lines = [_BINARY_HEADER, "import math", "",
              textwrap.fill(f"from .opcodes import ({ops})", 88,
                            subsequent_indent=" " * len("from .opcodes import (")),
-             f"from .scalar import {', '.join(sorted(helpers | {'_jit'}))}",
-             "", '__all__ = ["binary", "binary_vjp"]']
+             f"from .scalar import {', '.join(sorted(helpers | {'_jit', 'njit'}))}",
+             "", '__all__ = ["binary", "binary_vjp", "binary1", "binary1_dx", "binary1_dy"]',
+             "", "# the one-element functions are inlined into the kernels' loops over",
+             "# instructions (scalar code: a call per instruction cost ~15% of a sweep)",
+             "_inline = _jit if njit is None else njit(inline=\"always\", cache=True, "
+             "nogil=True,",
+             "                                          error_model=\"numpy\")"]
+    value, dx, dy = _scalar_cases(rules)
+    lines += _dispatch("binary1(op, x, y)", "The value of binary op ``op`` at ``(x, y)``.",
+                       value, "@_inline")
+    lines += _dispatch("binary1_dx(op, g, x, y, ans)",
+                       "``g`` times the derivative of binary op ``op`` in ``x``.", dx,
+                       "@_inline")
+    lines += _dispatch("binary1_dy(op, g, x, y, ans)",
+                       "``g`` times the derivative of binary op ``op`` in ``y``.", dy,
+                       "@_inline")
     lines += _loop_dispatch("binary(op, n, V, o, a, sa, b, sb)",
                             "The forward loop of binary op ``op``.", fwd)
     lines += _loop_dispatch("binary_vjp(op, m, n, V, A, o, a, sa, b, sb)",

@@ -44,7 +44,9 @@ from . import opcodes as _O
 from .scalar import _digamma, _inv_logit, _jit, _log1m_exp, _log1p_exp, njit  # noqa: F401
 from .unary_generated import unary as _unary, unary_vjp as _unary_vjp
 # ... and the elementwise binary ops' loops (vm/generate.py writes binary_generated.py)
-from .binary_generated import binary as _binary, binary_vjp as _binary_vjp
+from .binary_generated import (binary as _binary, binary1 as _binary1,
+                               binary1_dx as _binary1_dx, binary1_dy as _binary1_dy,
+                               binary_vjp as _binary_vjp)
 
 # the second range of binary op codes (opcodes.py: ATAN2 ...)
 _BINARY_LO, _BINARY_HI = 120, 140
@@ -857,17 +859,17 @@ def forward(code, aux, V):
         n = code[r, FN]
         o = code[r, OUT]
         a = code[r, FA]
-        if op <= 7:
+        if op <= 7 or _BINARY_LO <= op < _BINARY_HI:       # elementwise binary
             if op == LOG_MIX:
                 if _log_mix_fwd(V, code, r) != OK:
                     return DOMAIN
+            elif n == 1:                                    # scalar code
+                V[o] = _binary1(op, V[a], V[code[r, FB]])
             else:
                 _binary(op, n, V, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op < 40:
             for i in range(n):
                 V[o + i] = _unary(op, V[a + i])
-        elif _BINARY_LO <= op < _BINARY_HI:
-            _binary(op, n, V, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op == SUM:
             s = 0.0
             for i in range(code[r, X2]):
@@ -989,16 +991,21 @@ def reverse(code, aux, V, A):
         n = code[r, FN]
         o = code[r, OUT]
         a = code[r, FA]
-        if op <= 7:
+        if op <= 7 or _BINARY_LO <= op < _BINARY_HI:       # elementwise binary
             if op == LOG_MIX:
                 _log_mix_rev(V, A, code, r, m)
+            elif n == 1:                                    # scalar code
+                b = code[r, FB]
+                g = A[o]
+                if m & 1:
+                    A[a] += _binary1_dx(op, g, V[a], V[b], V[o])
+                if m & 2:
+                    A[b] += _binary1_dy(op, g, V[a], V[b], V[o])
             else:
                 _binary_vjp(op, m, n, V, A, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op < 40:
             for i in range(n):
                 A[a + i] += _unary_vjp(op, A[o + i], V[a + i], V[o + i])
-        elif _BINARY_LO <= op < _BINARY_HI:
-            _binary_vjp(op, m, n, V, A, o, a, code[r, SA], code[r, FB], code[r, SB])
         elif op == SUM:
             g = A[o]
             for i in range(code[r, X2]):
