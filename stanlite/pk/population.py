@@ -188,9 +188,11 @@ def _plan(ev, n, F, tlag, infusion_rate, infusion_duration):
     dosing = (F, tlag, infusion_rate, infusion_duration)
     if ev.traced or any(isinstance(x, Box) for x in dosing):
         return None
-    key = ("group plan", n) + tuple(None if x is None else
-                                    np.asarray(x, dtype=float).tobytes() +
-                                    str(np.shape(x)).encode() for x in dosing)
+    # (keyed by the values too: EventSchedule.replace shares the cache between
+    # schedules of one structure whose times or amounts differ)
+    key = ("group plan", n) + tuple(
+        None if x is None else np.asarray(x, dtype=float).tobytes() +
+        str(np.shape(x)).encode() for x in dosing + (ev.time, ev.amt, ev.rate, ev.ii))
     got = ev._cache.get(key)
     if got is not None:
         return got if got != "no" else None

@@ -201,6 +201,18 @@ def test_torstens_len_vector():
         sl.pk.ode_group(one, 2, ev, theta, lengths=[7.0, 7.0, 7.0])
 
 
+def test_a_replaced_schedule_gets_its_own_plan():
+    # EventSchedule.replace shares the cached analysis between schedules of one
+    # structure: the plan must follow the new amounts and times
+    ev = oral_population(2)
+    theta = np.array([[KA, CL / V], [1.2 * KA, 0.8 * CL / V]])
+    sl.pk.ode_group(one, 2, ev, theta)
+    for new in (ev.replace(amt=ev.amt * 2.0), ev.replace(time=ev.time * 1.1)):
+        np.testing.assert_allclose(sl.pk.ode_group(one, 2, new, theta, **TOL),
+                                   sl.pk.ode(one, 2, new, theta, **TOL), rtol=1e-8,
+                                   atol=1e-8)
+
+
 def test_steady_states_and_traced_dosing_take_pk_ode():
     d, _, _ = SCENARIOS["ss short infusion"]
     ev = sl.pk.events(**population(d, 2))
