@@ -446,8 +446,9 @@ CLEAR = 4.0
 
 def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
     """Whether a parallel run (``parallel=True``, the runner's own pool) is too
-    small for worker processes: chain 0 runs here first for :data:`PROBE_SECONDS`
-    of CPU time (its iterations are kept: it continues wherever the rest runs),
+    small for worker processes: its first unfinished chain (chain 0 but in a
+    resumed run) runs here first for :data:`PROBE_SECONDS` of CPU time (its
+    iterations are kept: it continues wherever the rest runs),
     the CPU time of all chains one after another is estimated from it, and the
     run stays in this process when the workers would save less than they cost
     (:func:`_in_process`). Eight schools' 4 x 2000 iterations take ~0.09 s here,
@@ -465,15 +466,19 @@ def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
         return False
     _compile_once(model)
     _warm()                             # not in the probe's time (the pool's anyway)
-    left = sum((s.num_warmup + s.num_draws - s.iteration) if s is not None else
-               kw["num_warmup"] + kw["num_draws"] for s, kw in zip(states, init_kwargs))
-    before = states[0].iteration if states[0] is not None else 0
+    todo = [(s.num_warmup + s.num_draws - s.iteration) if s is not None else
+            kw["num_warmup"] + kw["num_draws"] for s, kw in zip(states, init_kwargs)]
+    left = sum(todo)
+    if not left:
+        return True                     # (a resumed run with nothing left to do)
+    c = next(i for i, n in enumerate(todo) if n)      # the first unfinished chain
+    before = states[c].iteration if states[c] is not None else 0
     cpu, wall = _clocks()
     c0, w0 = cpu(), wall()
 
     def estimate():
-        """The run's CPU seconds, one chain after another, from chain 0's so far."""
-        ran = (states[0].iteration if states[0] is not None else 0) - before
+        """The run's CPU seconds, one chain after another, from chain c's so far."""
+        ran = (states[c].iteration if states[c] is not None else 0) - before
         return (cpu() - c0) * left / ran if ran else math.inf
 
     def until():
@@ -482,7 +487,7 @@ def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
             spent >= PROBE_SURE and not _in_process(estimate() / CLEAR, workers, cost)
 
     with blas_limit(threads):
-        _run_here(model, states, 0, init_kwargs, bars, intr, until=until)
+        _run_here(model, states, c, init_kwargs, bars, intr, until=until)
     return intr.stopped or _in_process(estimate(), workers, cost)
 
 
