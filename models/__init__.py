@@ -32,6 +32,7 @@ _REGISTRY = {
     "ark": ("ark", "ArK"),
     "eight_schools_centered": ("eight_schools_centered", "EightSchoolsCentered"),
     "eight_schools_noncentered": ("eight_schools_noncentered", "EightSchoolsNoncentered"),
+    "friberg_karlsson": ("friberg_karlsson", "FribergKarlsson"),
     "garch": ("garch", "Garch"),
     "gp_pois_regr": ("gp_pois_regr", "GpPoisRegr"),
     "linear_regression": ("linear_regression", "LinearRegression"),

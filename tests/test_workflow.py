@@ -263,7 +263,7 @@ def test_every_zoo_model_with_observed_data_works_in_arviz():
     from stanlite.approx_fit import ApproximateFit
     from stanlite.workflow import prior_model
     names = _zoo_with_observed()
-    assert len(names) == 13 and "neal_funnel" not in names
+    assert len(names) == 14 and "neal_funnel" not in names
     rng = np.random.default_rng(7)
     for name in names:
         m = zoo.get(name)

@@ -18,6 +18,10 @@ everywhere with stanlite's AD:
                                    (``pmx_solve_rk45`` / ``pmx_solve_bdf``)
 :func:`ode_group`                  :func:`ode` for a whole population in one call, one
                                    node, subjects in threads (``pmx_solve_group_*``)
+:func:`onecpt_ode`, :func:`twocpt_ode`  closed-form PK driving an ODE PD model, only
+                                   the PD integrated (``pmx_solve_onecpt_rk45`` ...)
+:func:`interpolate_linear`         time-varying covariates between their measurements
+                                   (``linear_interpolation``), usable inside ``f``
 :func:`ode_steady_state`           the steady-state trough of a regimen of an ODE
                                    model, algebraic-solver super node
 :func:`additive_error_lpdf` etc.   residual error models (additive, proportional,
@@ -108,6 +112,8 @@ from .nonmem import NonmemData, read_nonmem
 from .analytic import onecpt, twocpt
 from .linear import linode
 from .nonlinear import ode
+from .coupled import onecpt_ode, twocpt_ode
+from .interpolate import interpolate_linear
 from .population import ode_group
 from .steady_state import ode_steady_state
 from .error_models import (additive_error_lpdf, combined_error_lpdf,
@@ -117,7 +123,7 @@ from .error_models import (additive_error_lpdf, combined_error_lpdf,
 from .vpc import VPCResult, vpc
 
 __all__ = ["events", "EventSchedule", "read_nonmem", "NonmemData", "onecpt", "twocpt", "linode", "ode",
-           "ode_group",
+           "ode_group", "onecpt_ode", "twocpt_ode", "interpolate_linear",
            "ode_steady_state", "divdiff_exp", "additive_error_lpdf",
            "proportional_error_lpdf", "combined_error_lpdf", "exponential_error_lpdf",
            "additive_error_rng", "proportional_error_rng", "combined_error_rng",

@@ -35,7 +35,7 @@ from ..math.structure import stack
 from .dosing import BOLUS, CONSTANT, INFUSION, check_compartments, expand, plan
 from .steady_state import OdeSystem
 
-__all__ = ["ode"]
+__all__ = ["ode", "events_of_subjects"]
 
 _RESET, _SS, _DOSE, _OUT, _STOP = 0, 1, 2, 3, 4   # order of a record's parts at its time
 
@@ -153,6 +153,14 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
     solver = ode_rk45 if method == "rk45" else ode_bdf
     sys_ = OdeSystem(f, n_cmt, solver, rel_tol, abs_tol, max_num_steps, data,
                      ss_rel_tol, ss_f_tol, ss_max_steps, ss_guess, who)
+    return events_of_subjects(events, p, d, theta, sys_)
+
+
+def events_of_subjects(events, p, d, theta, sys_):
+    """Amounts ``(n_records, sys_.n)`` of every subject of ``events`` (plan ``p``,
+    doses ``d``) evolved by the system ``sys_`` (an :class:`.OdeSystem`, or the
+    coupled system of :mod:`.coupled`); ``theta[s]`` is subject ``s``'s with several."""
+    S = events.n_subjects
     rows = [None] * events.n_records
     for s in range(S):
         th = theta[s] if S > 1 else theta

@@ -192,7 +192,8 @@ ZOO = {
 # zoo models whose log density needs an ODE solve at a tolerance (or a reference of
 # their own): tested against a reference solution in their own files
 # (tests/models/test_<name>.py)
-TESTED_ELSEWHERE = ["one_comp_mm_elim_abs", "theophylline", "mm_multidose_ss"]
+TESTED_ELSEWHERE = ["one_comp_mm_elim_abs", "theophylline", "mm_multidose_ss",
+                    "friberg_karlsson"]
 
 NAMES = sorted(ZOO)
 N_POINTS = 3
