@@ -34,15 +34,17 @@ SOLVE, OUT, RESET, BOLUS, RATE = 0, 1, 2, 3, 4
 _jit = _dp._jit
 _dopri = _dp.dopri
 _bdf = _dp.bdf
+_I_NFEV = _dp.I_NFEV
 
 
 @_jit
 def run(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, ptr,
         idx, val, subjects, op_ptr, kind, arg_a, arg_b, amount, t_start, prow, ts_all,
-        rec_all, bdf, rtol, atol, max_steps, stiff_after, Z, status, info):
+        rec_all, bdf, rtol, atol, max_steps, stiff_after, Z, status, info, nfev, at):
     """Run the plans of ``subjects``; ``Z[r]`` the state at record ``r``, ``status[s]``
     the steppers' status of subject ``s`` (OK, a program status or a failure),
-    ``info[s]`` its stepper information at the failure."""
+    ``info[s]`` its stepper information at the failure and ``at[s]`` the failed
+    operation, ``nfev[s]`` its right-hand side evaluations."""
     m = n * (1 + k)
     z = np.zeros(m)
     y = np.empty(m)
@@ -52,6 +54,7 @@ def run(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
             z[i] = 0.0
         cur[0] = 0                      # the same program choice whatever ran before
         t = t_start[s]
+        nfev[s] = 0.0
         row = 0
         st = OK
         for o in range(op_ptr[s], op_ptr[s + 1]):
@@ -68,7 +71,9 @@ def run(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
                     st = _dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
                                 where, dim, n, k, prow[row], ptr, idx, val, z, t, ts,
                                 rtol, atol, max_steps, stiff_after, Y, y, info[s])
+                nfev[s] += info[s, _I_NFEV]
                 if st != OK:
+                    at[s] = o
                     break
                 for j in range(b - a):
                     r = rec_all[a + j]

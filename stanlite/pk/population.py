@@ -358,6 +358,8 @@ class _Context:
         atol = np.full(m, atol) if type(atol) is float else np.ascontiguousarray(atol)
         status = np.zeros(S, dtype=np.int64)
         info = np.zeros((S, gk._dp.INFO_SIZE))
+        nfev = np.zeros(S)
+        at = np.zeros(S, dtype=np.int64)
         bdf = self.ctl.method == "bdf"
 
         def work(subjects):
@@ -368,15 +370,14 @@ class _Context:
             gk.run(*bundle, c.dim, n, k, ptr, idx, val, subjects, pl.op_ptr, pl.kind,
                    pl.arg_a, pl.arg_b, pl.amount, pl.t_start, prow, pl.ts, pl.rec, bdf,
                    self.ctl.rtol, atol, self.ctl.max_num_steps, _native._stiff_after(),
-                   Z, status, info)
+                   Z, status, info, nfev, at)
         parts = _split(pl.work, self.threads)
         if len(parts) == 1:
             work(parts[0])
         else:
             list(_pool(len(parts)).map(work, parts))
-        nfev = int(info[:, gk._dp.I_NFEV].sum())
         with np.errstate(all="ignore"):
-            kept = c.kernel_replays(nfev, c._x(t0, z0, prow[0]), (c.dim,))
+            kept = c.kernel_replays(int(nfev.sum()), c._x(t0, z0, prow[0]), (c.dim,))
         if not kept:
             _native.STATS["redone"] += 1
             return everyone             # the spot check disagreed: the eager tape now
@@ -384,8 +385,9 @@ class _Context:
         for s in np.flatnonzero(status < -1):
             st = int(status[s])
             if st != dp.BAD_START:
-                inf = info[s]
-                raise _native._failure(dp, st, self.ctl, pl.ts, np.zeros(m), inf)
+                o = at[s]               # the failed solve: its output times
+                ts = pl.ts[pl.arg_a[o]:pl.arg_b[o]]
+                raise _native._failure(dp, st, self.ctl, ts, np.zeros(m), info[s])
         return np.flatnonzero(status != 0)
 
     # -- the plain route: segment by segment through the ODE super node's solve --------

@@ -250,3 +250,15 @@ def test_solver_failure_and_bad_arguments():
         sl.pk.ode_group(one, 2, ev, theta, threads=0)
     with pytest.raises(ValueError, match="leading axis of 2"):
         sl.pk.ode_group(one, 2, ev, np.ones((3, 2)))
+
+
+def test_a_failed_solve_names_its_output_time():
+    # only the second subject's solve fails (a stiff absorption for rk45): the message
+    # names an output time of that subject's failed solve
+    ev = oral_population(2)
+    theta = np.array([[KA, CL / V], [1e4, CL / V]])
+    with pytest.raises(SolverError) as e:
+        sl.pk.ode_group(one, 2, ev, theta, max_num_steps=200)
+    nxt = float(str(e.value).split("output time ")[1].split(" ")[0].rstrip(";"))
+    second = np.asarray(ev.time)[ev.subject == 1]
+    assert np.isclose(second, nxt, rtol=1e-5).any(), str(e.value)
