@@ -28,7 +28,8 @@ plus the Hessians and third-order sweeps counted in the second table.
 Second table (RHMC only): what one implicit leapfrog step costs - Hessians
 (position fixed point, forward-over-reverse), recordings of the Hessian for the
 third-order sweeps, sweeps (``grad tr(M A)`` evaluations: momentum fixed point and
-the explicit half step), eigendecompositions, fixed-point iterations - and the split
+the explicit half step), eigendecompositions, fixed-point iterations, fixed points
+solved again from the plain start after a predictor failed (``restart``) - and the split
 of the time between Hessians (including the recordings), eigendecompositions
 (including the SoftAbs transform and J), sweeps, and the rest (matrix algebra,
 gradient, tree), from ``stanlite.samplers.rhmc.PROFILE``.
@@ -272,7 +273,7 @@ def main():
         print(f"{'case':9} {'steps':>7} {'hess':>5} {'rec':>4} {'sweeps':>6} {'eigh':>5} "
               f"{'p-it':>5} {'q-it':>5} {'fp-fail':>7} {'ms/step':>7} {'hess%':>6} "
               f"{'eigh%':>6} {'sweep%':>6} {'fixpt%':>6} {'other%':>6} {'retry':>5} "
-              f"{'rescue':>6} {'irrev':>5} {'grad us':>7} {'x grad':>6}")
+              f"{'rescue':>6} {'irrev':>5} {'restart':>7} {'grad us':>7} {'x grad':>6}")
         for case, P, tg in costs:
             n = max(P["steps"], 1)
             tot = max(P["t_step"], 1e-12)
@@ -284,7 +285,8 @@ def main():
                   f"{100 * P['t_hessian'] / tot:6.1f} {100 * P['t_eigh'] / tot:6.1f} "
                   f"{100 * P['t_sweep'] / tot:6.1f} {100 * P['t_fixed_point'] / tot:6.1f} "
                   f"{100 * other / tot:6.1f} {P['retries']:5d} {P['rescued']:6d} "
-                  f"{P['irreversible']:5d} {1e6 * tg:7.1f} {tot / n / tg:6.0f}")
+                  f"{P['irreversible']:5d} {P['restarts']:7d} {1e6 * tg:7.1f} "
+                  f"{tot / n / tg:6.0f}")
 
 
 if __name__ == "__main__":

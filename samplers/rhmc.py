@@ -50,7 +50,10 @@ Anderson-accelerated fixed-point iteration (:func:`_fixed_point`) to
 ``Sigma^-1``, ``|dq|`` in ``Sigma`` at ``q_0``: standard deviations, so one tolerance
 fits every scale of a funnel), at most ``max_fixed_point`` (50) evaluations, starting
 from the previous step's force and change of velocity (predictors kept in the
-point's geometry). Stan caps the iterations at 10 and carries on with whatever it has;
+point's geometry); a fixed point that fails from a predictor is solved once more from
+the plain start (``p_0``, ``q_0``), since a predictor can start the iteration outside
+the solution's basin (on the banana, 94 such restarts in 1000 transitions, each a
+step that was a failure before). Stan caps the iterations at 10 and carries on with whatever it has;
 here an iteration that does not converge, stops contracting, or meets a failing
 density is a *divergence* (``h = inf``): the step was too large for the local
 curvature (the implicit equations may have no solution), an unconverged step would
@@ -67,6 +70,13 @@ also gives the Hessian whose eigendecomposition the returned point caches in
 ``Point.aux`` (the :class:`Geometry`), so the next step and the next transition start
 without recomputing it. :data:`PROFILE` accumulates the time split (Hessians,
 eigendecompositions, third-order sweeps, fixed-point iterations).
+
+Between two evaluations of the model, the dense algebra (eigendecomposition with the
+SoftAbs transform, the velocity ``Sigma^-1 p``, the divided differences ``J``, the
+matrix ``M`` of a sweep, each Anderson update) is one compiled call each
+(:mod:`.rhmc_kernels`): at d = 10 an eigendecomposition with the transform 47 -> 16
+us, ``J`` 80 -> 2 us, ``M`` 22 -> 2 us (CPU time, one process), so an implicit step
+is mostly the model's own Hessians and third-order sweeps (``benchmarks/README.md``).
 
 Retaping (``sampler_options={"retape": True}``, the default, for an ``sl.Model``
 with ``compile`` on): the Hessians come from the model's retaped Hessian
@@ -89,6 +99,21 @@ singular Jacobian; a damped iteration rescues none). Such a step is retried as 2
 8 substeps (``max_halvings``, :meth:`SoftAbsMetric._retry`), kept only if the same
 rule run backwards from its end picks the same subdivision (every coarser one fails
 there too); otherwise, or if every subdivision fails, it is a divergence.
+
+What the divergences are (measured: every failed step of 1 x (500 + 500) runs at the
+defaults captured and solved again with a Powell hybrid root finder). On the banana
+they sit at its bottom, x ~ (0, -2), where x1's curvature ``1 - 44 (x2 + 2) + ...``
+crosses zero within one sd of x2 and SoftAbs's metric for x1 changes several-fold
+over it; on the funnel they come with large momenta (3.5-4.6 in the metric's norm,
+against sqrt(d) = 3.2 typical). Most are folds of the momentum equation (the root
+finder stalls at the same residual, 0.06-1.5: no solution), some position fixed
+points that a restart from the plain start solves (the predictor's fault: now
+restarted). Of the folds that remain, about a third are rescued in substeps; the
+rest are refused as irreversible (from the retried end, the undivided step
+converges backwards - the fold depends on the momentum at the start of the step),
+so the divergence rate follows the rate of failed steps, which ``adapt_delta``
+bounds. Every implicit variant (the other order of the generalised leapfrog, the
+implicit midpoint) has the same quadratic momentum equation.
 
 Step-size adaptation is Stan's dual averaging on the acceptance statistic, with one
 change (:func:`make_kernel`): a transition in which a smaller step cured a failed
@@ -136,6 +161,7 @@ import numpy as np
 
 from stanlite.autodiff.functional import hessian as _hessian
 
+from . import rhmc_kernels as _K
 from .hamiltonian import Point, RejectedPoint, rejection_reason
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
@@ -174,7 +200,7 @@ def reset_profile():
     PROFILE.clear()
     PROFILE.update({k: 0 for k in ("hessians", "recordings", "sweeps", "eighs", "steps",
                                    "p_iterations", "q_iterations", "fp_failures",
-                                   "retries", "rescued", "irreversible")})
+                                   "retries", "rescued", "irreversible", "restarts")})
     PROFILE.update({k: 0.0 for k in ("t_hessian", "t_eigh", "t_sweep", "t_fixed_point",
                                      "t_step")})
 
@@ -182,27 +208,17 @@ def reset_profile():
 reset_profile()
 _clock = time.process_time      # CPU seconds: robust on a shared machine
 
-# |alpha lam| below which f and its derivatives use the Taylor series of x coth(x)
-# (six terms: the first omitted one is below 1e-16 relative there), and above which
-# coth(alpha lam) = 1 to double precision (2 e^-36 < 1e-15)
-_SMALL = 0.1
-_LARGE = 18.0
-#: x coth(x) = sum_k c_k x^(2k), c_k = 2^(2k) B_2k / (2k)!
-_COTH_SERIES = (1.0, 1.0 / 3.0, -1.0 / 45.0, 2.0 / 945.0, -1.0 / 4725.0, 2.0 / 93555.0)
-
-
-def _series(x2, coefs):
-    out = 0.0
-    for c in reversed(coefs):
-        out = out * x2 + c
-    return out
+def _vector(lam):
+    lam = np.asarray(lam, dtype=float)
+    return lam, np.ascontiguousarray(lam.reshape(-1))
 
 
 def softabs(lam, alpha):
     """``f(lam) = lam coth(alpha lam)``, elementwise, without cancellation or overflow.
 
     Series ``(1 + x^2/3 - x^4/45 + ...) / alpha`` (``x = alpha lam``) for
-    ``|x| < 0.1``; ``|lam|`` for ``|x| > 18`` (exact in double precision).
+    ``|x| < 0.1``; ``|lam|`` for ``|x| > 18`` (exact in double precision); the
+    compiled kernel :func:`.rhmc_kernels.softabs_vec`.
 
     Example
     -------
@@ -211,14 +227,8 @@ def softabs(lam, alpha):
     >>> softabs(np.array([-3.0, 0.0, 1e-9, 30.0]), alpha=1.0).round(6)
     array([ 3.014909,  1.      ,  1.      , 30.      ])
     """
-    lam = np.asarray(lam, dtype=float)
-    x = alpha * lam
-    ax = np.abs(x)
-    x2 = x * x
-    series = _series(x2, _COTH_SERIES) / alpha
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mid = lam / np.tanh(x)
-    return np.where(ax < _SMALL, series, np.where(ax > _LARGE, np.abs(lam), mid))
+    lam, flat = _vector(lam)
+    return _K.softabs_vec(flat, float(alpha)).reshape(lam.shape)
 
 
 def softabs_derivative(lam, alpha):
@@ -231,15 +241,8 @@ def softabs_derivative(lam, alpha):
     >>> softabs_derivative(np.array([-30.0, 0.0, 0.5]), alpha=1.0).round(6)
     array([-1.      ,  0.      ,  0.322606])
     """
-    lam = np.asarray(lam, dtype=float)
-    x = alpha * lam
-    ax = np.abs(x)
-    x2 = x * x
-    # d/dlam of the series (no cancellation near 0, where coth(x) - x/sinh(x)^2 has)
-    series = x * _series(x2, [2 * k * c for k, c in enumerate(_COTH_SERIES)][1:])
-    xs = np.where(ax < _SMALL, 1.0, np.minimum(ax, 2 * _LARGE) * np.sign(x))
-    mid = 1.0 / np.tanh(xs) - xs / np.sinh(xs) ** 2
-    return np.where(ax < _SMALL, series, np.where(ax > _LARGE, np.sign(lam), mid))
+    lam, flat = _vector(lam)
+    return _K.softabs_derivative_vec(flat, float(alpha)).reshape(lam.shape)
 
 
 def softabs_divided_differences(lam, alpha):
@@ -254,7 +257,8 @@ def softabs_divided_differences(lam, alpha):
         J_ab = coth(alpha a) - alpha b sinhc(alpha (a - b)) / (sinh(alpha a) sinh(alpha b))
 
     (``sinhc(x) = sinh(x)/x``), which is ``f'(a)`` at ``a = b``; near zero the
-    divided differences of the Taylor series, and far out ``sign(a)``.
+    divided differences of the Taylor series, and far out ``sign(a)``. The compiled
+    kernel :func:`.rhmc_kernels.divided_differences`.
 
     Example
     -------
@@ -265,41 +269,9 @@ def softabs_divided_differences(lam, alpha):
            [-0.948132,  0.322606,  0.322606],
            [-0.948132,  0.322606,  0.322606]])
     """
-    lam = np.asarray(lam, dtype=float)
-    a = lam[:, None]
-    b = lam[None, :]
-    f = softabs(lam, alpha)
-    d = a - b
-    scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0 / alpha)
-    far = np.abs(d) > 1e-3 * scale
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = (f[:, None] - f[None, :]) / np.where(far, d, 1.0)
-    close = ~far
-    if np.any(close):
-        xa = alpha * a + 0.0 * b              # broadcast to (n, n)
-        xb = alpha * b + 0.0 * a
-        small = close & (np.abs(xa) < _SMALL) & (np.abs(xb) < _SMALL)
-        large = close & (np.abs(xa) > _LARGE) & (np.abs(xb) > _LARGE)
-        mid = close & ~small & ~large
-        if np.any(small):
-            # (s(xa) - s(xb)) / (alpha (a - b)) for the series s(x) of x coth(x):
-            # each (xa^2k - xb^2k)/(xa - xb) = sum_j xa^j xb^(2k-1-j), exactly
-            ser = 0.0
-            for k in range(1, len(_COTH_SERIES)):
-                ser = ser + _COTH_SERIES[k] * sum(xa ** j * xb ** (2 * k - 1 - j)
-                                                  for j in range(2 * k))
-            out = np.where(small, ser, out)
-        if np.any(large):
-            out = np.where(large, np.sign(a + 0.0 * b), out)
-        if np.any(mid):
-            ya = np.where(mid, xa, 1.0)
-            yb = np.where(mid, xb, 1.0)
-            dx = ya - yb
-            sinhc = np.where(np.abs(dx) < 1e-8, 1.0 + dx * dx / 6.0,
-                             np.sinh(dx) / np.where(dx == 0, 1.0, dx))
-            val = 1.0 / np.tanh(ya) - yb * sinhc / (np.sinh(ya) * np.sinh(yb))
-            out = np.where(mid, val, out)
-    return 0.5 * (out + out.T)            # the close-pair formula is not symmetric in a, b
+    _, flat = _vector(lam)
+    alpha = float(alpha)
+    return _K.divided_differences(flat, _K.softabs_vec(flat, alpha), alpha)
 
 
 # ----------------------------------------------------------------------------------------
@@ -315,16 +287,12 @@ class Geometry:
 
     def __init__(self, q, A, alpha):
         t0 = _clock()
-        A = 0.5 * (A + A.T)          # forward-over-reverse is symmetric up to rounding
-        lam, Q = np.linalg.eigh(A)
+        # A symmetrised (forward-over-reverse is symmetric up to rounding), its
+        # eigendecomposition, f(lam), 1/f and log det Sigma: one compiled call
+        self.A, self.lam, self.Q, self.f, self.finv, self.logdet = \
+            _K.eig_softabs(np.ascontiguousarray(A, dtype=float), float(alpha))
         self.q = q
-        self.A = A
-        self.lam = lam
-        self.Q = Q
         self.alpha = alpha
-        self.f = softabs(lam, alpha)
-        self.finv = 1.0 / self.f
-        self.logdet = float(np.sum(np.log(self.f)))
         self._J = None
         # what the step that ended here saw (predictors for the next step's fixed
         # points; None at a point with a fresh momentum): dH/dq used in its last
@@ -347,7 +315,7 @@ class Geometry:
     def J(self):
         if self._J is None:
             t0 = _clock()
-            self._J = softabs_divided_differences(self.lam, self.alpha)
+            self._J = _K.divided_differences(self.lam, self.f, float(self.alpha))
             PROFILE["t_eigh"] += _clock() - t0
         return self._J
 
@@ -358,8 +326,7 @@ class Geometry:
 
     def velocity(self, p):
         """``Sigma^-1 p`` (``dH/dp``)."""
-        Q = self.Q
-        return Q @ (self.finv * (Q.T @ p))
+        return _K.velocity(self.Q, self.finv, np.ascontiguousarray(p, dtype=float))
 
     def sample_momentum(self, rng):
         """``p ~ N(0, Sigma)``: ``Q diag(sqrt f) z``."""
@@ -377,11 +344,8 @@ class Geometry:
 
     def trace_matrix(self, p):
         """``M = M_phi + M_tau(p)`` with ``dH/dq = -grad log p + grad tr(M A(q))``."""
-        u = self.finv * (self.Q.T @ p)
-        J = self.J
-        inner = -0.5 * (J * np.outer(u, u))
-        inner[np.diag_indices_from(inner)] += 0.5 * np.diag(J) * self.finv
-        return self.Q @ inner @ self.Q.T
+        return _K.trace_matrix(self.Q, self.finv, self.J,
+                               np.ascontiguousarray(p, dtype=float))
 
 
 # ----------------------------------------------------------------------------------------
@@ -678,6 +642,22 @@ class SoftAbsMetric:
             self.choose_alpha(-Hl)
         return Geometry(q, -Hl, self.alpha)
 
+    def _velocity_at(self, model, q, p):
+        """``Sigma(q)^-1 p``: what a position iterate needs of the geometry at ``q``
+        (for an ``sl.Model``, its Hessian and one compiled call; raises as
+        :meth:`geometry` does)."""
+        if not self._is_model or self.alpha is None:
+            return self.geometry(model, q).velocity(p)
+        with np.errstate(all="ignore"):
+            A = self._hessian_of(model, self._f, q)
+        if not _finite(A):
+            raise FloatingPointError("the Hessian of the log density is not finite")
+        t0 = _clock()
+        v = _K.softabs_velocity(np.ascontiguousarray(A), self.alpha, p)
+        PROFILE["eighs"] += 1
+        PROFILE["t_eigh"] += _clock() - t0
+        return v
+
     def choose_alpha(self, A):
         """Set ``alpha`` from the potential's Hessian ``A`` (see :func:`auto_alpha`)
         and tell ``on_alpha`` (which keeps it in the chain's state)."""
@@ -824,6 +804,11 @@ class SoftAbsMetric:
             # start from the last step's force (an O(eps^2) guess) when there is one
             start = p0 if geo0.force is None else p0 - half * geo0.force
             p_h = _fixed_point(G_p, start, wp, self.tol, self.max_iter)
+            if p_h is None and start is not p0:
+                # a predictor can start the iteration outside the solution's basin
+                # (the iterates only change the path, not the solution)
+                PROFILE["restarts"] += 1
+                p_h = _fixed_point(G_p, p0, wp, self.tol, self.max_iter)
         if p_h is None:
             PROFILE["t_fixed_point"] += _clock() - t0
             return self._fail(z)
@@ -835,12 +820,15 @@ class SoftAbsMetric:
             if q is q0:
                 return q0 + eps * v0
             PROFILE["q_iterations"] += 1
-            return q0 + half * (v0 + self.geometry(model, q).velocity(p_h))
+            return q0 + half * (v0 + self._velocity_at(model, q, p_h))
         if geo0.dv is None:
             start = q0                 # its G is free: the explicit Euler step
         else:                          # the velocity changes as over the last step
             start = q0 + half * (2.0 * v0 + (eps / geo0.dv_eps) * geo0.dv)
         q = _fixed_point(G_q, start, wq, self.tol, self.max_iter)
+        if q is None and start is not q0:
+            PROFILE["restarts"] += 1
+            q = _fixed_point(G_q, q0, wq, self.tol, self.max_iter)
         PROFILE["t_fixed_point"] += _clock() - t0
         if q is None:
             return self._fail(z)
@@ -918,11 +906,16 @@ _STALLED = object()
 
 def _anderson(G, x0, W, tol, max_iter, depth, beta):
     """Anderson-accelerated iteration with mixing ``beta``: the solution, None
-    (non-finite) or ``_STALLED`` (no convergence)."""
+    (non-finite) or ``_STALLED`` (no convergence). The histories are kept in
+    ``depth`` columns, the oldest overwritten; each update is one compiled call
+    (:func:`.rhmc_kernels.anderson_step`)."""
     x = x0
     gx = G(x)
-    dXs, dFs, dWs = [], [], []
-    r0 = x_prev = f_prev = wf_prev = None
+    n = x0.shape[0]
+    dX, dF, dW = np.empty((n, depth)), np.empty((n, depth)), np.empty((n, depth))
+    count = 0
+    x_prev = f_prev = wf_prev = None
+    r0 = None
     best, k_best = math.inf, 0
     for k in range(max_iter):
         if gx is None or not _finite(gx):
@@ -938,19 +931,14 @@ def _anderson(G, x0, W, tol, max_iter, depth, beta):
             r0 = r
         elif not r < 1e3 * r0 or k - k_best >= 8 or k == max_iter - 1:
             return _STALLED
-        if k == 0:
-            x_new = x + beta * fx
-        else:
-            dXs.append(x - x_prev)
-            dFs.append(fx - f_prev)
-            dWs.append(wf - wf_prev)
-            if len(dXs) > depth:
-                del dXs[0], dFs[0], dWs[0]
-            gamma = np.linalg.lstsq(np.column_stack(dWs), wf, rcond=None)[0]
-            x_new = (x - np.column_stack(dXs) @ gamma) + \
-                beta * (fx - np.column_stack(dFs) @ gamma)
+        if k > 0:
+            j = (k - 1) % depth
+            dX[:, j] = x - x_prev
+            dF[:, j] = fx - f_prev
+            dW[:, j] = wf - wf_prev
+            count = min(count + 1, depth)
         x_prev, f_prev, wf_prev = x, fx, wf
-        x = x_new
+        x = _K.anderson_step(x, fx, wf, dX, dF, dW, count, beta)
         gx = G(x)
     return _STALLED
 
