@@ -35,13 +35,15 @@ everywhere with stanlite's AD:
 Conventions. Every solver returns the *amounts* (not concentrations) in each
 compartment after each record's event, an array ``(n_records, n_cmt)`` - the
 transpose of Torsten's matrix - for all subjects of the schedule at once; model
-parameters are scalars or one value per subject; the bioavailability ``F``, the lag
-``tlag`` and modelled infusion rates/durations are per compartment (scalar, a vector
-of ``n_cmt`` or a subjects x ``n_cmt`` matrix). Compartments are numbered from 1 in
-the data (Torsten: 1 gut, 2 central, 3 peripheral) and from 0 in the result's
-columns. Everything may be a parameter - the model's, ``F``, ``tlag``, and the
-schedule's ``time, amt, rate, ii`` (``events.replace(amt=...)``) - with reverse and
-forward mode to any order (Hessians for Riemannian HMC).
+parameters are scalars, one value per subject, or one per record (Torsten's 2-D
+theta: piecewise-constant in time, :mod:`.per_record`); the bioavailability ``F``,
+the lag ``tlag`` and modelled infusion rates/durations are per compartment (scalar,
+a vector of ``n_cmt``, a subjects x ``n_cmt`` or a records x ``n_cmt`` matrix).
+Compartments are numbered from 1 in the data (Torsten: 1 gut, 2 central, 3
+peripheral) and from 0 in the result's columns. Everything may be a parameter - the
+model's, ``F``, ``tlag``, and the schedule's ``time, amt, rate, ii``
+(``events.replace(amt=...)``) - with reverse and forward mode to any order (Hessians
+for Riemannian HMC).
 
 How. Linear models are solved by superposition of doses, vectorised over all
 (record, dose) pairs of all subjects (:mod:`.solve`), with steady states in closed

@@ -76,8 +76,9 @@ def _e(u, *rates):
     return d * u if m == 1 else d * u ** m
 
 
-def _param(who, name, x, n_subjects):
-    """A model parameter: a positive scalar or one value per subject."""
+def _param(who, name, x, n_subjects, n_records=None):
+    """A model parameter: a positive scalar, one value per subject or (with
+    ``n_records``) one per record (:mod:`.per_record`)."""
     if not isinstance(x, Box):
         try:
             x = np.asarray(x, dtype=np.float64)
@@ -87,10 +88,19 @@ def _param(who, name, x, n_subjects):
         if x.ndim == 0:
             x = float(x)
     s = shape_of(x)
-    if s not in ((), (n_subjects,)):
+    if s not in ((), (n_subjects,)) and (n_records is None or s != (n_records,)):
+        per_record = "" if n_records is None else \
+            f" (one value per record, {n_records}, is accepted too)"
         raise ValueError(f"{who}: {name} must be a scalar or have one value per subject "
-                         f"({n_subjects}), got shape {s}")
+                         f"({n_subjects}), got shape {s}{per_record}")
     return x
+
+
+def _by_record(events, params):
+    """Whether some parameter has one value per record (and records are not
+    subjects): then superposition does not apply (:mod:`.per_record`)."""
+    R = events.n_records
+    return R != events.n_subjects and any(shape_of(x) == (R,) for x in params)
 
 
 def _at(x, s):
@@ -212,10 +222,13 @@ def onecpt(events, CL, V, ka, F=None, tlag=None, infusion_rate=None,
     Parameters
     ----------
     events : :class:`EventSchedule` (one or many subjects).
-    CL, V, ka : clearance, volume, absorption rate constant; each a scalar or a
-        vector with one value per subject; ``ka = 0``: no absorption.
-    F, tlag : bioavailability and lag time per compartment: a scalar, a vector of 2
-        or a matrix (subjects x 2). Default 1 and 0.
+    CL, V, ka : clearance, volume, absorption rate constant; each a scalar, a
+        vector with one value per subject, or one per record (Torsten's 2-D theta:
+        row ``i`` holds on the interval ending at record ``i``; solved event by
+        event, :mod:`stanlite.pk.per_record`); ``ka = 0``: no absorption.
+    F, tlag : bioavailability and lag time per compartment: a scalar, a vector of 2,
+        a matrix (subjects x 2) or (records x 2: the dose record's row). Default 1
+        and 0.
     infusion_rate, infusion_duration : per compartment, for records with ``rate =
         -1`` (modelled rate) or ``-2`` (modelled duration).
 
@@ -238,11 +251,17 @@ def onecpt(events, CL, V, ka, F=None, tlag=None, infusion_rate=None,
     65.852
     """
     who = "onecpt"
-    S = events.n_subjects
-    kern = OneCptKernel(_param(who, "CL", CL, S), _param(who, "V", V, S),
-                        _param(who, "ka", ka, S))
+    S, R = events.n_subjects, events.n_records
+    ps = [_param(who, nm, x, S, R) for nm, x in (("CL", CL), ("V", V), ("ka", ka))]
     _positive(who, CL=CL, V=V)
     _positive(who, strict=False, ka=ka)
+    if _by_record(events, ps):
+        from .coupled import _OneCpt
+        from .per_record import solve_per_record
+        return solve_per_record(events, _OneCpt, OneCptKernel, ps, who, F=F, tlag=tlag,
+                                infusion_rate=infusion_rate,
+                                infusion_duration=infusion_duration)
+    kern = OneCptKernel(*ps)
     return solve_linear(events, kern, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
                         infusion_duration=infusion_duration)
 
@@ -268,11 +287,18 @@ def twocpt(events, CL, Q, V2, V3, ka, F=None, tlag=None, infusion_rate=None,
            [   0.   ,   66.543,  308.853]])
     """
     who = "twocpt"
-    S = events.n_subjects
-    kern = TwoCptKernel(*(_param(who, nm, x, S) for nm, x in
-                          (("CL", CL), ("Q", Q), ("V2", V2), ("V3", V3), ("ka", ka))))
+    S, R = events.n_subjects, events.n_records
+    ps = [_param(who, nm, x, S, R) for nm, x in
+          (("CL", CL), ("Q", Q), ("V2", V2), ("V3", V3), ("ka", ka))]
     _positive(who, CL=CL, Q=Q, V2=V2, V3=V3)
     _positive(who, strict=False, ka=ka)
+    if _by_record(events, ps):
+        from .coupled import _TwoCpt
+        from .per_record import solve_per_record
+        return solve_per_record(events, _TwoCpt, TwoCptKernel, ps, who, F=F, tlag=tlag,
+                                infusion_rate=infusion_rate,
+                                infusion_duration=infusion_duration)
+    kern = TwoCptKernel(*ps)
     return solve_linear(events, kern, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
                         infusion_duration=infusion_duration)
 

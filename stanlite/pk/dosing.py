@@ -153,8 +153,11 @@ def check_compartments(ev, n_cmt, who):
 # --------------------------------------------------------------------------------------
 def per_dose(name, x, ev, n_cmt, who):
     """Normalise a per-compartment parameter: ``None``, a scalar (every compartment),
-    a vector ``(n_cmt,)`` or a matrix ``(n_subjects, n_cmt)``. Returns ``None`` or a
-    function ``(subj, cmt) -> values`` gathering it for doses."""
+    a vector ``(n_cmt,)``, a matrix ``(n_subjects, n_cmt)`` or ``(n_records, n_cmt)``
+    (Torsten's 2-D arrays: one row per record, the dose record's row applies to its
+    dose and its additional doses; with one record per subject the two readings
+    agree). Returns ``None`` or a function ``(subj, cmt, rec) -> values`` gathering it
+    for doses."""
     if x is None:
         return None
     if not isinstance(x, Box):
@@ -166,14 +169,17 @@ def per_dose(name, x, ev, n_cmt, who):
     s = shape_of(x)
     S = ev.n_subjects
     if s == ():
-        return lambda subj, cmt: x
+        return lambda subj, cmt, rec: x
     if s == (n_cmt,):
-        return lambda subj, cmt: x[cmt]
+        return lambda subj, cmt, rec: x[cmt]
     if s == (S, n_cmt):
-        return lambda subj, cmt: x[subj, cmt]
-    raise ValueError(f"{who}: {name} must be a scalar, a vector of {n_cmt} (one per "
-                     f"compartment) or a {S} x {n_cmt} matrix (subjects x compartments), "
-                     f"got shape {s}")
+        return lambda subj, cmt, rec: x[subj, cmt]
+    if s == (ev.n_records, n_cmt):
+        return lambda subj, cmt, rec: x[rec, cmt]
+    raise DataError(f"{who}: {name} must be a scalar, a vector of {n_cmt} (one per "
+                    f"compartment), a {S} x {n_cmt} matrix (subjects x compartments) or "
+                    f"a {ev.n_records} x {n_cmt} matrix (records x compartments), got "
+                    f"shape {s}")
 
 
 def _check_nonneg(who, name, x, strict=False):
@@ -231,24 +237,24 @@ def expand(ev, p, n_cmt, who, F=None, tlag=None, infusion_rate=None,
     if p.k.any():
         tau = tau + p.k * _take(ii, rec)
     if Lg is not None:
-        tau = tau + Lg(subj, cmt)
+        tau = tau + Lg(subj, cmt, rec)
     d.tau = tau
     a = _take(amt, rec)
-    d.amount = a * Fg(subj, cmt) if Fg is not None else a
+    d.amount = a * Fg(subj, cmt, rec) if Fg is not None else a
     inf = np.flatnonzero(p.kind == INFUSION)
     d.inf = inf
     if inf.size:
         d.inf_rate, d.inf_dur = _rate_duration(p.flag[inf], _take(rate, rec[inf]),
                                                _take(d.amount, inf), subj[inf], cmt[inf],
-                                               Rg, Dg)
+                                               rec[inf], Rg, Dg)
     # steady-state items
     srec = p.ss_rec
     if srec.size:
         s_subj, s_cmt = p.ss_subj, p.ss_cmt
         d.ss_ii = _take(ii, srec)
         sa = _take(amt, srec)
-        d.ss_amount = sa * Fg(s_subj, s_cmt) if Fg is not None else sa
-        d.ss_lag = Lg(s_subj, s_cmt) if Lg is not None else None
+        d.ss_amount = sa * Fg(s_subj, s_cmt, srec) if Fg is not None else sa
+        d.ss_lag = Lg(s_subj, s_cmt, srec) if Lg is not None else None
         # infusion items (INFUSION and CONSTANT): rate and duration as for the record's
         # own dose (a constant infusion has amt = 0: duration 0, unused)
         d.ss_inf = np.flatnonzero(p.ss_kind != BOLUS)
@@ -257,7 +263,7 @@ def expand(ev, p, n_cmt, who, F=None, tlag=None, infusion_rate=None,
             j = d.ss_inf
             d.ss_rate, d.ss_dur = _rate_duration(p.ss_flag[j], _take(rate, srec[j]),
                                                  _take(d.ss_amount, j), s_subj[j],
-                                                 s_cmt[j], Rg, Dg)
+                                                 s_cmt[j], srec[j], Rg, Dg)
     return d
 
 
@@ -268,20 +274,20 @@ def _rate_flags(p, ev):
     return flags
 
 
-def _rate_duration(flag, rate, amount, subj, cmt, Rg, Dg):
+def _rate_duration(flag, rate, amount, subj, cmt, rec, Rg, Dg):
     """Rate and duration of infusions: flag 1 the record's rate, duration F amt / rate;
     -1 the modelled rate; -2 the modelled duration, rate F amt / duration."""
     R = rate
     if (flag == -1).any():
-        R = where(flag == -1, Rg(subj, cmt), R)
+        R = where(flag == -1, Rg(subj, cmt, rec), R)
     if (flag == -2).any():
-        Dm = Dg(subj, cmt)
+        Dm = Dg(subj, cmt, rec)
         safe = where(flag == -2, Dm, 1.0)
         R = where(flag == -2, amount / safe, R)
     safeR = where(flag == -2, 1.0, R) if (flag == -2).any() else R
     dur = amount / safeR
     if (flag == -2).any():
-        dur = where(flag == -2, Dg(subj, cmt), dur)
+        dur = where(flag == -2, Dg(subj, cmt, rec), dur)
     return R, dur
 
 

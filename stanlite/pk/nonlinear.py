@@ -33,6 +33,7 @@ from ..autodiff.var import Box, guarded, shape_of
 from ..functor.ode import ode_bdf, ode_rk45
 from ..math.structure import stack
 from .dosing import BOLUS, CONSTANT, INFUSION, check_compartments, expand, plan
+from .per_record import PerRecordSystem, theta_per_record
 from .steady_state import OdeSystem
 
 __all__ = ["ode", "events_of_subjects"]
@@ -109,6 +110,9 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
     events : :class:`~stanlite.pk.EventSchedule`.
     theta : the parameters passed to ``f`` (any array, plain or traced); with several
         subjects, ``theta[s]`` is subject ``s``'s (a leading axis of ``n_subjects``).
+        One row per record (a leading axis of ``n_records``; for one subject at least
+        two axes): Torsten's 2-D theta, row ``i`` in force on the interval that ends
+        at record ``i`` (:mod:`stanlite.pk.per_record`).
     data : extra plain arguments passed to ``f`` after ``theta``.
     F, tlag, infusion_rate, infusion_duration : per compartment, as in
         :func:`~stanlite.pk.onecpt` (scalar, ``n_cmt`` or subjects x ``n_cmt``).
@@ -143,7 +147,14 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
            [  0.248,  55.402]])
     """
     who = "pk.ode"
-    n_cmt, theta = check_call(who, f, n_cmt, method, events, theta)
+    rows = theta_per_record(theta, events)       # Torsten's 2-D theta (.per_record)
+    # (rows: the other arguments checked with a stand-in theta of the accepted shape)
+    n_cmt, th = check_call(who, f, n_cmt, method, events,
+                           np.zeros((events.n_subjects, 0)) if rows else theta)
+    if not rows:
+        theta = th
+    elif not isinstance(theta, Box):
+        theta = np.asarray(theta, dtype=np.float64)
     S = events.n_subjects
     data = tuple(data)
     check_compartments(events, n_cmt, who)
@@ -153,6 +164,9 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
     solver = ode_rk45 if method == "rk45" else ode_bdf
     sys_ = OdeSystem(f, n_cmt, solver, rel_tol, abs_tol, max_num_steps, data,
                      ss_rel_tol, ss_f_tol, ss_max_steps, ss_guess, who)
+    if rows:
+        sys_ = PerRecordSystem(sys_, events)
+        theta = sys_.tables(theta)
     return events_of_subjects(events, p, d, theta, sys_)
 
 
