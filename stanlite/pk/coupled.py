@@ -51,9 +51,10 @@ from ..errors import DataError
 from ..functor.ode import ode_bdf, ode_rk45
 from ..math.elementwise import exp, expm1, sqrt
 from ..math.structure import concatenate, expand_dims, stack
-from .analytic import _param, _positive
+from .analytic import _by_record, _param, _positive
 from .dosing import check_compartments, expand, plan
 from .nonlinear import events_of_subjects
+from .per_record import PerRecordSystem, theta_per_record
 from .steady_state import OdeSystem
 
 __all__ = ["onecpt_ode", "twocpt_ode", "projectors", "pk_amounts", "CoupledSystem"]
@@ -261,8 +262,9 @@ def _coupled(model, who, f, n_pd, events, params, theta, data, F, tlag, infusion
     n_pk = model.n
     n = n_pk + int(n_pd)
     S = events.n_subjects
+    R = events.n_records
     try:
-        params = [_param(who, nm, x, S) for nm, x in zip(model.names, params)]
+        params = [_param(who, nm, x, S, R) for nm, x in zip(model.names, params)]
     except ValueError as e:                 # the closed forms' message, as a DataError
         raise DataError(str(e)) from None
     _positive(who, **dict(zip(model.names, params)))
@@ -274,9 +276,12 @@ def _coupled(model, who, f, n_pd, events, params, theta, data, F, tlag, infusion
         except (TypeError, ValueError):
             raise DataError(f"{who}: theta must be numbers, got "
                             f"{type(theta).__name__}") from None
-    if S > 1 and (len(shape_of(theta)) == 0 or shape_of(theta)[0] != S):
+    theta_rows = theta_per_record(theta, events)
+    if S > 1 and not theta_rows and (len(shape_of(theta)) == 0 or
+                                     shape_of(theta)[0] != S):
         raise DataError(f"{who}: with {S} subjects theta must have a leading axis of "
-                        f"{S} (theta[s] for subject s), got shape {shape_of(theta)}")
+                        f"{S} (theta[s] for subject s) or of {R} (one row per record), "
+                        f"got shape {shape_of(theta)}")
     check_compartments(events, n, who)
     bad = np.flatnonzero(events.is_dose & (events.ss > 0))
     if bad.size:
@@ -290,14 +295,24 @@ def _coupled(model, who, f, n_pd, events, params, theta, data, F, tlag, infusion
     solver = ode_rk45 if method == "rk45" else ode_bdf
     sys_ = CoupledSystem(f, n_pk, int(n_pd), solver, rel_tol, abs_tol, max_num_steps,
                          tuple(data), who)
-    per = [projectors(model, _subject_params(params, s)) + (theta[s] if S > 1 else theta,)
-           for s in range(S)]
+    if theta_rows or _by_record(events, params):
+        # parameters per record (.per_record): projectors for every record's row
+        sub = events.subject
+        per = [projectors(model, _params_at(params, sub[r], r, R)) +
+               (theta[r] if theta_rows else theta[sub[r]] if S > 1 else theta,)
+               for r in range(R)]
+        sys_ = PerRecordSystem(sys_, events)
+        return events_of_subjects(events, p, d, sys_.tables(per), sys_)
+    per = [projectors(model, _params_at(params, s, None, R)) +
+           (theta[s] if S > 1 else theta,) for s in range(S)]
     return events_of_subjects(events, p, d, per if S > 1 else per[0], sys_)
 
 
-def _subject_params(params, s):
-    """Subject ``s``'s PK parameters as one vector (plain or traced)."""
-    ps = [x if shape_of(x) == () else x[s] for x in params]
+def _params_at(params, s, r, R):
+    """The PK parameters of subject ``s`` (at record ``r`` for those given per record)
+    as one vector (plain or traced)."""
+    ps = [x if shape_of(x) == () else x[r] if shape_of(x) == (R,) and r is not None
+          else x[s] for x in params]
     if any(isinstance(x, Box) for x in ps):
         return stack(ps)
     return np.array([float(x) for x in ps])
@@ -321,9 +336,10 @@ def onecpt_ode(f, n_pd, events, CL, V, ka, theta=None, *, data=(), F=None, tlag=
     (the module docstring); the PK columns are the closed forms. Doses may go into
     any compartment (a bolus into a PD compartment is a jump of that state).
 
-    Parameters: ``CL, V, ka`` as in :func:`~stanlite.pk.onecpt` (scalars or one per
-    subject; ``ka != CL / V``), ``theta`` the PD parameters (``theta[s]`` per subject
-    with several), ``data`` extra plain arguments of ``f``; ``F``, ``tlag``,
+    Parameters: ``CL, V, ka`` as in :func:`~stanlite.pk.onecpt` (scalars, one per
+    subject or one per record; ``ka != CL / V``), ``theta`` the PD parameters
+    (``theta[s]`` per subject with several; or one row per record, Torsten's 2-D
+    theta, :mod:`stanlite.pk.per_record`), ``data`` extra plain arguments of ``f``; ``F``, ``tlag``,
     ``infusion_rate``, ``infusion_duration`` per compartment (``2 + n_pd``);
     ``method`` ``"rk45"`` or ``"bdf"``; the tolerances are Torsten's defaults.
 

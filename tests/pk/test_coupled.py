@@ -240,3 +240,26 @@ def test_nonpositive_pk_parameters_are_domain_errors():
     ev = sl.pk.events(time=[0.0, 1.0], evid=[1, 0], amt=[100.0, 0])
     with pytest.raises(sl.DomainError, match="V"):
         sl.pk.onecpt_ode(effect, 1, ev, 5.0, -50.0, 1.2, [0.3, 50.0])
+
+
+def test_parameters_per_record_equal_the_full_ode_with_rows():
+    """CL and the PD's kin change at the records (Torsten's 2-D theta): the coupled
+    solver against pk.ode with one row per record; gradient against differences."""
+    ev = schedule()
+    R = ev.n_records
+    rng = np.random.default_rng(4)
+    cl = PK[ev.subject, 0] * rng.uniform(0.8, 1.2, R)
+    pd = PD[ev.subject] * np.c_[rng.uniform(0.8, 1.2, R), np.ones((R, 3))]
+
+    def coupled_rows(cl, pd):
+        return sl.pk.twocpt_ode(pd2, 2, ev, cl, PK[:, 1], PK[:, 2], PK[:, 3], PK[:, 4],
+                                pd, F=F, tlag=LAG, **TIGHT)
+    A = coupled_rows(cl, pd)
+    theta = np.concatenate([np.c_[cl, PK[ev.subject, 1:]], pd], axis=1)
+    B = sl.pk.ode(full2, 5, ev, theta, F=F, tlag=LAG, **TIGHT)
+    np.testing.assert_allclose(A, B, rtol=1e-7, atol=1e-8)
+    # constant rows: the per-subject solve
+    C = coupled_rows(PK[ev.subject, 0], PD[ev.subject])
+    np.testing.assert_allclose(C, coupled(PK, PD, **TIGHT), rtol=1e-8, atol=1e-9)
+    fun = lambda c: _loss(coupled_rows(c, pd), W)
+    _check_directions(fun, cl, sl.grad(fun)(cl), k=1)
