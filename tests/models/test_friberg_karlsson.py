@@ -17,7 +17,12 @@ NAME = "friberg_karlsson"
 
 
 def test_default_data_are_the_generator_output():
-    assert zoo.default_data(NAME) == json.loads(json.dumps(fk.simulate_data()))
+    """(To 1e-7: the ODE at 1e-10 and six decimals could differ in the last digit if
+    the integrator changed.)"""
+    shipped, made = zoo.default_data(NAME), json.loads(json.dumps(fk.simulate_data()))
+    assert shipped.keys() == made.keys()
+    for k, v in made.items():
+        np.testing.assert_allclose(shipped[k], v, rtol=1e-7, err_msg=k)
 
 
 def test_coupled_and_full_solvers_give_the_same_density_and_gradient():
