@@ -263,3 +263,24 @@ def test_parameters_per_record_equal_the_full_ode_with_rows():
     np.testing.assert_allclose(C, coupled(PK, PD, **TIGHT), rtol=1e-8, atol=1e-9)
     fun = lambda c: _loss(coupled_rows(c, pd), W)
     _check_directions(fun, cl, sl.grad(fun)(cl), k=1)
+
+
+def test_an_infusion_ending_at_a_record_with_a_traced_amount():
+    """The infusion's end (4 + 100 / 50) meets the record at 6: events that coincide
+    in value but not as expressions (the zero-length step of the event loop, here
+    with the PK part in closed form): values and gradient as the full ODE's."""
+    ev0 = sl.pk.events(time=[0.0, 2.0, 4.0, 6.0, 9.0], evid=[1, 0, 1, 0, 0],
+                       amt=[100.0, 0, 100, 0, 0], rate=[0, 0, 50.0, 0, 0],
+                       cmt=[1, 2, 2, 2, 2])
+    w = np.arange(1.0, 26.0).reshape(5, 5)
+
+    def loss(a, solve):
+        ev = ev0.replace(amt=sl.stack([a[0], 0.0, a[1], 0.0, 0.0]))
+        return sl.sum(solve(ev) * w)
+    fc = lambda a: loss(a, lambda ev: sl.pk.twocpt_ode(pd2, 2, ev, *PK[0], PD[0],
+                                                       **TIGHT))
+    ff = lambda a: loss(a, lambda ev: sl.pk.ode(full2, 5, ev, np.r_[PK[0], PD[0]],
+                                                **TIGHT))
+    a = np.array([100.0, 100.0])
+    assert float(fc(a)) == pytest.approx(float(ff(a)), rel=1e-9)
+    np.testing.assert_allclose(sl.grad(fc)(a), sl.grad(ff)(a), rtol=1e-7)
