@@ -80,12 +80,17 @@ MOVEMENT = {
 }
 
 
+IN_PLACE = frozenset(("reshape", "row", "slice"))
+
+
 @pytest.mark.parametrize("name", sorted(MOVEMENT))
 def test_data_movement_lowers_to_a_gather(vm, name):
     f = lambda x: _wsum(MOVEMENT[name](x))
     pts = _pts()
     vg = vm.check(f, X0, pts)
-    assert vm.opcodes(vg) & {O.GATHER, O.COPY}
+    # a run of the input in order (a slice, a row, a reshape) is read where it is:
+    # the passes drop its GATHER (vm/passes.py, _copies)
+    assert vm.opcodes(vg) & {O.GATHER, O.COPY} or name in IN_PLACE
 
 
 SEGSUMS = {
