@@ -227,6 +227,14 @@ def test_predictive_declarations_are_checked(reg_fit):
             fit.to_arviz()
 
 
+# the zoo models with observed data when the arviz test was written: they draw their
+# points from one stream in this order (a new model in between would move them)
+_ZOO_2026_11_25 = ("eight_schools_centered", "eight_schools_noncentered", "garch",
+                   "gp_pois_regr", "linear_regression", "logistic_regression",
+                   "mm_multidose_ss", "normal_mixture", "one_comp_mm_elim_abs",
+                   "pk_steady_state", "radon", "theophylline", "ark")
+
+
 def _zoo_with_observed():
     import stanlite.models as zoo
     return [n for n in zoo.names() if getattr(zoo.model_class(n), "observed", None)]
@@ -259,6 +267,7 @@ def test_every_zoo_model_with_observed_data_works_in_arviz():
     the groups, not the posterior, are under test), and its declared log_likelihood is
     exactly the likelihood terms of log_prob: the prior (log_prob minus their sum) does
     not change when the observations do."""
+    import zlib
     import stanlite.models as zoo
     from stanlite.approx_fit import ApproximateFit
     from stanlite.workflow import prior_model
@@ -267,8 +276,11 @@ def test_every_zoo_model_with_observed_data_works_in_arviz():
     rng = np.random.default_rng(7)
     for name in names:
         m = zoo.get(name)
-        x = _valid_point(m, rng)
-        fit = ApproximateFit(m, x + 0.01 * rng.normal(size=(8, m.dim)), "test", seed=1)
+        # (models added later draw from their own stream: the others keep their points)
+        r = rng if name in _ZOO_2026_11_25 else \
+            np.random.default_rng(zlib.crc32(name.encode()))
+        x = _valid_point(m, r)
+        fit = ApproximateFit(m, x + 0.01 * r.normal(size=(8, m.dim)), "test", seed=1)
         idata = fit.to_arviz()
         obs = m.observed[0]
         assert obs in idata.posterior_predictive.data_vars, name
@@ -276,7 +288,10 @@ def test_every_zoo_model_with_observed_data_works_in_arviz():
         loo = _ppc_and_loo(idata)
         assert loo.n_data_points > 0, name
         if "log_lik" in fit:               # the zoo's own log_lik agrees
-            np.testing.assert_allclose(idata.log_likelihood[obs].values, fit["log_lik"],
+            # (one observed field: the group's variable is named after it; several:
+            # "log_lik", the observations in the order of log_likelihood's array)
+            ll = obs if len(m.observed) == 1 else "log_lik"
+            np.testing.assert_allclose(idata.log_likelihood[ll].values, fit["log_lik"],
                                        rtol=1e-10, err_msg=name)
         other = zoo.get(name, **{obs: _perturbed(m.data[obs])})
         a, b = prior_model(m).log_density(x), prior_model(other).log_density(x)
