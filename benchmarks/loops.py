@@ -26,7 +26,8 @@ replay's check against the eager tape, tens of ms for a 12,544-term loop) are sp
 a chain spreads them; ``--points 2000`` shows them at a tenth of a chain.
 
 Each form runs ``--repeats`` times (default 3) on new model objects, so every run
-records and checks again; the table shows the minimum of each column.
+records and checks again (the disk cache of lowered programs is off unless
+``STANLITE_CACHE_DIR`` is set); the table shows the minimum of each column.
 
 Run:  python benchmarks/loops.py [--points 20000] [--repeats 3] [--quick]
                                  [--models hmm coal]
@@ -38,6 +39,10 @@ import sys
 import time
 
 import blas_threads  # noqa: F401  (one BLAS thread; before numpy)
+
+# no disk cache of lowered programs (autodiff/program_cache.py): every repeat records,
+# lowers and checks its program as a first use does (set it to time a cached start)
+os.environ.setdefault("STANLITE_CACHE_DIR", "off")
 
 import numpy as np  # noqa: E402
 

@@ -331,6 +331,8 @@ def test_poisson_statistics_at_one_rate_become_vector_rows(monkeypatch):
     prog, _ = check(f, [0.3, 1.1], monkeypatch)
     _, prog4 = _program(f, [0.3, 1.1], monkeypatch, off="4")     # passes 1-4 only
     assert O.POISSON_SS not in _ops(prog) and _ops(prog4).count(O.POISSON_SS) >= 6
+    # the single terms (one count at a rate, CSE-shared between iterations) join them
+    assert O.POISSON in _ops(prog4) and O.POISSON not in _ops(prog)
     assert any(r[O.OP] == O.MUL and r[O.N] >= 4 for r in prog.code)
     assert len(prog.code) < len(prog4.code)
 

@@ -635,25 +635,32 @@ def _scans(g, rows, seg, rm):
 
 
 def _poisson_vectors(g, rows, seg, rm):
-    """5b: POISSON_SS rows of one rate (and segment) -> LOG of the rate and four vector
-    rows: (n log(lambda) - k lambda) - c, as POISSON_SS computes each. A rate <= 0 gives
+    """5b: POISSON_SS rows of one rate (and segment), and scalar POISSON rows of a
+    count of data at it, -> LOG of the rate and four vector rows: (n log(lambda) - k
+    lambda) - c, as POISSON_SS and POISSON compute each. A rate <= 0 gives
     a NaN or -inf the final checks meet (DOMAIN: the eager tape decides, as the
     POISSON_SS row's own check hands it)."""
     groups = {}
     for i, row in enumerate(rows):
-        if row[O.OP] == O.POISSON_SS and row[O.N] == 1:
+        if row[O.N] == 1 and (row[O.OP] == O.POISSON_SS or (
+                row[O.OP] == O.POISSON and row[O.A] >= _CONST and row[O.X1] >= _CONST)):
             groups.setdefault((seg[i], row[O.B], row[O.MASK]), []).append(i)
     new, drop = [], set()
     if not groups:
         return new, drop
     L = g.L
     consts = np.concatenate(L.consts) if L.consts else np.zeros(0)
+
+    def stats(row):                 # (sum n, terms, sum lgamma(n + 1))
+        if row[O.OP] == O.POISSON:  # one term of data: n log(lambda) - lambda - c
+            return consts[row[O.A] - _CONST], 1.0, consts[row[O.X1] - _CONST]
+        return consts[row[O.X1] - _CONST:row[O.X1] - _CONST + 3]
+
     for (s, b, mask), members in groups.items():
         k = len(members)
         if k < _MIN_RUN:
             continue
-        st = np.array([consts[rows[i][O.X1] - _CONST:rows[i][O.X1] - _CONST + 3]
-                       for i in members])
+        st = np.array([stats(rows[i]) for i in members], dtype=float)
         m, n, c = (L.constant(np.ascontiguousarray(st[:, j]),
                               key=("poisson_vectors", L.const_len))[0] for j in range(3))
         t = 1 if mask & 2 else 0
