@@ -38,7 +38,7 @@ BLAS: one thread. The machine is shared: every time is noisy; the draws are
 deterministic for a seed.
 
 Every run is at the samplers' defaults (RHMC: alpha from the Hessian, adapt_delta
-0.95) unless --alpha / --adapt-delta say otherwise; 4 chains x (1000 + 1000), the
+0.99) unless --alpha / --adapt-delta say otherwise; 4 chains x (1000 + 1000), the
 targets of issue 24. NUTS also at other adapt_delta with --nuts-delta 0.8 0.99.
 
 Run:  python benchmarks/rhmc.py [--quick] [--cases funnel10 funnel51 banana logistic pk_ss]
@@ -207,7 +207,7 @@ def main():
     ap.add_argument("--alpha", type=float, default=None,
                     help="SoftAbs alpha (default: RHMC's, chosen from the Hessian)")
     ap.add_argument("--adapt-delta", type=float, default=None,
-                    help="target acceptance (default: each sampler's, 0.8 NUTS, 0.95 "
+                    help="target acceptance (default: each sampler's, 0.8 NUTS, 0.99 "
                          "RHMC)")
     ap.add_argument("--nuts-delta", type=float, nargs="+", default=[0.8],
                     help="NUTS runs at these adapt_delta (default 0.8)")

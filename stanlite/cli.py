@@ -454,7 +454,7 @@ def make_parser():
                    "nutpie's from draws and gradients, which needs a shorter warmup")
     s.add_argument("--adapt-delta", type=_unit_open, default=None,
                    help="target acceptance statistic (default: the sampler's own, 0.8 "
-                   "for NUTS and static HMC, 0.95 for RHMC)")
+                   "for NUTS and static HMC, 0.99 for RHMC)")
     s.add_argument("--max-treedepth", type=_positive, default=10)
     s.add_argument("--sampler", choices=["nuts", "hmc", "rhmc"], default="nuts",
                    help="NUTS (default), static HMC, or Riemannian HMC (SoftAbs metric)")

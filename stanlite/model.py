@@ -152,7 +152,7 @@ class _DefaultDelta(float):
     HMC, ``samplers.rhmc.ADAPT_DELTA`` for Riemannian HMC (told apart by identity)."""
 
     def __repr__(self):
-        return "0.8 (rhmc: 0.95)"
+        return "0.8 (rhmc: 0.99)"
 
 
 _DEFAULT_DELTA = _DefaultDelta(0.8)
@@ -912,7 +912,7 @@ class Model:
         starts (an :class:`~stanlite.ArgumentError` naming it).
 
         ``sampler="rhmc"``: Riemannian HMC with the SoftAbs metric (the local Hessian,
-        by nested AD) and NUTS trajectories, ``adapt_delta`` 0.95 unless given
+        by nested AD) and NUTS trajectories, ``adapt_delta`` 0.99 unless given
         (:data:`stanlite.samplers.rhmc.ADAPT_DELTA`); only the step size adapts
         (``metric`` and ``inv_metric`` are ignored). ``sampler_options`` (rhmc only):
         ``alpha`` (SoftAbs sharpness; "auto": from the first Hessian), ``num_steps``
