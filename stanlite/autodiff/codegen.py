@@ -685,8 +685,12 @@ class _Gen:
             a, b = self.val(args[0]), self.val(args[1])
             ka, kb = self.kind(args[0]), self.kind(args[1])
             t = self.template(spec, "fwd") if spec.op is None else None
-            if spec.op is not None:
-                e = f"{_p(a)} {_OPS[spec.op]} {_p(b)}"
+            sym = _OPS.get(spec.op)
+            if sym is not None:
+                e = f"{_p(a)} {sym} {_p(b)}"
+            elif spec.op is not None:
+                # an operator of its own (a user's): the tape computes op(x, y)
+                e = f"{self.fn(spec.op)}({a}, {b})"
             elif t is not None and (ka == _F or type(ka) is tuple or kb == _F
                                     or type(kb) is tuple):
                 # the value written out (``x / y``: np.true_divide is IEEE division, /)
@@ -695,7 +699,7 @@ class _Gen:
                 t = None
                 e = f"{self.fn(spec.fun)}({a}, {b})"
             rk = kind_of(n.value)
-            python = spec.op is not None or t is not None
+            python = sym is not None or t is not None
             if rk == _F and not (python and ka in (_F, _N) and kb in (_F, _N)):
                 # a float result the tape normalised from a numpy scalar
                 probe = _probe(spec, n, args)
@@ -834,17 +838,17 @@ class _Gen:
         self.acc(x, c, kind_of(_probe_vjp(vjp, n, (x.value,))))
 
     def bw_linear(self, n, spec, args, kw):
-        neg = _is(spec, "subtract")
+        # d(sx x + sy y) = sx dx + sy dy, the signs declared (fast_rules.form_of)
         x, y = args
         nx, ny = self._needs(x, y)
         g, gk, gneg = self.take_signed(n, uses=int(nx) + int(ny))
-        if nx:
-            self.acc(x, g, gk, neg=gneg)
-        if ny:
-            if neg and type(gk) is not tuple:
-                self.acc(y, f"-{g}", gk)
+        for need, v, s in zip((nx, ny), (x, y), spec.derivative.form[1]):
+            if not need:
+                continue
+            if s < 0 and type(gk) is not tuple:
+                self.acc(v, f"-{g}", gk)
             else:
-                self.acc(y, g, gk, neg=gneg != neg)
+                self.acc(v, g, gk, neg=gneg != (s < 0))
 
     def bw_mul(self, n, spec, args, kw):
         x, y = args
@@ -1168,9 +1172,9 @@ def _is(spec, kind):
     return inl is not None and inl.kind == kind
 
 
-# the replay rules that mirror the hand-written backward rules of + - * (the tape's
-# own for these nodes, not the generated ones from the VJPs)
-_OWN_RULES = {"add": "linear", "subtract": "linear", "multiply": "mul"}
+# the replay rules that mirror the tape's fast rules of a declared form (fast_rules.py:
+# + - *), not the generated ones from the VJPs
+_FORM_RULES = {"linear": "linear", "bilinear": "mul"}
 
 
 def _family(n, spec):
@@ -1181,8 +1185,8 @@ def _family(n, spec):
         return "fused"
     form = getattr(bp, "_form", None)       # the layout of the node (extend._tag)
     if form == "binary_own":
-        inl = spec.inline
-        rule = None if inl is None else _OWN_RULES.get(inl.kind)
+        declared = getattr(spec.derivative, "form", None)
+        rule = None if declared is None else _FORM_RULES.get(declared[0])
         if rule is None:
             raise NotCompilable(f"hand-written backward rules of '{spec.name}'")
         return rule

@@ -195,6 +195,9 @@ class BinaryRule(_Rule):
         self.kernel = kernel
         self.fwd = fwd
         self.prim = None            # set by extend.binary_primitive
+        # (form, signs) of a lowering hint (extend.binary_primitive's form=, checked
+        # against the derivatives: fast_rules.form_of), None without one
+        self.form = None
         self._helpers = None
         self.trees = tuple(None if d is None else _parse(name, d, names, _VARS2)
                            for d in self.ds)

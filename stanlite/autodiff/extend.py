@@ -466,7 +466,8 @@ def unary_primitive(name, raw, d, scalar=None, *, names, safe=False, op=None, ke
 
 
 def binary_primitive(name, raw, dx, dy, *, names, op=None, safe=False, vm=None,
-                     kernel=None, fwd=None, special=None, inline=None, kind=None, bps=None):
+                     kernel=None, fwd=None, special=None, inline=None, kind=None,
+                     form=None):
     """A broadcasting elementwise binary primitive whose derivatives are declared once,
     as the expressions ``dx`` and ``dy`` in ``g``, ``ans``, ``x`` (the first argument)
     and ``y`` (the second) (:class:`.derivative.BinaryRule`; None: not differentiable
@@ -482,11 +483,17 @@ def binary_primitive(name, raw, dx, dy, *, names, op=None, safe=False, vm=None,
     in x for plain-number values of y (:class:`.derivative.BinaryRule`). ``inline``:
     whether the replay writes the derivatives in place of calls (default: if it has an
     interpreter op). ``kind``: the numpy operation it is, bit for bit (:class:`Inline`).
-    ``bps``: hand-written backward rules for the hottest operators (they must compute
-    the declared derivatives; :func:`elementwise_binary`).
+    ``form``: ``"linear"`` or ``"bilinear"``, a lowering hint for the hottest operators
+    (+ - *): the declared derivatives are checked to be that form, and the tape's and
+    the Python replay's fast rules for it are used (:mod:`.fast_rules`).
     """
     rule = BinaryRule(name, (dx, dy), names, op=vm, kernel=kernel, fwd=fwd,
                       special=special)
+    bps = None
+    if form is not None:
+        from .fast_rules import backward_rules, form_of
+        rule.form = form_of(rule, form)
+        bps = backward_rules(*rule.form)
     vx, vy = rule.rules
     # (unguarded: the tape's float paths fall back to the rules on numpy scalars where
     # it raises, and a replay that raises hands its point to the tape)

@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..autodiff.extend import accumulate, binary_primitive, unary_primitive
+from ..autodiff.extend import binary_primitive, unary_primitive
 from ..autodiff.var import UFUNCS, Var, guarded
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 
@@ -29,132 +29,24 @@ negative = unary_primitive("negative", np.negative, "-g", operator.neg, names=gl
                            safe=True, op=_op.NEG, kernel="-x", fwd="-x")
 
 
-def _linear_bps(sx, sy):
-    """Backward rules of ``sx * x + sy * y`` (add: (1, 1), subtract: (1, -1)).
-
-    Hand-written because + and - are the most frequent nodes of scalar code; the
-    float branch is ``accumulate`` inlined, anything else goes through it.
-    """
-    def bps(spec):
-        def bp_xy(node, g):
-            x = node.x
-            y = node.y
-            if type(g) is float and type(x.value) is float and type(y.value) is float:
-                a = x.adj
-                x.adj = g if a is None else a + g
-                cy = g if sy == 1 else -g
-                a = y.adj
-                y.adj = cy if a is None else a + cy
-                return
-            accumulate(x, g)
-            accumulate(y, g if sy == 1 else -g)
-
-        def bp_x(node, g):
-            x = node.x
-            if type(g) is float and type(x.value) is float:
-                a = x.adj
-                x.adj = g if a is None else a + g
-                return
-            accumulate(x, g)
-
-        def bp_y(node, g):
-            y = node.x
-            c = g if sy == 1 else -g
-            if type(g) is float and type(y.value) is float:
-                a = y.adj
-                y.adj = c if a is None else a + c
-                return
-            accumulate(y, c)
-        return bp_xy, bp_x, bp_y
-    return bps
-
-
-def _dot_all(g, v):
-    """sum(g * v) for equally shaped arrays in one pass (no temporary)."""
-    return float(np.dot(g.ravel(), v.ravel()))
-
-
-def _mul_bps(spec):
-    # d(x y) = y dx + x dy. Beyond the float fast path: the adjoint of a scalar times
-    # an array, sum(g * v), is one dot product instead of a product and a sum.
-    def bp_xy(node, g):
-        x = node.x
-        y = node.y
-        xv = x.value
-        yv = y.value
-        tg = type(g)
-        if tg is float and type(xv) is float and type(yv) is float:
-            c = g * yv
-            a = x.adj
-            x.adj = c if a is None else a + c
-            c = g * xv
-            a = y.adj
-            y.adj = c if a is None else a + c
-            return
-        if x is y:
-            # x * x: one product (2g x), exactly g x + g x since doubling is exact
-            accumulate(x, (g + g) * xv, True)
-            return
-        if tg is np.ndarray:
-            if type(xv) is float and type(yv) is np.ndarray and yv.shape == g.shape:
-                accumulate(x, _dot_all(g, yv))
-                accumulate(y, g * xv, True)
-                return
-            if type(yv) is float and type(xv) is np.ndarray and xv.shape == g.shape:
-                accumulate(x, g * yv, True)
-                accumulate(y, _dot_all(g, xv))
-                return
-        accumulate(x, g * yv, True)
-        accumulate(y, g * xv, True)
-
-    def bp_x(node, g):
-        x = node.x
-        k = node.y
-        if type(x.value) is float and type(g) is np.ndarray and type(k) is np.ndarray \
-                and k.shape == g.shape:
-            accumulate(x, _dot_all(g, k))
-            return
-        c = g * k
-        if type(c) is float and type(x.value) is float:
-            a = x.adj
-            x.adj = c if a is None else a + c
-            return
-        accumulate(x, c)
-
-    def bp_y(node, g):
-        y = node.x
-        k = node.y
-        if type(y.value) is float and type(g) is np.ndarray and type(k) is np.ndarray \
-                and k.shape == g.shape:
-            accumulate(y, _dot_all(g, k))
-            return
-        c = g * k
-        if type(c) is float and type(y.value) is float:
-            a = y.adj
-            y.adj = c if a is None else a + c
-            return
-        accumulate(y, c)
-    return bp_xy, bp_x, bp_y
-
-
 # Each binary operator below: its value, and its derivative in each argument once, as
 # an expression in g, ans, x and y (extend.binary_primitive: the VJPs, JVPs, the
-# replay's templates and the interpreter's loops are all made from it). + - * keep
-# hand-written backward rules on the tape (the most frequent nodes of scalar code),
-# which compute the same.
+# replay's templates and the interpreter's loops are all made from it). + - * declare
+# their form (linear, bilinear: checked against the derivatives), from which the
+# tape and the Python replay take fast rules for the most frequent nodes of scalar
+# code (autodiff/fast_rules.py).
 
 # d(x + y) = dx + dy
 add = binary_primitive("add", np.add, "g", "g", names=globals(), op=operator.add,
-                       safe=True, vm=_op.ADD, kernel="x + y", kind="add",
-                       bps=_linear_bps(1, 1))
+                       safe=True, vm=_op.ADD, kernel="x + y", form="linear")
 # d(x - y) = dx - dy
 subtract = binary_primitive("subtract", np.subtract, "g", "-g", names=globals(),
                             op=operator.sub, safe=True, vm=_op.SUB, kernel="x - y",
-                            kind="subtract", bps=_linear_bps(1, -1))
+                            form="linear")
 # d(x y) = y dx + x dy
 multiply = binary_primitive("multiply", np.multiply, "g * y", "g * x", names=globals(),
                             op=operator.mul, safe=True, vm=_op.MUL, kernel="x * y",
-                            kind="multiply", bps=_mul_bps)
+                            form="bilinear")
 
 
 def _true_divide(x, y):

@@ -10,8 +10,9 @@ import pytest
 
 import stanlite as sl
 import stanlite.autodiff.compile  # noqa: F401  (the module; sl.compile is the function)
+from stanlite.autodiff import derivative
 from stanlite.autodiff.derivative import BinaryRule
-from stanlite.autodiff.extend import definline, elementwise_unary
+from stanlite.autodiff.extend import binary_primitive, definline, elementwise_unary
 from stanlite.math import arithmetic, elementwise, linalg
 
 C = sys.modules["stanlite.autodiff.compile"]
@@ -60,11 +61,58 @@ def test_the_hottest_rules_are_declared_beside_their_primitives():
     kinds = {f._spec.name: f._spec.inline.kind for f in
              (arithmetic.add, arithmetic.subtract, arithmetic.multiply, arithmetic.divide,
               arithmetic.power, linalg.matmul, sl.reshape)}
-    # (a quotient and a power are written from their declared derivatives instead:
-    # tests/autodiff/test_vm_generated_binary.py)
-    assert kinds == {"add": "add", "subtract": "subtract", "multiply": "multiply",
+    # (+ - * declare their form instead, and a quotient and a power are written from
+    # their declared derivatives: tests/autodiff/test_vm_generated_binary.py)
+    assert kinds == {"add": None, "subtract": None, "multiply": None,
                      "divide": None, "power": None, "matmul": "matmul",
                      "reshape": "reshape"}
+    forms = {f._spec.name: f._spec.derivative.form for f in
+             (arithmetic.add, arithmetic.subtract, arithmetic.multiply, arithmetic.divide)}
+    assert forms == {"add": ("linear", (1, 1)), "subtract": ("linear", (1, -1)),
+                     "multiply": ("bilinear", None), "divide": None}
+
+
+def test_a_declared_form_is_checked_against_the_derivatives(registry):
+    # the form is a lowering hint: it may not say something the derivatives do not
+    with pytest.raises(ValueError, match="linear"):
+        binary_primitive("bad_add", np.add, "g", "2.0 * g", names={}, form="linear")
+    with pytest.raises(ValueError, match="bilinear"):
+        binary_primitive("bad_mul", np.multiply, "g * x", "g * y", names={},
+                         form="bilinear")
+    with pytest.raises(ValueError, match="form must be"):
+        binary_primitive("bad_form", np.add, "g", "g", names={}, form="affine")
+
+
+@pytest.fixture
+def registry():
+    """The declarations made by a test leave the registry as it was (the generated
+    interpreter code and its tests cover the library's own)."""
+    before = list(derivative._DECLARED_BINARY)
+    yield
+    derivative._DECLARED_BINARY[:] = before
+
+
+def test_a_linear_form_with_a_negative_first_sign(rng, registry):
+    # y - x, declared linear with signs (-1, +1): the tape's and the replay's fast
+    # rules of the form carry the first argument's sign too
+    _rsub = binary_primitive("test_rsub", lambda x, y: np.subtract(y, x), "-g", "g",
+                             names={}, op=lambda x, y: y - x, safe=True, form="linear")
+    assert _rsub._spec.derivative.form == ("linear", (-1, 1))
+
+    def f(x):
+        a = _rsub(x[0], x[1]) * x[2]            # both traced, floats
+        b = _rsub(x[:2], 3.0)                   # x traced, arrays
+        c = _rsub(2.0, x[3])                    # y traced
+        d = _rsub(x, x[::-1])                   # arrays, both traced
+        return a + sl.sum(b * b) + c * c + sl.sum(sl.exp(d))
+
+    x0 = rng.uniform(0.2, 0.9, 4)
+    _replay(f, x0, [rng.uniform(0.2, 0.9, 4) for _ in range(3)])
+    x = rng.uniform(0.2, 0.9, 4)
+    _, gr = sl.value_and_grad(f)(x)
+    h = 1e-6
+    fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(gr, fd, rtol=1e-7, atol=1e-8)
 
 
 @pytest.mark.parametrize("name", sorted(DECLARED))
