@@ -52,8 +52,8 @@ import math
 import numpy as np
 from scipy.special import expit as _expit, log_expit as _log_expit
 
-from ..autodiff.extend import binary_primitive, defjvp, elementwise_binary, unary_primitive
-from ..autodiff.var import UFUNCS, value_of
+from ..autodiff.extend import binary_primitive, unary_primitive
+from ..autodiff.var import UFUNCS
 from ..autodiff.vm import opcodes as _op    # the interpreter's op codes (autodiff/vm)
 from .arithmetic import fabs, power
 from .structure import where
@@ -71,8 +71,6 @@ _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 _INF = math.inf
 _NAN = math.nan
-_f64 = np.float64
-_SCALAR_ERRORS = (ValueError, OverflowError, ZeroDivisionError)
 
 
 def _out(r):
@@ -89,25 +87,6 @@ def _unary(name, raw, d, scalar=None, **kw):
     (``extend.unary_primitive``: its rules, the replay's templates and the
     interpreter's op are all made from it; names resolve in this module)."""
     return unary_primitive(name, raw, d, scalar, names=globals(), **kw)
-
-
-def _binary(name, raw, vjp_x, vjp_y, svjp=None):
-    """``elementwise_binary`` with a guarded plain-float VJP pair.
-
-    Python float arithmetic raises where numpy returns inf/NaN (``1.0 / 0.0``,
-    ``math.cosh(1e3)``); an exception of the fast ``svjp`` falls back to the VJPs on
-    numpy scalars, which give numpy's value and warning - the array path's semantics.
-    """
-    if svjp is not None:
-        fast = svjp
-
-        def svjp(g, ans, x, y):
-            try:
-                return fast(g, ans, x, y)
-            except _SCALAR_ERRORS:
-                a = (_f64(g), _f64(ans), _f64(x), _f64(y))
-                return float(vjp_x(*a)), float(vjp_y(*a))
-    return elementwise_binary(name, raw, vjp_x, vjp_y, scalar_vjp=svjp)
 
 
 def _binary2(name, raw, dx, dy, **kw):
@@ -280,73 +259,52 @@ atanh = _unary("atanh", np.arctanh, "g / ((1.0 - x) * (1.0 + x))", math.atanh)
 # fmin, fmax, fdim, hypot
 # ======================================================================================
 # The derivative of a min/max goes to the argument that is selected; at a tie it is
-# split, 1/2 to each (see the module docstring). The weights are computed from the
-# values and are piecewise constant, so the VJP g * w differentiates again (to 0).
-def _select_weights(x, y, greater, ignore_nan):
-    """Weight of x in fmin (greater=False) / fmax (greater=True); y's is 1 - w."""
-    x = value_of(x)
-    y = value_of(y)
-    if type(x) is float and type(y) is float:
-        if (x > y) if greater else (x < y):
-            return 1.0
-        if x == y:
-            return 0.5
-        xn = x != x
-        yn = y != y
-        if xn or yn:
-            if ignore_nan and not (xn and yn):
-                return 0.0 if xn else 1.0
-            return _NAN
-        return 0.0
-    x = _fp(x)
-    y = _fp(y)
-    w = np.where(np.greater(x, y) if greater else np.less(x, y), 1.0,
-                 np.where(x == y, 0.5, 0.0))
-    xn = np.isnan(x)
-    yn = np.isnan(y)
+# split, 1/2 to each (see the module docstring). The weights are selections of
+# constants by comparisons of the values (piecewise constant: the derivative of the
+# derivative is 0), declared once per argument (extend.binary_primitive: the rules,
+# the replay's templates and the interpreter's loops are made from them). Written so
+# that the two weights of an ordered pair are w and 1 - w exactly; an unordered pair
+# (a NaN) selects by the NaN rule of the function.
+def _minmax(name, raw, greater, ignore_nan, scalar_select, op, kernel):
+    """fmin (greater=False) / fmax (greater=True); ``ignore_nan``: C's fmin/fmax (the
+    number is selected over a NaN, whose weight is 0), else numpy's minimum/maximum
+    (a NaN argument: NaN weights)."""
+    win, lose = (">", "<") if greater else ("<", ">")
+
     if ignore_nan:
-        w = np.where(yn & ~xn, 1.0, w)
-        w = np.where(xn & yn, _NAN, w)
+        # x's weight where unordered: 0 if x is NaN (and y is not), 1 if y is
+        ux = "where(y == y, 0.0, where(x == x, 1.0, _NAN))"
+        uy = "where(x == x, 0.0, where(y == y, 1.0, _NAN))"
     else:
-        w = np.where(xn | yn, _NAN, w)
-    return _out(w)
-
-
-def _minmax(name, raw, greater, ignore_nan, scalar_select):
-    def vjp_x(g, ans, x, y):
-        return g * _select_weights(x, y, greater, ignore_nan)
-
-    def vjp_y(g, ans, x, y):
-        return g * (1.0 - _select_weights(x, y, greater, ignore_nan))
-
-    def svjp(g, ans, x, y):
-        w = _select_weights(x, y, greater, ignore_nan)
-        return g * w, g * (1.0 - w)
+        ux = uy = "_NAN"
+    dx = f"g * where(x {win} y, 1.0, where(x == y, 0.5, where(x {lose} y, 0.0, {ux})))"
+    dy = f"g * where(x {lose} y, 1.0, where(x == y, 0.5, where(x {win} y, 0.0, {uy})))"
 
     def raw2(x, y):
         if type(x) is float and type(y) is float:
             return scalar_select(x, y)
         return raw(x, y, dtype=np.float64)
 
-    prim = _binary(name, raw2, vjp_x, vjp_y, svjp=svjp)
-    # the weights are piecewise constant: the VJPs are the JVPs (t * w, t * (1 - w))
-    defjvp(prim, vjp_x, vjp_y)
-    return prim
+    return _binary2(name, raw2, dx, dy, safe=True, vm=op, kernel=kernel)
 
 
 # d fmin(x, y) = dx where x < y (or y is NaN), dy where y < x (or x is NaN),
 # (dx + dy) / 2 at ties. NaN-ignoring like C's fmin; numpy returns x at ties.
 fmin = _minmax("fmin", np.fmin, False, True,
-               lambda x, y: x if (x <= y or y != y) else y)
+               lambda x, y: x if (x <= y or y != y) else y,
+               _op.FMIN, "x if (x <= y or y != y) else y")
 # d fmax(x, y) = dx where x > y (or y is NaN), dy where y > x, (dx + dy) / 2 at ties.
 fmax = _minmax("fmax", np.fmax, True, True,
-               lambda x, y: x if (x >= y or y != y) else y)
+               lambda x, y: x if (x >= y or y != y) else y,
+               _op.FMAX, "x if (x >= y or y != y) else y")
 # NaN-propagating twins, only reachable as np.minimum / np.maximum on Vars
 # (numpy returns y at ties and NaN if either argument is NaN).
 _minimum = _minmax("minimum", np.minimum, False, False,
-                   lambda x, y: x if (x < y or x != x) else y)
+                   lambda x, y: x if (x < y or x != x) else y,
+                   _op.MINIMUM, "x if (x < y or x != x) else y")
 _maximum = _minmax("maximum", np.maximum, True, False,
-                   lambda x, y: x if (x > y or x != x) else y)
+                   lambda x, y: x if (x > y or x != x) else y,
+                   _op.MAXIMUM, "x if (x > y or x != x) else y")
 
 
 # fdim(x, y) = x - y if x > y else +0 (C99; NaN if either is NaN, fdim(inf, inf) = 0)
@@ -367,36 +325,11 @@ def _fdim_raw(x, y):
     return _out(np.where(np.isnan(x) | np.isnan(y), _NAN, r))
 
 
-def _fdim_weight(x, y):
-    x = value_of(x)
-    y = value_of(y)
-    if type(x) is float and type(y) is float:
-        if x > y:
-            return 1.0
-        if x == y:
-            return 0.5
-        return _NAN if (x != x or y != y) else 0.0
-    x = _fp(x)
-    y = _fp(y)
-    w = np.where(x > y, 1.0, np.where(x == y, 0.5, 0.0))
-    return _out(np.where(np.isnan(x) | np.isnan(y), _NAN, w))
-
-
-def _fdim_svjp(g, ans, x, y):
-    c = g * _fdim_weight(x, y)
-    return c, -c
-
-
-def _d_fdim_x(g, ans, x, y):
-    return g * _fdim_weight(x, y)
-
-
-def _d_fdim_y(g, ans, x, y):
-    return -g * _fdim_weight(x, y)
-
-
-fdim = _binary("fdim", _fdim_raw, _d_fdim_x, _d_fdim_y, svjp=_fdim_svjp)
-defjvp(fdim, _d_fdim_x, _d_fdim_y)
+# (x <= y is False for a NaN: then x - y, a NaN)
+fdim = _binary2("fdim", _fdim_raw,
+                "g * where(x > y, 1.0, where(x == y, 0.5, where(x < y, 0.0, _NAN)))",
+                "-g * where(x > y, 1.0, where(x == y, 0.5, where(x < y, 0.0, _NAN)))",
+                safe=True, vm=_op.FDIM, kernel="0.0 if x <= y else x - y")
 
 
 # hypot(x, y) = sqrt(x^2 + y^2) without overflow; d hypot = (x dx + y dy) / hypot,

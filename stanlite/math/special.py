@@ -882,13 +882,11 @@ def _lambert_w_raw(x, branch):
 
 
 # W(x) solves W e^W = x (DLMF 4.13); d = dx / (e^W (1 + W))  (implicit differentiation,
-# finite at x = 0 where W_0 = 0; infinite at the branch point x = -1/e, W = -1)
-def _d_lambert_w(g, ans, x):
-    return g * exp(-ans) / (1.0 + ans)
-
-
-lambert_w0 = elementwise_unary("lambert_w0", lambda x: _lambert_w_raw(x, 0), _d_lambert_w)
-defjvp(lambert_w0, _d_lambert_w)
+# finite at x = 0 where W_0 = 0; infinite at the branch point x = -1/e, W = -1). The
+# interpreter's value: vm/scalar.py _lambert_w (Halley's iteration, the same series).
+lambert_w0 = unary_primitive("lambert_w0", lambda x: _lambert_w_raw(x, 0),
+                             "g * exp(-ans) / (1.0 + ans)", names=globals(),
+                             op=_op.LAMBERT_W0, kernel="_lambert_w(x, 0)")
 lambert_w0.__doc__ = """The principal branch ``W_0(x)`` of the Lambert W function (the
     solution w >= -1 of ``w e^w = x``), elementwise, for x >= -1/e (NaN below;
     Stan's ``lambert_w0``). d/dx = 1 / (e^W (1 + W)).
@@ -898,9 +896,9 @@ lambert_w0.__doc__ = """The principal branch ``W_0(x)`` of the Lambert W functio
     (1.0, 0.0)
     """
 
-lambert_wm1 = elementwise_unary("lambert_wm1", lambda x: _lambert_w_raw(x, -1),
-                                _d_lambert_w)
-defjvp(lambert_wm1, _d_lambert_w)
+lambert_wm1 = unary_primitive("lambert_wm1", lambda x: _lambert_w_raw(x, -1),
+                              "g * exp(-ans) / (1.0 + ans)", names=globals(),
+                              op=_op.LAMBERT_WM1, kernel="_lambert_w(x, -1)")
 lambert_wm1.__doc__ = """The lower branch ``W_{-1}(x)`` of the Lambert W function (the
     solution w <= -1 of ``w e^w = x``), elementwise, for -1/e <= x < 0 (NaN outside;
     -inf at 0; Stan's ``lambert_wm1``). d/dx = 1 / (e^W (1 + W)).

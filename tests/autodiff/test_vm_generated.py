@@ -17,6 +17,7 @@ import pytest
 import scipy.special as sps
 
 import stanlite as sl
+from stanlite.math import special
 import stanlite.autodiff.compile  # noqa: F401  (the module; sl.compile is the function)
 from stanlite.autodiff import derivative
 from stanlite.autodiff.extend import unary_primitive
@@ -39,6 +40,7 @@ DOMAINS = {
     "log1m_exp": [(-5, -0.05)], "sign": [(-5, -0.1), (0.1, 5)],
     "fabs": [(-5, -0.1), (0.1, 5)], "lgamma": [(0.1, 10), (-2.9, -2.1)],
     "erf": [(-3, 3)], "erfc": [(-3, 3)], "Phi": [(-5, 5)],
+    "lambert_w0": [(-0.35, 0.5), (0.5, 50)], "lambert_wm1": [(-0.36, -0.01)],
 }
 
 DECLARED = derivative.declared()
@@ -63,7 +65,7 @@ def test_every_declared_primitive_has_a_domain_here():
 
 def test_every_unary_op_of_the_interpreter_is_declared_once():
     ops = {v for k, v in vars(opcodes).items() if k.isupper() and type(v) is int
-           and 10 <= v < 40}
+           and (10 <= v < 40 or 140 <= v < 160)}
     declared = [r.op for r in derivative._DECLARED if r.op is not None and r.prim is not None]
     assert sorted(declared) == sorted(ops)
 
@@ -159,6 +161,46 @@ def test_the_rule_differentiates_again(name, rng):
         h = 1e-5 * max(1.0, abs(x))
         fd = (float(d1(x + h)) - float(d1(x - h))) / (2.0 * h)
         assert float(d2(x)) == pytest.approx(fd, rel=1e-5, abs=1e-7), (name, x)
+
+
+def test_the_interpreters_lambert_w_is_the_tapes_near_the_branch_point():
+    # Halley's iteration (vm/scalar.py) against scipy's lambertw and the branch-point
+    # series of math/special.py, on both sides of the series' threshold
+    q = np.concatenate([10.0 ** np.linspace(-14, -0.2, 200), [0.0]])
+    xs = (q - 1.0) / math.e
+    for branch, op in ((0, opcodes.LAMBERT_W0), (-1, opcodes.LAMBERT_WM1)):
+        want = special._lambert_w_raw(xs, branch)
+        got = np.array([U.unary(op, float(x)) for x in xs])
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    big = 10.0 ** np.linspace(-300, 300, 61)
+    small = -(10.0 ** np.linspace(-300, -0.5, 61))
+    with np.errstate(over="ignore"):        # (the tape's series, computed and unused)
+        want0, want1 = special._lambert_w_raw(big, 0), special._lambert_w_raw(small, -1)
+    np.testing.assert_allclose([U.unary(opcodes.LAMBERT_W0, float(x)) for x in big],
+                               want0, rtol=1e-14)
+    np.testing.assert_allclose([U.unary(opcodes.LAMBERT_WM1, float(x)) for x in small],
+                               want1, rtol=1e-14)
+    # outside the domains: NaN (the interpreter hands the point to the tape), -inf at 0-
+    assert math.isnan(U.unary(opcodes.LAMBERT_W0, -0.5))
+    assert math.isnan(U.unary(opcodes.LAMBERT_WM1, 0.5))
+    assert U.unary(opcodes.LAMBERT_WM1, 0.0) == -math.inf
+
+
+def test_lambert_w_runs_in_the_interpreter(rng):
+    if not kernel.available():
+        pytest.skip("the compiled interpreter needs numba")
+
+    def f(x):
+        return sl.sum(sl.lambert_w0(x) * x) + sl.lambert_wm1(-0.2 - 0.1 * sl.exp(-x[0]))
+
+    x0 = rng.uniform(0.1, 3.0, 4)
+    vg = sl.compile(f, x0)
+    for x in [x0] + [rng.uniform(0.1, 3.0, 4) for _ in range(3)]:
+        v, gr = vg(x)
+        ve, ge = sl.value_and_grad(f)(x)
+        assert v == pytest.approx(ve, rel=1e-13)
+        np.testing.assert_allclose(gr, ge, rtol=1e-12)
+    assert vg.compiled, vg.vm_skipped
 
 
 def test_the_interpreter_runs_the_generated_ops(rng):

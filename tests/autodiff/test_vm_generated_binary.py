@@ -33,6 +33,10 @@ DOMAINS = {
     "log_falling_factorial": ((2, 5), (0.1, 1.5)),
     "log_rising_factorial": ((0.5, 3), (0.1, 2)), "lbeta": ((0.3, 3), (0.3, 3)),
     "lchoose": ((3, 6), (0.5, 2)), "owens_t": ((-2, 2), (-2, 2)),
+    # (piecewise: smooth away from ties x == y, which random points do not meet)
+    "fmin": ((-2, 2), (-2, 2)), "fmax": ((-2, 2), (-2, 2)),
+    "minimum": ((-2, 2), (-2, 2)), "maximum": ((-2, 2), (-2, 2)),
+    "fdim": ((-2, 2), (-2, 2)),
 }
 
 DECLARED = derivative.declared_binary()
@@ -239,6 +243,22 @@ def test_the_new_functions_run_in_the_interpreter(vm):
     assert {opcodes.ATAN2, opcodes.HYPOT, opcodes.LOG_DIFF_EXP, opcodes.LMULTIPLY,
             opcodes.LOG_INV_LOGIT_DIFF, opcodes.LOG_FALLING_FACTORIAL,
             opcodes.LOG_RISING_FACTORIAL} <= vm.opcodes(vg)
+
+
+def test_the_selections_run_in_the_interpreter(vm):
+    # fmin, fmax, fdim and numpy's minimum/maximum on traced values: declared once
+    # (math/elementwise.py), lowered to the interpreter's generated loops
+    def f(z):
+        x, y = z[:3], z[3:]
+        return sl.sum(sl.fmin(x, y) * 1.5 + sl.fmax(x, y) * y + sl.fdim(x, y) * x
+                      + np.minimum(x, y) + np.maximum(x, 0.1) * 2.0) \
+            + sl.fmin(z[0], z[4]) * sl.fdim(z[1], z[5])
+
+    rng = np.random.default_rng(4)
+    zs = [rng.uniform(-2, 2, 6) for _ in range(4)]
+    vg = vm.check(f, zs[0], zs[1:])
+    assert {opcodes.FMIN, opcodes.FMAX, opcodes.FDIM, opcodes.MINIMUM,
+            opcodes.MAXIMUM} <= vm.opcodes(vg)
 
 
 # ---- the special cases of a constant exponent -------------------------------------------

@@ -11,9 +11,9 @@ or 1), output ``V[o + i]``, ``i < n``; ``m``: bit 0, x needs its adjoint, bit 1,
 
 import math
 
-from .opcodes import (ADD, ATAN2, DIV, HYPOT, LMULTIPLY, LOG_DIFF_EXP,
+from .opcodes import (ADD, ATAN2, DIV, FDIM, FMAX, FMIN, HYPOT, LMULTIPLY, LOG_DIFF_EXP,
                       LOG_FALLING_FACTORIAL, LOG_INV_LOGIT_DIFF, LOG_RISING_FACTORIAL,
-                      LSE2, MUL, POW, SUB)
+                      LSE2, MAXIMUM, MINIMUM, MUL, POW, SUB)
 from .scalar import _digamma, _inv_logit, _jit, _log1m_exp, _log1p_exp, njit
 
 __all__ = ["binary", "binary_vjp", "binary1", "binary1_dx", "binary1_dy"]
@@ -53,6 +53,16 @@ def binary1(op, x, y):
         return math.lgamma(x + 1.0) - math.lgamma(x - y + 1.0) if x >= 0.0 else math.nan
     if op == LOG_RISING_FACTORIAL: # log_rising_factorial
         return math.lgamma(x + y) - math.lgamma(x) if x >= 0.0 else math.nan
+    if op == FMIN:                # fmin
+        return x if x <= y or y != y else y
+    if op == FMAX:                # fmax
+        return x if x >= y or y != y else y
+    if op == MINIMUM:             # minimum
+        return x if x < y or x != x else y
+    if op == MAXIMUM:             # maximum
+        return x if x > y or x != x else y
+    if op == FDIM:                # fdim
+        return 0.0 if x <= y else x - y
     return math.nan
 
 
@@ -85,6 +95,16 @@ def binary1_dx(op, g, x, y, ans):
         return g * (_digamma(x + 1.0) - _digamma(x - y + 1.0))
     if op == LOG_RISING_FACTORIAL: # log_rising_factorial
         return g * (_digamma(x + y) - _digamma(x))
+    if op == FMIN:                # fmin
+        return g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else 0.0 if y == y else 1.0 if x == x else math.nan)
+    if op == FMAX:                # fmax
+        return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else 0.0 if y == y else 1.0 if x == x else math.nan)
+    if op == MINIMUM:             # minimum
+        return g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else math.nan)
+    if op == MAXIMUM:             # maximum
+        return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+    if op == FDIM:                # fdim
+        return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
     return math.nan
 
 
@@ -117,6 +137,16 @@ def binary1_dy(op, g, x, y, ans):
         return g * _digamma(x - y + 1.0)
     if op == LOG_RISING_FACTORIAL: # log_rising_factorial
         return g * _digamma(x + y)
+    if op == FMIN:                # fmin
+        return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else 0.0 if x == x else 1.0 if y == y else math.nan)
+    if op == FMAX:                # fmax
+        return g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else 0.0 if x == x else 1.0 if y == y else math.nan)
+    if op == MINIMUM:             # minimum
+        return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+    if op == MAXIMUM:             # maximum
+        return g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else math.nan)
+    if op == FDIM:                # fdim
+        return -g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
     return math.nan
 
 
@@ -200,6 +230,36 @@ def binary(op, n, V, o, a, sa, b, sb):
             x = V[a + i * sa]
             y = V[b + i * sb]
             V[o + i] = math.lgamma(x + y) - math.lgamma(x) if x >= 0.0 else math.nan
+        return
+    if op == FMIN:                # fmin
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = x if x <= y or y != y else y
+        return
+    if op == FMAX:                # fmax
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = x if x >= y or y != y else y
+        return
+    if op == MINIMUM:             # minimum
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = x if x < y or x != x else y
+        return
+    if op == MAXIMUM:             # maximum
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = x if x > y or x != x else y
+        return
+    if op == FDIM:                # fdim
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = 0.0 if x <= y else x - y
         return
 
 
@@ -335,4 +395,54 @@ def binary_vjp(op, m, n, V, A, o, a, sa, b, sb):
                 A[a + i * sa] += g * (_digamma(x + y) - _digamma(x))
             if m & 2:
                 A[b + i * sb] += g * _digamma(x + y)
+        return
+    if op == FMIN:                # fmin
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else 0.0 if y == y else 1.0 if x == x else math.nan)
+            if m & 2:
+                A[b + i * sb] += g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else 0.0 if x == x else 1.0 if y == y else math.nan)
+        return
+    if op == FMAX:                # fmax
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else 0.0 if y == y else 1.0 if x == x else math.nan)
+            if m & 2:
+                A[b + i * sb] += g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else 0.0 if x == x else 1.0 if y == y else math.nan)
+        return
+    if op == MINIMUM:             # minimum
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else math.nan)
+            if m & 2:
+                A[b + i * sb] += g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+        return
+    if op == MAXIMUM:             # maximum
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+            if m & 2:
+                A[b + i * sb] += g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else math.nan)
+        return
+    if op == FDIM:                # fdim
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+            if m & 2:
+                A[b + i * sb] += -g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
         return

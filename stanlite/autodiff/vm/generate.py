@@ -41,8 +41,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join(_HERE, "unary_generated.py")
 BINARY_TARGET = os.path.join(_HERE, "binary_generated.py")
 
-# the op codes of elementwise unary functions (kernel.py dispatches 10 <= op < 40 to them)
-_UNARY_OPS = range(10, 40)
+# the op codes of elementwise unary functions (kernel.py dispatches 10 <= op < 40 and
+# 140 <= op < 160 to them)
+_UNARY_OPS = tuple(range(10, 40)) + tuple(range(140, 160))
 # ... and of binary ones (1 <= op < 7, and 120 <= op < 140; LOG_MIX, 7, is ternary)
 _BINARY_OPS = tuple(range(1, 7)) + tuple(range(120, 140))
 
@@ -87,12 +88,24 @@ _NOT_OPS = {"ROW", "OK", "DOMAIN", "OP", "N", "OUT", "A", "SA", "B", "SB", "C", 
 
 
 def _infinities(tree):
-    """``tree`` with each infinite constant written ``math.inf`` (numba source)."""
+    """``tree`` with each infinite or NaN constant written ``math.inf`` / ``math.nan``
+    (numba source)."""
     class Inf(ast.NodeTransformer):
         def visit_Constant(self, n):
-            if type(n.value) is float and n.value == math.inf:
-                return ast.Attribute(value=ast.Name("math", ast.Load()), attr="inf",
+            if type(n.value) is float and (n.value == math.inf or n.value != n.value):
+                return ast.Attribute(value=ast.Name("math", ast.Load()),
+                                     attr="inf" if n.value == n.value else "nan",
                                      ctx=ast.Load())
+            return n
+
+        def visit_BinOp(self, n):
+            # a NaN constant written as inf - inf (ast.unparse's spelling, read back)
+            if isinstance(n.op, ast.Sub) and all(
+                    isinstance(v, ast.Constant) and v.value == math.inf
+                    for v in (n.left, n.right)):
+                return ast.Attribute(value=ast.Name("math", ast.Load()), attr="nan",
+                                     ctx=ast.Load())
+            self.generic_visit(n)
             return n
 
     return ast.fix_missing_locations(Inf().visit(tree))

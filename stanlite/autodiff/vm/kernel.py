@@ -50,6 +50,7 @@ from .binary_generated import (binary as _binary, binary1 as _binary1,
 
 # the second range of binary op codes (opcodes.py: ATAN2 ...)
 _BINARY_LO, _BINARY_HI = 120, 140
+_UNARY_LO, _UNARY_HI = 140, 160             # the second range of unary ops (opcodes.py)
 
 __all__ = ["available", "forward", "reverse", "value_grad", "value_only", "jacobian",
            "jacobian_rows", "vjp_rows", "warm"]
@@ -867,7 +868,7 @@ def forward(code, aux, V):
                 V[o] = _binary1(op, V[a], V[code[r, FB]])
             else:
                 _binary(op, n, V, o, a, code[r, SA], code[r, FB], code[r, SB])
-        elif op < 40:
+        elif op < 40 or _UNARY_LO <= op < _UNARY_HI:
             for i in range(n):
                 V[o + i] = _unary(op, V[a + i])
         elif op == SUM:
@@ -1003,7 +1004,7 @@ def reverse(code, aux, V, A):
                     A[b] += _binary1_dy(op, g, V[a], V[b], V[o])
             else:
                 _binary_vjp(op, m, n, V, A, o, a, code[r, SA], code[r, FB], code[r, SB])
-        elif op < 40:
+        elif op < 40 or _UNARY_LO <= op < _UNARY_HI:
             for i in range(n):
                 A[a + i] += _unary_vjp(op, A[o + i], V[a + i], V[o + i])
         elif op == SUM:

@@ -124,7 +124,16 @@ LMULTIPLY = 123          # a log(b), 0 log 0 = 0
 LOG_INV_LOGIT_DIFF = 124  # log(inv_logit(a) - inv_logit(b))
 LOG_FALLING_FACTORIAL = 125
 LOG_RISING_FACTORIAL = 126
+FMIN = 127               # C's fmin: a NaN argument loses
+FMAX = 128
+MINIMUM = 129            # numpy's minimum: a NaN argument wins
+MAXIMUM = 130
+FDIM = 131               # max(a - b, 0)
 
 # -- summed log densities, second range (as NORMAL ...) ----------------------------------
 RAYLEIGH = 80            # (y | sigma)
 LOGLOGISTIC = 81         # (y | alpha, beta)
+
+# -- elementwise unary, second range: out[i] = f(V[a + i]) (as NEG ... PHI) -------------
+LAMBERT_W0 = 140
+LAMBERT_WM1 = 141

@@ -40,7 +40,7 @@ __all__ = ["optimise", "enabled"]
 _CONST = 1 << 40            # program._CONST: constants' provisional offsets start here
 
 _BINARY = frozenset(range(O.ADD, O.LSE2 + 1)) | frozenset(range(O.ATAN2, 140))
-_UNARY = frozenset(range(O.NEG, O.PHI + 1))
+_UNARY = frozenset(range(O.NEG, O.PHI + 1)) | frozenset(range(O.LAMBERT_W0, 160))
 _ONE_ARG = frozenset((O.COPY, O.SUM, O.LSE, O.SEGSUM, O.CUMSUM, O.EXTREME, O.SOFTMAX,
                       O.LOG_SOFTMAX, O.LSE_AXIS))
 _DENSITIES = frozenset((O.NORMAL, O.CAUCHY, O.LOGNORMAL, O.STD_NORMAL, O.EXPONENTIAL,

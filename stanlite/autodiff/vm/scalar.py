@@ -100,3 +100,46 @@ def _digamma(x):
     # keeps its relative accuracy (x - floor(x) would round 1 - |x| for small |x|)
     r = x - math.floor(x + 0.5)
     return _digamma_pos(1.0 - x) - math.pi / math.tan(math.pi * r)
+
+
+_INV_E = 0.36787944117144233        # 1/e; -1/e = -(_INV_E + _INV_E_LO)
+_INV_E_LO = -1.2428753672788363e-17
+
+
+@_jit
+def _lambert_w(x, branch):
+    """W_0 (branch 0) or W_{-1} (branch -1) of x, as math/special.py's lambert_w0 /
+    lambert_wm1: the branch-point series where e x + 1 < 1e-6 (Corless et al. 1996,
+    eq. 4.22), else Halley's iteration on w e^w = x to convergence; NaN outside the
+    domain (the tape decides there), -inf at W_{-1}(0)."""
+    if x != x or x < -_INV_E or (branch == -1 and x > 0.0):
+        return math.nan
+    if branch == -1 and x == 0.0:
+        return -math.inf
+    if x == math.inf:
+        return math.inf
+    q = ((x + _INV_E) + _INV_E_LO) * math.e         # e x + 1, no cancellation
+    p = math.sqrt(2.0 * max(q, 0.0))
+    if branch == -1:
+        p = -p
+    if q < 0.3:
+        # near the branch point: a start from the series (the value itself, exact to
+        # rounding, for q < 1e-6, where Halley's step divides by w + 1 ~ 0)
+        w = -1.0 + p * (1.0 + p * (-1.0 / 3.0 + p * (11.0 / 72.0 + p * (
+            -43.0 / 540.0 + p * (769.0 / 17280.0 + p * (-221.0 / 8505.0))))))
+        if q < 1e-6:
+            return w
+    elif branch == 0:
+        w = math.log1p(x) if x < 3.0 else math.log(x) - math.log(math.log(x))
+    else:
+        lx = math.log(-x)
+        w = lx - math.log(-lx)
+    for _ in range(50):
+        ew = math.exp(w)
+        f = w * ew - x
+        wp1 = w + 1.0
+        d = f / (ew * wp1 - (w + 2.0) * f / (2.0 * wp1))
+        w -= d
+        if abs(d) <= 2.2e-16 * abs(w):
+            break
+    return w

@@ -9,10 +9,10 @@ is what the declarations generate, byte for byte.
 import math
 
 from .opcodes import (ATAN, CBRT, COS, COSH, ERF, ERFC, EXP, EXPM1, FABS, INV,
-                      INV_LOGIT, INV_SQRT, INV_SQUARE, LGAMMA, LOG, LOG1M, LOG1M_EXP,
-                      LOG1M_INV_LOGIT, LOG1P, LOG1P_EXP, LOGIT, LOG_INV_LOGIT, NEG, PHI,
-                      SIN, SINH, SQRT, SQUARE, TANH)
-from .scalar import _digamma, _inv_logit, _jit, _log1m_exp, _log1p_exp, _sign
+                      INV_LOGIT, INV_SQRT, INV_SQUARE, LAMBERT_W0, LAMBERT_WM1, LGAMMA,
+                      LOG, LOG1M, LOG1M_EXP, LOG1M_INV_LOGIT, LOG1P, LOG1P_EXP, LOGIT,
+                      LOG_INV_LOGIT, NEG, PHI, SIN, SINH, SQRT, SQUARE, TANH)
+from .scalar import _digamma, _inv_logit, _jit, _lambert_w, _log1m_exp, _log1p_exp, _sign
 
 __all__ = ["unary", "unary_vjp"]
 
@@ -78,6 +78,10 @@ def unary(op, x):
         return math.erfc(x)
     if op == PHI:                 # Phi
         return 0.5 * math.erfc(-x * 0.7071067811865475)
+    if op == LAMBERT_W0:          # lambert_w0
+        return _lambert_w(x, 0)
+    if op == LAMBERT_WM1:         # lambert_wm1
+        return _lambert_w(x, -1)
     return math.nan
 
 
@@ -142,4 +146,8 @@ def unary_vjp(op, g, x, ans):
         return -g * 1.1283791670955126 * math.exp(-(x * x))
     if op == PHI:                 # Phi
         return g * 0.3989422804014327 * math.exp(-0.5 * (x * x))
+    if op == LAMBERT_W0:          # lambert_w0
+        return g * math.exp(-ans) / (1.0 + ans)
+    if op == LAMBERT_WM1:         # lambert_wm1
+        return g * math.exp(-ans) / (1.0 + ans)
     return math.nan
