@@ -58,6 +58,7 @@ state changed between calls), as for ``jax.jit``.
 True
 """
 
+import math
 import os
 import sys
 import threading
@@ -357,6 +358,8 @@ class _Retaped:
                           "graph may depend on it in ways it cannot check")
             return
         prog = self._lower(rec) if self.backend != "python" else None
+        if prog is not None and _big_vectorised(prog):
+            prog = self._faster(rec, prog)
         try:
             if prog is None:
                 prog = build(rec, *self._io(rec), exact=self.exact,
@@ -403,6 +406,37 @@ class _Retaped:
         if post is not None:
             prog.fn = post(prog.fn)
         self.vm_skipped = None
+        return prog
+
+    def _faster(self, rec, prog):
+        """Of the interpreter program ``prog`` and the Python replay of ``rec``, the one
+        that runs faster at the recording point (timed: each called once to load it,
+        then the best of three interleaved calls; the replay must win by a margin,
+        ``_PY_MARGIN`` and ``_PY_CALL``). For big vectorised programs, where numpy's
+        SIMD loops can beat the interpreter's strided scalar loops even on arithmetic
+        (hierarchical normal, J = 10^4, one run at load 7: the Python replay 70 us a
+        gradient, the interpreter 303 us); a static estimate
+        (``vm.program._numpy_is_faster``) decides the clear cases before this."""
+        try:
+            py = build(rec, *self._io(rec), exact=self.exact, value_only=self.value_only)
+            for p in (prog, py):
+                if type(p.fn(rec.x)) is not tuple:
+                    return prog
+            times = {prog: math.inf, py: math.inf}
+            for _ in range(3):
+                for p in (prog, py):
+                    t0 = _clock()
+                    p.fn(rec.x)
+                    times[p] = min(times[p], _clock() - t0)
+        except (NotCompilable, ArithmeticError, ValueError):
+            return prog
+        # (a margin: the interpreter's program also runs inside the compiled samplers'
+        # own loops, where a gradient costs no Python call, ~3-5 us)
+        if times[py] * _PY_MARGIN + _PY_CALL < times[prog]:
+            self.vm_skipped = (f"a big vectorised program: its Python replay measured "
+                               f"faster ({times[py] * 1e6:.0f} us against the "
+                               f"interpreter's {times[prog] * 1e6:.0f} us)")
+            return py
         return prog
 
     def _vm_io(self, rec):
@@ -718,6 +752,22 @@ def _format_digest():
     from .program_cache import source_digest
     from .vm import kernel, opcodes, program
     return source_digest((kernel.__file__, opcodes.__file__, program.__file__))
+
+
+# a program whose vector rows (of >= _VECTOR elements) hold >= _VECTOR_WORK elements
+# in all, in at most _VECTOR_ROWS rows (the Python replay is generated for it: cheap
+# for few rows), is timed both ways (_Retaped._faster)
+_VECTOR, _VECTOR_WORK, _VECTOR_ROWS = 256, 2048, 2000
+# the Python replay is kept when it beats the interpreter by this factor and call cost
+_PY_MARGIN, _PY_CALL = 1.25, 5e-6
+
+
+def _big_vectorised(prog):
+    code = getattr(prog, "code", None)
+    if code is None or len(code) > _VECTOR_ROWS:
+        return False
+    n = code[:, 1]                  # (vm/opcodes.py: field N, the element count)
+    return int(n[n >= _VECTOR].sum()) >= _VECTOR_WORK
 
 
 def _identical_input(x, y):
