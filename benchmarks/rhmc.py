@@ -32,7 +32,13 @@ the explicit half step), eigendecompositions, fixed-point iterations, fixed poin
 solved again from the plain start after a predictor failed (``restart``) - and the split
 of the time between Hessians (including the recordings), eigendecompositions
 (including the SoftAbs transform and J), sweeps, and the rest (matrix algebra,
-gradient, tree), from ``stanlite.samplers.rhmc.PROFILE``.
+gradient, tree), from ``stanlite.samplers.rhmc.PROFILE``. Steps made in one compiled
+call (``samplers/rhmc_step_jit.py``: the default where the model's programs run in the
+tape interpreter) count their evaluations but not their time split: ``kern%`` is the
+share of steps made so, ``hand`` those it handed back to the Python step, and their
+time is in ``fixpt%``. ``x grad`` is an implicit step's CPU time over one NUTS
+gradient's (the model's compiled gradient at the chain's last point, timed after the
+run in the same process).
 
 BLAS: one thread. The machine is shared: every time is noisy; the draws are
 deterministic for a seed.
@@ -273,7 +279,8 @@ def main():
         print(f"{'case':9} {'steps':>7} {'hess':>5} {'rec':>4} {'sweeps':>6} {'eigh':>5} "
               f"{'p-it':>5} {'q-it':>5} {'fp-fail':>7} {'ms/step':>7} {'hess%':>6} "
               f"{'eigh%':>6} {'sweep%':>6} {'fixpt%':>6} {'other%':>6} {'retry':>5} "
-              f"{'rescue':>6} {'irrev':>5} {'restart':>7} {'grad us':>7} {'x grad':>6}")
+              f"{'rescue':>6} {'irrev':>5} {'restart':>7} {'kern%':>5} {'hand':>4} "
+              f"{'grad us':>7} {'x grad':>6}")
         for case, P, tg in costs:
             n = max(P["steps"], 1)
             tot = max(P["t_step"], 1e-12)
@@ -285,7 +292,8 @@ def main():
                   f"{100 * P['t_hessian'] / tot:6.1f} {100 * P['t_eigh'] / tot:6.1f} "
                   f"{100 * P['t_sweep'] / tot:6.1f} {100 * P['t_fixed_point'] / tot:6.1f} "
                   f"{100 * other / tot:6.1f} {P['retries']:5d} {P['rescued']:6d} "
-                  f"{P['irreversible']:5d} {P['restarts']:7d} {1e6 * tg:7.1f} "
+                  f"{P['irreversible']:5d} {P['restarts']:7d} "
+                  f"{100 * P['kernel_steps'] / n:5.1f} {P['handoffs']:4d} {1e6 * tg:7.1f} "
                   f"{tot / n / tg:6.0f}")
 
 

@@ -90,11 +90,13 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
     ends, (init_buf, term_buf, _) = window_ends(num_warmup) \
         if adapt and grad_adapt is None else ([], (0, 0, 0))
     if sampler == "rhmc":
-        # the SoftAbs metric follows the local Hessian (rhmc.py): only the step size
-        # adapts, no metric windows
+        # the SoftAbs metric follows the local Hessian (rhmc.py): the step size
+        # adapts, and SoftAbs's alpha at the ends of Stan's windows when it is "auto"
         from .rhmc import check_options, make_kernel
         sampler_options = check_options(sampler_options)
-        met, metric, ends = make_kernel(dim, sampler_options)[0], "softabs", []
+        met, metric = make_kernel(dim, sampler_options)[0], "softabs"
+        if not met.adapts_alpha:
+            ends = []
     state = ChainState(
         chain_id=chain_id, iteration=0, num_warmup=num_warmup, num_draws=num_draws,
         thin=thin, save_warmup=save_warmup, sampler=sampler, metric=metric,
@@ -304,9 +306,12 @@ def _warmup_end(model, state, live, i):
     sets the metric from its variance estimate and searches the step size again; the
     last warmup iteration fixes the step size at its average."""
     if i in live.ends and live.gadapt is None:
-        inv = live.welford.regularized()
-        live.welford.restart()
-        live.metric = make_metric(state.metric, model.dim, inv)
+        if state.sampler == "rhmc":
+            live.metric.adapt_alpha()       # from the warmup's Hessians (rhmc.py)
+        else:
+            inv = live.welford.regularized()
+            live.welford.restart()
+            live.metric = make_metric(state.metric, model.dim, inv)
         live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
         live.da.restart(live.eps)
     if i == state.num_warmup - 1:

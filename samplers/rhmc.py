@@ -71,6 +71,14 @@ also gives the Hessian whose eigendecomposition the returned point caches in
 without recomputing it. :data:`PROFILE` accumulates the time split (Hessians,
 eigendecompositions, third-order sweeps, fixed-point iterations).
 
+The compiled step (:mod:`.rhmc_step_jit`, the default where the model's gradient,
+Hessian and sweep programs run in the tape interpreter): the whole step above - both
+fixed points, the half-kick, the geometry at ``q1`` - is one compiled call that calls
+the programs directly, with the same arithmetic; it hands a step back to the Python
+code below when the interpreter does (a guard, a domain). At d = 10 a step 0.73 ->
+0.35 ms (136 -> 63 NUTS gradients); at d = 51 it is the programs' own cost (a sweep
+is ~40 gradients there, an eigendecomposition ~20) and does not change.
+
 Between two evaluations of the model, the dense algebra (eigendecomposition with the
 SoftAbs transform, the velocity ``Sigma^-1 p``, the divided differences ``J``, the
 matrix ``M`` of a sweep, each Anderson update) is one compiled call each
@@ -136,8 +144,12 @@ noise in the third derivatives (``pk_steady_state``'s absorption/elimination fac
 lost digits where two rates met, until it was written as a divided difference).
 
 ``alpha`` (:func:`auto_alpha`, the default ``"auto"``): ``ALPHA_SCALE`` (30) over the
-median |eigenvalue| of the Hessian at the chain's first point, kept in the chain's
-state (``sampler_options["alpha"]``) so that a resumed chain keeps its metric.
+median |eigenvalue| of the Hessian at the chain's first point, then at the end of
+each of Stan's warmup windows over the median of those scales at the latter half of
+the warmup's draws (:meth:`SoftAbsMetric.adapt_alpha`; ``adapt_alpha``), kept in the
+chain's state (``sampler_options["alpha"]``) so that a resumed chain keeps its metric.
+On the funnel, where v mixes slowly, the adapted alphas still differ between chains
+(8.8-151 over 4 x 1000 warmup draws, against 12-110 from the first points).
 SoftAbs lifts eigenvalues below about ``1/alpha`` to ``1/alpha``: a constant is a
 statement about the parameters' units (Stan's 1.0 lifts every curvature below 1);
 on the funnel (d = 10, 200 + 200, adapt_delta 0.8) alpha 1 had 47 divergent
@@ -164,9 +176,11 @@ import numpy as np
 from stanlite.autodiff.functional import hessian as _hessian
 
 from . import rhmc_kernels as _K
+from . import rhmc_step_jit as _SJ
 from .hamiltonian import Point, RejectedPoint, rejection_reason
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
+           "curvature_scale",
            "softabs_divided_differences", "make_kernel", "static_transition",
            "ADAPT_DELTA", "ALPHA_SCALE", "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
 
@@ -183,6 +197,9 @@ ADAPT_DELTA = 0.99
 OPTION_DEFAULTS = {
     "alpha": "auto",          # SoftAbs sharpness: ALPHA_SCALE / the Hessian's median
                               # |eigenvalue| at the chain's first point, or a number
+    "adapt_alpha": None,      # alpha adapted at the ends of warmup windows (None:
+                              # when alpha is "auto"; kept True in the chain's state
+                              # once the chosen alpha replaced "auto")
     "num_steps": None,        # None: NUTS trajectories; an int L: static, L steps
     "fixed_point_tol": 1e-8,  # in the metric's norm (standard deviations)
     "max_fixed_point": 50,    # iterations per implicit half-step before a divergence
@@ -204,9 +221,10 @@ def reset_profile():
     PROFILE.clear()
     PROFILE.update({k: 0 for k in ("hessians", "recordings", "sweeps", "eighs", "steps",
                                    "p_iterations", "q_iterations", "fp_failures",
-                                   "retries", "rescued", "irreversible", "restarts")})
+                                   "retries", "rescued", "irreversible", "restarts",
+                                   "kernel_steps", "handoffs")})
     PROFILE.update({k: 0.0 for k in ("t_hessian", "t_eigh", "t_sweep", "t_fixed_point",
-                                     "t_step")})
+                                     "t_step", "t_kernel")})
 
 
 reset_profile()
@@ -304,6 +322,16 @@ class Geometry:
         self.force = self.dv = self.dv_eps = None
         PROFILE["eighs"] += 1
         PROFILE["t_eigh"] += _clock() - t0
+
+    @classmethod
+    def from_parts(cls, q, A, lam, Q, f, finv, logdet, alpha, J):
+        """The geometry at ``q`` from an eigendecomposition already made (the
+        compiled step's, :mod:`.rhmc_step_jit`)."""
+        g = object.__new__(cls)
+        g.q, g.A, g.lam, g.Q, g.f, g.finv, g.logdet = q, A, lam, Q, f, finv, logdet
+        g.alpha, g._J = alpha, J
+        g.force = g.dv = g.dv_eps = None
+        return g
 
     def fresh(self):
         """The same geometry without the previous step's predictors."""
@@ -557,6 +585,11 @@ class SoftAbsMetric:
         self.retape = True            # replay compiled Hessians and sweeps (sl.Model)
         self.failures = 0             # implicit steps that did not converge, ever
         self.cured = 0                # failed steps that substeps solved, ever
+        self.compiled_step = True     # the whole step in compiled code where it can run
+        self.adapts_alpha = False     # alpha adapted at warmup windows' ends (make_kernel)
+        self._scales = []             # log curvature scales noted since the last window
+        self._jit_buffers = None
+        self._zero = np.zeros(dim)
 
     @property
     def inv(self):
@@ -665,9 +698,43 @@ class SoftAbsMetric:
     def choose_alpha(self, A):
         """Set ``alpha`` from the potential's Hessian ``A`` (see :func:`auto_alpha`)
         and tell ``on_alpha`` (which keeps it in the chain's state)."""
-        self.alpha = auto_alpha(A)
+        return self._set_alpha(auto_alpha(A))
+
+    def _set_alpha(self, alpha):
+        self.alpha = float(alpha)
         if self.on_alpha is not None:
             self.on_alpha(self.alpha)
+        return self.alpha
+
+    def observe(self, z):
+        """Note the curvature scale (:func:`curvature_scale`) of the Hessian at a
+        transition's sample ``z`` (its cached geometry; nothing if it has none) for
+        :meth:`adapt_alpha`."""
+        geo = z.aux
+        if isinstance(geo, Geometry) and geo.q is z.q:
+            s = curvature_scale(geo.lam)
+            if math.isfinite(s) and s > 0:
+                self._scales.append(math.log(s))
+
+    def adapt_alpha(self):
+        """At the end of a warmup window (chain.py, Stan's windows): ``alpha =
+        ALPHA_SCALE / exp(median log scale)`` over the latter half of the warmup's
+        samples so far (the scales noted by :meth:`observe`); no change without
+        any. -> alpha.
+
+        Why not the first point's: the first point is wherever the initialisation
+        put it (on the funnel its scale ``e^-v`` varied alpha over 12-110 between
+        chains), while the warmup's samples come from the typical set; the median of
+        the log scales is the curvature of the typical sample (on the funnel
+        ``e^-median(v)``, about 1: alpha about 30). Why the latter half of all of
+        them and not the last window's: where the chain mixes slowly (v on the
+        funnel) a window of 25-50 draws sits in one part of the posterior (measured:
+        one window's median gave alpha 1.5, the neck's curvature). Each call changes
+        the metric; the chain then searches the step size again, as Stan does after
+        a metric window."""
+        if self._scales:
+            recent = self._scales[len(self._scales) // 2:]
+            self._set_alpha(ALPHA_SCALE / math.exp(float(np.median(recent))))
         return self.alpha
 
     def hamiltonian(self, model, q, p):
@@ -738,6 +805,93 @@ class SoftAbsMetric:
         finally:
             PROFILE["t_step"] += _clock() - t_start
 
+    # ---- the compiled step (rhmc_step_jit) ---------------------------------------------
+    def _jit_programs(self, model):
+        """The model's gradient, Hessian and sweep programs in the tape interpreter,
+        each with this metric's own value/adjoint buffers (the programs' hold their
+        constants; chains in threads never share them) - or None, when one of them is
+        not available to compiled loops (not lowered, on the eager tape, a first
+        replay at a new point not yet checked): then the Python step runs, and its
+        calls through the model make them available."""
+        if self.alpha is None or not _SJ.available() or not self._retaped(model) \
+                or self._trace is None or not self._trace.ok:
+            return None
+        n = self.dim
+        cg = model.compiled_gradient()
+        ch = getattr(model, "_retaped", {}).get(("hessian", True))
+        if cg is None or ch is None:
+            return None
+        pg = cg.kernel_program()
+        ph = ch.kernel_program((n,))
+        ps = self._trace.program.kernel_program((n + n * n,))
+        if pg is None or ph is None or ps is None or not ph.value_only \
+                or ph.size != n * n or ps.dim != n + n * n:
+            return None
+        kb = self._jit_buffers
+        if kb is None or kb[0] is not pg or kb[1] is not ph or kb[2] is not ps:
+            kb = self._jit_buffers = (pg, ph, ps, pg.V.copy(), pg.A.copy(), ph.V.copy(),
+                                      ps.V.copy(), ps.A.copy(), cg, ch,
+                                      self._trace.program)
+        return kb
+
+    def _jit_step(self, kb, z, geo0, eps):
+        """One implicit step in compiled code (:func:`.rhmc_step_jit.implicit_step`):
+        the new point, a divergence, or None (handed back: the Python step redoes
+        it)."""
+        pg, ph, ps, gV, gA, hV, sV, sA, cg, ch, ct = kb
+        n = self.dim
+        t0 = _clock()
+        counts = np.zeros(_SJ.N_COUNTS, dtype=np.int64)
+        res = np.empty((9 + n, n))
+        Q1, J1 = np.empty((n, n)), np.empty((n, n))
+        has_force, has_dv = geo0.force is not None, geo0.dv is not None
+        zero = self._zero
+        out, lp, logdet = _SJ.implicit_step(
+            z.q, z.p, z.grad, geo0.Q, geo0.f, geo0.finv, geo0.J,
+            geo0.force if has_force else zero, has_force,
+            geo0.dv if has_dv else zero, eps / geo0.dv_eps if has_dv else 0.0, has_dv,
+            float(eps), self.alpha, self.tol, self.max_iter,
+            pg.code, pg.aux, gV, gA, pg.dim, pg.out, pg.nvar,
+            ph.code, ph.aux, hV, ph.dim, ph.out, ph.size,
+            ps.code, ps.aux, sV, sA, ps.dim, ps.out, ps.nvar,
+            counts, res, Q1, J1)
+        c = counts.tolist()
+        P = PROFILE
+        P["p_iterations"] += c[_SJ.C_P_IT]
+        P["q_iterations"] += c[_SJ.C_Q_IT]
+        P["hessians"] += c[_SJ.C_HESS]
+        P["sweeps"] += c[_SJ.C_SWEEP]
+        P["eighs"] += c[_SJ.C_EIGH]
+        P["restarts"] += c[_SJ.C_RESTART]
+        P["kernel_steps"] += 1
+        dt = _clock() - t0
+        P["t_kernel"] += dt
+        P["t_fixed_point"] += dt
+        # the spot checks of the programs against the eager tape continue
+        q_end = res[0] if out == _SJ.OK else z.q
+        if c[_SJ.C_GRAD]:
+            cg.kernel_replays(c[_SJ.C_GRAD], q_end)
+        if c[_SJ.C_HESS]:
+            ch.kernel_replays(c[_SJ.C_HESS], q_end, key=(n,))
+        if c[_SJ.C_SWEEP]:
+            ct.kernel_replays(c[_SJ.C_SWEEP], np.concatenate([q_end, np.zeros(n * n)]),
+                              key=(n + n * n,))
+        if out == _SJ.HANDOFF:
+            P["handoffs"] += 1
+            return None
+        if out == _SJ.FAILED:
+            return self._fail(z)
+        q1, p1, g1, v1 = res[0].copy(), res[1].copy(), res[2].copy(), res[3].copy()
+        geo1 = Geometry.from_parts(q1, res[9:9 + n].copy(), res[6].copy(), Q1, res[7].copy(),
+                                   res[8].copy(), logdet, self.alpha, J1)
+        geo1.force = res[4].copy()
+        geo1.dv = res[5].copy()
+        geo1.dv_eps = eps
+        h = -lp + 0.5 * logdet + 0.5 * float(p1 @ v1)
+        if not -math.inf < h < math.inf:
+            h = math.inf
+        return Point(q1, p1, lp, g1, v1, h, geo1)
+
     def _retry(self, model, z, eps, failed):
         """A step whose fixed points failed, retried as ``2^j`` substeps of
         ``eps / 2^j`` (``j = 1 .. max_halvings``), kept only if reversible.
@@ -791,6 +945,12 @@ class SoftAbsMetric:
         f = self._fun(model)
         half = 0.5 * eps
         geo0 = self._geometry_of(model, z)
+        if self.compiled_step:
+            progs = self._jit_programs(model)
+            if progs is not None:
+                z1 = self._jit_step(progs, z, geo0, eps)
+                if z1 is not None:
+                    return z1
         q0, p0 = z.q, z.p
         # both fixed points are measured (and accelerated) in the metric at q0:
         # |dp| in Sigma^-1, |dq| in Sigma, i.e. in standard deviations
@@ -864,6 +1024,13 @@ class SoftAbsMetric:
 ALPHA_SCALE = 30.0
 
 
+def curvature_scale(lam):
+    """The typical curvature of a Hessian with eigenvalues ``lam``: the median
+    ``|lam|`` (0 for no eigenvalues). ``alpha = ALPHA_SCALE / scale``."""
+    lam = np.abs(np.asarray(lam, dtype=float))
+    return float(np.median(lam)) if lam.size else 0.0
+
+
 def auto_alpha(A):
     """SoftAbs's ``alpha`` for a problem whose potential has the Hessian ``A`` at the
     chain's first point: ``ALPHA_SCALE / median |lam|``.
@@ -878,7 +1045,7 @@ def auto_alpha(A):
     transitions divergent and never enters the neck, 10-30 times the curvature
     scale none or a few. Without curvature (all eigenvalues 0) it is 1."""
     lam = np.abs(np.linalg.eigvalsh(0.5 * (A + A.T)))
-    s = float(np.median(lam)) if lam.size else 0.0
+    s = curvature_scale(lam)
     if not (math.isfinite(s) and s > 0):
         s = float(lam.max()) if lam.size and np.isfinite(lam).all() and lam.max() > 0 \
             else ALPHA_SCALE
@@ -982,6 +1149,8 @@ def check_options(options):
     out["retape"] = A.boolean("sampler_options['retape']", out["retape"])
     if out["alpha"] != "auto":
         out["alpha"] = A.positive_real("sampler_options['alpha']", out["alpha"])
+    out["adapt_alpha"] = out["alpha"] == "auto" if out["adapt_alpha"] is None else \
+        A.boolean("sampler_options['adapt_alpha']", out["adapt_alpha"])
     out["max_halvings"] = A.nonneg_int("sampler_options['max_halvings']",
                                        out["max_halvings"])
     out["fixed_point_tol"] = A.positive_real("sampler_options['fixed_point_tol']",
@@ -1002,10 +1171,15 @@ def make_kernel(dim, options=None):
     metric = SoftAbsMetric(dim, None if auto else o["alpha"], o["fixed_point_tol"],
                            o["max_fixed_point"], o["max_halvings"])
     metric.retape = o["retape"]
-    if auto and isinstance(options, dict):
+    metric.adapts_alpha = o["adapt_alpha"]
+    if (auto or metric.adapts_alpha) and isinstance(options, dict):
         # the chain's state holds these options: the chosen alpha is kept there, so
-        # a resumed chain (and every later transition) uses the same metric
+        # a resumed chain (and every later transition) uses the same metric; and
+        # whether alpha adapts over warmup windows (chain.py keeps Stan's window ends
+        # for RHMC then and calls metric.adapt_alpha() at each), which "auto" said
+        # until the chosen number replaced it
         metric.on_alpha = lambda a: options.__setitem__("alpha", a)
+        options["adapt_alpha"] = metric.adapts_alpha
     L = o["num_steps"]
 
     def kernel(model, metric, z, eps, rng, max_depth=10):
@@ -1014,6 +1188,9 @@ def make_kernel(dim, options=None):
             z, info = nuts.transition(model, metric, z, eps, rng, max_depth=max_depth)
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
+        if metric.adapts_alpha:
+            # (noted in sampling too, where nothing reads them: one float a draw)
+            metric.observe(z)
         if metric.max_halvings:
             # A step that a smaller step cured (rescued in substeps, or irreversibly
             # so) was too large where it was taken: the transition reports 0, as

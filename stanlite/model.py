@@ -913,9 +913,12 @@ class Model:
 
         ``sampler="rhmc"``: Riemannian HMC with the SoftAbs metric (the local Hessian,
         by nested AD) and NUTS trajectories, ``adapt_delta`` 0.99 unless given
-        (:data:`stanlite.samplers.rhmc.ADAPT_DELTA`); only the step size adapts
-        (``metric`` and ``inv_metric`` are ignored). ``sampler_options`` (rhmc only):
-        ``alpha`` (SoftAbs sharpness; "auto": from the first Hessian), ``num_steps``
+        (:data:`stanlite.samplers.rhmc.ADAPT_DELTA`); the step size adapts, and
+        SoftAbs's alpha when "auto" (``metric`` and ``inv_metric`` are ignored).
+        ``sampler_options`` (rhmc only): ``alpha`` (SoftAbs sharpness; "auto": from the
+        first Hessian, then at each warmup window's end from the Hessians at the latter
+        half of the warmup's draws),
+        ``adapt_alpha`` (default: whether alpha is "auto"), ``num_steps``
         (None: NUTS; an int: static trajectories of that many steps),
         ``fixed_point_tol`` (1e-8), ``max_fixed_point`` (50) and ``max_halvings`` (3)
         of the implicit leapfrog. See :mod:`stanlite.samplers.rhmc`.

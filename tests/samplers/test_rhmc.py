@@ -599,15 +599,19 @@ def test_rhmc_banana_moments():
 
 @pytest.mark.slow
 def test_rhmc_funnel_v_is_exact_normal():
-    """The funnel's v is N(0, 3) exactly; RHMC reaches the neck without divergences."""
-    fit = Funnel(D=10).sample(chains=1, draws=400, warmup=100, seed=5, sampler="rhmc",
-                              progress=False, adapt_delta=0.9,
-                              sampler_options={"alpha": 30.0})
+    """The funnel's v is N(0, 3) exactly, at RHMC's defaults: its mean, variance and
+    the neck's mass P(v < -5) within Monte Carlo standard errors, few divergences."""
+    fit = Funnel(D=10).sample(chains=2, draws=600, warmup=300, seed=5, sampler="rhmc",
+                              progress=False)
     v = fit["v"]
     _assert_moments(v, 0.0, 3.0)
     st = fit.sampler_stats
     assert int(np.sum(st["divergent__"])) <= 0.01 * v.size
-    # the neck is visited: P(v < -5) = 4.8%, so with an ESS of ~30 a draw below -5 is
-    # near certain (-6, 2.3%, was not: the compiled kernels changed the chain's
-    # rounding and its minimum became -5.6)
-    assert v.min() < -5.0
+    # the neck: P(v < -5) = Phi(-5/3) = 4.78%, within 3 MCSE (the issue's target),
+    # the MCSE from the exact p and the indicator's ESS (v's where the indicator is
+    # constant). Not "the chain's minimum is below some v": that is a property of
+    # one chain's path, not an estimate with an error.
+    p = 0.5 * math.erfc(5.0 / 3.0 / math.sqrt(2.0))
+    below = (v < -5.0).astype(float)
+    ess = _ess(below) if 0 < below.sum() < below.size else _ess(v)
+    assert abs(below.mean() - p) < 3.0 * math.sqrt(p * (1 - p) / ess), (below.mean(), ess)

@@ -156,3 +156,40 @@ def test_funnel_at_defaults_has_no_divergences_and_exact_v():
     # sd's MCSE by the delta method (as benchmarks/rhmc.py)
     assert abs(v.std() - 3.0) < 3.5 * 3.0 / math.sqrt(2 * ess) + 0.2
     assert v.min() < -4.0                  # it enters the neck
+
+
+def test_alpha_adapts_to_the_latter_half_of_the_warmup():
+    """adapt_alpha: ALPHA_SCALE / exp(median log scale) over the latter half of the
+    scales noted so far, where a scale is a sample's median |eigenvalue|."""
+    met = SoftAbsMetric(3, alpha=1.0)
+    seen = []
+    met.on_alpha = seen.append
+    assert met.adapt_alpha() == 1.0 and not seen          # nothing noted: no change
+    for k in range(10):                                   # scales e^0 .. e^9
+        q = np.zeros(3)
+        geo = rhmc.Geometry(q, np.diag([math.exp(k), -math.exp(k), 1e-3]), met.alpha)
+        met.observe(Point(q, None, 0.0, None, aux=geo))
+    met.observe(Point(np.zeros(3), None, 0.0, None))      # no geometry: not noted
+    assert met.adapt_alpha() == pytest.approx(ALPHA_SCALE / math.exp(7.0))
+    assert seen == [met.alpha]
+
+
+def test_alpha_adaptation_is_kept_in_the_chain_state():
+    m = Gauss(prec=np.array([0.5, 2.0, 40.0]))
+    fit = m.sample(chains=1, warmup=150, draws=5, seed=2, progress=False, parallel=False,
+                   sampler="rhmc")
+    st = fit.chain_states[0]
+    # "auto": Stan's windows end where alpha adapts; the Hessian is constant, so every
+    # sample's scale is its median eigenvalue 2
+    assert st.window_ends and st.sampler_options["adapt_alpha"] is True
+    assert st.sampler_options["alpha"] == pytest.approx(ALPHA_SCALE / 2.0)
+    # the state's number with adapt_alpha True goes on adapting when resumed
+    assert make_kernel(3, dict(st.sampler_options))[0].adapts_alpha
+    # a number given by the user is kept: no windows, no adaptation
+    fixed = m.sample(chains=1, warmup=150, draws=5, seed=2, progress=False,
+                     parallel=False, sampler="rhmc", sampler_options={"alpha": 3.0})
+    st = fixed.chain_states[0]
+    assert st.window_ends == [] and st.sampler_options["alpha"] == 3.0
+    assert st.sampler_options["adapt_alpha"] is False
+    with pytest.raises(ValueError, match="adapt_alpha"):
+        rhmc.check_options({"adapt_alpha": "yes"})
