@@ -60,8 +60,16 @@ def _unverified(m):
     return m._retaped
 
 
+# "auto": the interpreter where a recording lowers; "python": the generated Python
+# everywhere - what runs without numba (a subprocess with STANLITE_JIT=0 below)
+BACKENDS = ["auto", "python"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", zoo.names())
-def test_zoo_gradient_and_density_equal_the_tape(name, record_property):
+def test_zoo_gradient_and_density_equal_the_tape(name, backend, record_property,
+                                                 monkeypatch):
+    monkeypatch.setenv("STANLITE_BACKEND", backend)
     m = zoo.get(name)
     eager = zoo.get(name)
     eager.compile = False                        # as STANLITE_COMPILE=0 does
@@ -88,13 +96,17 @@ def test_zoo_gradient_and_density_equal_the_tape(name, record_property):
     assert rg.fallback is None and rg.programs >= 1, rg.fallback
     record_property("interpreter", rg.compiled)
     record_property("vm_skipped", rg.vm_skipped)
-    if name in REQUIRED_VM and kernel.available():
+    if backend == "python":
+        assert not rg.compiled
+    elif name in REQUIRED_VM and kernel.available():
         assert rg.compiled and r[False].compiled and r[("density", True)].compiled, \
             rg.vm_skipped
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", [n for n in zoo.names() if n not in HESSIAN_SKIP])
-def test_zoo_hessian_equals_the_tape(name):
+def test_zoo_hessian_equals_the_tape(name, backend, monkeypatch):
+    monkeypatch.setenv("STANLITE_BACKEND", backend)
     m = zoo.get(name)
     pts = _support_points(m, k=2, seed=1)
     eager = zoo.get(name)
@@ -103,7 +115,9 @@ def test_zoo_hessian_equals_the_tape(name):
     # the model's own retaped Hessian, unverified (quiet: a Hessian whose recording
     # cannot be replayed - a value read in a nested density - is the eager one)
     h = C.CompiledHessian(f, pts[0], verify=False, quiet=True)
-    if name in REQUIRED_VM and kernel.available():
+    if backend == "python":
+        assert not h.compiled
+    elif name in REQUIRED_VM and kernel.available():
         assert h.fallback is None and h.compiled, (h.fallback, h.vm_skipped)
     for x in pts:
         E = eager.log_density_hessian(x)
@@ -189,3 +203,58 @@ def test_without_numba_and_without_compilation_the_same_numbers():
                 assert abs(r[2] - e[0]) <= 1e-12 * abs(e[0])
             assert C._close(here, (ra[0], np.array(ra[1])))
             assert C._identical((rb[0], np.array(rb[1])), e)   # the same eager tape
+
+
+# the whole zoo without numba, Hessians included: unverified replays in the child (a
+# verified one returns the tape's own answer at its checked points), compared there
+# with the child's eager tape (the same process: the same numbers but for the replay)
+_CHILD_ALL = r"""
+import json, sys
+import numpy as np
+import stanlite.autodiff.compile
+import stanlite.models as zoo
+from stanlite.autodiff.vm import kernel
+C = sys.modules["stanlite.autodiff.compile"]
+spec = json.loads(sys.stdin.read())
+out = {"available": kernel.available(), "bad": [], "compiled": []}
+for name, (pts, with_hessian) in spec.items():
+    m = zoo.get(name)
+    if not m.compile:
+        continue
+    eager = zoo.get(name)
+    eager.compile = False
+    m.__dict__["_retaped"] = {True: C.ModelGradient(m, True, verify=False),
+                              ("density", True): C.ModelDensity(m, True, verify=False)}
+    f = lambda z: m._log_density(z, True)
+    h = None
+    for x in map(np.array, pts):
+        e = eager.log_density_gradient(x)
+        if not C._close(m.log_density_gradient(x), e):
+            out["bad"].append([name, "gradient", x.tolist()])
+        d = m._retaped[("density", True)]
+        if d.fallback is None and abs(m.log_density(x) - e[0]) > 1e-12 * abs(e[0]):
+            out["bad"].append([name, "density", x.tolist()])
+        if with_hessian:
+            h = h or C.CompiledHessian(f, x, verify=False, quiet=True)
+            if not C._close((0.0, h(x)), (0.0, eager.log_density_hessian(x)[2])):
+                out["bad"].append([name, "hessian", x.tolist()])
+    out["compiled"] += [name] * bool(m._retaped[True].compiled or (h and h.compiled))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_without_numba_the_whole_zoo_equals_the_tape():
+    spec = {}
+    for name in zoo.names():
+        m = zoo.get(name)
+        if m.compile:
+            spec[name] = ([x.tolist() for x in _support_points(m, k=2, seed=4)],
+                          name not in HESSIAN_SKIP)
+    e = dict(os.environ, STANLITE_JIT="0")
+    p = subprocess.run([sys.executable, "-c", _CHILD_ALL], input=json.dumps(spec),
+                       capture_output=True, text=True, env=e, timeout=1800)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["available"] is False and out["compiled"] == []
+    assert out["bad"] == []
