@@ -1079,19 +1079,22 @@ class _Gen:
                 k = _arith_kind(gk, pk_)
                 self.acc(p, f"{g} * {pn}[{i}]", k, fresh=type(part) is np.ndarray)
 
-    def bw_matmul(self, args, todo, g, gk):
+    def bw_shaped(self, n, spec, args, todo, g, gk):
+        """The contributions of a binary rule whose template depends on the operands'
+        shapes (``spec.inline.vjp_shaped``: matmul's, declared beside it); False where
+        it gives none (the rule is called)."""
         a, b = args
         sa, sb = np.shape(a.value if type(a) is Var else a), \
             np.shape(b.value if type(b) is Var else b)
         gs = gk if type(gk) is tuple else ()
-        if not (len(sa) in (1, 2) and len(sb) in (1, 2)) or (gs == ()) != (
-                len(sa) == 1 and len(sb) == 1):
+        if gs != np.shape(n.value):
+            return False            # (a lazily broadcast float adjoint of an array)
+        ts = [spec.inline.vjp_shaped(i, sa, sb, gs) for i, _ in todo]
+        if None in ts:
             return False
-        av, bv = self.val(a), self.val(b)
-        for i, p in todo:
-            c = _matmul_vjp_exprs(i, len(sa), len(sb), g, gs, av, bv, sa)
-            k = (sa if i == 0 else sb)
-            self.acc(p, c, k, fresh=True)
+        ops = {"g": g, "x": _p(self.val(a)), "y": _p(self.val(b))}
+        for (i, p), t in zip(todo, ts):
+            self.acc(p, t.format(**ops), sa if i == 0 else sb, fresh=True)
         return True
 
     def bw_generic(self, n, spec, args, kw):
@@ -1099,7 +1102,8 @@ class _Gen:
         if not todo:
             return
         g, gk = self.take(n, uses=1 if spec.vjp_all is not None else len(todo))
-        if _is(spec, "matmul") and not kw and self.bw_matmul(args, todo, g, gk):
+        if spec.inline is not None and spec.inline.vjp_shaped is not None and not kw \
+                and len(args) == 2 and self.bw_shaped(n, spec, args, todo, g, gk):
             return
         ans = self.vname[id(n)]
         vals = [self.val(a) for a in args]
@@ -1141,29 +1145,6 @@ def _cse_key(spec, args, kw, names):
         else:
             parts.append(("o", id(a)))
     return tuple(parts)
-
-
-def _matmul_vjp_exprs(i, na, nb, g, gs, av, bv, sa):
-    """linalg._matmul_vjp_a/_b (Giles) for vectors and matrices, as expressions."""
-    if i == 0:
-        if na == 1 and nb == 1:
-            return f"{g} * {_p(bv)}"
-        if na == 2 and nb == 1:
-            return f"_np.reshape({g}, {gs + (1,)!r}) * {_p(bv)}"
-        if na == 1 and nb == 2:
-            return f"_matmul({bv}, {g})"
-        if na == 2 and nb == 2:
-            return f"_matmul({g}, {_p(bv)}.T)"
-        return None
-    if na == 1 and nb == 1:
-        return f"{g} * {_p(av)}"
-    if na == 1 and nb == 2:
-        return f"_np.reshape({av}, ({sa[0]}, 1)) * _np.reshape({g}, (1, {gs[-1]}))"
-    if na == 2 and nb == 1:
-        return f"_matmul({g}, {av})"
-    if na == 2 and nb == 2:
-        return f"_matmul({_p(av)}.T, {g})"
-    return None
 
 
 def _is(spec, kind):

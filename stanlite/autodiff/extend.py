@@ -33,7 +33,7 @@ those (which records the lower levels, if any) and records one node at that leve
 """
 
 import functools
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -375,10 +375,14 @@ class Inline(NamedTuple):
     vjp_float: Optional[str]
     vjp_array: Optional[str]
     helpers: dict
+    # ``vjp_shaped(i, shape_x, shape_y, shape_g) -> template or None``: argument ``i``'s
+    # VJP in ``{g}``, ``{x}``, ``{y}`` for those shapes (None: the rule is called), for
+    # a rule whose form depends on the operands' ranks (matmul's)
+    vjp_shaped: Optional[Callable] = None
 
 
 def definline(prim, kind=None, fwd=None, vjp=None, vjp_float=None, vjp_array=None,
-              helpers=None):
+              helpers=None, vjp_shaped=None):
     """Declare how the Python replay writes ``prim`` inline (see :class:`Inline`).
 
     ``vjp`` is the template for floats and arrays alike (``vjp_float``/``vjp_array``
@@ -387,12 +391,15 @@ def definline(prim, kind=None, fwd=None, vjp=None, vjp_float=None, vjp_array=Non
     tape. The VJP templates of an elementwise unary primitive must be linear in
     ``{g}`` (one that starts with ``-{g}`` gives its sign as a flag on arrays).
     Helper names start with ``_`` (the generated code's constants never do).
+    ``vjp_shaped``: see :class:`Inline` (its templates may call the replay's runtime
+    ``_matmul`` and ``_np``).
     """
     helpers = dict(helpers or {})
     for k in helpers:
         if not k.startswith("_"):
             raise ValueError(f"definline: helper name {k!r} must start with '_'")
-    spec_of(prim).inline = Inline(kind, fwd, vjp_float or vjp, vjp_array or vjp, helpers)
+    spec_of(prim).inline = Inline(kind, fwd, vjp_float or vjp, vjp_array or vjp, helpers,
+                                  vjp_shaped)
     return prim
 
 

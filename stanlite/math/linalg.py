@@ -263,7 +263,27 @@ def _matmul_jvp_b(t, ans, a, b):
 
 
 defjvp(matmul, _matmul_jvp_a, _matmul_jvp_b)
-definline(matmul, kind="matmul")        # the replay writes Giles's rules for <= 2-d
+
+
+def _matmul_replay_vjp(i, sa, sb, sg):
+    """The Python replay's template of argument ``i``'s VJP (in ``{g}``, ``{x}`` = a,
+    ``{y}`` = b) for vectors and matrices: the rules of _matmul_vjp_a/_b above for
+    those ranks (the same operations); None beyond two dimensions."""
+    na, nb = len(sa), len(sb)
+    if na not in (1, 2) or nb not in (1, 2):
+        return None
+    if i == 0:
+        if nb == 1:
+            return "{g} * {y}" if na == 1 else f"_np.reshape({{g}}, {sg + (1,)!r}) * {{y}}"
+        return "_matmul({y}, {g})" if na == 1 else "_matmul({g}, {y}.T)"
+    if na == 1:
+        return "{g} * {x}" if nb == 1 else \
+            f"_np.reshape({{x}}, ({sa[0]}, 1)) * _np.reshape({{g}}, (1, {sg[-1]}))"
+    return "_matmul({g}, {x})" if nb == 1 else "_matmul({x}.T, {g})"
+
+
+# the replay writes the product as np.matmul and Giles's rules for <= 2-d
+definline(matmul, kind="matmul", vjp_shaped=_matmul_replay_vjp)
 _deflower(matmul, _lmm)                 # the interpreter: vectors and matrices
 
 

@@ -195,3 +195,23 @@ def test_a_primitive_named_like_a_library_one_is_not_replayed_as_it(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _replay(f, np.array([0.3, 1.4]), [rng.uniform(0.5, 2.0, 2) for _ in range(3)])
+
+
+def test_matmul_replays_its_declared_rank_templates_bit_for_bit(rng):
+    # vector/matrix products of every rank pair, both traced and one constant: the
+    # replay writes the templates matmul declares beside its rules (vjp_shaped), and
+    # calls neither VJP
+    M = rng.standard_normal((3, 3))
+    v = rng.standard_normal(3)
+
+    def f(x):
+        a, A = x[:3], sl.reshape(x[3:], (3, 3))
+        return (a @ x[6:9] + sl.sum((A @ a) * v) + sl.sum((a @ A) * v)
+                + sl.sum((A @ A) * M) + sl.sum((M @ a) * a) + sl.sum((A @ M) * M)
+                + sl.sum((v @ A) * a))
+
+    x0 = rng.standard_normal(12)
+    vg, called = _replay(f, x0, [rng.standard_normal(12) for _ in range(3)])
+    spec = linalg.matmul._spec
+    assert not any(r is c for r in spec.vjps for c in called), vg.source
+    assert spec.inline.vjp_shaped(0, (2, 3, 3), (3,), (2, 3)) is None     # stacks: the rule
