@@ -85,7 +85,9 @@ class Blr(sl.Model):
         return lp + sl.normal_id_glm_lpdf(self.y, self.X, 0.0, beta, sigma)
 
 
-#: posterior folder -> ("zoo", zoo name) or ("local", class defined here)
+from stanlite.models.one_comp_mm_elim_abs import OneCompMmElimAbsRidge  # noqa: E402
+
+#: posterior folder -> ("zoo", zoo name) or ("local", class defined here or imported)
 POSTERIORS = {
     "arK-arK": ("zoo", "ark"),
     "eight_schools-eight_schools_centered": ("zoo", "eight_schools_centered"),
@@ -94,7 +96,8 @@ POSTERIORS = {
     "kidiq-kidscore_momiq": ("zoo", "linear_regression"),
     "low_dim_gauss_mix-low_dim_gauss_mix": ("zoo", "normal_mixture"),
     "mesquite-logmesquite": ("local", LogMesquite),
-    "one_comp_mm_elim_abs-one_comp_mm_elim_abs": ("zoo", "one_comp_mm_elim_abs"),
+    # (the zoo model sampled along its K_m-V_m ridge: no divergences at Stan's defaults)
+    "one_comp_mm_elim_abs-one_comp_mm_elim_abs": ("local", OneCompMmElimAbsRidge),
     "sblrc-blr": ("local", Blr),
 }
 

@@ -173,3 +173,26 @@ def test_nuts_matches_the_posteriordb_reference(shared_dir):
                                 / r["n_draws"])
         z = abs(np.median(x) - r["median"]) / math.hypot(se, se_ref)
         assert z < 4, (name, np.median(x), r["median"], se)
+
+
+def test_ridge_parameterisation_is_the_same_posterior():
+    """OneCompMmElimAbsRidge samples (k_a, K_m, r, sigma) with V_m = r (K_m + c_ref):
+    at corresponding unconstrained points its log density equals the model's (the
+    change of variables has a unit Jacobian determinant in the log coordinates) and
+    its gradient is the model's by the chain rule."""
+    from stanlite.models.one_comp_mm_elim_abs import OneCompMmElimAbsRidge
+    a = zoo.get(NAME, rel_tol=1e-10, abs_tol=1e-10)
+    b = OneCompMmElimAbsRidge(**{k: getattr(a, k) for k in
+                                 ("t0", "D", "V", "N_t", "times", "C_hat")},
+                              rel_tol=1e-10, abs_tol=1e-10)
+    assert b.param_names() == ["k_a", "K_m", "r", "sigma"]
+    assert b.c_ref == np.median(a.C_hat)
+    for x in points():
+        k_a, K_m, V_m, sigma = np.exp(x)
+        u = np.log([k_a, K_m, V_m / (K_m + b.c_ref), sigma])
+        la, ga = a.log_density_gradient(x)
+        lb, gb = b.log_density_gradient(u)
+        assert lb == pytest.approx(la, rel=1e-12, abs=1e-12)
+        J = np.eye(4)                   # d x / d u: log V_m = log r + log(K_m + c_ref)
+        J[2, 1] = K_m / (K_m + b.c_ref)
+        assert np.allclose(gb, J.T @ ga, rtol=1e-9, atol=1e-9)
