@@ -53,12 +53,14 @@ stop anywhere and resume.
 
 import math
 import os
+import threading
+import time
 
 import numpy as np
 
 from .hamiltonian import Point, RejectedPoint, TransitionInfo, rejection_reason
 
-__all__ = ["available", "transition", "warm"]
+__all__ = ["available", "transition", "warm", "gate", "compiled_seconds"]
 
 try:
     if os.environ.get("STANLITE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
@@ -829,6 +831,60 @@ def _result(z, W, S, I, cg, n_kernel, err, lp, g):
         energy - s[_H0], s[_MAX_ERR], rejected)
 
 
+# ---- segments in threads: the gate ------------------------------------------------------
+class _ThreadState(threading.local):
+    """Per thread: the gate it holds while its chain runs Python (None: no gate), and
+    the CPU seconds it spent inside compiled segments."""
+    gate = None
+    compiled = 0.0
+
+
+_THREAD = _ThreadState()
+_thread_clock = time.thread_time
+
+
+class gate:
+    """``with gate(lock):`` this thread runs its chain holding ``lock`` and lets go of
+    it only inside compiled segments (:func:`segment`), which release the GIL (numba
+    ``nogil``) and touch nothing but the chain's own arrays.
+
+    Chains in threads of one process (samplers/runner.py) share the model: its
+    retaped gradient's programs, guards and spot-check counters, its eager tape,
+    any state ``log_prob`` keeps. With every thread's Python behind one lock, that
+    state changes one chain at a time, as when chains run one after another, and
+    only the compiled segments - each chain's own workspace, metric buffers, value
+    and adjoint buffers and generator - overlap. A chain whose gradient runs in
+    Python never lets go: threads give it nothing, and the runner does not use
+    them for it (its probe measures :func:`compiled_seconds`).
+
+    >>> import threading
+    >>> lock = threading.Lock()
+    >>> with gate(lock):
+    ...     lock.locked()
+    True
+    """
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        self.lock.acquire()
+        _THREAD.gate = self.lock
+        return self
+
+    def __exit__(self, *exc):
+        _THREAD.gate = None
+        self.lock.release()
+        return False
+
+
+def compiled_seconds():
+    """CPU seconds this thread has spent inside compiled segments (:func:`segment`)
+    so far: the share of a chain's time that chains in threads run side by side
+    (``compiled_seconds()`` before and after, over ``time.thread_time()``'s)."""
+    return _THREAD.compiled
+
+
 # ---- segments (Python side) -----------------------------------------------------------
 class Segment:
     """What :func:`segment` ran: ``n`` iterations and how they ended (``status``).
@@ -948,10 +1004,19 @@ def segment(model, metric, rng, z, eps, n, max_depth=10, da=None, welford=None,
     if rp is None or rp[0] is not rng:
         rp = ctx.rng = (rng, _rng_pointers(rng))
     start = rng.bit_generator.state
-    k, status, total = _segment(
-        rp[1], W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n, da is not None, lo, hi,
-        first, max_depth, max_delta_h, prog.code, prog.aux, V, A, prog.dim, prog.out,
-        prog.nvar, gbuf, box, int(budget), draws, fs, js)
+    t0 = _thread_clock()
+    held = _THREAD.gate
+    if held is not None:
+        held.release()          # other chains' Python may run: this touches none of it
+    try:
+        k, status, total = _segment(
+            rp[1], W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n, da is not None,
+            lo, hi, first, max_depth, max_delta_h, prog.code, prog.aux, V, A, prog.dim,
+            prog.out, prog.nvar, gbuf, box, int(budget), draws, fs, js)
+    finally:
+        if held is not None:
+            held.acquire()
+        _THREAD.compiled += _thread_clock() - t0
     seg = Segment(k, status)
     if status == SEGMENT_HANDOFF:
         rng.bit_generator.state = start

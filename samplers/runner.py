@@ -21,14 +21,18 @@ than with one.
 
 A parallel run too small to gain from processes stays in this process
 (:func:`_small_run`): its first chain starts here, and after 0.05 s of CPU time the
-rest of the run is estimated from it; when worker processes would save less than
-starting them costs (``STANLITE_POOL_COST``, 0.15 s; 0: always processes), the
-chains run here one after another (eight schools, 4 x 2000 iterations: ~0.09 s).
+rest of the run is estimated from it, with the share of it spent in compiled NUTS
+segments; when worker processes would save less than starting them costs
+(``STANLITE_POOL_COST``, 0.15 s; 0: always processes), the chains run here - in
+threads, one per core, where the compiled segments (which release the GIL) make
+that pay (eight schools, 4 x 2000 iterations: ~0.1 s of CPU, ~85% of it compiled),
+else one after another (a gradient in Python holds the GIL: :func:`_where`).
 The draws are the same either way.
 
 Ctrl-C (SIGINT) while chains run: the runner's own handler tells every chain to
 stop after its current iteration (queued chains do not start; a chain running in
-this process stops at once, its partial iteration discarded), collects what was
+this process's main thread stops at once, its partial iteration discarded; one in
+a thread after its current segment), collects what was
 drawn, and returns it with a warning; further Ctrl-Cs while it collects are
 absorbed, so the draws are never lost. Chains that never started are initialised
 here (deterministically, from their own seeds), so that ``resume_from=fit``
@@ -189,17 +193,18 @@ def _new_extension(since):
 
 
 def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=None,
-             until=None):
+             until=None, queue=None):
     """Worker: initialise (if needed) and run one chain; never loses its draws.
 
     Returns the state, or ``None`` for a chain told to stop before it started.
     ``stop`` (or the pool's ``_STOP``) is checked before the chain starts and after
-    each iteration; ``until()`` true pauses the chain (``chain.run``)."""
+    each iteration; ``until()`` true pauses the chain (``chain.run``). Progress goes
+    to ``queue`` (or the process's ``_QUEUE``)."""
     stop = stop if stop is not None else _STOP
     if stop is not None and stop.is_set():
         return state                 # queued when Ctrl-C came: never started
     t0 = time.perf_counter()
-    q = _QUEUE
+    q = queue if queue is not None else _QUEUE
     # nothing to report and nothing to watch: no call per iteration at all
     tick = _ticker(q, stop, report_every) if q is not None or stop is not None else None
     with blas_limit(blas_threads):
@@ -373,10 +378,14 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
             if executor is None and (not parallel or chains == 1):
                 with blas_limit(threads):       # restored when the run ends
                     _run_serial(model, states, init_kwargs, bars, intr)
-            elif executor is None and _small_run(model, states, init_kwargs, bars, intr,
-                                                 threads, max_workers):
+            elif executor is None and (where := _small_run(
+                    model, states, init_kwargs, bars, intr, threads, max_workers)):
                 with blas_limit(threads):
-                    _run_serial(model, states, init_kwargs, bars, intr)
+                    if where == THREADS:
+                        _run_threads(model, states, init_kwargs, bars, intr,
+                                     max_workers)
+                    else:
+                        _run_serial(model, states, init_kwargs, bars, intr)
             else:
                 _run_pool(model, states, init_kwargs, executor, bars, intr,
                           blas_threads=threads, max_workers=max_workers)
@@ -423,6 +432,54 @@ def _run_here(model, states, c, init_kwargs, bars, intr, until=None):
         intr.interrupt()
 
 
+def _run_threads(model, states, init_kwargs, bars, intr, max_workers):
+    """The chains in threads of this process, one per core (or ``max_workers``), at
+    most one per chain; each continues from where it is (the probe's chain too).
+
+    Why: a compiled NUTS segment (nuts_jit.segment) releases the GIL, so chains in
+    threads run side by side without starting processes. Safe: every thread runs its
+    chain's Python holding one gate (``nuts_jit.gate``) and lets go of it only inside
+    compiled segments, which touch the chain's own arrays alone; whatever the chains
+    share - the model, its retaped gradient's programs, guards and spot checks, its
+    eager tape - is used one chain at a time, as in :func:`_run_serial`. Each chain
+    draws from its own generator, so the draws are those of a serial run, bit for bit.
+
+    Ctrl-C (the handler in the main thread, which waits here) or a KeyboardInterrupt
+    raised in a chain's model tells every chain to stop after its current segment;
+    chains not started do not start. A chain that raises stops the others the same
+    way, and its exception is raised once all are back."""
+    from queue import SimpleQueue
+
+    from .nuts_jit import gate
+    chains = len(states)
+    workers = max(1, min(max_workers or os.cpu_count() or 1, chains))
+    stop = threading.Event()
+    queue = SimpleQueue() if bars.bars is not None else None
+    lock = threading.Lock()
+
+    def one(c):
+        with gate(lock):
+            if stop.is_set():
+                return states[c]
+            try:
+                if states[c] is None:
+                    states[c] = _chain.initialize(model, **init_kwargs[c])
+                _run_one(model, states[c], None, 0.1, stop=stop, queue=queue)
+            except KeyboardInterrupt:       # raised by the model while initialising
+                intr.interrupt()
+            except BaseException:
+                stop.set()                  # the others stop; this error is raised
+                raise
+            if states[c] is None or getattr(states[c], "interrupted", False):
+                intr.interrupt()
+                stop.set()
+            return states[c]
+
+    with cf.ThreadPoolExecutor(workers, thread_name_prefix="stanlite-chain") as ex:
+        _collect([ex.submit(one, c) for c in range(chains)], states, queue, bars, intr,
+                 stop)
+
+
 #: environment variable: what starting the worker processes of a parallel run is
 #: taken to cost, in seconds (default :data:`POOL_COST`); 0: always processes
 POOL_COST_ENV = "STANLITE_POOL_COST"
@@ -444,56 +501,106 @@ PROBE_SURE = 0.01
 CLEAR = 4.0
 
 
+#: where :func:`_small_run` puts a parallel run's chains (None: worker processes)
+SERIAL, THREADS = "serial", "threads"
+#: seconds: what running chains in threads of this process costs over running them
+#: one after another (starting the threads, the gate handed between the chains at
+#: each compiled segment: ~1 ms measured for eight schools' 4 chains), rounded up
+THREAD_COST = 0.005
+
+
 def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
-    """Whether a parallel run (``parallel=True``, the runner's own pool) is too
-    small for worker processes: its first unfinished chain (chain 0 but in a
-    resumed run) runs here first for :data:`PROBE_SECONDS` of CPU time (its
-    iterations are kept: it continues wherever the rest runs),
-    the CPU time of all chains one after another is estimated from it, and the
-    run stays in this process when the workers would save less than they cost
-    (:func:`_in_process`). Eight schools' 4 x 2000 iterations take ~0.09 s here,
-    and a pool would add 30-100 ms to save at most half. CPU time, not clock time:
-    the decision does not follow the machine's load (clock time cannot tell a
-    chain preempted by other processes from one that waits; a model that waits in
-    ``log_prob`` - sleeps, reads, calls out - is judged by its CPU time, and
-    ``STANLITE_POOL_COST=0`` gives it processes). Early warmup iterations cost more
-    than later ones, so a probe that did not finish its chain overestimates:
-    processes in doubt. A Ctrl-C in the probe: true (nothing more starts).
+    """Where a parallel run (``parallel=True``, the runner's own pool) runs: in
+    worker processes (None), or in this process - its chains one after another
+    (:data:`SERIAL`) or in threads (:data:`THREADS`, :func:`_run_threads`).
+
+    Its first unfinished chain (chain 0 but in a resumed run) runs here first for
+    :data:`PROBE_SECONDS` of CPU time (its iterations are kept: it continues
+    wherever the rest runs); the CPU time of all chains one after another is
+    estimated from it, and so is the share of it spent in compiled NUTS segments
+    (``nuts_jit.compiled_seconds``: the only part that chains in threads run side by
+    side, the rest waiting for the GIL and the chains' gate). :func:`_where` then
+    weighs what processes and threads would save against what they cost. Eight
+    schools' 4 x 2000 iterations take ~0.1 s here, ~90% of it in compiled
+    segments: threads (a pool would add 30-100 ms to save at most half); a model
+    whose gradient runs in Python never enters a segment: one chain after another.
+    CPU time, not clock time: the decision does not follow the machine's load
+    (clock time cannot tell a chain preempted by other processes from one that
+    waits; a model that waits in ``log_prob`` - sleeps, reads, calls out - is judged
+    by its CPU time, and ``STANLITE_POOL_COST=0`` gives it processes). Early warmup
+    iterations cost more than later ones, so a probe that did not finish its chain
+    overestimates: processes in doubt. The probe ends early (after
+    :data:`PROBE_SURE`) when its answer is the same for an estimate :data:`CLEAR`
+    times lower or higher. A Ctrl-C in the probe: SERIAL (nothing more starts).
     ``STANLITE_POOL_COST=0`` turns this off. The draws are the same either way."""
     cost = _pool_cost()
     workers = max_workers or min(len(states), os.cpu_count() or 1)
     if cost <= 0:
-        return False
+        return None
     _compile_once(model)
     _warm()                             # not in the probe's time (the pool's anyway)
     todo = [(s.num_warmup + s.num_draws - s.iteration) if s is not None else
             kw["num_warmup"] + kw["num_draws"] for s, kw in zip(states, init_kwargs)]
     left = sum(todo)
     if not left:
-        return True                     # (a resumed run with nothing left to do)
+        return SERIAL                   # (a resumed run with nothing left to do)
     c = next(i for i, n in enumerate(todo) if n)      # the first unfinished chain
     before = states[c].iteration if states[c] is not None else 0
     cpu, wall = _clocks()
-    c0, w0 = cpu(), wall()
+    compiled = _compiled_clock()
+    c0, w0, k0 = cpu(), wall(), compiled()
 
     def estimate():
-        """The run's CPU seconds, one chain after another, from chain c's so far."""
+        """The run's CPU seconds, one chain after another, from chain c's so far,
+        and the share of them in compiled segments."""
         ran = (states[c].iteration if states[c] is not None else 0) - before
-        return (cpu() - c0) * left / ran if ran else math.inf
+        spent = cpu() - c0
+        share = min(1.0, max(0.0, (compiled() - k0) / spent)) if spent > 0 else 0.0
+        return (spent * left / ran if ran else math.inf), share
 
     def until():
         spent = cpu() - c0
-        return spent >= PROBE_SECONDS or wall() - w0 >= PROBE_WALL or \
-            spent >= PROBE_SURE and not _in_process(estimate() / CLEAR, workers, cost)
+        if spent >= PROBE_SECONDS or wall() - w0 >= PROBE_WALL:
+            return True
+        if spent < PROBE_SURE:
+            return False
+        seconds, share = estimate()
+        low = _where(seconds / CLEAR, share, workers, cost)
+        return low is None or low == _where(seconds * CLEAR, share, workers, cost)
 
     with blas_limit(threads):
         _run_here(model, states, c, init_kwargs, bars, intr, until=until)
-    return intr.stopped or _in_process(estimate(), workers, cost)
+    return SERIAL if intr.stopped else _where(*estimate(), workers, cost)
 
 
 def _clocks():
     """``(CPU time of this thread, clock time)``: the probe's clocks."""
     return time.thread_time, time.perf_counter
+
+
+def _compiled_clock():
+    """CPU time this thread spent in compiled NUTS segments: the probe's third clock."""
+    from .nuts_jit import compiled_seconds
+    return compiled_seconds
+
+
+def _where(seconds, compiled, workers, cost):
+    """Where chains estimated at ``seconds`` of CPU time one after another, a share
+    ``compiled`` of it in compiled segments, run best: None (``workers`` processes,
+    saving ``seconds * (1 - 1/workers)`` at ``cost``), :data:`THREADS` (saving
+    ``compiled * seconds * (1 - 1/workers)`` at :data:`THREAD_COST`: only the
+    compiled segments overlap) or :data:`SERIAL` (when neither saves anything).
+
+    >>> _where(0.1, 0.9, 2, 0.15), _where(0.1, 0.0, 2, 0.15), _where(5.0, 0.9, 2, 0.15)
+    ('threads', 'serial', None)
+    """
+    if not seconds < math.inf:
+        return None                     # (no iteration to estimate from: processes)
+    gain = seconds * (1.0 - 1.0 / workers)
+    threads = compiled * gain - THREAD_COST
+    if threads > 0.0 and threads >= gain - cost:
+        return THREADS
+    return SERIAL if _in_process(seconds, workers, cost) else None
 
 
 def _in_process(seconds, workers, cost):
