@@ -113,6 +113,7 @@ def solve(pb, z0, t0, ts, args):
         bundle = _bundle(c, progs, n)
         if bundle is None:
             return None
+        bundle = private(bundle)
         if ctl.method == "rk45":
             st = dp.dopri(*bundle, c.dim, n, k, p, ptr, idx, val, z0, float(t0), ts,
                           ctl.rtol, atol, ctl.max_num_steps, _stiff_after(), Y, y, info)
@@ -152,10 +153,15 @@ BUNDLE = 4
 
 
 def _bundle(c, progs, n):
-    """The kernels' programs (:func:`.ode_steppers.rhs`): up to ``BUNDLE`` programs'
-    tables concatenated, with offsets (kept on the evaluator until its programs
-    change), and private value and adjoint buffers (solves of one f may run in several
-    threads at once); None if a program's buffers differ in size."""
+    """The steppers' right-hand side for ``progs`` (:data:`.ode_steppers.RHS_SIG`):
+    ``(fp, ci, cf, cur, where)`` (``fp`` the function's addresses, the function
+    kept alive on the evaluator), the first ``BUNDLE`` programs tried in turn from the
+    one that ran last - by their generated code (:mod:`.ode_codegen`) once this
+    right-hand side has run ``ode_codegen.AFTER`` evaluations, else by the
+    interpreter's adapter over the programs' tables concatenated with offsets (kept on
+    the evaluator until its programs change); None if a program's buffers differ in
+    size. Shared: each solve runs on a :func:`private` copy."""
+    from . import ode_codegen, ode_steppers as dp
     chosen = progs[:BUNDLE]
     ids = tuple(map(id, chosen))
     kept = getattr(c, "_ode_bundle", None)
@@ -166,15 +172,28 @@ def _bundle(c, progs, n):
         codes = [q.code for q in chosen]
         auxs = [q.aux for q in chosen]
         Vs = [q.V for q in chosen]
-        kept = c._ode_bundle = (ids, chosen, (
-            np.ascontiguousarray(np.concatenate(codes)), off(codes),
-            np.ascontiguousarray(np.concatenate(auxs)), off(auxs),
-            np.concatenate(Vs), off(Vs), np.concatenate([q.A for q in chosen]),
-            np.array([q.out for q in chosen], dtype=np.int64),
-            np.array([q.nvar for q in chosen], dtype=np.int64)))
-    codes, coff, auxs, aoff, Vs, voff, As, outs, nvars = kept[2]
-    return (codes, coff, auxs, aoff, Vs.copy(), voff, As.copy(), outs, nvars,
-            np.array([0, len(chosen)], dtype=np.int64), np.zeros(1 + n))
+        ci, cf = dp.pack(np.concatenate(codes), off(codes), np.concatenate(auxs),
+                         off(auxs), np.concatenate(Vs), off(Vs),
+                         np.concatenate([q.A for q in chosen]),
+                         np.array([q.out for q in chosen], dtype=np.int64),
+                         np.array([q.nvar for q in chosen], dtype=np.int64), c.dim)
+        kept = c._ode_bundle = [ids, chosen, dp.interp, dp.address(dp.interp), ci, cf,
+                                False]
+    after = ode_codegen.AFTER
+    if not kept[6] and after is not None and c._replays >= after:
+        kept[6] = True                  # (tried once per bundle)
+        fn = ode_codegen.generate(chosen, n, c.dim)
+        if fn is not None:
+            kept[2:4] = fn, dp.address(fn)
+    return (kept[3], kept[4], kept[5], np.array([0, len(chosen)], dtype=np.int64),
+            np.zeros(1 + n))
+
+
+def private(bundle):
+    """A copy of ``bundle`` one solve (one thread) may write: the value and adjoint
+    buffers, the program choice, the failure point."""
+    fp, ci, cf, cur, where = bundle
+    return fp, ci, cf.copy(), cur.copy(), where.copy()
 
 
 def _stiff_after():

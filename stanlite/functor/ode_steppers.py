@@ -16,6 +16,11 @@ integrate`: at most ``max_num_steps`` accepted steps between two output times, a
 state that stops being finite is a failure, and Hairer's stiffness test (the last two
 stages, both at ``t + h``) stops a hopeless solve early.
 
+The right-hand side is called through a function pointer of one signature
+(``RHS_SIG``): the interpreter's adapter :func:`interp` over a bundle of programs, or
+their generated code (:mod:`.ode_codegen`), so that one compiled stepper serves
+both; the pointer crosses from Python as two integers (:func:`address`).
+
 With ``k > 0`` directions the state is the coupled system of Stan's forward
 sensitivities, ``z = [y, s_1..s_k]`` with ``s_b' = J_y s_b + J_p d_b`` (``d_b`` the
 directions of the parameters in compressed rows): one forward pass and ``n`` reverse
@@ -126,10 +131,11 @@ def _other(codes, coff, auxs, aoff, Vs, voff, n, t, z, p, cur, where, st):
 
 
 @_jit
-def rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, t, z,
-        p, ptr, idx, val, J, res):
+def _interp(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, t,
+            z, p, ptr, idx, val, J, res):
     """``res = [f, V_b J_y^T + D_b J_p^T for b < k]`` at ``(t, z[:n], p)`` (``k = 0``:
-    ``f`` alone, one forward pass); -> the program's status."""
+    ``f`` alone, one forward pass; ``k = -1``: ``f`` and the Jacobian rows ``J``)
+    by the interpreter; -> the program's status."""
     # (the program that ran last, inline: a call returning the program costs ~1 us)
     j = cur[0]
     V = Vs[voff[j]:voff[j + 1]]
@@ -155,10 +161,107 @@ def rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
         return OK
     st = _rows(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V,
                As[voff[j]:voff[j + 1]], dim, out, nvars[j], n, res, J)
-    if st != OK:
+    if st != OK or k < 0:
         return st
     _tangent_rows(J, z, n, k, ptr, idx, val, res)
     return OK
+
+
+# ---- the right-hand side as the steppers call it -------------------------------------
+# One signature for every right-hand side, called through a function pointer: the
+# interpreter's adapter below, or a program's generated code (.ode_codegen). ``ci`` /
+# ``cf``: the adapter's integer and float tables (unused by generated code), ``cur``:
+# the program that ran last and the number of programs, ``where``: the point where no
+# program's guards held. ``k``: 0 ``f`` alone, -1 ``f`` and ``J``, > 0 the tangents.
+if _k.njit is not None:
+    from numba import types as _nt
+    from numba.core import cgutils as _cg
+    from numba.extending import intrinsic as _intrinsic
+    _f1, _i1, _f2 = _nt.float64[::1], _nt.int64[::1], _nt.float64[:, ::1]
+    _i8, _f8 = _nt.int64, _nt.float64
+    RHS_SIG = _i8(_f8, _f1, _f1, _i8, _i1, _i1, _f1, _f2, _f1, _i1, _f1, _i1, _f1)
+    RHS_TYPE = _nt.FunctionType(RHS_SIG)
+    #: the decorator of a function the steppers call (generated code uses it too)
+    rhs_jit = _k.njit(RHS_SIG, cache=True, nogil=True, error_model="numpy")
+
+    @_intrinsic
+    def _as_rhs(typingctx, c_addr, jit_addr):
+        """The function pointer of the addresses :func:`address` returned (plain
+        integers cross from Python to the kernels: a function object as an argument
+        costs hundreds of microseconds of numba's dispatch per call)."""
+        def codegen(context, builder, signature, args):
+            vp = context.get_value_type(_nt.voidptr)
+            fs = _cg.create_struct_proxy(RHS_TYPE)(context, builder)
+            fs.c_addr = builder.inttoptr(args[0], vp)
+            fs.py_addr = _cg.get_null_value(vp)
+            fs.jit_addr = builder.inttoptr(args[1], vp)
+            return fs._getvalue()
+        return RHS_TYPE(_i8, _i8), codegen
+else:                                           # (no numba: plain Python)
+    RHS_SIG = RHS_TYPE = None
+    rhs_jit = _jit
+
+
+def address(fn):
+    """``fn``'s addresses (an int64 array: its C wrapper, its numba entry) for the
+    steppers' ``fp`` argument; ``fn`` must stay alive while they are used."""
+    from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
+    return np.array([_get_wrapper_address(fn, RHS_SIG), _get_jit_address(fn, RHS_SIG)],
+                    dtype=np.int64)
+
+
+def eager(dispatchers, tag):
+    """Compile ``dispatchers`` (pairs of a lazily compiled function and its signature)
+    for their signatures alone, after :func:`~stanlite.autodiff.vm.kernel.
+    drop_stale_cache` (eager decoration would load a stale cache before it can be
+    dropped)."""
+    if _k.njit is None:
+        return
+    _k.drop_stale_cache([d for d, _ in dispatchers], tag)
+    for d, sig in dispatchers:
+        d.compile(sig.args)
+        d.disable_compile()
+
+
+# the adapter's integer table: nprog, dim, then coff, aoff, voff (nprog + 1 each),
+# outs, nvars (nprog each), the programs' rows (ROW fields each), their aux tables
+_ROW = 14
+
+
+@_jit
+def interp(t, z, p, k, ptr, idx, val, J, res, ci, cf, cur, where):
+    """The interpreter behind the steppers' function pointer: ``ci`` and ``cf`` are
+    a bundle of programs packed by :func:`pack` (``cf``: values, then adjoints)."""
+    nprog = ci[0]
+    dim = ci[1]
+    o = 2
+    coff = ci[o:o + nprog + 1]
+    o += nprog + 1
+    aoff = ci[o:o + nprog + 1]
+    o += nprog + 1
+    voff = ci[o:o + nprog + 1]
+    o += nprog + 1
+    outs = ci[o:o + nprog]
+    o += nprog
+    nvars = ci[o:o + nprog]
+    o += nprog
+    nc = coff[nprog]
+    codes = ci[o:o + nc * _ROW].reshape((nc, _ROW))
+    o += nc * _ROW
+    auxs = ci[o:o + aoff[nprog]]
+    nv = voff[nprog]
+    return _interp(codes, coff, auxs, aoff, cf[:nv], voff, cf[nv:2 * nv], outs, nvars,
+                   cur, where, dim, where.shape[0] - 1, k, t, z, p, ptr, idx, val, J, res)
+
+
+def pack(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, dim):
+    """:func:`interp`'s tables ``(ci, cf)`` for a bundle of programs (concatenated
+    tables with offsets, as :mod:`.ode_native` makes them)."""
+    nprog = len(outs)
+    ci = np.concatenate([np.array([nprog, dim], dtype=np.int64), coff, aoff, voff, outs,
+                         nvars, np.ascontiguousarray(codes, dtype=np.int64).ravel(),
+                         auxs]).astype(np.int64)
+    return ci, np.concatenate([Vs, As])
 
 
 @_jit
@@ -172,15 +275,17 @@ def _rms(x, scale):
 
 
 @_jit
-def dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
-          p, ptr, idx, val, z0, t0, ts, rtol, atol, max_steps, stiff_after, Y, y, info):
+def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
+          max_steps, stiff_after, Y, y, info):
     """Integrate the (coupled) system from ``(t0, z0)``; ``Y[i] = z(ts[i])``.
-    ``codes`` ... ``where``: the right-hand side's programs (:func:`rhs`,
-    :func:`_other`). ``atol`` has one value per component of ``z``; ``y`` (like
-    ``z0``) holds the state reached on return. -> status (see the module docstring);
+    ``fp, ci, cf, cur, where``: the right-hand side (its addresses, :func:`address`,
+    and its arguments; see ``RHS_SIG``); ``dim`` its inputs ``(t, y, p)``. ``atol``
+    has one value per component of ``z``; ``y`` (like ``z0``) holds the state
+    reached on return. -> status (see the module docstring);
     ``info``: steps, time reached, last output time, next output index, the stiffness
     estimate ``h |lambda|``, the steps it extrapolates, the step size, right-hand side
     evaluations."""
+    fn = _as_rhs(fp[0], fp[1])
     m = z0.shape[0]
     T = ts.shape[0]
     J = np.empty((n, dim))
@@ -202,8 +307,8 @@ def dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n
     info[I_NEED] = 0.0
     info[I_H] = 0.0
     # f(t0, y0) and the initial step
-    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
-             t, y, p, ptr, idx, val, J, K[0])
+    st = fn(t, y, p, k, ptr, idx, val, J, K[0],
+                    ci, cf, cur, where)
     nfev += 1
     info[I_NFEV] = nfev
     if st != OK:
@@ -220,8 +325,8 @@ def dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n
     h0 = min(h0, interval)
     for i in range(m):
         tmp[i] = y[i] + h0 * K[0, i]
-    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
-             t0 + h0, tmp, p, ptr, idx, val, J, y_new)
+    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, y_new,
+                    ci, cf, cur, where)
     nfev += 1
     info[I_NFEV] = nfev
     if st != OK:
@@ -273,8 +378,8 @@ def dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n
                     for j in range(s):
                         acc += K[j, i] * A[s, j]
                     tmp[i] = y[i] + acc * h
-                st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where,
-                         dim, n, k, t + C[s] * h, tmp, p, ptr, idx, val, J, K[s])
+                st = fn(t + C[s] * h, tmp, p, k, ptr, idx, val, J, K[s],
+                    ci, cf, cur, where)
                 nfev += 1
                 if st != OK:
                     info[I_NFEV] = nfev
@@ -284,8 +389,8 @@ def dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n
                 for j in range(6):
                     acc += K[j, i] * B[j]
                 y_new[i] = y[i] + h * acc
-            st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where,
-                     dim, n, k, t + h, y_new, p, ptr, idx, val, J, K[6])
+            st = fn(t + h, y_new, p, k, ptr, idx, val, J, K[6],
+                    ci, cf, cur, where)
             nfev += 1
             if st != OK:
                 info[I_NFEV] = nfev
@@ -440,19 +545,9 @@ def _change_D(D, order, factor, R, U, RU, tmp):
 
 
 @_jit
-def _jac_y(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, t, z,
-           p, J, f, Jy):
+def _jac_y(fn, ci, cf, cur, where, n, t, z, p, ptr, idx, val, J, f, Jy):
     """``Jy = df/dy`` at ``(t, z[:n], p)``; -> the program's status."""
-    j = cur[0]
-    st = _load_run(codes, coff, auxs, aoff, Vs, voff, j, n, t, z, p)
-    if st > 0:
-        st = _other(codes, coff, auxs, aoff, Vs, voff, n, t, z, p, cur, where, st)
-        j = cur[0]
-    if st != OK:
-        return st
-    st = _rows(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]],
-               Vs[voff[j]:voff[j + 1]], As[voff[j]:voff[j + 1]], dim, outs[j], nvars[j],
-               n, f, J)
+    st = fn(t, z, p, -1, ptr, idx, val, J, f, ci, cf, cur, where)
     if st != OK:
         return st
     for i in range(n):
@@ -514,10 +609,11 @@ def _lu_solve_blocks(M, piv, b, nb):
 
 
 @_jit
-def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, p,
-        ptr, idx, val, z0, t0, ts, rtol, atol, max_steps, Y, y, info):
+def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
+        max_steps, Y, y, info):
     """Integrate the (coupled) system from ``(t0, z0)`` by scipy's BDF; the arguments
     and the result as :func:`dopri` (no stiffness test: this is the stiff solver)."""
+    fn = _as_rhs(fp[0], fp[1])
     m = z0.shape[0]
     nb = 1 + k
     T = ts.shape[0]
@@ -551,8 +647,8 @@ def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
     info[I_HLAMB] = 0.0
     info[I_NEED] = 0.0
     info[I_H] = 0.0
-    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
-             t, y, p, ptr, idx, val, J, f)
+    st = fn(t, y, p, k, ptr, idx, val, J, f,
+                    ci, cf, cur, where)
     nfev += 1
     info[I_NFEV] = nfev
     if st != OK:
@@ -570,8 +666,8 @@ def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
     h0 = min(h0, interval)
     for i in range(m):
         tmp[i] = y[i] + h0 * f[i]
-    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k,
-             t0 + h0, tmp, p, ptr, idx, val, J, ynew)
+    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, ynew,
+                    ci, cf, cur, where)
     nfev += 1
     info[I_NFEV] = nfev
     if st != OK:
@@ -591,8 +687,8 @@ def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
             return BAD_START
     newton_tol = max(10 * 2.220446049250313e-16 / rtol, min(0.03, rtol ** 0.5))
     # the Jacobian at the start (scipy evaluates it when the solver is made)
-    st = _jac_y(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n,
-                t0, y, p, J, fbuf, Jy)
+    st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx,
+                        val, J, fbuf, Jy)
     if st != OK:
         return st
     for i in range(m):
@@ -655,8 +751,8 @@ def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
                 converged = False
                 for it in range(_NEWTON_MAXITER):
                     n_iter = it + 1
-                    st = rhs(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
-                             where, dim, n, k, t_new, ynew, p, ptr, idx, val, J, f)
+                    st = fn(t_new, ynew, p, k, ptr, idx, val, J, f,
+                    ci, cf, cur, where)
                     nfev += 1
                     if st != OK:
                         info[I_NFEV] = nfev
@@ -682,8 +778,8 @@ def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
                     dy_norm_old = dy_norm
                 if converged or current_jac:
                     break
-                st = _jac_y(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
-                            where, dim, n, t_new, ypred, p, J, fbuf, Jy)
+                st = _jac_y(fn, ci, cf, cur, where, n, t_new, ypred, p, ptr, idx,
+                        val, J, fbuf, Jy)
                 if st != OK:
                     info[I_NFEV] = nfev
                     return st
@@ -795,5 +891,6 @@ def bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
 
 # the kernels carry the interpreter's machine code in their numba cache, which numba
 # keys on this file alone: drop it when the interpreter's source changes
-_k.drop_stale_cache([_load_run, _other, rhs, _rms, dopri, _compute_R, _change_D,
+_k.drop_stale_cache([_load_run, _other, _interp, _rms, dopri, _compute_R, _change_D,
                      _jac_y, _lu, _lu_solve_blocks, bdf], "ode_steppers")
+eager([(interp, RHS_SIG)], "ode_steppers")

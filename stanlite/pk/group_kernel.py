@@ -38,9 +38,9 @@ _I_NFEV = _dp.I_NFEV
 
 
 @_jit
-def run(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, k, ptr,
-        idx, val, subjects, op_ptr, kind, arg_a, arg_b, amount, t_start, prow, ts_all,
-        rec_all, bdf, rtol, atol, max_steps, stiff_after, Z, status, info, nfev, at):
+def run(fp, ci, cf, cur, where, dim, n, k, ptr, idx, val, subjects, op_ptr, kind, arg_a,
+        arg_b, amount, t_start, prow, ts_all, rec_all, bdf, rtol, atol, max_steps,
+        stiff_after, Z, status, info, nfev, at):
     """Run the plans of ``subjects``; ``Z[r]`` the state at record ``r``, ``status[s]``
     the steppers' status of subject ``s`` (OK, a program status or a failure),
     ``info[s]`` its stepper information at the failure and ``at[s]`` the failed
@@ -64,13 +64,12 @@ def run(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
                 ts = ts_all[a:b]
                 Y = np.empty((b - a, m))
                 if bdf:
-                    st = _bdf(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
-                              where, dim, n, k, prow[row], ptr, idx, val, z, t, ts, rtol,
-                              atol, max_steps, Y, y, info[s])
+                    st = _bdf(fp, ci, cf, cur, where, dim, n, k, prow[row], ptr, idx,
+                              val, z, t, ts, rtol, atol, max_steps, Y, y, info[s])
                 else:
-                    st = _dopri(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur,
-                                where, dim, n, k, prow[row], ptr, idx, val, z, t, ts,
-                                rtol, atol, max_steps, stiff_after, Y, y, info[s])
+                    st = _dopri(fp, ci, cf, cur, where, dim, n, k, prow[row], ptr, idx,
+                                val, z, t, ts, rtol, atol, max_steps, stiff_after, Y, y,
+                                info[s])
                 nfev[s] += info[s, _I_NFEV]
                 if st != OK:
                     at[s] = o
@@ -95,3 +94,9 @@ def run(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim, n, 
             else:
                 row = arg_a[o]
         status[s] = st
+
+
+
+# the loop carries the interpreter's machine code in its numba cache (see
+# ode_steppers): drop it when the interpreter's source changes
+_dp._k.drop_stale_cache([run], "group_kernel")

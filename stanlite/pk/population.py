@@ -362,15 +362,16 @@ class _Context:
         at = np.zeros(S, dtype=np.int64)
         bdf = self.ctl.method == "bdf"
 
+        shared = _native._bundle(c, progs, n)
+
         def work(subjects):
-            bundle = _native._bundle(c, progs, n)
-            if bundle is None:
+            if shared is None:
                 status[subjects] = 1        # (plain route)
                 return
-            gk.run(*bundle, c.dim, n, k, ptr, idx, val, subjects, pl.op_ptr, pl.kind,
-                   pl.arg_a, pl.arg_b, pl.amount, pl.t_start, prow, pl.ts, pl.rec, bdf,
-                   self.ctl.rtol, atol, self.ctl.max_num_steps, _native._stiff_after(),
-                   Z, status, info, nfev, at)
+            gk.run(*_native.private(shared), c.dim, n, k, ptr, idx, val, subjects,
+                   pl.op_ptr, pl.kind, pl.arg_a, pl.arg_b, pl.amount, pl.t_start, prow,
+                   pl.ts, pl.rec, bdf, self.ctl.rtol, atol, self.ctl.max_num_steps,
+                   _native._stiff_after(), Z, status, info, nfev, at)
         parts = _split(pl.work, self.threads)
         if len(parts) == 1:
             work(parts[0])

@@ -1,0 +1,385 @@
+"""An ODE right-hand side's programs as straight-line numba code (the hot solves).
+
+The compiled steppers (:mod:`.ode_steppers`) evaluate ``f`` and, for the sensitivity
+system, its Jacobian rows at every stage. Through the tape interpreter
+(:mod:`stanlite.autodiff.vm.kernel`) each evaluation dispatches on every instruction
+of a forward pass and of ``n`` reverse sweeps, and clears the adjoint buffer before
+each sweep: ~1.3 us per evaluation of a two-compartment model with 5 sensitivities,
+where the arithmetic is a few dozen flops (benchmarks/pk_population.py). Here a
+program of scalar code becomes Python source - one statement per instruction and
+element, every value a local variable, the reverse sweeps unrolled per output over
+the instructions the output depends on - compiled once by numba and cached on disk
+beside the source (the file is named by the hash of its text and of the
+interpreter's sources), and the steppers call it through a function pointer of one
+fixed signature (:data:`.ode_steppers.RHS_SIG`), as they call the interpreter's
+adapter. The numbers are the interpreter's: the same scalar functions
+(``binary1``, ``unary``, their VJPs), the same order of every sum, the adjoints
+accumulated from ``0.0`` in the reverse order of the rows (tested bit for bit); the
+one difference is that a contribution of an adjoint that is structurally zero is not
+made (the interpreter adds ``0 * x``, NaN for an infinite ``x``, and then hands the
+point to the eager tape).
+
+A program with any other instruction (vector ops other than the elementwise ones,
+densities, matrix products, ...) or with more than :data:`MAX_ROWS` element
+statements is not generated: the interpreter keeps it. Generation costs a numba
+compile (~0.5-2 s, once per install and program), so :mod:`.ode_native` asks for it
+only once a right-hand side has run ``AFTER`` evaluations in the interpreter.
+"""
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from ..autodiff.vm import kernel as _k, opcodes as O
+
+__all__ = ["generate", "source", "MAX_ROWS", "AFTER", "STATS"]
+
+#: the largest program (element statements of its forward pass) generated
+MAX_ROWS = 600
+#: right-hand side evaluations in the interpreter before its programs are generated
+#: (``STANLITE_ODE_CODEGEN_AFTER``; ``off`` never generates)
+_env = os.environ.get("STANLITE_ODE_CODEGEN_AFTER", "20000").strip().lower()
+AFTER = None if _env in ("off", "none", "no") else int(_env)
+#: programs generated, and bundles refused (an instruction without a rule here)
+STATS = {"generated": 0, "refused": 0}
+
+_CMP = ("<", "<=", ">", ">=", "==", "!=")
+_MATMUL_MAX = _k._BLAS_MIN  # (above it the interpreter calls BLAS: other sums)
+_LOCK = threading.Lock()
+_LOADED = {}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _lit(v):
+    v = float(v)
+    if math.isnan(v):
+        return "math.nan"
+    if math.isinf(v):
+        return "math.inf" if v > 0 else "-math.inf"
+    return repr(v)
+
+
+def _is_binary(op):
+    return (1 <= op <= 6) or (120 <= op < 140)
+
+
+class _Program:
+    """One program's forward statements and the reverse sweep of each output."""
+
+    def __init__(self, q, n, dim):
+        self.code = np.asarray(q.code)
+        self.aux = np.asarray(q.aux)
+        self.V0 = np.asarray(q.V)
+        self.nvar, self.out, self.n, self.dim = int(q.nvar), int(q.out), n, dim
+        self.names = {}
+        self.lines = []
+        self.rows = []                  # (op, mask, [(out slot, arg slots ...)])
+        self.count = 0
+
+    def val(self, s):
+        s = int(s)
+        e = self.names.get(s)
+        if e is not None:
+            return e
+        if s < self.dim:
+            return f"x{s}"
+        if s >= self.nvar:
+            return _lit(self.V0[s])
+        raise _Unsupported(f"slot {s} read before it is written")
+
+    def _set(self, s, expr):
+        s = int(s)
+        if s in self.names or s < self.dim:
+            raise _Unsupported(f"slot {s} written twice")
+        nm = f"v{s}"
+        self.lines.append(f"{nm} = {expr}")
+        self.names[s] = nm
+        self.count += 1
+
+    def _alias(self, s, src):
+        s = int(s)
+        if s in self.names or s < self.dim:
+            raise _Unsupported(f"slot {s} written twice")
+        self.names[s] = self.val(src)
+
+    def forward(self):
+        """The forward statements (checks and guards return as the interpreter's)."""
+        for row in self.code:
+            op, N, o, a, sa, b, sb = (int(v) for v in row[:7])
+            mask, x1, x2, x3 = (int(v) for v in row[O.MASK:O.X3 + 1])
+            el = []
+            if _is_binary(op):
+                for i in range(N):
+                    sa_, sb_ = a + i * sa, b + i * sb
+                    self._set(o + i, f"_b1({op}, {self.val(sa_)}, {self.val(sb_)})")
+                    el.append((o + i, sa_, sb_))
+            elif 10 <= op < 40:
+                for i in range(N):
+                    x = self.val(a + i)
+                    self._set(o + i, f"-{x}" if op == O.NEG else f"_u({op}, {x})")
+                    el.append((o + i, a + i))
+            elif op in (O.COPY, O.GATHER):
+                for i in range(N):
+                    src = a + i * sa if op == O.COPY else int(self.aux[x1 + i])
+                    self._alias(o + i, src)
+                    el.append((o + i, src))
+            elif op in (O.SUM, O.SUMN, O.DOT):
+                src = [a + i if op != O.SUMN else int(self.aux[x1 + i])
+                       for i in range(x2)]
+                if op == O.DOT:
+                    terms = "".join(f" + {self.val(s)} * {self.val(b + i)}"
+                                    for i, s in enumerate(src))
+                    el.append((o, src, [b + i for i in range(x2)]))
+                else:
+                    terms = "".join(f" + {self.val(s)}" for s in src)
+                    el.append((o, src))
+                self._set(o, "0.0" + terms)
+            elif op == O.SEGSUM:
+                seg = [int(self.aux[x1 + i]) for i in range(x2)]
+                for j in range(N):
+                    self._set(o + j, "0.0" + "".join(f" + {self.val(a + i)}"
+                                                     for i in range(x2) if seg[i] == j))
+                el.append((o, a, seg))
+            elif op == O.MATMUL and x1 * x2 * x3 < _MATMUL_MAX:
+                # (the interpreter's plain loop below its BLAS size: the same sums)
+                for i in range(x1):
+                    for j in range(x3):
+                        self._set(o + i * x3 + j, "0.0" + "".join(
+                            f" + {self.val(a + i * x2 + t)} * {self.val(b + t * x3 + j)}"
+                            for t in range(x2)))
+                el.append((o, a, b, x1, x2, x3))
+            elif op in (O.CHECK_POSITIVE, O.CHECK_ARG, O.GUARD_POSITIVE):
+                for i in range(N):
+                    self._check(op, self.val(a + i), x1, x2, i)
+                continue
+            elif op == O.GUARD_CMP:
+                self.lines.append(f"if ({self.val(a)} {_CMP[x1]} {self.val(b)}) != "
+                                  f"{x3 != 0}:\n    return {1 + x2}")
+                continue
+            else:
+                raise _Unsupported(f"op {op}")
+            if self.count > MAX_ROWS:
+                raise _Unsupported("program too long")
+            self.rows.append((op, mask, el))
+
+    def _check(self, op, x, x1, x2, i):
+        if op == O.GUARD_POSITIVE:
+            cond = f"({x} > 0.0) != {bool(self.aux[x1 + i])}"
+            self.lines.append(f"if {cond}:\n    return {1 + x2}")
+            return
+        if op == O.CHECK_POSITIVE:
+            bad = f"not math.isfinite({x}) or {x} < 0.0" + (
+                f" or {x} == 0.0" if x1 != 0 else "")
+        else:
+            bad = {0: f"{x} != {x}", 1: f"not math.isfinite({x})",
+                   2: f"not (math.isfinite({x}) and {x} > 0.0)",
+                   3: f"not (math.isfinite({x}) and {x} >= 0.0)",
+                   4: f"not ({x} >= 0.0 and {x} <= 1.0)"}.get(x1, f"not {x} > 0.0")
+        self.lines.append(f"if {bad}:\n    return -1")
+
+    def reverse(self, i):
+        """Output ``i``'s reverse sweep: statements and the adjoint of each input."""
+        adj = {int(self.out + i): "1.0"}
+        lines = []
+
+        def push(s, expr):
+            s = int(s)
+            if s >= self.nvar:
+                return              # a constant (the interpreter's adjoint is unread)
+            old = adj.get(s)
+            nm = f"g{i}_{len(lines)}"
+            lines.append(f"{nm} = {'0.0' if old is None else old} + {expr}")
+            adj[s] = nm
+        for op, mask, el in reversed(self.rows):
+            if mask == 0:
+                continue
+            if _is_binary(op):
+                for o, a, b in el:
+                    g = adj.get(o)
+                    if g is None:
+                        continue
+                    x, y, ans = self.val(a), self.val(b), self.val(o)
+                    if mask & 1:
+                        push(a, f"_b1dx({op}, {g}, {x}, {y}, {ans})")
+                    if mask & 2:
+                        push(b, f"_b1dy({op}, {g}, {x}, {y}, {ans})")
+            elif 10 <= op < 40:
+                for o, a in el:
+                    g = adj.get(o)
+                    if g is not None:
+                        push(a, f"-{g}" if op == O.NEG else
+                             f"_uvjp({op}, {g}, {self.val(a)}, {self.val(o)})")
+            elif op in (O.COPY, O.GATHER):
+                for o, src in el:
+                    g = adj.get(o)
+                    if g is not None:
+                        push(src, g)
+            elif op in (O.SUM, O.SUMN):
+                (o, src), = el
+                g = adj.get(o)
+                if g is not None:
+                    for s in src:
+                        push(s, g)
+            elif op == O.DOT:
+                (o, src, other), = el
+                g = adj.get(o)
+                if g is not None:
+                    for s, t in zip(src, other):
+                        if mask & 1:
+                            push(s, f"{g} * {self.val(t)}")
+                        if mask & 2:
+                            push(t, f"{g} * {self.val(s)}")
+            elif op == O.MATMUL:
+                (o, a, b, P, K, Q), = el
+                for i in range(P):
+                    for j in range(Q):
+                        g = adj.get(o + i * Q + j)
+                        if g is None:
+                            continue
+                        for t in range(K):
+                            sa_, sb_ = a + i * K + t, b + t * Q + j
+                            if mask & 1:
+                                push(sa_, f"{g} * {self.val(sb_)}")
+                            if mask & 2:
+                                push(sb_, f"{g} * {self.val(sa_)}")
+            else:                   # SEGSUM
+                (o, a, seg), = el
+                for j, sj in enumerate(seg):
+                    g = adj.get(o + sj)
+                    if g is not None:
+                        push(a + j, g)
+        return lines, [adj.get(s, "0.0") for s in range(self.dim)]
+
+
+def _function(q, n, dim, name):
+    """The source of one program's function ``name(t, z, p, k, ptr, idx, val, J,
+    res)`` (the modes of :data:`.ode_steppers.RHS_SIG`)."""
+    pg = _Program(q, n, dim)
+    pg.forward()
+    body = [f"x0 = t"] + [f"x{1 + i} = z[{i}]" for i in range(n)]
+    body += [f"x{1 + n + m} = p[{m}]" for m in range(dim - 1 - n)]
+    body += pg.lines
+    fs = [pg.val(pg.out + i) for i in range(n)]
+    body += [f"f{i} = {e}" for i, e in enumerate(fs)]
+    body.append("if not (" + " and ".join(f"math.isfinite(f{i})" for i in range(n))
+                + "):\n    return -1")
+    body += [f"res[{i}] = f{i}" for i in range(n)]
+    body.append("if k == 0:\n    return 0")
+    for i in range(n):
+        lines, row = pg.reverse(i)
+        body += lines
+        body += [f"J[{i}, {j}] = {e}" for j, e in enumerate(row)]
+    body.append(f"for i in range({n}):\n    for j in range({dim}):\n"
+                "        if not math.isfinite(J[i, j]):\n            return -1")
+    body.append(f"if k > 0:\n    _tangent_rows(J, z, {n}, k, ptr, idx, val, res)")
+    body.append("return 0")
+    text = "\n".join(body).replace("\n", "\n    ")
+    return (f"@_jit\ndef {name}(t, z, p, k, ptr, idx, val, J, res):\n    {text}\n")
+
+
+_HEADER = '''"""Generated by stanlite.functor.ode_codegen: an ODE right-hand side."""
+import math
+
+from stanlite.autodiff.vm.binary_generated import (binary1 as _b1, binary1_dx as _b1dx,
+                                                   binary1_dy as _b1dy)
+from stanlite.autodiff.vm.kernel import tangent_rows as _tangent_rows
+from stanlite.autodiff.vm.scalar import _jit
+from stanlite.autodiff.vm.unary_generated import unary as _u, unary_vjp as _uvjp
+from stanlite.functor.ode_steppers import rhs_jit as _rhs_jit
+
+'''
+
+
+def source(progs, n, dim):
+    """The module source for ``progs`` (the bundle :mod:`.ode_native` hands the
+    steppers, tried in turn from the one that ran last, as the interpreter's adapter
+    does), or None when a program has an instruction without a rule here."""
+    try:
+        parts = [_function(q, n, dim, f"_p{j}") for j, q in enumerate(progs)]
+    except _Unsupported:
+        return None
+    calls = "".join(f"    {'if' if j == 0 else 'elif'} j == {j}:\n        return _p{j}("
+                    "t, z, p, k, ptr, idx, val, J, res)\n" for j in range(len(progs)))
+    return (_HEADER + "\n\n".join(parts) + f'''
+
+@_jit
+def _call(j, t, z, p, k, ptr, idx, val, J, res):
+{calls}    return -1
+
+
+@_rhs_jit
+def rhs(t, z, p, k, ptr, idx, val, J, res, ci, cf, cur, where):
+    j = cur[0]
+    st = _call(j, t, z, p, k, ptr, idx, val, J, res)
+    if st <= 0:
+        return st
+    for q in range(1, {len(progs)}):
+        jj = (j + q) % {len(progs)}
+        s2 = _call(jj, t, z, p, k, ptr, idx, val, J, res)
+        if s2 <= 0:
+            if s2 == 0:
+                cur[0] = jj
+            return s2
+    where[0] = t
+    for i in range({n}):
+        where[1 + i] = z[i]
+    return st
+''')
+
+
+def _directory():
+    from ..autodiff import program_cache
+    d = program_cache.directory()
+    if d is None:
+        d = os.path.join(tempfile.gettempdir(), f"stanlite-ode-{os.getuid()}")
+    else:
+        d = os.path.join(os.path.dirname(d), "ode_rhs")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _deps():
+    """A digest of the sources the generated code compiles in (numba's cache of a
+    generated file is keyed on that file alone)."""
+    from ..autodiff import program_cache
+    from ..autodiff.vm import binary_generated, kernel, opcodes, scalar, unary_generated
+    from . import ode_steppers
+    return program_cache.source_digest([m.__file__ for m in (
+        binary_generated, kernel, opcodes, scalar, unary_generated, ode_steppers)])
+
+
+def generate(progs, n, dim):
+    """The compiled ``rhs`` of ``progs`` (a numba function of signature
+    :data:`.ode_steppers.RHS_SIG`), or None when they are not generated."""
+    text = source(progs, n, dim)
+    if text is None:
+        STATS["refused"] += 1
+        return None
+    key = hashlib.sha256((text + _deps()).encode()).hexdigest()[:24]
+    with _LOCK:
+        fn = _LOADED.get(key)
+        if fn is not None:
+            return fn
+        name = f"stanlite_ode_rhs_{key}"
+        path = os.path.join(_directory(), name + ".py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        fn = _LOADED[key] = mod.rhs
+        STATS["generated"] += 1
+        return fn
