@@ -15,10 +15,18 @@ proportional residual error; 69 parameters. One log density + gradient
                     and subject (80 nodes), events walked in Python;
 * ``ode_group``     ``sl.pk.ode_group``: the whole population in one node, every
                     subject's timeline in one compiled call;
-* ``ode_group x2``  the same, subjects split between 2 threads.
+* ``ode_group x2``  the same, subjects split between 2 threads;
+* ``ode_group interp``  ``ode_group`` with the right-hand side run by the tape
+                    interpreter inside the stepper (the route before its programs
+                    were generated as straight-line numba code, functor/ode_codegen.py;
+                    the other ODE rows use the generated code once a right-hand side
+                    has run ``ode_codegen.AFTER`` evaluations, i.e. from the warm-up
+                    gradient on).
 
 Columns: wall and CPU milliseconds per gradient (best of 3 loops of moving points),
-and the wall-time ratio to the closed form. On a loaded machine compare only the
+and the wall-time and CPU-time ratios to the closed form (on a loaded machine the
+wall time of a row is mostly waiting for a core: compare CPU; with threads, CPU is
+the sum over them). On a loaded machine compare only the
 ratios of one run.
 
 Run:  python benchmarks/pk_population.py [--quick] [--subjects N]
@@ -32,6 +40,7 @@ import blas_threads  # noqa: F401  (before numpy)
 import numpy as np
 
 import stanlite as sl
+from stanlite.functor import ode_codegen
 
 PRIOR_MEAN = np.log([4.0, 8.0, 30.0, 80.0, 1.5])
 TOL = dict(rel_tol=1e-6, abs_tol=1e-6)
@@ -64,6 +73,15 @@ def design(n_subjects, seed=20261126):
 
 def two_cpt(t, x, th):
     """Gut, central, peripheral; th = (CL, Q, V2, V3, ka)."""
+    return _two_cpt(t, x, th)
+
+
+def two_cpt_interp(t, x, th):
+    """The same system, another function (its own compiled programs, never generated)."""
+    return _two_cpt(t, x, th)
+
+
+def _two_cpt(t, x, th):
     cl, q, v2, v3, ka = th[0], th[1], th[2], th[3], th[4]
     k10, k12, k21 = cl / v2, q / v2, q / v3
     return sl.stack([-ka * x[0], ka * x[0] - (k10 + k12) * x[1] + k21 * x[2],
@@ -82,6 +100,7 @@ class PopPK2(sl.Model):
 
     def __init__(self, events, solver, threads=None, **data):
         super().__init__(**data)
+        self.f = two_cpt_interp if solver == "interp" else two_cpt
         self.events = events
         self.solver = solver
         self.threads = threads
@@ -95,8 +114,8 @@ class PopPK2(sl.Model):
         ones = np.ones(self.J)
         th = sl.stack([CL, Q * ones, V2, V3 * ones, ka], axis=1)
         if self.solver == "ode":
-            return sl.pk.ode(two_cpt, 3, self.events, th, **TOL)
-        return sl.pk.ode_group(two_cpt, 3, self.events, th, threads=self.threads, **TOL)
+            return sl.pk.ode(self.f, 3, self.events, th, **TOL)
+        return sl.pk.ode_group(self.f, 3, self.events, th, threads=self.threads, **TOL)
 
     def log_prob(self, theta, omega, z, sigma):
         eta = omega * z
@@ -138,7 +157,8 @@ def main():
     data = dict(N=len(dv), J=args.subjects, dv=dv, wt=wt)
     rng = np.random.default_rng(1)
     rows = [("closed form", "closed form", None), ("ode serial", "ode", None),
-            ("ode_group", "group", None), ("ode_group x2", "group", 2)]
+            ("ode_group", "group", None), ("ode_group x2", "group", 2),
+            ("ode_group interp", "interp", None)]
     models = {name: PopPK2(ev, solver, threads, **data) for name, solver, threads in rows}
     ref = models["closed form"]
     x = ref.unconstrain({"theta": PRIOR_MEAN, "omega": [0.3, 0.2, 0.4],
@@ -146,20 +166,23 @@ def main():
     lp0, g0 = ref.log_density_gradient(x)
     print(f"population model: {args.subjects} subjects, {ev.n_records} records, "
           f"{ref.dim} parameters; ODE rk45 at rel_tol = abs_tol = 1e-6")
-    print(f"{'solver':14s} {'wall ms':>9s} {'CPU ms':>9s} {'x closed form':>14s} "
-          f"{'max |grad diff| / max |grad|':>29s}")
+    print(f"{'solver':16s} {'wall ms':>9s} {'CPU ms':>9s} {'x closed form':>14s} "
+          f"{'CPU x closed':>13s} {'max |grad diff| / max |grad|':>29s}")
     base = None
+    after = ode_codegen.AFTER
     for name, _, _ in rows:
         m = models[name]
+        # (the interpreter's row: its right-hand side's programs are never generated)
+        ode_codegen.AFTER = None if name.endswith("interp") else after
         with warnings.catch_warnings():
             # (pk.ode's many nodes: its retaped gradient may run on the eager tape)
             warnings.simplefilter("ignore", sl.CompileWarning)
             lp, g = m.log_density_gradient(x)
             wall, cpu = per_gradient(m, x, budget)
-        base = wall if base is None else base
+        base = (wall, cpu) if base is None else base
         err = np.max(np.abs(g - g0)) / np.max(np.abs(g0))
-        print(f"{name:14s} {1e3 * wall:9.2f} {1e3 * cpu:9.2f} {wall / base:14.1f} "
-              f"{err:29.1e}")
+        print(f"{name:16s} {1e3 * wall:9.2f} {1e3 * cpu:9.2f} {wall / base[0]:14.1f} "
+              f"{cpu / base[1]:13.1f} {err:29.1e}")
 
 
 if __name__ == "__main__":
