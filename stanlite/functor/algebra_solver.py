@@ -856,7 +856,12 @@ def _root_vjp(g, ans, prob, *params):
     if jargs is None and prob.jargs is None and ans is prob.root and \
             _is_plain(g, *params):
         prob.vjps += 1
-        if prob.vjps == 2:
+        # f's compiled program gives df/dtheta in one call (cheaper than one nested
+        # VJP); else, at a second sweep, one vector-mode forward pass
+        jargs = _compiled_arg_jacobians(prob, ans, params)
+        if jargs is not None:
+            prob.jargs = jargs
+        elif prob.vjps == 2:
             # a second sweep at the same root: a Jacobian assembled row by row
             # (jacobian_reverse). Form J_theta once, by one vector-mode forward pass
             # (Stan's solver precomputes it likewise); every sweep is then a
@@ -893,6 +898,31 @@ def _ad_arg_jacobians(prob, ans, params):
     return [fdot[a:a + k].T.reshape((n,) + sh) for a, k, sh in zip(offs, sizes, shapes)]
 
 
+def _compiled_arg_jacobians(prob, ans, params):
+    """``[df/dp for p in params]`` at the root (plain values) from f's compiled program
+    (:mod:`.ode_compiled`: the program of f seen as a right-hand side gives
+    ``[df/dt, df/dx, df/dargs]`` in one numba call), or None when f has no program
+    (not lowerable, numba absent, switched off) or a parameter is not among the
+    program's float inputs. The same derivatives as AD's, from the same recording."""
+    from . import ode_compiled
+    args = prob.all_args([np.asarray(p, dtype=np.float64) for p in params])
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ev = ode_compiled.evaluator(_Residual(prob), 0.0, ans, tuple(args))
+        if ev is None or not ev.ok or any(i not in ev.pos for i in prob.pos):
+            return None
+        r = ev.jacobian(0.0, ans, ev.params(args))
+    if r is None or not np.all(np.isfinite(r[1])):
+        return None
+    n, J = prob.n, r[1]
+    out = []
+    for i in prob.pos:
+        k = ev.pos.index(i)
+        a = 1 + n + int(ev.offsets[k])
+        out.append(np.ascontiguousarray(J[:, a:a + ev.sizes[k]]).reshape(
+            (n,) + tuple(ev.shapes[k])))
+    return out
+
+
 def _plain_jargs(prob, ans, *values):
     """The argument Jacobians of the caller's ``jacobians`` at the root, when the rule
     runs on plain values at that root (else None: the rules differentiate f)."""
@@ -913,6 +943,9 @@ def _root_jvp(ts, ans, prob, *params):
     B = next(batch_shape(t, p) for t, p in zip(ts, params) if t is not None)
     n = prob.n
     jargs = _plain_jargs(prob, ans, *params, *[t for t in ts if t is not None])
+    if jargs is None and prob.jargs is None and ans is prob.root and \
+            _is_plain(*params, *[t for t in ts if t is not None]):
+        jargs = prob.jargs = _compiled_arg_jacobians(prob, ans, params)
     if jargs is not None:
         k = int(np.prod(B, dtype=np.int64))
         fdot = np.zeros((n, k))

@@ -494,12 +494,21 @@ def test_callable_guess_follows_the_parameters_in_a_replay(rng):
         prob.check_guess(np.zeros(2))
 
 
-def test_reverse_jacobian_forms_the_argument_jacobian_once(rng, monkeypatch):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_reverse_jacobian_forms_the_argument_jacobian_once(rng, monkeypatch, compiled):
     # jacobian_reverse sweeps once per state: the second sweep at the same root forms
     # df/dtheta by one forward pass and the others contract it - one nested VJP of f,
-    # not n; a single gradient keeps its one VJP
+    # not n; a single gradient keeps its one VJP. When f lowers to a compiled program
+    # (ode_compiled), df/dtheta comes from it in one call: no nested VJP at all
     import importlib
+    from stanlite.autodiff.vm.kernel import available
+    from stanlite.functor import ode_compiled
     A = importlib.import_module("stanlite.functor.algebra_solver")
+    if compiled and not available():
+        pytest.skip("no compiled interpreter (numba)")
+    if not compiled:
+        monkeypatch.setattr(ode_compiled, "COMPILE_AFTER", None)
+    want = 0 if compiled else 1
     vjps = []
     real = A.vjp
     monkeypatch.setattr(A, "vjp", lambda *a, **k: vjps.append(1) or real(*a, **k))
@@ -509,12 +518,12 @@ def test_reverse_jacobian_forms_the_argument_jacobian_once(rng, monkeypatch):
     def root(t):
         return sl.algebra_solver(monotone, np.zeros(4), t, M)
     J = sl.jacobian_reverse(root)(theta)
-    assert len(vjps) == 1
+    assert len(vjps) == want
     np.testing.assert_allclose(J, sl.jacobian_forward(root)(theta), rtol=1e-10)
     np.testing.assert_allclose(J, central_jacobian(root, theta), rtol=1e-6)
     vjps.clear()
     g = sl.grad(lambda t: sl.sum(sl.sin(root(t))))(theta)
-    assert len(vjps) == 1
+    assert len(vjps) == want
     np.testing.assert_allclose(g, np.cos(root(theta)) @ J, rtol=1e-10)
 
 
@@ -563,3 +572,38 @@ def central_jacobian(fn, x, h=1e-6):
         e[i] = h
         cols.append((np.asarray(fn(x + e)) - np.asarray(fn(x - e))) / (2 * h))
     return np.stack(cols, axis=-1)
+
+
+def test_argument_jacobians_from_the_compiled_program_match_differences(rng):
+    # with an analytic jac_x the iterations never compile f; the rules then ask f's
+    # compiled program for df/dtheta (and df/dM, a second parameter) at the root:
+    # reverse and forward Jacobians against central differences and each other
+    import importlib
+    from stanlite.autodiff.vm.kernel import available
+    A = importlib.import_module("stanlite.functor.algebra_solver")
+    if not available():
+        pytest.skip("no compiled interpreter (numba)")
+    M = random_M(rng, 3)
+    theta = rng.standard_normal(3)
+
+    def jac(x, th, m):
+        s = 1.0 / sl.cosh(m @ x) ** 2
+        return np.eye(3) + 0.3 * s[:, None] * m
+
+    def root(t, m=M):
+        return sl.algebra_solver(monotone, np.zeros(3), t, m, jac_x=jac)
+    x = root(theta)
+    prob = A._Problem("algebra_solver", monotone, np.zeros(3), (sl.Var(theta), M),
+                      "powell", 1e-10, 1e-6, 200, jac)
+    got = A._compiled_arg_jacobians(prob, x, (theta,))
+    assert got is not None and got[0].shape == (3, 3)
+    np.testing.assert_allclose(got[0], -np.eye(3), atol=1e-12)      # df/dtheta = -I
+    J = sl.jacobian_reverse(root)(theta)
+    np.testing.assert_allclose(J, central_jacobian(root, theta), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(sl.jacobian_forward(root)(theta), J, rtol=1e-10)
+    # a matrix parameter: df/dM from the program, shaped like M
+    flat = lambda mv: root(theta, mv.reshape(3, 3))
+    JM = sl.jacobian_reverse(flat)(M.ravel())
+    np.testing.assert_allclose(JM, central_jacobian(flat, M.ravel()), rtol=1e-6,
+                               atol=1e-9)
+    np.testing.assert_allclose(sl.jacobian_forward(flat)(M.ravel()), JM, rtol=1e-10)
