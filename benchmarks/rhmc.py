@@ -170,10 +170,16 @@ def funnel_checks(fit):
     mean, sd = v.mean(), v.std()
     z_mean = mean / mcse(v, "mean")
     z_sd = (sd - 3.0) / mcse(v, "sd")
-    below = float(np.mean(v < -5.0))
+    ind = (v < -5.0).astype(float)
+    below = float(ind.mean())
+    # P(v < -5)'s MCSE from the exact p (4.78%) and the indicator's ESS (v's where
+    # the indicator is constant)
+    p = 0.5 * math.erfc(5.0 / 3.0 / math.sqrt(2.0))
+    ess_ind = _ess_mean(ind) if 0 < ind.sum() < ind.size else ess_bulk(v)
+    z_below = (below - p) / math.sqrt(p * (1 - p) / ess_ind)
     q5 = float(np.quantile(v, 0.05))
     return dict(ess=ess_bulk(v), mean=mean, sd=sd, z_mean=z_mean, z_sd=z_sd,
-                below=below, q5=q5, vmin=float(v.min()))
+                below=below, z_below=z_below, q5=q5, vmin=float(v.min()))
 
 
 def banana_checks(fit):
@@ -239,7 +245,7 @@ def main():
                 chk = funnel_checks(fit)
                 extra = (f"v: mean {chk['mean']:+.2f} (z {fmt_z(chk['z_mean'])}), sd "
                          f"{chk['sd']:.2f} (z {fmt_z(chk['z_sd'])}), P(v<-5) "
-                         f"{100 * chk['below']:.1f}% (4.8%), q5 {chk['q5']:+.2f} (-4.93), "
+                         f"{100 * chk['below']:.1f}% (z {fmt_z(chk['z_below'])}), q5 {chk['q5']:+.2f} (-4.93), "
                          f"min {chk['vmin']:+.1f}")
             elif case == "banana":
                 chk = banana_checks(fit)

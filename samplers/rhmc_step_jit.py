@@ -23,6 +23,11 @@ decide it hands back (:data:`HANDOFF`): an interpreter status other than OK (a g
 that changed, a value outside a domain) or a non-finite Hessian or gradient - the
 Python step then redoes the whole step, with the model's own calls raising,
 re-recording or rejecting as they always do.
+
+Numba's disk cache does not see changes in the functions this module calls
+(:mod:`.rhmc_kernels`, the interpreter): after editing those, delete
+``samplers/__pycache__/rhmc_step_jit*.nb*`` or this step keeps the old code (seen:
+a changed least-squares update in the Python step but not here).
 """
 
 import math
