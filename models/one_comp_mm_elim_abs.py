@@ -31,7 +31,47 @@ def mm_elimination_rhs(t, C, k_a, K_m, V_m, D, V):
     return -elim
 
 
-class OneCompMmElimAbs(sl.Model):
+class _OneCompMmElimAbsData:
+    """What both parameterisations share: the data, the ODE solver options, the
+    gut's initial state and the outputs (observed, predictive, log_likelihood,
+    generated_quantities). A plain mixin, not a Model: the declarations are
+    collected from the class's MRO."""
+
+    t0 = sl.data.real()
+    D = sl.data.real(lower=0)
+    V = sl.data.real(lower=0)
+    N_t = sl.data.int(lower=1)
+    times = sl.data.vector("N_t")
+    C_hat = sl.data.vector("N_t", lower=0)
+
+    def transformed_data(self):
+        if np.any(np.diff(self.times) < 0) or not np.all(self.times > self.t0):
+            raise sl.DataError("times must be non-decreasing and after t0, got "
+                               f"t0 = {self.t0}, times = {self.times}")
+        return {"y0": np.zeros(1)}                    # the gut starts empty
+
+    def __init__(self, *args, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
+        super().__init__(*args, **data)
+        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,     # solver options
+                                max_num_steps=max_num_steps)
+
+    observed = ("C_hat",)
+    predictive = {"C_hat": "C_ppc"}
+
+    def log_likelihood(self, sigma, C):
+        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
+        prior of sample_prior_predictive is log_prob minus its sum."""
+        return sl.lognormal_lpdf(self.C_hat, sl.log(C[:, 0]), sigma, reduce=False)
+
+    def generated_quantities(self, rng, sigma, C):
+        mu = np.log(C[:, 0])
+        z = (np.log(self.C_hat) - mu) / sigma
+        return {"C_ppc": np.exp(rng.normal(mu, sigma)),
+                "log_lik": -0.5 * z * z - np.log(sigma * self.C_hat)
+                - 0.5 * np.log(2.0 * np.pi)}
+
+
+class OneCompMmElimAbs(_OneCompMmElimAbsData, sl.Model):
     r"""One-compartment pharmacokinetics with first-order absorption and saturable
     (Michaelis-Menten) elimination, concentrations with log-normal error.
 
@@ -71,55 +111,21 @@ class OneCompMmElimAbs(sl.Model):
     posteriordb's (synthetic: D = 30, V = 2, 20 times over 10 days).
     """
 
-    t0 = sl.data.real()
-    D = sl.data.real(lower=0)
-    V = sl.data.real(lower=0)
-    N_t = sl.data.int(lower=1)
-    times = sl.data.vector("N_t")
-    C_hat = sl.data.vector("N_t", lower=0)
-
     k_a = sl.param.real(lower=0)
     K_m = sl.param.real(lower=0)
     V_m = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
-
-    def transformed_data(self):
-        if np.any(np.diff(self.times) < 0) or not np.all(self.times > self.t0):
-            raise sl.DataError("times must be non-decreasing and after t0, got "
-                               f"t0 = {self.t0}, times = {self.times}")
-        return {"y0": np.zeros(1)}                    # the gut starts empty
-
-    def __init__(self, *args, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
-        super().__init__(*args, **data)
-        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,     # solver options
-                                max_num_steps=max_num_steps)
 
     def transformed_parameters(self, k_a, K_m, V_m):
         C = sl.ode_bdf(mm_elimination_rhs, self.y0, self.t0, self.times, k_a, K_m, V_m,
                        self.D, self.V, **self.ode_control)
         return {"C": C}
 
-    observed = ("C_hat",)
-    predictive = {"C_hat": "C_ppc"}
-
     def log_prob(self, k_a, K_m, V_m, sigma, C):
         lp = sl.cauchy_lpdf(sl.stack([k_a, K_m, V_m, sigma]), 0.0, 1.0)
         return lp + sl.lognormal_lpdf(self.C_hat, sl.log(C[:, 0]), sigma)
 
-    def log_likelihood(self, sigma, C):
-        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
-        prior of sample_prior_predictive is log_prob minus its sum."""
-        return sl.lognormal_lpdf(self.C_hat, sl.log(C[:, 0]), sigma, reduce=False)
-
-    def generated_quantities(self, rng, sigma, C):
-        mu = np.log(C[:, 0])
-        z = (np.log(self.C_hat) - mu) / sigma
-        return {"C_ppc": np.exp(rng.normal(mu, sigma)),
-                "log_lik": -0.5 * z * z - np.log(sigma * self.C_hat)
-                - 0.5 * np.log(2.0 * np.pi)}
-
-
-class OneCompMmElimAbsRidge(sl.Model):
+class OneCompMmElimAbsRidge(_OneCompMmElimAbsData, sl.Model):
     r""":class:`OneCompMmElimAbs`'s posterior sampled along its ridge: the same model,
     with ``V_m`` replaced as a parameter by the elimination rate scale ``r``,
 
@@ -152,30 +158,13 @@ class OneCompMmElimAbsRidge(sl.Model):
     ``r``, ``sigma``; transformed parameters ``V_m`` and ``C``.
     """
 
-    t0 = sl.data.real()
-    D = sl.data.real(lower=0)
-    V = sl.data.real(lower=0)
-    N_t = sl.data.int(lower=1)
-    times = sl.data.vector("N_t")
-    C_hat = sl.data.vector("N_t", lower=0)
-
     k_a = sl.param.real(lower=0)
     K_m = sl.param.real(lower=0)
     r = sl.param.real(lower=0)
     sigma = sl.param.real(lower=0)
 
-    def __init__(self, *args, rel_tol=1e-6, abs_tol=1e-6, max_num_steps=1000, **data):
-        super().__init__(*args, **data)
-        self.ode_control = dict(rel_tol=rel_tol, abs_tol=abs_tol,
-                                max_num_steps=max_num_steps)
-
-    observed = OneCompMmElimAbs.observed
-    predictive = OneCompMmElimAbs.predictive
-    log_likelihood = OneCompMmElimAbs.log_likelihood
-    generated_quantities = OneCompMmElimAbs.generated_quantities
-
     def transformed_data(self):
-        out = OneCompMmElimAbs.transformed_data(self)
+        out = super().transformed_data()
         out["c_ref"] = float(np.median(self.C_hat))
         return out
 
