@@ -19,21 +19,13 @@ zero partials (``pareto_lpdf`` with ``y < y_min``, ``inv_gamma_lpdf`` with
 
 CDFs w.r.t. shape parameters. ``gamma``, ``inv_gamma``, the chi-squares and ``beta``
 have CDFs that are regularized incomplete gamma/beta functions, whose derivatives in
-the shape are not closed-form. With ``F(a) = int_A t^(a-1) e^(-t) dt / Gamma(a)``
-(A = (0, x) or (x, inf)) one has the exact identity
+the shape are not closed-form; :mod:`stanlite.math.incomplete` computes them as
+conditional moments (``log_gamma_p``, ``log_inc_beta``, ...: differentiable to every
+order in every argument), so gradients, Hessians and forward mode all work w.r.t.
+shapes.
 
-    d/da log F = E[log t | t in A] - digamma(a),
-
-and every further derivative is again a conditional moment:
-``d/da E[g | A] = E[g log t | A] - E[g | A] E[log t | A]`` and
-``d/dx E[g | A] = (d/dx log F) (g(x) - E[g | A])``; the beta case is the same with
-``log t`` and ``log(1 - t)`` for its two shapes. The moments are integrals of a
-log-concave density, computed by composite Gauss-Legendre quadrature in ``log t``
-(gamma) or ``logit t`` (beta), on panels placed where the log integrand falls by set
-amounts below its maximum (relative error ~1e-13 in tests against mpmath). The
-private primitives :func:`_log_gamma_p`, :func:`_log_gamma_q`, :func:`_log_inc_beta`,
-:func:`_log1m_inc_beta` and the moments are therefore differentiable to every order
-in every argument: gradients, Hessians and forward mode all work w.r.t. shapes.
+Each family is one :func:`.family.family` declaration: its arguments with their
+constraints, its kernels (value and partials in one pass), its draws and docs.
 
 >>> import numpy as np, stanlite as sl
 >>> round(sl.gamma_lpdf(2.0, 3.0, 1.5), 6)                 # shape 3, rate 1.5
@@ -47,19 +39,18 @@ array([-0.435331,  0.171508])
 import math
 
 import numpy as np
-import scipy.special as sps
 
 from .. import math as sm
-from ..autodiff.extend import defjvp, defvjp, primitive
 from ..autodiff.var import guarded, shape_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
                                    guard_lowering as _guard_lowering)
 from ..errors import DomainError
-from .fused import (check_finite, check_in_range, check_nonnegative, check_not_nan,
-                    check_positive, fused, plain, pointwise, reps)
-from .rng import as_generator, draw
+from ..math.incomplete import beta_tail, gamma_tail, times_log as _xlog
+from .family import (FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, cdf_doc, family, in_range,
+                     rng_doc)
+from .fused import plain, pointwise, reps
 
 _NAMES = ["lognormal", "chi_square", "inv_chi_square", "scaled_inv_chi_square",
           "exponential", "gamma", "inv_gamma", "weibull", "frechet", "pareto",
@@ -106,14 +97,6 @@ def _neg_or_inf(y):
     return bool(np.any((y < 0) | (y == _INF)))
 
 
-def _at_pole(x, pole):
-    return bool(np.any(np.asarray(x) == pole))
-
-
-def _zero_times_pole(c, x, pole):
-    return (np.asarray(x) == pole) & (np.asarray(c) == 0)
-
-
 def _size(*args):
     shape = np.broadcast_shapes(*[shape_of(a) for a in args])
     return int(np.prod(shape, dtype=np.int64)), shape
@@ -134,23 +117,6 @@ def _bc(p, shape):
 def _dead(need):
     """log density -inf (an outcome with zero probability): zero partials, as Stan."""
     return -_INF, [0.0 if nd else None for nd in need]
-
-
-def _xlog(c, x, lx=None, pole=0.0, logf=sm.log):
-    """``c * logf(x)`` with ``0 * logf(pole) = 0`` (``logf(pole) = -inf``), using a
-    double ``where`` so that no NaN enters a reverse sweep."""
-    if lx is None:
-        lx = logf(x)
-    if not guarded(_at_pole, x, pole):
-        return c * lx
-    bad = guarded(_zero_times_pole, c, x, pole)
-    if not np.any(bad):
-        return c * lx
-    return sm.where(bad, 0.0, c * logf(sm.where(bad, 0.5, x)))
-
-
-def _log1m(x):
-    return sm.log1m(x)
 
 
 def _edges(y, lo, hi, safe, lower_tail):
@@ -204,319 +170,14 @@ def _check_ge(fn, arg, x, lower, lower_name):
     _require(fn, arg, x, ok, f">= {lower_name}")
 
 
+def _y_at_least_mu(fn, y, mu, lam, alpha):
+    _check_ge(fn, "y", y, mu, "mu")
+
+
 def _check_open_unit(fn, arg, x):
     x = np.asarray(x, dtype=float)
     with np.errstate(invalid="ignore"):
         _require(fn, arg, x, (x > 0) & (x < 1), "in the open interval (0, 1)")
-
-
-# --------------------------------------------------------------------------------------
-# conditional moments of log-concave densities by Gauss-Legendre quadrature
-# --------------------------------------------------------------------------------------
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
-# panel ends: where the log integrand has fallen by these amounts below its maximum on
-# the interval, plus fixed offsets (unit-scale features near the maximum); beyond the
-# last level the integrand is < e^-80 of its peak and is dropped
-_LEVELS = np.array([0.5, 1.5, 3.0, 5.0, 8.0, 12.0, 17.0, 23.0, 30.0, 38.0, 47.0, 57.0,
-                    68.0, 80.0])
-_FIXED = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
-_SIDES = np.array([-1.0, 1.0])[:, None, None]
-
-
-def _concave_quad(phi, dphi, d2phi, lo, hi, mode, mults):
-    """``log int_lo^hi e^phi(v) dv`` and ``E[g(v)] = int g e^phi / int e^phi`` for each
-    ``g`` in ``mults``, elementwise, for ``phi`` concave with its maximum at ``mode``.
-
-    ``phi``/``dphi``/``d2phi`` (its derivatives) and the ``g`` map arrays shaped
-    ``(..., N)`` to the same shape (parameters broadcast on the last axis). On each
-    side of the maximum ``c`` (``mode`` clipped to the interval) the points where
-    ``phi`` falls by ``_LEVELS`` below ``phi(c)`` are found by bisection in the log of
-    the distance to ``c`` (within 1e-10 .. 1e14 local length scales); the panels
-    between them and the fixed offsets get 12-point Gauss-Legendre rules. An empty
-    interval gives ``-inf`` and moments ``g(c)`` (the limit).
-    """
-    lo, hi, mode = (a.ravel() for a in np.broadcast_arrays(lo, hi, mode))
-    c = np.clip(mode, lo, hi)
-    pm = phi(c)
-    s = 1.0 / np.hypot(dphi(c), np.sqrt(-d2phi(c)))        # local length scale
-    dist = np.stack([c - lo, hi - c])                         # (2, N)
-    dmin = 1e-10 * s
-    dmax = np.minimum(dist, 1e14 * s)
-    target = pm - _LEVELS[:, None]                            # (L, N)
-    shape = (2, len(_LEVELS), len(c))
-    zlo = np.broadcast_to(np.log(dmin), shape).copy()
-    zhi = np.broadcast_to(np.log(np.maximum(dmax, dmin))[:, None, :], shape).copy()
-    cc = c[None, None, :]
-    reach = phi(cc + _SIDES * np.exp(zhi)) >= target          # level beyond dmax
-    for _ in range(24):
-        mid = 0.5 * (zlo + zhi)
-        above = phi(cc + _SIDES * np.exp(mid)) >= target
-        zlo = np.where(above, mid, zlo)
-        zhi = np.where(above, zhi, mid)
-    d = np.where(reach, np.broadcast_to(dmax[:, None, :], shape), np.exp(zhi))
-    d = np.where(dist[:, None, :] == 0, 0.0, d)
-    last = d[:, -1:, :]
-    b = np.sort(np.concatenate([np.zeros_like(last), d,
-                                np.minimum(_FIXED[None, :, None], last)], axis=1), axis=1)
-    half = 0.5 * (b[:, 1:, :] - b[:, :-1, :])                # (2, P, N)
-    mid = 0.5 * (b[:, 1:, :] + b[:, :-1, :])
-    v = cc[:, :, None, :] + _SIDES[:, :, :, None] * (
-        mid[:, :, None, :] + half[:, :, None, :] * _GL_X[None, None, :, None])
-    w = np.exp(phi(v) - pm) * (half[:, :, None, :] * _GL_W[None, None, :, None])
-    w = np.where(half[:, :, None, :] > 0, w, 0.0)
-    i0 = w.sum(axis=(0, 1, 2))
-    empty = i0 == 0
-    logi = np.log(i0) + pm
-    moms = []
-    for g in mults:
-        m = (g(v) * w).sum(axis=(0, 1, 2)) / np.where(empty, 1.0, i0)
-        if np.any(empty):
-            m = np.where(empty, g(c), m)
-        moms.append(m)
-    return logi, moms
-
-
-def _gamma_stats(a, x, upper, ks=()):
-    """log P(a, x) (or log Q) and E[(log t)^k | t < x (or > x)], t ~ Gamma(a, 1):
-    integrals over v = log t of exp(a v - e^v) (the density of log t)."""
-    a, x = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(x, dtype=float))
-    shape = a.shape
-    a1 = a.ravel()
-
-    def phi(v):            # v: (..., N), the parameters on the last axis
-        return a1 * v - np.exp(v)
-
-    def dphi(v):
-        return a1 - np.exp(v)
-
-    def d2phi(v):
-        return -np.exp(v)
-
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        lx = np.log(x)
-        lo, hi = (lx, np.full_like(lx, _INF)) if upper else (np.full_like(lx, -_INF), lx)
-        logi, moms = _concave_quad(phi, dphi, d2phi, lo, hi, np.log(a), [
-            (lambda v, k=k: v ** k) for k in ks])
-        logi = logi - sps.gammaln(a1)
-    return logi.reshape(shape), [m.reshape(shape) for m in moms]
-
-
-def _beta_stats(a, b, x, upper, jls=()):
-    """log I_x(a, b) (or log(1 - I)) and E[(log t)^j (log(1-t))^l | t < x (or > x)],
-    t ~ Beta(a, b): integrals over w = logit t of t^a (1-t)^b."""
-    a, b, x = np.broadcast_arrays(*(np.asarray(z, dtype=float) for z in (a, b, x)))
-    shape = a.shape
-    a1, b1 = a.ravel(), b.ravel()
-
-    def ls(v):
-        return -np.logaddexp(0.0, -v)          # log inv_logit(v) = log t
-
-    def phi(v):            # v: (..., N), the parameters on the last axis
-        return a1 * ls(v) + b1 * ls(-v)
-
-    def dphi(v):
-        return a1 * sps.expit(-v) - b1 * sps.expit(v)
-
-    def d2phi(v):
-        return -(a1 + b1) * sps.expit(v) * sps.expit(-v)
-
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        lx = sps.logit(x.ravel())
-        lo, hi = (lx, np.full_like(lx, _INF)) if upper else (np.full_like(lx, -_INF), lx)
-        logi, moms = _concave_quad(phi, dphi, d2phi, lo, hi, np.log(a1) - np.log(b1), [
-            (lambda v, j=j, l=l: ls(v) ** j * ls(-v) ** l) for j, l in jls])
-        logi = logi - sps.betaln(a1, b1)
-    return logi.reshape(shape), [m.reshape(shape) for m in moms]
-
-
-def _f(r):
-    r = np.asarray(r, dtype=float)
-    return float(r) if r.ndim == 0 else r
-
-
-def _log_cdf_raw(lower, upper, stats, args, tail):
-    """log of a regularized CDF from scipy's lower/upper values (the larger one via
-    log1p of the other, so log F stays accurate near 0), falling back to the
-    quadrature ``stats(*args, tail)`` where the value underflows."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(lower < 0.5, np.log(lower), np.log1p(-upper))
-        tiny = lower < 1e-290
-        if np.any(tiny):
-            args = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in args))
-            r = np.array(np.broadcast_to(r, tiny.shape))
-            r[tiny] = stats(*[a[tiny] for a in args], tail)[0]
-    return r
-
-
-# --------------------------------------------------------------------------------------
-# differentiable primitives: log P, log Q, log I, log(1 - I) and conditional moments
-# --------------------------------------------------------------------------------------
-def _elementwise(prim):
-    prim._spec.broadcasting = True
-    return prim
-
-
-@_elementwise
-@primitive
-def _log_gamma_p(a, x):
-    """log P(a, x), the log of the regularized lower incomplete gamma function."""
-    p, q = sps.gammainc(a, x), sps.gammaincc(a, x)
-    return _f(_log_cdf_raw(p, q, _gamma_stats, (a, x), False))
-
-
-@_elementwise
-@primitive
-def _log_gamma_q(a, x):
-    """log Q(a, x) = log(1 - P(a, x))."""
-    p, q = sps.gammainc(a, x), sps.gammaincc(a, x)
-    return _f(_log_cdf_raw(q, p, _gamma_stats, (a, x), True))
-
-
-@_elementwise
-@primitive
-def _gamma_moment(k, upper, a, x):
-    """E[(log t)^k | t < x] (``upper``: t > x) for t ~ Gamma(a, 1)."""
-    return _f(_gamma_stats(a, x, bool(upper), (k,))[1][0])
-
-
-def _gamma_dlog(upper, lf, a, x):
-    """d/dx log F(a, x) = +-x^(a-1) e^-x / (Gamma(a) F), in logs (F = P or Q = e^lf)."""
-    h = sm.exp(_xlog(a - 1.0, x) - x - sm.lgamma(a) - lf)
-    return -h if upper else h
-
-
-def _gamma_log_cdf_rules(upper):
-    def da(g, ans, a, x):
-        # d/da log F = E[log t | A] - digamma(a)
-        return g * (_gamma_moment(1, upper, a, x) - sm.digamma(a))
-
-    def dx(g, ans, a, x):
-        return g * _gamma_dlog(upper, ans, a, x)
-    return da, dx
-
-
-for _p, _u in ((_log_gamma_p, 0), (_log_gamma_q, 1)):
-    defvjp(_p, *_gamma_log_cdf_rules(_u))
-    defjvp(_p, *_gamma_log_cdf_rules(_u))
-
-
-def _d_gamma_moment_a(g, ans, k, upper, a, x):
-    # d/da E[m | A] = E[m log t | A] - E[m | A] E[log t | A]
-    m1 = ans if k == 1 else _gamma_moment(1, upper, a, x)
-    return g * (_gamma_moment(k + 1, upper, a, x) - ans * m1)
-
-
-def _d_gamma_moment_x(g, ans, k, upper, a, x):
-    # d/dx E[m | A] = (d/dx log F) (m(x) - E[m | A]),  m = (log t)^k
-    lf = (_log_gamma_q if upper else _log_gamma_p)(a, x)
-    lx = sm.log(x)
-    return g * _gamma_dlog(upper, lf, a, x) * ((lx if k == 1 else lx ** k) - ans)
-
-
-defvjp(_gamma_moment, None, None, _d_gamma_moment_a, _d_gamma_moment_x)
-defjvp(_gamma_moment, None, None, _d_gamma_moment_a, _d_gamma_moment_x)
-
-
-@_elementwise
-@primitive
-def _log_inc_beta(a, b, x):
-    """log I_x(a, b), the log of the regularized incomplete beta function."""
-    p, q = sps.betainc(a, b, x), sps.betaincc(a, b, x)
-    return _f(_log_cdf_raw(p, q, _beta_stats, (a, b, x), False))
-
-
-@_elementwise
-@primitive
-def _log1m_inc_beta(a, b, x):
-    """log(1 - I_x(a, b))."""
-    p, q = sps.betainc(a, b, x), sps.betaincc(a, b, x)
-    return _f(_log_cdf_raw(q, p, _beta_stats, (a, b, x), True))
-
-
-@_elementwise
-@primitive
-def _beta_moment(j, l, upper, a, b, x):
-    """E[(log t)^j (log(1-t))^l | t < x] (``upper``: t > x) for t ~ Beta(a, b)."""
-    return _f(_beta_stats(a, b, x, bool(upper), ((j, l),))[1][0])
-
-
-def _beta_dlog(upper, lf, a, b, x):
-    """d/dx log F = +-x^(a-1) (1-x)^(b-1) / (B(a, b) F), in logs."""
-    h = sm.exp(_xlog(a - 1.0, x) + _xlog(b - 1.0, x, pole=1.0, logf=_log1m)
-               - sm.lbeta(a, b) - lf)
-    return -h if upper else h
-
-
-def _beta_log_cdf_rules(upper):
-    # d/da log F = E[log t | A] - (digamma(a) - digamma(a + b)); b: log(1 - t)
-    def da(g, ans, a, b, x):
-        return g * (_beta_moment(1, 0, upper, a, b, x) - sm.digamma(a)
-                    + sm.digamma(a + b))
-
-    def db(g, ans, a, b, x):
-        return g * (_beta_moment(0, 1, upper, a, b, x) - sm.digamma(b)
-                    + sm.digamma(a + b))
-
-    def dx(g, ans, a, b, x):
-        return g * _beta_dlog(upper, ans, a, b, x)
-    return da, db, dx
-
-
-for _p, _u in ((_log_inc_beta, 0), (_log1m_inc_beta, 1)):
-    defvjp(_p, *_beta_log_cdf_rules(_u))
-    defjvp(_p, *_beta_log_cdf_rules(_u))
-
-
-def _d_beta_moment_a(g, ans, j, l, upper, a, b, x):
-    m1 = ans if (j, l) == (1, 0) else _beta_moment(1, 0, upper, a, b, x)
-    return g * (_beta_moment(j + 1, l, upper, a, b, x) - ans * m1)
-
-
-def _d_beta_moment_b(g, ans, j, l, upper, a, b, x):
-    m1 = ans if (j, l) == (0, 1) else _beta_moment(0, 1, upper, a, b, x)
-    return g * (_beta_moment(j, l + 1, upper, a, b, x) - ans * m1)
-
-
-def _d_beta_moment_x(g, ans, j, l, upper, a, b, x):
-    lf = (_log1m_inc_beta if upper else _log_inc_beta)(a, b, x)
-    m = 1.0
-    if j:
-        m = m * sm.log(x) ** j
-    if l:
-        m = m * sm.log1m(x) ** l
-    return g * _beta_dlog(upper, lf, a, b, x) * (m - ans)
-
-
-defvjp(_beta_moment, None, None, None, _d_beta_moment_a, _d_beta_moment_b,
-       _d_beta_moment_x)
-defjvp(_beta_moment, None, None, None, _d_beta_moment_a, _d_beta_moment_b,
-       _d_beta_moment_x)
-
-
-# --------------------------------------------------------------------------------------
-# shared CDF kernels: log P / log Q in (a, x) with x = x(y, params)
-# --------------------------------------------------------------------------------------
-def _gamma_tail(upper, need_a, need_x, a, x):
-    """(log F, dlogF/da or None, dlogF/dx or None) for F = P(a, x) or Q(a, x)."""
-    lf = (_log_gamma_q if upper else _log_gamma_p)(a, x)
-    da = _gamma_moment(1, upper, a, x) - sm.digamma(a) if need_a else None
-    dx = _gamma_dlog(upper, lf, a, x) if need_x else None
-    return lf, da, dx
-
-
-def _beta_tail(upper, need, a, b, x):
-    """(log F, [dlogF/da, dlogF/db, dlogF/dx]) for F = I_x(a, b) or 1 - I_x(a, b)."""
-    lf = (_log1m_inc_beta if upper else _log_inc_beta)(a, b, x)
-    parts = [None, None, None]
-    if need[0] or need[1]:
-        dab = sm.digamma(a + b)
-        if need[0]:
-            parts[0] = _beta_moment(1, 0, upper, a, b, x) - sm.digamma(a) + dab
-        if need[1]:
-            parts[1] = _beta_moment(0, 1, upper, a, b, x) - sm.digamma(b) + dab
-    if need[2]:
-        parts[2] = _beta_dlog(upper, lf, a, b, x)
-    return lf, parts
 
 
 def _positive_edges(y):
@@ -524,38 +185,9 @@ def _positive_edges(y):
     return yv == 0, yv == _INF
 
 
-def _make(name, kernel, check, doc):
-    def quiet(need, *args):
-        # the ends of the supports (log 0, 1/0) are handled: no numpy warnings there
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return kernel(need, *args)
-    quiet.__doc__ = kernel.__doc__
-    f = fused(name, quiet, check)
-    f.__doc__ = doc
-    return f
-
-
-def _cdf_doc(dist, what, tail):
-    kind = "cumulative distribution function" if tail == "lcdf" else \
-        "complementary CDF (1 - CDF)"
-    return (f"Log of the {dist} {kind}, summed over elements: {what}.\n\n"
-            f"    Same arguments, parameterisation and checks as ``{dist}_lpdf``.\n    ")
-
-
-def _rng_doc(dist, how):
-    return (f"Draws from {dist} ({how}), shaped like the broadcast of the parameters; "
-            "``rng``: a Generator, a seed or None.")
-
-
 # --------------------------------------------------------------------------------------
 # lognormal(y | mu, sigma)
 # --------------------------------------------------------------------------------------
-def _check_lognormal(fn, y_check=check_nonnegative):
-    def check(y, mu, sigma):
-        y_check(fn, "y", y)
-        check_finite(fn, "mu", mu)
-        check_positive(fn, "sigma", sigma)
-    return check
 
 
 def _lognormal(need, y, mu, sigma):
@@ -610,7 +242,15 @@ def _lognormal_cdf(lower):
     return kernel
 
 
-lognormal_lpdf = _make("lognormal_lpdf", _lognormal, _check_lognormal("lognormal_lpdf"), """
+lognormal_lpdf, lognormal_lcdf, lognormal_lccdf, lognormal_rng = family(
+    "lognormal",
+    (("y", NONNEGATIVE), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_lognormal,
+    lcdf=_lognormal_cdf(True),
+    lccdf=_lognormal_cdf(False),
+    quiet=True,
+    rng=lambda g, mu, sigma, size: g.lognormal(mu, sigma, size),
+    doc="""
     Lognormal log density, summed: sum_i log LogNormal(y_i | mu_i, sigma_i).
 
     log LogNormal(y | mu, sigma) = -log(sigma) - log(2 pi)/2 - log(y)
@@ -621,34 +261,17 @@ lognormal_lpdf = _make("lognormal_lpdf", _lognormal, _check_lognormal("lognormal
     >>> import stanlite as sl
     >>> round(sl.lognormal_lpdf(2.0, 0.5, 1.5), 6)
     -2.025841
-    """)
+    """,
+    lcdf_doc=cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"),
+    lccdf_doc=cdf_doc("lognormal", "log Phi(-(log y - mu) / sigma)", "lccdf"),
+    rng_doc=rng_doc("LogNormal(mu, sigma)", "exp of a normal draw"))
 _deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
 _check_lowering(lognormal_lpdf, "nonnegative_finite", "finite", "positive_finite")
-lognormal_lcdf = _make("lognormal_lcdf", _lognormal_cdf(True),
-                       _check_lognormal("lognormal_lcdf"),
-                       _cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"))
-lognormal_lccdf = _make("lognormal_lccdf", _lognormal_cdf(False),
-                        _check_lognormal("lognormal_lccdf"),
-                        _cdf_doc("lognormal", "log Phi(-(log y - mu) / sigma)", "lccdf"))
-
-
-def lognormal_rng(mu, sigma, rng=None):
-    check_finite("lognormal_rng", "mu", mu)
-    check_positive("lognormal_rng", "sigma", sigma)
-    return draw(as_generator(rng).lognormal, mu, sigma)
-
-
-lognormal_rng.__doc__ = _rng_doc("LogNormal(mu, sigma)", "exp of a normal draw")
 
 
 # --------------------------------------------------------------------------------------
 # chi_square(y | nu), inv_chi_square(y | nu), scaled_inv_chi_square(y | nu, s)
 # --------------------------------------------------------------------------------------
-def _check_nu(fn, y_check=check_nonnegative):
-    def check(y, nu):
-        y_check(fn, "y", y)
-        check_positive(fn, "nu", nu)
-    return check
 
 
 def _chi_square(need, y, nu):
@@ -678,33 +301,30 @@ def _chi_square_cdf(lower):
         if y is None:
             return _dead(need)
         n, shape = _size(y, nu)
-        lf, da, dx = _gamma_tail(not lower, need[1], need[0], 0.5 * nu, 0.5 * y)
+        lf, da, dx = gamma_tail(not lower, need[1], need[0], 0.5 * nu, 0.5 * y)
         return _finish(n, shape, lf, [None if dx is None else 0.5 * dx,
                                       None if da is None else 0.5 * da], zero)
     return kernel
 
 
-chi_square_lpdf = _make("chi_square_lpdf", _chi_square, _check_nu("chi_square_lpdf"), """
+chi_square_lpdf, chi_square_lcdf, chi_square_lccdf, chi_square_rng = family(
+    "chi_square",
+    (("y", NONNEGATIVE), ("nu", POSITIVE)),
+    lpdf=_chi_square,
+    lcdf=_chi_square_cdf(True),
+    lccdf=_chi_square_cdf(False),
+    quiet=True,
+    rng=lambda g, nu, size: g.chisquare(nu, size),
+    doc="""
     Chi-square log density, summed: sum_i log ChiSquare(y_i | nu_i).
 
     log ChiSquare(y | nu) = (nu/2 - 1) log(y) - y/2 - (nu/2) log(2) - lgamma(nu/2)
 
     y >= 0, nu > 0 (degrees of freedom, any positive real).
-    """)
-chi_square_lcdf = _make("chi_square_lcdf", _chi_square_cdf(True),
-                        _check_nu("chi_square_lcdf"),
-                        _cdf_doc("chi-square", "log P(nu/2, y/2)", "lcdf"))
-chi_square_lccdf = _make("chi_square_lccdf", _chi_square_cdf(False),
-                         _check_nu("chi_square_lccdf"),
-                         _cdf_doc("chi-square", "log Q(nu/2, y/2)", "lccdf"))
-
-
-def chi_square_rng(nu, rng=None):
-    check_positive("chi_square_rng", "nu", nu)
-    return draw(as_generator(rng).chisquare, nu)
-
-
-chi_square_rng.__doc__ = _rng_doc("ChiSquare(nu)", "numpy's chisquare")
+    """,
+    lcdf_doc=cdf_doc("chi-square", "log P(nu/2, y/2)", "lcdf"),
+    lccdf_doc=cdf_doc("chi-square", "log Q(nu/2, y/2)", "lccdf"),
+    rng_doc=rng_doc("ChiSquare(nu)", "numpy's chisquare"))
 
 
 def _inv_chi_square(need, y, nu):
@@ -736,45 +356,33 @@ def _inv_chi_square_cdf(lower):
             return _dead(need)
         n, shape = _size(y, nu)
         x = 0.5 / y
-        lf, da, dx = _gamma_tail(lower, need[1], need[0], 0.5 * nu, x)
+        lf, da, dx = gamma_tail(lower, need[1], need[0], 0.5 * nu, x)
         return _finish(n, shape, lf, [None if dx is None else -dx * x / y,
                                       None if da is None else 0.5 * da], zero)
     return kernel
 
 
-inv_chi_square_lpdf = _make(
-    "inv_chi_square_lpdf", _inv_chi_square, _check_nu("inv_chi_square_lpdf", check_not_nan),
-    """
+inv_chi_square_lpdf, inv_chi_square_lcdf, inv_chi_square_lccdf, inv_chi_square_rng = family(
+    "inv_chi_square",
+    (("y", NOT_NAN), ("nu", POSITIVE)),
+    lpdf=_inv_chi_square,
+    lcdf=_inv_chi_square_cdf(True),
+    lccdf=_inv_chi_square_cdf(False),
+    cdf_args={"y": NONNEGATIVE},
+    quiet=True,
+    rng=lambda g, nu, size: 1.0 / g.chisquare(nu, size),
+    doc="""
     Inverse chi-square log density, summed: sum_i log InvChiSquare(y_i | nu_i).
 
     log InvChiSquare(y | nu) = -(nu/2 + 1) log(y) - 1/(2 y) - (nu/2) log(2)
                                - lgamma(nu/2)
 
     y > 0 (as Stan: y <= 0 gives -inf, NaN raises), nu > 0.
-    """)
-inv_chi_square_lcdf = _make("inv_chi_square_lcdf", _inv_chi_square_cdf(True),
-                            _check_nu("inv_chi_square_lcdf"),
-                            _cdf_doc("inverse chi-square", "log Q(nu/2, 1/(2 y))", "lcdf"))
-inv_chi_square_lccdf = _make("inv_chi_square_lccdf", _inv_chi_square_cdf(False),
-                             _check_nu("inv_chi_square_lccdf"),
-                             _cdf_doc("inverse chi-square", "log P(nu/2, 1/(2 y))",
-                                      "lccdf"))
-
-
-def inv_chi_square_rng(nu, rng=None):
-    check_positive("inv_chi_square_rng", "nu", nu)
-    return draw(lambda nu, size: 1.0 / as_generator(rng).chisquare(nu, size), nu)
-
-
-inv_chi_square_rng.__doc__ = _rng_doc("InvChiSquare(nu)", "1 / a chi-square draw")
-
-
-def _check_scaled_inv_chi_square(fn, y_check=check_nonnegative):
-    def check(y, nu, s):
-        y_check(fn, "y", y)
-        check_positive(fn, "nu", nu)
-        check_positive(fn, "s", s)
-    return check
+    """,
+    lcdf_doc=cdf_doc("inverse chi-square", "log Q(nu/2, 1/(2 y))", "lcdf"),
+    lccdf_doc=cdf_doc("inverse chi-square", "log P(nu/2, 1/(2 y))",
+                                      "lccdf"),
+    rng_doc=rng_doc("InvChiSquare(nu)", "1 / a chi-square draw"))
 
 
 def _scaled_inv_chi_square(need, y, nu, s):
@@ -813,7 +421,7 @@ def _scaled_inv_chi_square_cdf(lower):
         n, shape = _size(y, nu, s)
         h = 0.5 * nu
         x = h * s * s / y
-        lf, da, dx = _gamma_tail(lower, need[1], any(need), h, x)
+        lf, da, dx = gamma_tail(lower, need[1], any(need), h, x)
         parts = [None, None, None]
         if need[0]:
             parts[0] = -dx * x / y
@@ -825,45 +433,35 @@ def _scaled_inv_chi_square_cdf(lower):
     return kernel
 
 
-scaled_inv_chi_square_lpdf = _make(
-    "scaled_inv_chi_square_lpdf", _scaled_inv_chi_square,
-    _check_scaled_inv_chi_square("scaled_inv_chi_square_lpdf", check_not_nan), """
+(scaled_inv_chi_square_lpdf,
+ scaled_inv_chi_square_lcdf,
+ scaled_inv_chi_square_lccdf,
+ scaled_inv_chi_square_rng) = family(
+    "scaled_inv_chi_square",
+    (("y", NOT_NAN), ("nu", POSITIVE), ("s", POSITIVE)),
+    lpdf=_scaled_inv_chi_square,
+    lcdf=_scaled_inv_chi_square_cdf(True),
+    lccdf=_scaled_inv_chi_square_cdf(False),
+    cdf_args={"y": NONNEGATIVE},
+    quiet=True,
+    rng=lambda g, nu, s, size: nu * s * s / g.chisquare(nu, size),
+    doc="""
     Scaled inverse chi-square log density, summed over elements:
 
     log ScaledInvChiSquare(y | nu, s) = (nu/2) log(nu/2) - lgamma(nu/2) + nu log(s)
                                         - (nu/2 + 1) log(y) - nu s^2 / (2 y)
 
     y > 0 (as Stan: y <= 0 gives -inf, NaN raises), nu > 0, s > 0.
-    """)
-scaled_inv_chi_square_lcdf = _make(
-    "scaled_inv_chi_square_lcdf", _scaled_inv_chi_square_cdf(True),
-    _check_scaled_inv_chi_square("scaled_inv_chi_square_lcdf"),
-    _cdf_doc("scaled inverse chi-square", "log Q(nu/2, nu s^2 / (2 y))", "lcdf"))
-scaled_inv_chi_square_lccdf = _make(
-    "scaled_inv_chi_square_lccdf", _scaled_inv_chi_square_cdf(False),
-    _check_scaled_inv_chi_square("scaled_inv_chi_square_lccdf"),
-    _cdf_doc("scaled inverse chi-square", "log P(nu/2, nu s^2 / (2 y))", "lccdf"))
-
-
-def scaled_inv_chi_square_rng(nu, s, rng=None):
-    check_positive("scaled_inv_chi_square_rng", "nu", nu)
-    check_positive("scaled_inv_chi_square_rng", "s", s)
-    g = as_generator(rng)
-    return draw(lambda nu, s, size: nu * s * s / g.chisquare(nu, size), nu, s)
-
-
-scaled_inv_chi_square_rng.__doc__ = _rng_doc("ScaledInvChiSquare(nu, s)",
-                                             "nu s^2 / a chi-square draw")
+    """,
+    lcdf_doc=cdf_doc("scaled inverse chi-square", "log Q(nu/2, nu s^2 / (2 y))", "lcdf"),
+    lccdf_doc=cdf_doc("scaled inverse chi-square", "log P(nu/2, nu s^2 / (2 y))", "lccdf"),
+    rng_doc=rng_doc("ScaledInvChiSquare(nu, s)",
+                                             "nu s^2 / a chi-square draw"))
 
 
 # --------------------------------------------------------------------------------------
 # exponential(y | beta), gamma(y | alpha, beta), inv_gamma(y | alpha, beta)
 # --------------------------------------------------------------------------------------
-def _check_exponential(fn):
-    def check(y, beta):
-        check_nonnegative(fn, "y", y)
-        check_positive(fn, "beta", beta)
-    return check
 
 
 def _exponential(need, y, beta):
@@ -893,37 +491,24 @@ def _exponential_cdf(lower):
     return kernel
 
 
-exponential_lpdf = _make("exponential_lpdf", _exponential,
-                         _check_exponential("exponential_lpdf"), """
+exponential_lpdf, exponential_lcdf, exponential_lccdf, exponential_rng = family(
+    "exponential",
+    (("y", NONNEGATIVE), ("beta", POSITIVE)),
+    lpdf=_exponential,
+    lcdf=_exponential_cdf(True),
+    lccdf=_exponential_cdf(False),
+    quiet=True,
+    rng=lambda g, beta, size: g.exponential(1.0 / beta, size),
+    doc="""
     Exponential log density (beta is a rate), summed: sum_i log(beta_i) - beta_i y_i.
 
     y >= 0, beta > 0.
-    """)
+    """,
+    lcdf_doc=cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"),
+    lccdf_doc=cdf_doc("exponential", "-beta y", "lccdf"),
+    rng_doc=rng_doc("Exponential(beta)", "rate beta, mean 1/beta"))
 _deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
 _check_lowering(exponential_lpdf, "nonnegative_finite", "positive_finite")
-exponential_lcdf = _make("exponential_lcdf", _exponential_cdf(True),
-                         _check_exponential("exponential_lcdf"),
-                         _cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"))
-exponential_lccdf = _make("exponential_lccdf", _exponential_cdf(False),
-                          _check_exponential("exponential_lccdf"),
-                          _cdf_doc("exponential", "-beta y", "lccdf"))
-
-
-def exponential_rng(beta, rng=None):
-    check_positive("exponential_rng", "beta", beta)
-    g = as_generator(rng)
-    return draw(lambda beta, size: g.exponential(1.0 / beta, size), beta)
-
-
-exponential_rng.__doc__ = _rng_doc("Exponential(beta)", "rate beta, mean 1/beta")
-
-
-def _check_gamma(fn, y_check=check_nonnegative, scale="beta"):
-    def check(y, alpha, beta):
-        y_check(fn, "y", y)
-        check_positive(fn, "alpha", alpha)
-        check_positive(fn, scale, beta)
-    return check
 
 
 def _gamma(need, y, alpha, beta):
@@ -956,13 +541,21 @@ def _gamma_cdf(lower):
         if y is None:
             return _dead(need)
         n, shape = _size(y, alpha, beta)
-        lf, da, dx = _gamma_tail(not lower, need[1], need[0] or need[2], alpha, beta * y)
+        lf, da, dx = gamma_tail(not lower, need[1], need[0] or need[2], alpha, beta * y)
         return _finish(n, shape, lf, [dx * beta if need[0] else None, da,
                                       dx * y if need[2] else None], zero)
     return kernel
 
 
-gamma_lpdf = _make("gamma_lpdf", _gamma, _check_gamma("gamma_lpdf"), """
+gamma_lpdf, gamma_lcdf, gamma_lccdf, gamma_rng = family(
+    "gamma",
+    (("y", NONNEGATIVE), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_gamma,
+    lcdf=_gamma_cdf(True),
+    lccdf=_gamma_cdf(False),
+    quiet=True,
+    rng=lambda g, a, b, size: g.gamma(a, 1.0 / b, size),
+    doc="""
     Gamma log density (shape alpha, *rate* beta), summed over elements:
 
     log Gamma(y | alpha, beta) = alpha log(beta) - lgamma(alpha)
@@ -973,24 +566,13 @@ gamma_lpdf = _make("gamma_lpdf", _gamma, _check_gamma("gamma_lpdf"), """
     >>> import numpy as np, stanlite as sl
     >>> round(sl.gamma_lpdf(np.array([1.0, 2.0]), 2.0, 0.5), 6)
     -3.579442
-    """)
+    """,
+    lcdf_doc=cdf_doc("gamma", "log P(alpha, beta y) (regularized incomplete "
+                            "gamma; differentiable in alpha too)", "lcdf"),
+    lccdf_doc=cdf_doc("gamma", "log Q(alpha, beta y)", "lccdf"),
+    rng_doc=rng_doc("Gamma(alpha, beta)", "shape alpha, rate beta"))
 _deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
 _check_lowering(gamma_lpdf, "nonnegative_finite", "positive_finite", "positive_finite")
-gamma_lcdf = _make("gamma_lcdf", _gamma_cdf(True), _check_gamma("gamma_lcdf"),
-                   _cdf_doc("gamma", "log P(alpha, beta y) (regularized incomplete "
-                            "gamma; differentiable in alpha too)", "lcdf"))
-gamma_lccdf = _make("gamma_lccdf", _gamma_cdf(False), _check_gamma("gamma_lccdf"),
-                    _cdf_doc("gamma", "log Q(alpha, beta y)", "lccdf"))
-
-
-def gamma_rng(alpha, beta, rng=None):
-    check_positive("gamma_rng", "alpha", alpha)
-    check_positive("gamma_rng", "beta", beta)
-    g = as_generator(rng)
-    return draw(lambda a, b, size: g.gamma(a, 1.0 / b, size), alpha, beta)
-
-
-gamma_rng.__doc__ = _rng_doc("Gamma(alpha, beta)", "shape alpha, rate beta")
 
 
 def _inv_gamma(need, y, alpha, beta):
@@ -1026,47 +608,37 @@ def _inv_gamma_cdf(lower):
         n, shape = _size(y, alpha, beta)
         inv_y = 1.0 / y
         x = beta * inv_y
-        lf, da, dx = _gamma_tail(lower, need[1], need[0] or need[2], alpha, x)
+        lf, da, dx = gamma_tail(lower, need[1], need[0] or need[2], alpha, x)
         return _finish(n, shape, lf, [-dx * x * inv_y if need[0] else None, da,
                                       dx * inv_y if need[2] else None], zero)
     return kernel
 
 
-inv_gamma_lpdf = _make("inv_gamma_lpdf", _inv_gamma,
-                       _check_gamma("inv_gamma_lpdf", check_not_nan), """
+inv_gamma_lpdf, inv_gamma_lcdf, inv_gamma_lccdf, inv_gamma_rng = family(
+    "inv_gamma",
+    (("y", NOT_NAN), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_inv_gamma,
+    lcdf=_inv_gamma_cdf(True),
+    lccdf=_inv_gamma_cdf(False),
+    cdf_args={"y": NONNEGATIVE},
+    quiet=True,
+    rng=lambda g, a, b, size: b / g.gamma(a, 1.0, size),
+    doc="""
     Inverse gamma log density (shape alpha, scale beta), summed over elements:
 
     log InvGamma(y | alpha, beta) = alpha log(beta) - lgamma(alpha)
                                     - (alpha + 1) log(y) - beta / y
 
     y > 0 (as Stan: y <= 0 gives -inf, NaN raises), alpha > 0, beta > 0.
-    """)
-inv_gamma_lcdf = _make("inv_gamma_lcdf", _inv_gamma_cdf(True), _check_gamma("inv_gamma_lcdf"),
-                       _cdf_doc("inverse gamma", "log Q(alpha, beta / y)", "lcdf"))
-inv_gamma_lccdf = _make("inv_gamma_lccdf", _inv_gamma_cdf(False),
-                        _check_gamma("inv_gamma_lccdf"),
-                        _cdf_doc("inverse gamma", "log P(alpha, beta / y)", "lccdf"))
-
-
-def inv_gamma_rng(alpha, beta, rng=None):
-    check_positive("inv_gamma_rng", "alpha", alpha)
-    check_positive("inv_gamma_rng", "beta", beta)
-    g = as_generator(rng)
-    return draw(lambda a, b, size: b / g.gamma(a, 1.0, size), alpha, beta)
-
-
-inv_gamma_rng.__doc__ = _rng_doc("InvGamma(alpha, beta)", "beta / a Gamma(alpha, 1) draw")
+    """,
+    lcdf_doc=cdf_doc("inverse gamma", "log Q(alpha, beta / y)", "lcdf"),
+    lccdf_doc=cdf_doc("inverse gamma", "log P(alpha, beta / y)", "lccdf"),
+    rng_doc=rng_doc("InvGamma(alpha, beta)", "beta / a Gamma(alpha, 1) draw"))
 
 
 # --------------------------------------------------------------------------------------
 # weibull(y | alpha, sigma), frechet(y | alpha, sigma)
 # --------------------------------------------------------------------------------------
-def _check_shape_scale(fn, y_check):
-    def check(y, alpha, sigma):
-        y_check(fn, "y", y)
-        check_positive(fn, "alpha", alpha)
-        check_positive(fn, "sigma", sigma)
-    return check
 
 
 def _weibull(need, y, alpha, sigma):
@@ -1115,31 +687,26 @@ def _weibull_cdf(lower):
     return kernel
 
 
-weibull_lpdf = _make("weibull_lpdf", _weibull, _check_shape_scale("weibull_lpdf", check_finite),
-                     """
+weibull_lpdf, weibull_lcdf, weibull_lccdf, weibull_rng = family(
+    "weibull",
+    (("y", FINITE), ("alpha", POSITIVE), ("sigma", POSITIVE)),
+    lpdf=_weibull,
+    lcdf=_weibull_cdf(True),
+    lccdf=_weibull_cdf(False),
+    cdf_args={"y": NONNEGATIVE},
+    quiet=True,
+    rng=lambda g, a, s, size: s * g.weibull(a, size),
+    doc="""
     Weibull log density (shape alpha, scale sigma), summed over elements:
 
     log Weibull(y | alpha, sigma) = log(alpha) - log(sigma)
                                     + (alpha - 1) log(y / sigma) - (y / sigma)^alpha
 
     y >= 0 (as Stan: y < 0 gives -inf; y must be finite), alpha > 0, sigma > 0.
-    """)
-weibull_lcdf = _make("weibull_lcdf", _weibull_cdf(True),
-                     _check_shape_scale("weibull_lcdf", check_nonnegative),
-                     _cdf_doc("Weibull", "log(1 - exp(-(y/sigma)^alpha))", "lcdf"))
-weibull_lccdf = _make("weibull_lccdf", _weibull_cdf(False),
-                      _check_shape_scale("weibull_lccdf", check_nonnegative),
-                      _cdf_doc("Weibull", "-(y/sigma)^alpha", "lccdf"))
-
-
-def weibull_rng(alpha, sigma, rng=None):
-    check_positive("weibull_rng", "alpha", alpha)
-    check_positive("weibull_rng", "sigma", sigma)
-    g = as_generator(rng)
-    return draw(lambda a, s, size: s * g.weibull(a, size), alpha, sigma)
-
-
-weibull_rng.__doc__ = _rng_doc("Weibull(alpha, sigma)", "sigma times numpy's weibull")
+    """,
+    lcdf_doc=cdf_doc("Weibull", "log(1 - exp(-(y/sigma)^alpha))", "lcdf"),
+    lccdf_doc=cdf_doc("Weibull", "-(y/sigma)^alpha", "lccdf"),
+    rng_doc=rng_doc("Weibull(alpha, sigma)", "sigma times numpy's weibull"))
 
 
 def _frechet(need, y, alpha, sigma):
@@ -1195,45 +762,30 @@ def _check_y_positive(fn, arg, y):
         _require(fn, arg, y, y > 0, "positive")
 
 
-frechet_lpdf = _make("frechet_lpdf", _frechet,
-                     _check_shape_scale("frechet_lpdf", _check_y_positive), """
+frechet_lpdf, frechet_lcdf, frechet_lccdf, frechet_rng = family(
+    "frechet",
+    (("y", _check_y_positive), ("alpha", POSITIVE), ("sigma", POSITIVE)),
+    lpdf=_frechet,
+    lcdf=_frechet_cdf(True),
+    lccdf=_frechet_cdf(False),
+    quiet=True,
+    rng=lambda g, a, s, size: s * g.standard_exponential(size) ** (-1.0 / a),
+    doc="""
     Frechet log density (shape alpha, scale sigma), summed over elements:
 
     log Frechet(y | alpha, sigma) = log(alpha) + alpha log(sigma) - (alpha + 1) log(y)
                                     - (y / sigma)^-alpha
 
     y > 0, alpha > 0, sigma > 0.
-    """)
-
-
-frechet_lcdf = _make("frechet_lcdf", _frechet_cdf(True),
-                     _check_shape_scale("frechet_lcdf", _check_y_positive),
-                     _cdf_doc("Frechet", "-(y/sigma)^-alpha", "lcdf"))
-frechet_lccdf = _make("frechet_lccdf", _frechet_cdf(False),
-                      _check_shape_scale("frechet_lccdf", _check_y_positive),
-                      _cdf_doc("Frechet", "log(1 - exp(-(y/sigma)^-alpha))", "lccdf"))
-
-
-def frechet_rng(alpha, sigma, rng=None):
-    check_positive("frechet_rng", "alpha", alpha)
-    check_positive("frechet_rng", "sigma", sigma)
-    g = as_generator(rng)
-    return draw(lambda a, s, size: s * g.standard_exponential(size) ** (-1.0 / a),
-                alpha, sigma)
-
-
-frechet_rng.__doc__ = _rng_doc("Frechet(alpha, sigma)", "sigma E^(-1/alpha), E ~ Exp(1)")
+    """,
+    lcdf_doc=cdf_doc("Frechet", "-(y/sigma)^-alpha", "lcdf"),
+    lccdf_doc=cdf_doc("Frechet", "log(1 - exp(-(y/sigma)^-alpha))", "lccdf"),
+    rng_doc=rng_doc("Frechet(alpha, sigma)", "sigma E^(-1/alpha), E ~ Exp(1)"))
 
 
 # --------------------------------------------------------------------------------------
 # pareto(y | y_min, alpha), pareto_type_2(y | mu, lambda, alpha)
 # --------------------------------------------------------------------------------------
-def _check_pareto(fn, y_check):
-    def check(y, y_min, alpha):
-        y_check(fn, "y", y)
-        check_positive(fn, "y_min", y_min)
-        check_positive(fn, "alpha", alpha)
-    return check
 
 
 def _pareto(need, y, y_min, alpha):
@@ -1282,41 +834,26 @@ def _pareto_cdf(lower):
     return kernel
 
 
-pareto_lpdf = _make("pareto_lpdf", _pareto, _check_pareto("pareto_lpdf", check_not_nan), """
+pareto_lpdf, pareto_lcdf, pareto_lccdf, pareto_rng = family(
+    "pareto",
+    (("y", NOT_NAN), ("y_min", POSITIVE), ("alpha", POSITIVE)),
+    lpdf=_pareto,
+    lcdf=_pareto_cdf(True),
+    lccdf=_pareto_cdf(False),
+    cdf_args={"y": NONNEGATIVE},
+    quiet=True,
+    rng=lambda g, m, a, size: m * np.exp(g.standard_exponential(size) / a),
+    doc="""
     Pareto log density, summed: sum_i log Pareto(y_i | y_min_i, alpha_i).
 
     log Pareto(y | y_min, alpha) = log(alpha) + alpha log(y_min) - (alpha + 1) log(y)
 
     for y >= y_min; y < y_min has density 0 (-inf, as Stan). y_min > 0, alpha > 0.
-    """)
-pareto_lcdf = _make("pareto_lcdf", _pareto_cdf(True),
-                    _check_pareto("pareto_lcdf", check_nonnegative),
-                    _cdf_doc("Pareto", "log(1 - (y_min/y)^alpha) (-inf for y <= y_min)",
-                             "lcdf"))
-pareto_lccdf = _make("pareto_lccdf", _pareto_cdf(False),
-                     _check_pareto("pareto_lccdf", check_nonnegative),
-                     _cdf_doc("Pareto", "alpha log(y_min/y) (0 for y < y_min)", "lccdf"))
-
-
-def pareto_rng(y_min, alpha, rng=None):
-    check_positive("pareto_rng", "y_min", y_min)
-    check_positive("pareto_rng", "alpha", alpha)
-    g = as_generator(rng)
-    return draw(lambda m, a, size: m * np.exp(g.standard_exponential(size) / a),
-                y_min, alpha)
-
-
-pareto_rng.__doc__ = _rng_doc("Pareto(y_min, alpha)", "y_min exp(E/alpha), E ~ Exp(1)")
-
-
-def _check_pareto_type_2(fn):
-    def check(y, mu, lam, alpha):
-        check_not_nan(fn, "y", y)
-        check_finite(fn, "mu", mu)
-        check_positive(fn, "lambda", lam)
-        check_positive(fn, "alpha", alpha)
-        _check_ge(fn, "y", y, mu, "mu")
-    return check
+    """,
+    lcdf_doc=cdf_doc("Pareto", "log(1 - (y_min/y)^alpha) (-inf for y <= y_min)",
+                             "lcdf"),
+    lccdf_doc=cdf_doc("Pareto", "alpha log(y_min/y) (0 for y < y_min)", "lccdf"),
+    rng_doc=rng_doc("Pareto(y_min, alpha)", "y_min exp(E/alpha), E ~ Exp(1)"))
 
 
 def _pareto_type_2(need, y, mu, lam, alpha):
@@ -1380,51 +917,35 @@ def _pareto_type_2_cdf(lower):
     return kernel
 
 
-pareto_type_2_lpdf = _make("pareto_type_2_lpdf", _pareto_type_2,
-                           _check_pareto_type_2("pareto_type_2_lpdf"), """
+pareto_type_2_lpdf, pareto_type_2_lcdf, pareto_type_2_lccdf, pareto_type_2_rng = family(
+    "pareto_type_2",
+    (("y", NOT_NAN), ("mu", FINITE), ("lambda", POSITIVE), ("alpha", POSITIVE)),
+    lpdf=_pareto_type_2,
+    lcdf=_pareto_type_2_cdf(True),
+    lccdf=_pareto_type_2_cdf(False),
+    relations=(_y_at_least_mu,),
+    params=("y", "mu", "lam", "alpha"),
+    quiet=True,
+    rng=lambda g, m, l, a, size: m + l * np.expm1(g.standard_exponential(size) / a),
+    doc="""
     Pareto type 2 (Lomax when mu = 0) log density, summed over elements:
 
     log ParetoType2(y | mu, lambda, alpha) = log(alpha) - log(lambda)
                                              - (alpha + 1) log1p((y - mu) / lambda)
 
     y >= mu (y < mu raises, as Stan's check), mu finite, lambda > 0, alpha > 0.
-    """)
-pareto_type_2_lcdf = _make("pareto_type_2_lcdf", _pareto_type_2_cdf(True),
-                           _check_pareto_type_2("pareto_type_2_lcdf"),
-                           _cdf_doc("Pareto type 2",
-                                    "log(1 - (1 + (y - mu)/lambda)^-alpha)", "lcdf"))
-pareto_type_2_lccdf = _make("pareto_type_2_lccdf", _pareto_type_2_cdf(False),
-                            _check_pareto_type_2("pareto_type_2_lccdf"),
-                            _cdf_doc("Pareto type 2", "-alpha log1p((y - mu)/lambda)",
-                                     "lccdf"))
-
-
-def pareto_type_2_rng(mu, lam, alpha, rng=None):
-    check_finite("pareto_type_2_rng", "mu", mu)
-    check_positive("pareto_type_2_rng", "lambda", lam)
-    check_positive("pareto_type_2_rng", "alpha", alpha)
-    g = as_generator(rng)
-    return draw(lambda m, l, a, size: m + l * np.expm1(g.standard_exponential(size) / a),
-                mu, lam, alpha)
-
-
-pareto_type_2_rng.__doc__ = _rng_doc("ParetoType2(mu, lambda, alpha)",
-                                     "mu + lambda expm1(E/alpha), E ~ Exp(1)")
+    """,
+    lcdf_doc=cdf_doc("Pareto type 2",
+                                    "log(1 - (1 + (y - mu)/lambda)^-alpha)", "lcdf"),
+    lccdf_doc=cdf_doc("Pareto type 2", "-alpha log1p((y - mu)/lambda)",
+                                     "lccdf"),
+    rng_doc=rng_doc("ParetoType2(mu, lambda, alpha)",
+                                     "mu + lambda expm1(E/alpha), E ~ Exp(1)"))
 
 
 # --------------------------------------------------------------------------------------
 # beta(theta | alpha, beta), beta_proportion(theta | mu, kappa)
 # --------------------------------------------------------------------------------------
-def _check_theta(fn, theta):
-    check_in_range(fn, "theta", theta, 0, 1)
-
-
-def _check_beta(fn):
-    def check(theta, alpha, beta):
-        _check_theta(fn, theta)
-        check_positive(fn, "alpha", alpha)
-        check_positive(fn, "beta", beta)
-    return check
 
 
 def _beta(need, theta, alpha, beta):
@@ -1438,7 +959,7 @@ def _beta(need, theta, alpha, beta):
     lt = sm.log(theta)
     l1t = sm.log1m(theta)
     lp = (_tot(n, _xlog(alpha - 1.0, theta, lt)) - _tot(n, sm.lbeta(alpha, beta))
-          + _tot(n, _xlog(beta - 1.0, theta, l1t, pole=1.0, logf=_log1m)))
+          + _tot(n, _xlog(beta - 1.0, theta, l1t, pole=1.0, logf=sm.log1m)))
     parts = [None, None, None]
     if need[0]:
         parts[0] = (alpha - 1.0) / theta - (beta - 1.0) / (1.0 - theta)
@@ -1463,13 +984,21 @@ def _beta_cdf(lower):
         if theta is None:
             return _dead(need)
         n, shape = _size(theta, alpha, beta)
-        lf, (da, db, dx) = _beta_tail(not lower, (need[1], need[2], need[0]),
+        lf, (da, db, dx) = beta_tail(not lower, (need[1], need[2], need[0]),
                                       alpha, beta, theta)
         return _finish(n, shape, lf, [dx, da, db], zero)
     return kernel
 
 
-beta_lpdf = _make("beta_lpdf", _beta, _check_beta("beta_lpdf"), """
+beta_lpdf, beta_lcdf, beta_lccdf, beta_rng = family(
+    "beta",
+    (("theta", in_range(0, 1)), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_beta,
+    lcdf=_beta_cdf(True),
+    lccdf=_beta_cdf(False),
+    quiet=True,
+    rng=lambda g, a, b, size: g.beta(a, b, size),
+    doc="""
     Beta log density, summed: sum_i log Beta(theta_i | alpha_i, beta_i).
 
     log Beta(theta | alpha, beta) = (alpha - 1) log(theta) + (beta - 1) log(1 - theta)
@@ -1480,31 +1009,13 @@ beta_lpdf = _make("beta_lpdf", _beta, _check_beta("beta_lpdf"), """
     >>> import stanlite as sl
     >>> round(sl.beta_lpdf(0.3, 2.0, 5.0), 6)
     0.770525
-    """)
+    """,
+    lcdf_doc=cdf_doc("beta", "log I_theta(alpha, beta) (regularized incomplete "
+                           "beta; differentiable in alpha and beta too)", "lcdf"),
+    lccdf_doc=cdf_doc("beta", "log(1 - I_theta(alpha, beta))", "lccdf"),
+    rng_doc=rng_doc("Beta(alpha, beta)", "numpy's beta"))
 _deflower(beta_lpdf, _ld(_op.BETA, 3))
 _check_lowering(beta_lpdf, "unit", "positive_finite", "positive_finite")
-beta_lcdf = _make("beta_lcdf", _beta_cdf(True), _check_beta("beta_lcdf"),
-                  _cdf_doc("beta", "log I_theta(alpha, beta) (regularized incomplete "
-                           "beta; differentiable in alpha and beta too)", "lcdf"))
-beta_lccdf = _make("beta_lccdf", _beta_cdf(False), _check_beta("beta_lccdf"),
-                   _cdf_doc("beta", "log(1 - I_theta(alpha, beta))", "lccdf"))
-
-
-def beta_rng(alpha, beta, rng=None):
-    check_positive("beta_rng", "alpha", alpha)
-    check_positive("beta_rng", "beta", beta)
-    return draw(as_generator(rng).beta, alpha, beta)
-
-
-beta_rng.__doc__ = _rng_doc("Beta(alpha, beta)", "numpy's beta")
-
-
-def _check_beta_proportion(fn):
-    def check(theta, mu, kappa):
-        _check_theta(fn, theta)
-        _check_open_unit(fn, "mu", mu)
-        check_positive(fn, "kappa", kappa)
-    return check
 
 
 def _beta_proportion(need, theta, mu, kappa):
@@ -1523,7 +1034,7 @@ def _beta_proportion(need, theta, mu, kappa):
     l1t = sm.log1m(theta)
     lp = (_tot(n, sm.lgamma(kappa)) - _tot(n, sm.lgamma(a) + sm.lgamma(b))
           + _tot(n, _xlog(a - 1.0, theta, lt))
-          + _tot(n, _xlog(b - 1.0, theta, l1t, pole=1.0, logf=_log1m)))
+          + _tot(n, _xlog(b - 1.0, theta, l1t, pole=1.0, logf=sm.log1m)))
     parts = [None, None, None]
     if need[0]:
         parts[0] = (a - 1.0) / theta - (b - 1.0) / (1.0 - theta)
@@ -1546,7 +1057,7 @@ def _beta_proportion_cdf(lower):
             return _dead(need)
         n, shape = _size(theta, mu, kappa)
         nab = need[1] or need[2]
-        lf, (da, db, dx) = _beta_tail(not lower, (nab, nab, need[0]),
+        lf, (da, db, dx) = beta_tail(not lower, (nab, nab, need[0]),
                                       mu * kappa, (1.0 - mu) * kappa, theta)
         parts = [dx, None, None]
         if need[1]:
@@ -1557,33 +1068,30 @@ def _beta_proportion_cdf(lower):
     return kernel
 
 
-beta_proportion_lpdf = _make("beta_proportion_lpdf", _beta_proportion,
-                             _check_beta_proportion("beta_proportion_lpdf"), """
+(beta_proportion_lpdf,
+ beta_proportion_lcdf,
+ beta_proportion_lccdf,
+ beta_proportion_rng) = family(
+    "beta_proportion",
+    (("theta", in_range(0, 1)), ("mu", _check_open_unit), ("kappa", POSITIVE)),
+    lpdf=_beta_proportion,
+    lcdf=_beta_proportion_cdf(True),
+    lccdf=_beta_proportion_cdf(False),
+    quiet=True,
+    rng=lambda g, m, k, size: g.beta(m * k, (1.0 - m) * k, size),
+    doc="""
     Beta log density with mean mu and precision kappa, summed over elements:
 
     log BetaProportion(theta | mu, kappa) = log Beta(theta | mu kappa, (1 - mu) kappa)
 
     theta in [0, 1], mu in (0, 1), kappa > 0.
-    """)
-beta_proportion_lcdf = _make("beta_proportion_lcdf", _beta_proportion_cdf(True),
-                             _check_beta_proportion("beta_proportion_lcdf"),
-                             _cdf_doc("beta_proportion",
-                                      "log I_theta(mu kappa, (1 - mu) kappa)", "lcdf"))
-beta_proportion_lccdf = _make("beta_proportion_lccdf", _beta_proportion_cdf(False),
-                              _check_beta_proportion("beta_proportion_lccdf"),
-                              _cdf_doc("beta_proportion",
-                                       "log(1 - I_theta(mu kappa, (1 - mu) kappa))", "lccdf"))
-
-
-def beta_proportion_rng(mu, kappa, rng=None):
-    _check_open_unit("beta_proportion_rng", "mu", mu)
-    check_positive("beta_proportion_rng", "kappa", kappa)
-    g = as_generator(rng)
-    return draw(lambda m, k, size: g.beta(m * k, (1.0 - m) * k, size), mu, kappa)
-
-
-beta_proportion_rng.__doc__ = _rng_doc("BetaProportion(mu, kappa)",
-                                       "Beta(mu kappa, (1 - mu) kappa)")
+    """,
+    lcdf_doc=cdf_doc("beta_proportion",
+                                      "log I_theta(mu kappa, (1 - mu) kappa)", "lcdf"),
+    lccdf_doc=cdf_doc("beta_proportion",
+                                       "log(1 - I_theta(mu kappa, (1 - mu) kappa))", "lccdf"),
+    rng_doc=rng_doc("BetaProportion(mu, kappa)",
+                                       "Beta(mu kappa, (1 - mu) kappa)"))
 
 
 # --------------------------------------------------------------------------------------
@@ -1635,7 +1143,7 @@ def _pw_cdf_pair(lcdf, lccdf, f):
 
 
 def _gamma_lf(upper, a, x):
-    return _gamma_tail(upper, False, False, a, x)[0]
+    return gamma_tail(upper, False, False, a, x)[0]
 
 
 @pointwise(lognormal_lpdf)
@@ -1803,7 +1311,7 @@ pointwise(pareto_type_2_lccdf)(_pareto_type_2_cdf_terms(False))
 def _beta_terms_ab(theta, a, b, norm):
     """(a - 1) log theta + (b - 1) log(1 - theta) - norm, 0 log 0 = 0."""
     return (_xlog(a - 1.0, theta, sm.log(theta)) - norm
-            + _xlog(b - 1.0, theta, sm.log1m(theta), pole=1.0, logf=_log1m))
+            + _xlog(b - 1.0, theta, sm.log1m(theta), pole=1.0, logf=sm.log1m))
 
 
 @pointwise(beta_lpdf)
@@ -1823,7 +1331,7 @@ def _unit_cdf_terms(lower, ab):
     def terms(theta, *params):
         a, b = ab(*params)
         lo, hi = guarded(_eq, theta, 0.0), guarded(_eq, theta, 1.0)
-        return _pw_edges(theta, lo, hi, 0.5, lower, lambda t: _beta_tail(
+        return _pw_edges(theta, lo, hi, 0.5, lower, lambda t: beta_tail(
             not lower, (False, False, False), a, b, t)[0])
     return terms
 

@@ -32,11 +32,10 @@ from ..autodiff.var import guarded
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.program import (check_lowering as _check_lowering, deflower as _deflower,
                                    density as _ld)
-from .bounded import (_bc, _cdf_doc, _dead, _edges, _finish, _log1m_exp_neg, _make,
-                      _positive_edges, _pw_cdf_pair, _pw_dead, _pw_zero_or_inf, _rng_doc,
-                      _size, _tot, _zero_or_inf)
-from .fused import check_nonnegative, check_positive, pointwise
-from .rng import as_generator, draw
+from .bounded import (_bc, _dead, _edges, _finish, _log1m_exp_neg, _positive_edges,
+                      _pw_cdf_pair, _pw_dead, _pw_zero_or_inf, _size, _tot, _zero_or_inf)
+from .family import NONNEGATIVE, POSITIVE, cdf_doc, family, rng_doc
+from .fused import pointwise
 
 __all__ = ["rayleigh_lpdf", "rayleigh_lcdf", "rayleigh_lccdf", "rayleigh_rng",
            "loglogistic_lpdf", "loglogistic_lcdf", "loglogistic_lccdf", "loglogistic_rng"]
@@ -45,11 +44,6 @@ __all__ = ["rayleigh_lpdf", "rayleigh_lcdf", "rayleigh_lccdf", "rayleigh_rng",
 # --------------------------------------------------------------------------------------
 # rayleigh(y | sigma)
 # --------------------------------------------------------------------------------------
-def _check_rayleigh(fn):
-    def check(y, sigma):
-        check_nonnegative(fn, "y", y)
-        check_positive(fn, "sigma", sigma)
-    return check
 
 
 def _rayleigh(need, y, sigma):
@@ -84,7 +78,15 @@ def _rayleigh_cdf(lower):
     return kernel
 
 
-rayleigh_lpdf = _make("rayleigh_lpdf", _rayleigh, _check_rayleigh("rayleigh_lpdf"), """
+rayleigh_lpdf, rayleigh_lcdf, rayleigh_lccdf, rayleigh_rng = family(
+    "rayleigh",
+    (("y", NONNEGATIVE), ("sigma", POSITIVE)),
+    lpdf=_rayleigh,
+    lcdf=_rayleigh_cdf(True),
+    lccdf=_rayleigh_cdf(False),
+    quiet=True,
+    rng=lambda g, s, size: g.rayleigh(s, size),
+    doc="""
     Rayleigh log density, summed: sum_i log Rayleigh(y_i | sigma_i).
 
     log Rayleigh(y | sigma) = log(y) - 2 log(sigma) - y^2 / (2 sigma^2)
@@ -94,15 +96,13 @@ rayleigh_lpdf = _make("rayleigh_lpdf", _rayleigh, _check_rayleigh("rayleigh_lpdf
     >>> import stanlite as sl
     >>> round(sl.rayleigh_lpdf(1.0, 1.0), 6)
     -0.5
-    """)
+    """,
+    lcdf_doc=cdf_doc("Rayleigh", "log(1 - exp(-y^2 / (2 sigma^2)))", "lcdf"),
+    lccdf_doc=cdf_doc("Rayleigh", "-y^2 / (2 sigma^2)", "lccdf"),
+    rng_doc=rng_doc("Rayleigh(sigma)", "sigma sqrt(-2 log U)"))
 # the interpreter (autodiff/vm): one summed-density instruction, its argument check
 _deflower(rayleigh_lpdf, _ld(_op.RAYLEIGH, 2))
 _check_lowering(rayleigh_lpdf, "nonnegative_finite", "positive_finite")
-rayleigh_lcdf = _make("rayleigh_lcdf", _rayleigh_cdf(True), _check_rayleigh("rayleigh_lcdf"),
-                      _cdf_doc("Rayleigh", "log(1 - exp(-y^2 / (2 sigma^2)))", "lcdf"))
-rayleigh_lccdf = _make("rayleigh_lccdf", _rayleigh_cdf(False),
-                       _check_rayleigh("rayleigh_lccdf"),
-                       _cdf_doc("Rayleigh", "-y^2 / (2 sigma^2)", "lccdf"))
 
 
 @pointwise(rayleigh_lpdf)
@@ -119,24 +119,9 @@ def _rayleigh_tail(lower, y, sigma):
 _pw_cdf_pair(rayleigh_lcdf, rayleigh_lccdf, _rayleigh_tail)
 
 
-def rayleigh_rng(sigma, rng=None):
-    check_positive("rayleigh_rng", "sigma", sigma)
-    g = as_generator(rng)
-    return draw(lambda s, size: g.rayleigh(s, size), sigma)
-
-
-rayleigh_rng.__doc__ = _rng_doc("Rayleigh(sigma)", "sigma sqrt(-2 log U)")
-
-
 # --------------------------------------------------------------------------------------
 # loglogistic(y | alpha, beta)
 # --------------------------------------------------------------------------------------
-def _check_loglogistic(fn):
-    def check(y, alpha, beta):
-        check_nonnegative(fn, "y", y)
-        check_positive(fn, "alpha", alpha)
-        check_positive(fn, "beta", beta)
-    return check
 
 
 def _loglogistic(need, y, alpha, beta):
@@ -187,8 +172,15 @@ def _loglogistic_cdf(lower):
     return kernel
 
 
-loglogistic_lpdf = _make("loglogistic_lpdf", _loglogistic,
-                         _check_loglogistic("loglogistic_lpdf"), """
+loglogistic_lpdf, loglogistic_lcdf, loglogistic_lccdf, loglogistic_rng = family(
+    "loglogistic",
+    (("y", NONNEGATIVE), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_loglogistic,
+    lcdf=_loglogistic_cdf(True),
+    lccdf=_loglogistic_cdf(False),
+    quiet=True,
+    rng=lambda g, a, b, size: a * np.exp(g.logistic(size=size) / b),
+    doc="""
     Log-logistic log density (scale alpha, shape beta), summed over elements:
 
     log LogLogistic(y | alpha, beta) = log(beta) - log(alpha)
@@ -200,16 +192,14 @@ loglogistic_lpdf = _make("loglogistic_lpdf", _loglogistic,
     >>> import stanlite as sl
     >>> round(sl.loglogistic_lpdf(1.0, 1.0, 2.0), 6)
     -0.693147
-    """)
+    """,
+    lcdf_doc=cdf_doc("log-logistic", "-log(1 + (y / alpha)^-beta)", "lcdf"),
+    lccdf_doc=cdf_doc("log-logistic", "-log(1 + (y / alpha)^beta)", "lccdf"),
+    rng_doc=rng_doc("LogLogistic(alpha, beta)",
+                                   "alpha exp(L / beta), L standard logistic"))
 _deflower(loglogistic_lpdf, _ld(_op.LOGLOGISTIC, 3))
 _check_lowering(loglogistic_lpdf, "nonnegative_finite", "positive_finite",
                 "positive_finite")
-loglogistic_lcdf = _make("loglogistic_lcdf", _loglogistic_cdf(True),
-                         _check_loglogistic("loglogistic_lcdf"),
-                         _cdf_doc("log-logistic", "-log(1 + (y / alpha)^-beta)", "lcdf"))
-loglogistic_lccdf = _make("loglogistic_lccdf", _loglogistic_cdf(False),
-                          _check_loglogistic("loglogistic_lccdf"),
-                          _cdf_doc("log-logistic", "-log(1 + (y / alpha)^beta)", "lccdf"))
 
 
 @pointwise(loglogistic_lpdf)
@@ -229,12 +219,3 @@ def _loglogistic_tail(lower, y, alpha, beta):
 _pw_cdf_pair(loglogistic_lcdf, loglogistic_lccdf, _loglogistic_tail)
 
 
-def loglogistic_rng(alpha, beta, rng=None):
-    check_positive("loglogistic_rng", "alpha", alpha)
-    check_positive("loglogistic_rng", "beta", beta)
-    g = as_generator(rng)
-    return draw(lambda a, b, size: a * np.exp(g.logistic(size=size) / b), alpha, beta)
-
-
-loglogistic_rng.__doc__ = _rng_doc("LogLogistic(alpha, beta)",
-                                   "alpha exp(L / beta), L standard logistic")

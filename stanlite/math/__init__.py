@@ -10,8 +10,9 @@ from .elementwise import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
-from . import structure, arithmetic, elementwise, reductions, linalg, special  # noqa: F401
+from .incomplete import *  # noqa: F401,F403
+from . import structure, arithmetic, elementwise, reductions, linalg, special, incomplete  # noqa: F401,E501
 
 __all__ = (structure.__all__ + arithmetic.__all__ + elementwise.__all__
-           + reductions.__all__ + linalg.__all__ + special.__all__)
+           + reductions.__all__ + linalg.__all__ + special.__all__ + incomplete.__all__)
 from . import dual_methods  # noqa: F401,E402  (operators for forward-mode duals)
