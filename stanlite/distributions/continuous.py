@@ -52,9 +52,8 @@ from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld)
 from ..errors import DifferentiationError, DomainError
 from ..math import log_Phi
-from ..autodiff.var import Box
-from .fused import (broadcast_size, reps, check_finite, check_in_range, check_nonnegative,
-                    check_not_nan, check_positive, fused, plain, pointwise)
+from .family import (FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, all_of, family, in_range)
+from .fused import broadcast_size, plain, pointwise, reps
 from .rng import as_generator, draw
 
 __all__ = ["normal_lpdf", "normal_lcdf", "normal_lccdf", "normal_rng",
@@ -72,15 +71,6 @@ __all__ = ["normal_lpdf", "normal_lcdf", "normal_lccdf", "normal_rng",
            "uniform_lpdf", "uniform_lcdf", "uniform_lccdf", "uniform_rng"]
 
 HALF_LOG_TWO_PI = 0.5 * np.log(2.0 * np.pi)
-
-
-def _fused(name, kernel, check, doc=None):
-    """:func:`.fused` with a plain-float value when no argument is traced."""
-    def k(need, *args):
-        lp, parts = kernel(need, *args)
-        return (lp if isinstance(lp, Box) else float(lp)), parts
-    k.__doc__ = kernel.__doc__
-    return fused(name, k, check, doc=doc)
 
 
 _reps = reps
@@ -141,27 +131,6 @@ def _normal_plain(need, y, mu, sigma):
     return lp, parts
 
 
-def _check_normal(fn):
-    def check(y, mu, sigma):
-        check_not_nan(fn, "y", y)
-        check_finite(fn, "mu", mu)
-        check_positive(fn, "sigma", sigma)
-    return check
-
-
-normal_lpdf = _fused("normal_lpdf", _normal, _check_normal("normal_lpdf"))
-normal_lpdf.__doc__ = """Normal log density, summed: sum_i log N(y_i | mu_i, sigma_i).
-
-    log N(y | mu, sigma) = -((y - mu)/sigma)^2 / 2 - log(sigma) - log(2 pi)/2
-
-    >>> import stanlite as sl
-    >>> round(sl.normal_lpdf(1.0, 0.0, 1.0), 6)
-    -1.418939
-    """
-_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
-_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
-
-
 def _normal_lcdf(need, y, mu, sigma):
     """log Phi(z); d/dz = exp(log phi(z) - log Phi(z)) (stable in both tails)."""
     inv_s = 1.0 / sigma
@@ -197,14 +166,26 @@ def _mills_lower(z):
     return sm.exp(-0.5 * z * z - HALF_LOG_TWO_PI - log_Phi(z))
 
 
-normal_lcdf = _fused("normal_lcdf", _normal_lcdf, _check_normal("normal_lcdf"))
-normal_lccdf = _fused("normal_lccdf", _normal_lccdf, _check_normal("normal_lccdf"))
+normal_lpdf, normal_lcdf, normal_lccdf, normal_rng = family(
+    "normal",
+    (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_normal,
+    lcdf=_normal_lcdf,
+    lccdf=_normal_lccdf,
+    rng_args=(("mu", None), ("sigma", POSITIVE)),
+    as_float=True,
+    rng=lambda g, mu, sigma, size: g.normal(mu, sigma, size),
+    doc="""Normal log density, summed: sum_i log N(y_i | mu_i, sigma_i).
 
+    log N(y | mu, sigma) = -((y - mu)/sigma)^2 / 2 - log(sigma) - log(2 pi)/2
 
-def normal_rng(mu, sigma, rng=None):
-    """Draws from N(mu, sigma), shaped like the broadcast of the arguments."""
-    check_positive("normal_rng", "sigma", sigma)
-    return draw(as_generator(rng).normal, mu, sigma)
+    >>> import stanlite as sl
+    >>> round(sl.normal_lpdf(1.0, 0.0, 1.0), 6)
+    -1.418939
+    """,
+    rng_doc="""Draws from N(mu, sigma), shaped like the broadcast of the arguments.""")
+_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
+_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
 
 
 # std_normal: the same kernels with mu = 0, sigma = 1 (one-argument fused nodes)
@@ -222,15 +203,15 @@ def _std_normal_lccdf(need, y):
     return sm.sum(log_Phi(-y)), [-_mills_lower(-y) if need[0] else None]
 
 
-def _check_y(fn):
-    return lambda y: check_not_nan(fn, "y", y)
-
-
-std_normal_lpdf = _fused("std_normal_lpdf", _std_normal, _check_y("std_normal_lpdf"))
+std_normal_lpdf, std_normal_lcdf, std_normal_lccdf = family(
+    "std_normal",
+    (("y", NOT_NAN),),
+    lpdf=_std_normal,
+    lcdf=_std_normal_lcdf,
+    lccdf=_std_normal_lccdf,
+    as_float=True)
 _deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
 _check_lowering(std_normal_lpdf, "not_nan")
-std_normal_lcdf = _fused("std_normal_lcdf", _std_normal_lcdf, _check_y("std_normal_lcdf"))
-std_normal_lccdf = _fused("std_normal_lccdf", _std_normal_lccdf, _check_y("std_normal_lccdf"))
 
 
 def std_normal_rng(size=None, rng=None):
@@ -261,14 +242,6 @@ def _ls_parts(need, z, inv_s, dz, lpdf, pos=(0, 1, 2), n=3):
         if need[isg]:
             parts[isg] = -(dy * z) - inv_s if lpdf else -(dy * z)
     return parts
-
-
-def _check_loc_scale(fn, scale="sigma", y_finite=False, loc="mu"):
-    def check(y, mu, sigma):
-        (check_finite if y_finite else check_not_nan)(fn, "y", y)
-        check_finite(fn, loc, mu)
-        check_positive(fn, scale, sigma)
-    return check
 
 
 def _f(r):
@@ -581,17 +554,15 @@ def _student_t_cdf_kernel(upper):
     return kernel
 
 
-def _check_student_t(fn):
-    def check(y, nu, mu, sigma):
-        check_not_nan(fn, "y", y)
-        check_positive(fn, "nu", nu)
-        check_finite(fn, "mu", mu)
-        check_positive(fn, "sigma", sigma)
-    return check
-
-
-student_t_lpdf = _fused("student_t_lpdf", _student_t, _check_student_t("student_t_lpdf"),
-                       doc="""Student-t log density, summed over the broadcast elements.
+student_t_lpdf, student_t_lcdf, student_t_lccdf, student_t_rng = family(
+    "student_t",
+    (("y", NOT_NAN), ("nu", POSITIVE), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_student_t,
+    lcdf=_student_t_cdf_kernel(False),
+    lccdf=_student_t_cdf_kernel(True),
+    as_float=True,
+    rng=lambda g, nu, mu, sigma, size: mu + sigma * g.standard_t(nu, size=size),
+    doc="""Student-t log density, summed over the broadcast elements.
 
     log StudentT(y | nu, mu, sigma) = lgamma((nu+1)/2) - lgamma(nu/2) - log(nu pi)/2
         - log(sigma) - (nu+1)/2 log(1 + ((y - mu)/sigma)^2 / nu)
@@ -601,12 +572,8 @@ student_t_lpdf = _fused("student_t_lpdf", _student_t, _check_student_t("student_
     >>> import stanlite as sl
     >>> round(sl.student_t_lpdf(1.0, 4.0, 0.0, 2.0), 6)
     -1.825538
-    """)
-_deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))
-_check_lowering(student_t_lpdf, "not_nan", "positive_finite", "finite", "positive_finite")
-student_t_lcdf = _fused("student_t_lcdf", _student_t_cdf_kernel(False),
-                       _check_student_t("student_t_lcdf"),
-                       doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
+    """,
+    lcdf_doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
 
     F(y) = I_x(nu/2, 1/2)/2 for z = (y - mu)/sigma <= 0 (1 minus that for z > 0),
     x = nu / (nu + z^2) (regularized incomplete beta; in logs from a series where F
@@ -614,21 +581,12 @@ student_t_lcdf = _fused("student_t_lcdf", _student_t_cdf_kernel(False),
     series (exact to rounding for moderate nu, ~1e-9 relative at nu ~ 1000; second
     derivatives too). Third derivatives in nu, and the nu-derivative for nu > ~2000
     with z where the series would be too long, raise DifferentiationError.
-    """)
-student_t_lccdf = _fused("student_t_lccdf", _student_t_cdf_kernel(True),
-                        _check_student_t("student_t_lccdf"),
-                        doc="""Student-t log complementary CDF, summed: log(1 - F(y)) = log F(-z)
-    (see :func:`student_t_lcdf`).""")
-
-
-def student_t_rng(nu, mu, sigma, rng=None):
-    """Draws from StudentT(nu, mu, sigma): mu + sigma * T, T ~ t_nu."""
-    check_positive("student_t_rng", "nu", nu)
-    check_finite("student_t_rng", "mu", mu)
-    check_positive("student_t_rng", "sigma", sigma)
-    g = as_generator(rng)
-    return draw(lambda nu, mu, sigma, size: mu + sigma * g.standard_t(nu, size=size),
-                nu, mu, sigma)
+    """,
+    lccdf_doc="""Student-t log complementary CDF, summed: log(1 - F(y)) = log F(-z)
+    (see :func:`student_t_lcdf`).""",
+    rng_doc="""Draws from StudentT(nu, mu, sigma): mu + sigma * T, T ~ t_nu.""")
+_deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))
+_check_lowering(student_t_lpdf, "not_nan", "positive_finite", "finite", "positive_finite")
 
 
 # --------------------------------------------------------------------------------------
@@ -661,8 +619,15 @@ def _cauchy_cdf_kernel(upper):
     return kernel
 
 
-cauchy_lpdf = _fused("cauchy_lpdf", _cauchy, _check_loc_scale("cauchy_lpdf"),
-                    doc="""Cauchy log density, summed over the broadcast elements.
+cauchy_lpdf, cauchy_lcdf, cauchy_lccdf, cauchy_rng = family(
+    "cauchy",
+    (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_cauchy,
+    lcdf=_cauchy_cdf_kernel(False),
+    lccdf=_cauchy_cdf_kernel(True),
+    as_float=True,
+    rng=lambda g, mu, sigma, size: mu + sigma * g.standard_cauchy(size=size),
+    doc="""Cauchy log density, summed over the broadcast elements.
 
     log Cauchy(y | mu, sigma) = -log(pi) - log(sigma) - log(1 + ((y - mu)/sigma)^2)
 
@@ -671,22 +636,12 @@ cauchy_lpdf = _fused("cauchy_lpdf", _cauchy, _check_loc_scale("cauchy_lpdf"),
     >>> import stanlite as sl
     >>> round(sl.cauchy_lpdf(1.0, 0.0, 1.0), 6)
     -1.837877
-    """)
+    """,
+    lcdf_doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""",
+    lccdf_doc="""Cauchy log complementary CDF, summed: log(1/2 - atan((y - mu)/sigma)/pi).""",
+    rng_doc="""Draws from Cauchy(mu, sigma).""")
 _deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
 _check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
-cauchy_lcdf = _fused("cauchy_lcdf", _cauchy_cdf_kernel(False), _check_loc_scale("cauchy_lcdf"),
-                    doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""")
-cauchy_lccdf = _fused("cauchy_lccdf", _cauchy_cdf_kernel(True),
-                     _check_loc_scale("cauchy_lccdf"),
-                     doc="""Cauchy log complementary CDF, summed: log(1/2 - atan((y - mu)/sigma)/pi).""")
-
-
-def cauchy_rng(mu, sigma, rng=None):
-    """Draws from Cauchy(mu, sigma)."""
-    check_finite("cauchy_rng", "mu", mu)
-    check_positive("cauchy_rng", "sigma", sigma)
-    g = as_generator(rng)
-    return draw(lambda mu, sigma, size: mu + sigma * g.standard_cauchy(size=size), mu, sigma)
 
 
 # --------------------------------------------------------------------------------------
@@ -723,9 +678,16 @@ def _double_exponential_cdf_kernel(upper):
     return kernel
 
 
-double_exponential_lpdf = fused(
-    "double_exponential_lpdf", _double_exponential,
-    _check_loc_scale("double_exponential_lpdf", y_finite=True),
+(double_exponential_lpdf,
+ double_exponential_lcdf,
+ double_exponential_lccdf,
+ double_exponential_rng) = family(
+    "double_exponential",
+    (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_double_exponential,
+    lcdf=_double_exponential_cdf_kernel(False),
+    lccdf=_double_exponential_cdf_kernel(True),
+    rng=lambda g, mu, sigma, size: g.laplace(mu, sigma, size),
     doc="""Double exponential (Laplace) log density, summed over the broadcast elements.
 
     log DoubleExponential(y | mu, sigma) = -log(2) - log(sigma) - |y - mu| / sigma
@@ -735,24 +697,12 @@ double_exponential_lpdf = fused(
     >>> import stanlite as sl
     >>> round(sl.double_exponential_lpdf(1.0, 0.0, 2.0), 6)
     -1.886294
-    """)
-double_exponential_lcdf = fused(
-    "double_exponential_lcdf", _double_exponential_cdf_kernel(False),
-    _check_loc_scale("double_exponential_lcdf", y_finite=True),
-    doc="""Double exponential log CDF, summed: F = exp(z)/2 (z < 0), 1 - exp(-z)/2
-    (z >= 0), z = (y - mu)/sigma.""")
-double_exponential_lccdf = fused(
-    "double_exponential_lccdf", _double_exponential_cdf_kernel(True),
-    _check_loc_scale("double_exponential_lccdf", y_finite=True),
-    doc="""Double exponential log complementary CDF, summed: 1 - F = 1 - exp(z)/2
-    (z < 0), exp(-z)/2 (z >= 0).""")
-
-
-def double_exponential_rng(mu, sigma, rng=None):
-    """Draws from DoubleExponential(mu, sigma) (Laplace)."""
-    check_finite("double_exponential_rng", "mu", mu)
-    check_positive("double_exponential_rng", "sigma", sigma)
-    return draw(as_generator(rng).laplace, mu, sigma)
+    """,
+    lcdf_doc="""Double exponential log CDF, summed: F = exp(z)/2 (z < 0), 1 - exp(-z)/2
+    (z >= 0), z = (y - mu)/sigma.""",
+    lccdf_doc="""Double exponential log complementary CDF, summed: 1 - F = 1 - exp(z)/2
+    (z < 0), exp(-z)/2 (z >= 0).""",
+    rng_doc="""Draws from DoubleExponential(mu, sigma) (Laplace).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -786,9 +736,15 @@ def _logistic_cdf_kernel(upper):
     return kernel
 
 
-logistic_lpdf = _fused("logistic_lpdf", _logistic,
-                      _check_loc_scale("logistic_lpdf", y_finite=True),
-                      doc="""Logistic log density, summed over the broadcast elements.
+logistic_lpdf, logistic_lcdf, logistic_lccdf, logistic_rng = family(
+    "logistic",
+    (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_logistic,
+    lcdf=_logistic_cdf_kernel(False),
+    lccdf=_logistic_cdf_kernel(True),
+    as_float=True,
+    rng=lambda g, mu, sigma, size: g.logistic(mu, sigma, size),
+    doc="""Logistic log density, summed over the broadcast elements.
 
     log Logistic(y | mu, sigma) = -z - log(sigma) - 2 log(1 + exp(-z)),
     z = (y - mu)/sigma;  y real, mu real, sigma > 0.
@@ -796,21 +752,11 @@ logistic_lpdf = _fused("logistic_lpdf", _logistic,
     >>> import stanlite as sl
     >>> round(sl.logistic_lpdf(1.0, 0.0, 1.0), 6)
     -1.626523
-    """)
-logistic_lcdf = _fused("logistic_lcdf", _logistic_cdf_kernel(False),
-                      _check_loc_scale("logistic_lcdf", y_finite=True),
-                      doc="""Logistic log CDF, summed: log inv_logit((y - mu)/sigma).""")
-logistic_lccdf = _fused("logistic_lccdf", _logistic_cdf_kernel(True),
-                       _check_loc_scale("logistic_lccdf", y_finite=True),
-                       doc="""Logistic log complementary CDF, summed:
-    log(1 - inv_logit((y - mu)/sigma)).""")
-
-
-def logistic_rng(mu, sigma, rng=None):
-    """Draws from Logistic(mu, sigma)."""
-    check_finite("logistic_rng", "mu", mu)
-    check_positive("logistic_rng", "sigma", sigma)
-    return draw(as_generator(rng).logistic, mu, sigma)
+    """,
+    lcdf_doc="""Logistic log CDF, summed: log inv_logit((y - mu)/sigma).""",
+    lccdf_doc="""Logistic log complementary CDF, summed:
+    log(1 - inv_logit((y - mu)/sigma)).""",
+    rng_doc="""Draws from Logistic(mu, sigma).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -845,8 +791,15 @@ def _gumbel_cdf_kernel(upper):
     return kernel
 
 
-gumbel_lpdf = _fused("gumbel_lpdf", _gumbel, _check_loc_scale("gumbel_lpdf", "beta"),
-                    doc="""Gumbel log density, summed over the broadcast elements.
+gumbel_lpdf, gumbel_lcdf, gumbel_lccdf, gumbel_rng = family(
+    "gumbel",
+    (("y", NOT_NAN), ("mu", FINITE), ("beta", POSITIVE)),
+    lpdf=_gumbel,
+    lcdf=_gumbel_cdf_kernel(False),
+    lccdf=_gumbel_cdf_kernel(True),
+    as_float=True,
+    rng=lambda g, mu, beta, size: g.gumbel(mu, beta, size),
+    doc="""Gumbel log density, summed over the broadcast elements.
 
     log Gumbel(y | mu, beta) = -log(beta) - z - exp(-z),  z = (y - mu)/beta;
     y real, mu real, beta > 0 (scale).
@@ -854,21 +807,11 @@ gumbel_lpdf = _fused("gumbel_lpdf", _gumbel, _check_loc_scale("gumbel_lpdf", "be
     >>> import stanlite as sl
     >>> round(sl.gumbel_lpdf(1.0, 0.0, 2.0), 6)
     -1.799678
-    """)
-gumbel_lcdf = _fused("gumbel_lcdf", _gumbel_cdf_kernel(False),
-                    _check_loc_scale("gumbel_lcdf", "beta"),
-                    doc="""Gumbel log CDF, summed: log F = -exp(-(y - mu)/beta).""")
-gumbel_lccdf = _fused("gumbel_lccdf", _gumbel_cdf_kernel(True),
-                     _check_loc_scale("gumbel_lccdf", "beta"),
-                     doc="""Gumbel log complementary CDF, summed:
-    log(1 - exp(-exp(-(y - mu)/beta))).""")
-
-
-def gumbel_rng(mu, beta, rng=None):
-    """Draws from Gumbel(mu, beta)."""
-    check_finite("gumbel_rng", "mu", mu)
-    check_positive("gumbel_rng", "beta", beta)
-    return draw(as_generator(rng).gumbel, mu, beta)
+    """,
+    lcdf_doc="""Gumbel log CDF, summed: log F = -exp(-(y - mu)/beta).""",
+    lccdf_doc="""Gumbel log complementary CDF, summed:
+    log(1 - exp(-exp(-(y - mu)/beta))).""",
+    rng_doc="""Draws from Gumbel(mu, beta).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -991,17 +934,22 @@ def _skew_normal_cdf_kernel(upper):
     return kernel
 
 
-def _check_skew_normal(fn):
-    def check(y, xi, omega, alpha):
-        check_not_nan(fn, "y", y)
-        check_finite(fn, "xi", xi)
-        check_positive(fn, "omega", omega)
-        check_finite(fn, "alpha", alpha)
-    return check
+def _skew_normal_draw(g, xi, omega, alpha, size):
+    d = alpha / np.sqrt(1.0 + alpha * alpha)
+    u = g.standard_normal(size)
+    v = g.standard_normal(size)
+    return xi + omega * (d * np.abs(u) + np.sqrt(1.0 - d * d) * v)
 
 
-skew_normal_lpdf = _fused("skew_normal_lpdf", _skew_normal, _check_skew_normal("skew_normal_lpdf"),
-                         doc="""Skew-normal log density, summed over the broadcast elements.
+skew_normal_lpdf, skew_normal_lcdf, skew_normal_lccdf, skew_normal_rng = family(
+    "skew_normal",
+    (("y", NOT_NAN), ("xi", FINITE), ("omega", POSITIVE), ("alpha", FINITE)),
+    lpdf=_skew_normal,
+    lcdf=_skew_normal_cdf_kernel(False),
+    lccdf=_skew_normal_cdf_kernel(True),
+    as_float=True,
+    rng=_skew_normal_draw,
+    doc="""Skew-normal log density, summed over the broadcast elements.
 
     SkewNormal(y | xi, omega, alpha) = 2/omega phi(z) Phi(alpha z),  z = (y - xi)/omega;
     y real, xi real (location), omega > 0 (scale), alpha real (shape).
@@ -1009,32 +957,14 @@ skew_normal_lpdf = _fused("skew_normal_lpdf", _skew_normal, _check_skew_normal("
     >>> import stanlite as sl
     >>> round(sl.skew_normal_lpdf(0.5, 0.0, 1.0, 2.0), 6)
     -0.523545
-    """)
-skew_normal_lcdf = _fused("skew_normal_lcdf", _skew_normal_cdf_kernel(False),
-                         _check_skew_normal("skew_normal_lcdf"),
-                         doc="""Skew-normal log CDF, summed: log(Phi(z) - 2 T(z, alpha)), T Owen's T
+    """,
+    lcdf_doc="""Skew-normal log CDF, summed: log(Phi(z) - 2 T(z, alpha)), T Owen's T
     function; in the lower tail (where the two terms cancel) by quadrature in logs, so
-    log F stays accurate far out (Stan's formula loses it there).""")
-skew_normal_lccdf = _fused("skew_normal_lccdf", _skew_normal_cdf_kernel(True),
-                          _check_skew_normal("skew_normal_lccdf"),
-                          doc="""Skew-normal log complementary CDF, summed:
-    log(1 - F(z | alpha)) = log F(-z | -alpha).""")
-
-
-def skew_normal_rng(xi, omega, alpha, rng=None):
-    """Draws from SkewNormal(xi, omega, alpha): xi + omega (delta |U| + sqrt(1 -
-    delta^2) V), delta = alpha / sqrt(1 + alpha^2), U, V independent N(0, 1)."""
-    check_finite("skew_normal_rng", "xi", xi)
-    check_positive("skew_normal_rng", "omega", omega)
-    check_finite("skew_normal_rng", "alpha", alpha)
-    g = as_generator(rng)
-
-    def sample(xi, omega, alpha, size):
-        d = alpha / np.sqrt(1.0 + alpha * alpha)
-        u = g.standard_normal(size)
-        v = g.standard_normal(size)
-        return xi + omega * (d * np.abs(u) + np.sqrt(1.0 - d * d) * v)
-    return draw(sample, xi, omega, alpha)
+    log F stays accurate far out (Stan's formula loses it there).""",
+    lccdf_doc="""Skew-normal log complementary CDF, summed:
+    log(1 - F(z | alpha)) = log F(-z | -alpha).""",
+    rng_doc="""Draws from SkewNormal(xi, omega, alpha): xi + omega (delta |U| + sqrt(1 -
+    delta^2) V), delta = alpha / sqrt(1 + alpha^2), U, V independent N(0, 1).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -1109,17 +1039,16 @@ def _exp_mod_normal_cdf_kernel(upper):
     return kernel
 
 
-def _check_exp_mod_normal(fn):
-    def check(y, mu, sigma, lam):
-        check_not_nan(fn, "y", y)
-        check_finite(fn, "mu", mu)
-        check_positive(fn, "sigma", sigma)
-        check_positive(fn, "lambda", lam)
-    return check
-
-
-exp_mod_normal_lpdf = fused(
-    "exp_mod_normal_lpdf", _exp_mod_normal, _check_exp_mod_normal("exp_mod_normal_lpdf"),
+exp_mod_normal_lpdf, exp_mod_normal_lcdf, exp_mod_normal_lccdf, exp_mod_normal_rng = family(
+    "exp_mod_normal",
+    (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE), ("lambda", POSITIVE)),
+    lpdf=_exp_mod_normal,
+    lcdf=_exp_mod_normal_cdf_kernel(False),
+    lccdf=_exp_mod_normal_cdf_kernel(True),
+    params=("y", "mu", "sigma", "lam"),
+    rng_params=("mu", "sigma", "lambda_"),
+    rng=lambda g, mu, sigma, lam, size: (g.normal(mu, sigma, size)
+                                             + g.exponential(1.0 / lam, size)),
     doc="""Exponentially modified normal log density, summed over the broadcast elements.
 
     ExpModNormal(y | mu, sigma, lambda) = lambda/2 exp(lambda/2 (2 mu + lambda sigma^2
@@ -1131,28 +1060,13 @@ exp_mod_normal_lpdf = fused(
     >>> import stanlite as sl
     >>> round(sl.exp_mod_normal_lpdf(1.0, 0.0, 1.0, 2.0), 6)
     -1.147874
-    """)
-exp_mod_normal_lcdf = fused(
-    "exp_mod_normal_lcdf", _exp_mod_normal_cdf_kernel(False),
-    _check_exp_mod_normal("exp_mod_normal_lcdf"),
-    doc="""Exponentially modified normal log CDF, summed:
+    """,
+    lcdf_doc="""Exponentially modified normal log CDF, summed:
     F(y) = Phi(u) - exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma),
-    u = (y - mu)/sigma (computed in logs).""")
-exp_mod_normal_lccdf = fused(
-    "exp_mod_normal_lccdf", _exp_mod_normal_cdf_kernel(True),
-    _check_exp_mod_normal("exp_mod_normal_lccdf"),
-    doc="""Exponentially modified normal log complementary CDF, summed:
-    1 - F(y) = Phi(-u) + exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma).""")
-
-
-def exp_mod_normal_rng(mu, sigma, lambda_, rng=None):
-    """Draws from ExpModNormal(mu, sigma, lambda): N(mu, sigma) + Exponential(lambda)."""
-    check_finite("exp_mod_normal_rng", "mu", mu)
-    check_positive("exp_mod_normal_rng", "sigma", sigma)
-    check_positive("exp_mod_normal_rng", "lambda", lambda_)
-    g = as_generator(rng)
-    return draw(lambda mu, sigma, lam, size: g.normal(mu, sigma, size)
-                + g.exponential(1.0 / lam, size), mu, sigma, lambda_)
+    u = (y - mu)/sigma (computed in logs).""",
+    lccdf_doc="""Exponentially modified normal log complementary CDF, summed:
+    1 - F(y) = Phi(-u) + exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma).""",
+    rng_doc="""Draws from ExpModNormal(mu, sigma, lambda): N(mu, sigma) + Exponential(lambda).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -1406,25 +1320,17 @@ def _von_mises_cdf_kernel(upper):
     return kernel
 
 
-def _check_von_mises(fn):
-    def check(y, mu, kappa):
-        check_finite(fn, "y", y)
-        check_finite(fn, "mu", mu)
-        check_nonnegative(fn, "kappa", kappa)
-        check_finite(fn, "kappa", kappa)
-    return check
-
-
-def _check_von_mises_cdf(fn):
-    def check(y, mu, kappa):
-        check_in_range(fn, "y", y, -math.pi, math.pi)
-        check_finite(fn, "mu", mu)
-        check_positive(fn, "kappa", kappa)
-    return check
-
-
-von_mises_lpdf = _fused("von_mises_lpdf", _von_mises, _check_von_mises("von_mises_lpdf"),
-                       doc="""Von Mises log density, summed over the broadcast elements.
+von_mises_lpdf, von_mises_lcdf, von_mises_lccdf, von_mises_rng = family(
+    "von_mises",
+    (("y", FINITE), ("mu", FINITE), ("kappa", all_of(NONNEGATIVE, FINITE))),
+    lpdf=_von_mises,
+    lcdf=_von_mises_cdf_kernel(False),
+    lccdf=_von_mises_cdf_kernel(True),
+    cdf_args={"y": in_range(-math.pi, math.pi), "kappa": POSITIVE},
+    as_float=True,
+    rng=lambda g, mu, kappa, size: (np.mod(mu, 2.0 * math.pi)
+                                        + g.vonmises(0.0, kappa, size)),
+    doc="""Von Mises log density, summed over the broadcast elements.
 
     VonMises(y | mu, kappa) = exp(kappa cos(y - mu)) / (2 pi I_0(kappa))
 
@@ -1434,32 +1340,19 @@ von_mises_lpdf = _fused("von_mises_lpdf", _von_mises, _check_von_mises("von_mise
     >>> import stanlite as sl
     >>> round(sl.von_mises_lpdf(0.5, 0.0, 2.0), 6)
     -0.906705
-    """)
-von_mises_lcdf = _fused("von_mises_lcdf", _von_mises_cdf_kernel(False),
-                       _check_von_mises_cdf("von_mises_lcdf"),
-                       doc="""Von Mises log CDF, summed (Stan's von_mises_lcdf).
+    """,
+    lcdf_doc="""Von Mises log CDF, summed (Stan's von_mises_lcdf).
 
     F(y | mu, kappa) = int_{-pi}^{y} exp(kappa cos(t - mu)) dt / (2 pi I_0(kappa)),
     y in [-pi, pi], mu real, kappa > 0; computed from the Fourier series
     (y + pi)/(2 pi) + sum_j I_j(kappa)/I_0(kappa) (sin(j(y - mu)) + sin(j(pi + mu)))/(j pi),
     and where F < 1e-3 from tanh-sinh quadrature of the density in logs (so the log
     CDF keeps its relative accuracy far into the tails).
-    """)
-von_mises_lccdf = _fused("von_mises_lccdf", _von_mises_cdf_kernel(True),
-                        _check_von_mises_cdf("von_mises_lccdf"),
-                        doc="""Von Mises log complementary CDF, summed: log(1 - F(y | mu, kappa)),
-    the mass from y to pi (see :func:`von_mises_lcdf`).""")
-
-
-def von_mises_rng(mu, kappa, rng=None):
-    """Draws from VonMises(mu, kappa), in [(mu mod 2 pi) - pi, (mu mod 2 pi) + pi]
-    (Stan's convention)."""
-    check_finite("von_mises_rng", "mu", mu)
-    check_nonnegative("von_mises_rng", "kappa", kappa)
-    check_finite("von_mises_rng", "kappa", kappa)
-    g = as_generator(rng)
-    return draw(lambda mu, kappa, size: np.mod(mu, 2.0 * math.pi)
-                + g.vonmises(0.0, kappa, size), mu, kappa)
+    """,
+    lccdf_doc="""Von Mises log complementary CDF, summed: log(1 - F(y | mu, kappa)),
+    the mass from y to pi (see :func:`von_mises_lcdf`).""",
+    rng_doc="""Draws from VonMises(mu, kappa), in [(mu mod 2 pi) - pi, (mu mod 2 pi) + pi]
+    (Stan's convention).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -1518,24 +1411,32 @@ def _uniform_cdf_kernel(upper):
     return kernel
 
 
-def _check_uniform(fn):
-    def check(y, alpha, beta):
-        check_not_nan(fn, "y", y)
-        check_finite(fn, "alpha", alpha)
-        check_finite(fn, "beta", beta)
-        bad = ~(np.asarray(beta) > np.asarray(alpha))
-        if np.any(bad):
-            b = np.broadcast_to(np.asarray(beta, dtype=float), np.shape(bad))
-            a = np.broadcast_to(np.asarray(alpha, dtype=float), np.shape(bad))
-            i = tuple(np.argwhere(bad)[0]) if np.ndim(bad) else ()
-            where = f"beta[{', '.join(str(int(k)) for k in i)}]" if i else "beta"
-            raise DomainError(f"{fn}: {where} must be greater than alpha "
-                              f"({float(a[i])!r}), but is {float(b[i])!r}")
-    return check
+def _beta_above_alpha(fn, alpha, beta):
+    bad = ~(np.asarray(beta) > np.asarray(alpha))
+    if np.any(bad):
+        b = np.broadcast_to(np.asarray(beta, dtype=float), np.shape(bad))
+        a = np.broadcast_to(np.asarray(alpha, dtype=float), np.shape(bad))
+        i = tuple(np.argwhere(bad)[0]) if np.ndim(bad) else ()
+        where = f"beta[{', '.join(str(int(k)) for k in i)}]" if i else "beta"
+        raise DomainError(f"{fn}: {where} must be greater than alpha "
+                          f"({float(a[i])!r}), but is {float(b[i])!r}")
 
 
-uniform_lpdf = _fused("uniform_lpdf", _uniform, _check_uniform("uniform_lpdf"),
-                     doc="""Uniform log density, summed over the broadcast elements.
+def _beta_above_alpha_y(fn, y, alpha, beta):
+    _beta_above_alpha(fn, alpha, beta)
+
+
+uniform_lpdf, uniform_lcdf, uniform_lccdf, uniform_rng = family(
+    "uniform",
+    (("y", NOT_NAN), ("alpha", FINITE), ("beta", FINITE)),
+    lpdf=_uniform,
+    lcdf=_uniform_cdf_kernel(False),
+    lccdf=_uniform_cdf_kernel(True),
+    relations=(_beta_above_alpha_y,),
+    rng_relations=(_beta_above_alpha,),
+    as_float=True,
+    rng=lambda g, alpha, beta, size: g.uniform(alpha, beta, size),
+    doc="""Uniform log density, summed over the broadcast elements.
 
     log Uniform(y | alpha, beta) = -log(beta - alpha) for y in [alpha, beta], and -inf
     if any y lies outside its interval (Stan: a zero density, not an error).
@@ -1544,21 +1445,12 @@ uniform_lpdf = _fused("uniform_lpdf", _uniform, _check_uniform("uniform_lpdf"),
     >>> import stanlite as sl
     >>> round(sl.uniform_lpdf(0.5, 0.0, 4.0), 6)
     -1.386294
-    """)
-uniform_lcdf = _fused("uniform_lcdf", _uniform_cdf_kernel(False),
-                     _check_uniform("uniform_lcdf"),
-                     doc="""Uniform log CDF, summed: log((y - alpha)/(beta - alpha)) on
-    [alpha, beta], 0 above beta, -inf at or below alpha.""")
-uniform_lccdf = _fused("uniform_lccdf", _uniform_cdf_kernel(True),
-                      _check_uniform("uniform_lccdf"),
-                      doc="""Uniform log complementary CDF, summed: log((beta - y)/(beta - alpha))
-    on [alpha, beta], 0 below alpha, -inf at or above beta.""")
-
-
-def uniform_rng(alpha, beta, rng=None):
-    """Draws from Uniform(alpha, beta)."""
-    _check_uniform("uniform_rng")(0.0, alpha, beta)
-    return draw(as_generator(rng).uniform, alpha, beta)
+    """,
+    lcdf_doc="""Uniform log CDF, summed: log((y - alpha)/(beta - alpha)) on
+    [alpha, beta], 0 above beta, -inf at or below alpha.""",
+    lccdf_doc="""Uniform log complementary CDF, summed: log((beta - y)/(beta - alpha))
+    on [alpha, beta], 0 below alpha, -inf at or above beta.""",
+    rng_doc="""Draws from Uniform(alpha, beta).""")
 
 
 # --------------------------------------------------------------------------------------

@@ -176,8 +176,8 @@ def _node(name, kernel, check, doc, quiet, as_float, nondiff):
 # --------------------------------------------------------------------------------------
 # draws
 # --------------------------------------------------------------------------------------
-def _make_rng(name, args, sampler, doc, post, module, params):
-    check = make_check(name, args, params=params)
+def _make_rng(name, args, sampler, doc, post, module, params, relations):
+    check = make_check(name, args, relations, params)
     n = len(args)
     sig = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params]
@@ -209,14 +209,16 @@ def _make_rng(name, args, sampler, doc, post, module, params):
 def family(name, args, *, lpdf=None, lcdf=None, lccdf=None, rng=None, doc=None,
            lcdf_doc=None, lccdf_doc=None, rng_doc=None, cdf_args=None, rng_args=None,
            relations=(), params=None, kind="lpdf", quiet=False, as_float=False,
-           nondiff=(), rng_post=None):
+           nondiff=(), rng_post=None, rng_params=None, rng_relations=()):
     """Declare the family ``name`` and return its public functions (see module doc).
 
     ``args``: ``(name, constraint)`` pairs of the density's arguments, outcome first
     (constraint None: unchecked); ``cdf_args``: ``{name: constraint}`` changes for the
     CDFs; ``rng_args``: the draw's ``(name, constraint)`` pairs (default: ``args``
     without the outcome); ``params``: the Python parameter names where a Stan name is
-    a keyword (``lam`` for ``lambda``); ``kind``: ``"lpdf"`` or ``"lpmf"``;
+    a keyword (``lam`` for ``lambda``; ``rng_params`` those of the draw);
+    ``rng_relations``: checks ``r(fn, *params)`` of the draw; ``kind``: ``"lpdf"`` or
+    ``"lpmf"``;
     ``nondiff``: argument positions never traced (integer outcomes).
     """
     out = []
@@ -234,9 +236,10 @@ def family(name, args, *, lpdf=None, lcdf=None, lccdf=None, rng=None, doc=None,
     if rng is not None:
         if rng_args is None:
             rng_args = args[1:]
-        rparams = [a for a, _ in rng_args] if params is None else list(params[1:])
+        if rng_params is None:
+            rng_params = [a for a, _ in rng_args] if params is None else params[1:]
         out.append(_make_rng(f"{name}_rng", rng_args, rng, rng_doc, rng_post,
-                             module or rng.__module__, rparams))
+                             module or rng.__module__, list(rng_params), rng_relations))
     return tuple(out)
 
 
