@@ -35,7 +35,6 @@ broadcast of the parameters, or a Python ``int`` for a single draw.
 """
 
 import functools
-import inspect
 import math
 
 import numpy as np
@@ -49,8 +48,10 @@ from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    lchoose_sum as _lchoose_sum,
                                    lgamma_table as _lgamma_table)
 from ..errors import DomainError
-from .fused import (_fail, broadcast_size, check_finite, check_integer, check_not_nan,
+from .fused import (_fail, broadcast_size, check_finite, check_integer,
                     check_positive, check_probability, fused, pointwise, terms_primitive)
+from .family import (FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, PROBABILITY, all_of, family,
+                     integer)
 from .rng import as_generator
 
 __all__ = [
@@ -243,6 +244,37 @@ def _check_le(fn, arg, x, bound, bound_name):
         _fail(fn, arg, f"<= {bound_name}", np.broadcast_to(x, ok.shape), ~ok)
 
 
+def _at_most_one(fn, arg, x):
+    _check_le(fn, arg, x, 1, "1")
+
+
+def _n_at_most_N(fn, n, N, *params):
+    _check_le(fn, "n", n, N, "N")
+
+
+def _plain_poisson(n, lam):
+    """One plain term (the hot case): certainly valid, nothing to report."""
+    return type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES and n >= 0
+
+
+def _plain_poisson_cdf(n, lam):
+    return type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES
+
+
+def _rate_below_max(fn, arg, lam):
+    ok = lam < POISSON_MAX_RATE
+    if not np.all(ok):
+        _fail(fn, arg, "less than 2^30", lam, ~ok)
+
+
+def _log_rate_below_max(fn, arg, alpha):
+    with np.errstate(over="ignore"):
+        lam = np.exp(alpha)
+    ok = lam < POISSON_MAX_RATE
+    if not np.all(ok):
+        _fail(fn, arg, "less than log(2^30)", alpha, ~ok)
+
+
 def _check_positive_finite(fn, arg, x):
     check_positive(fn, arg, x)
 
@@ -292,21 +324,6 @@ def _bernoulli(need, n, theta):
     return sm.sum(sm.log(p)), [None, s / p if need[1] else None]
 
 
-def _check_bernoulli(fn):
-    def check(n, theta):
-        check_integer(fn, "n", n, 0)
-        _check_le(fn, "n", n, 1, "1")
-        check_probability(fn, "theta", theta)
-    return check
-
-
-def _check_bernoulli_cdf(fn):
-    def check(n, theta):
-        check_integer(fn, "n", n)
-        check_probability(fn, "theta", theta)
-    return check
-
-
 @_quiet
 def _bernoulli_lcdf(need, n, theta):
     """log P(X <= n): -inf for n < 0, log(1 - theta) for n = 0, 0 for n >= 1."""
@@ -331,30 +348,31 @@ def _bernoulli_lccdf(need, n, theta):
     return lp, [None, d]
 
 
-bernoulli_lpmf = fused("bernoulli_lpmf", _bernoulli, _check_bernoulli("bernoulli_lpmf"),
-                       nondiff=(0,))
-bernoulli_lpmf.__doc__ = """Bernoulli log mass, summed: sum_i log Bernoulli(n_i | theta_i).
+bernoulli_lpmf, bernoulli_lcdf, bernoulli_lccdf, bernoulli_rng = family(
+    "bernoulli",
+    (("n", all_of(integer(0), _at_most_one)), ("theta", PROBABILITY)),
+    kind="lpmf",
+    lpmf=_bernoulli,
+    lcdf=_bernoulli_lcdf,
+    lccdf=_bernoulli_lccdf,
+    cdf_args={"n": integer()},
+    rng_args=(("theta", PROBABILITY),),
+    rng_post=_int_draws,
+    rng_arrays=True,
+    nondiff=(0,),
+    rng=lambda g, theta: g.binomial(1, theta),
+    doc="""Bernoulli log mass, summed: sum_i log Bernoulli(n_i | theta_i).
 
     Bernoulli(n | theta) = theta^n (1 - theta)^(1 - n),  n in {0, 1},  theta in [0, 1].
 
     >>> import stanlite as sl
     >>> round(sl.bernoulli_lpmf([1, 0, 1], 0.75), 6)
     -1.961659
-    """
-bernoulli_lcdf = fused("bernoulli_lcdf", _bernoulli_lcdf,
-                       _check_bernoulli_cdf("bernoulli_lcdf"), nondiff=(0,))
-bernoulli_lcdf.__doc__ = """Bernoulli log CDF, summed: log P(X <= n) = log(1 - theta) at n = 0."""
-bernoulli_lccdf = fused("bernoulli_lccdf", _bernoulli_lccdf,
-                        _check_bernoulli_cdf("bernoulli_lccdf"), nondiff=(0,))
-bernoulli_lccdf.__doc__ = """Bernoulli log complementary CDF, summed: log P(X > n) = log theta
-    at n = 0."""
-
-
-def bernoulli_rng(theta, rng=None):
-    """Bernoulli(theta) draws (0/1 ints), shaped like ``theta``."""
-    theta = np.asarray(value_of(theta), dtype=float)
-    check_probability("bernoulli_rng", "theta", theta)
-    return _int_draws(as_generator(rng).binomial(1, theta))
+    """,
+    lcdf_doc="""Bernoulli log CDF, summed: log P(X <= n) = log(1 - theta) at n = 0.""",
+    lccdf_doc="""Bernoulli log complementary CDF, summed: log P(X > n) = log theta
+    at n = 0.""",
+    rng_doc="""Bernoulli(theta) draws (0/1 ints), shaped like ``theta``.""")
 
 
 # --------------------------------------------------------------------------------------
@@ -372,16 +390,16 @@ def _bernoulli_logit(need, n, alpha):
     return lp, [None, s * sm.exp(t - L) if need[1] else None]
 
 
-def _check_bernoulli_logit(n, alpha):
-    fn = "bernoulli_logit_lpmf"
-    check_integer(fn, "n", n, 0)
-    _check_le(fn, "n", n, 1, "1")
-    check_not_nan(fn, "alpha", alpha)
-
-
-bernoulli_logit_lpmf = fused("bernoulli_logit_lpmf", _bernoulli_logit,
-                             _check_bernoulli_logit, nondiff=(0,))
-bernoulli_logit_lpmf.__doc__ = """Bernoulli log mass on the logit scale, summed.
+bernoulli_logit_lpmf, bernoulli_logit_rng = family(
+    "bernoulli_logit",
+    (("n", all_of(integer(0), _at_most_one)), ("alpha", NOT_NAN)),
+    kind="lpmf",
+    lpmf=_bernoulli_logit,
+    rng_post=_int_draws,
+    rng_arrays=True,
+    nondiff=(0,),
+    rng=lambda g, alpha: g.binomial(1, sps.expit(alpha)),
+    doc="""Bernoulli log mass on the logit scale, summed.
 
     BernoulliLogit(n | alpha) = Bernoulli(n | inv_logit(alpha)),  n in {0, 1}, alpha real;
     computed as log inv_logit((2n - 1) alpha), which is stable for any |alpha|.
@@ -389,16 +407,10 @@ bernoulli_logit_lpmf.__doc__ = """Bernoulli log mass on the logit scale, summed.
     >>> import stanlite as sl
     >>> round(sl.bernoulli_logit_lpmf([1, 0], 800.0), 6)
     -800.0
-    """
+    """,
+    rng_doc="""Bernoulli(inv_logit(alpha)) draws (0/1 ints), shaped like ``alpha``.""")
 _deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))
 _check_lowering(bernoulli_logit_lpmf, None, "not_nan")
-
-
-def bernoulli_logit_rng(alpha, rng=None):
-    """Bernoulli(inv_logit(alpha)) draws (0/1 ints), shaped like ``alpha``."""
-    alpha = np.asarray(value_of(alpha), dtype=float)
-    check_not_nan("bernoulli_logit_rng", "alpha", alpha)
-    return _int_draws(as_generator(rng).binomial(1, sps.expit(alpha)))
 
 
 # ======================================================================================
@@ -423,16 +435,6 @@ def _binomial(need, n, N, theta):
     lp = lp + _bsum(_xlog(n, theta) + _xlog(m, 1.0 - theta), M)
     d = _xdiv(n, theta) - _xdiv(m, 1.0 - theta) if need[2] else None
     return lp, [None, None, d]
-
-
-def _check_binomial(fn, cdf=False):
-    def check(n, N, theta):
-        check_integer(fn, "n", n, None if cdf else 0)
-        check_integer(fn, "N", N, 0)
-        if not cdf:
-            _check_le(fn, "n", n, N, "N")
-        check_probability(fn, "theta", theta)
-    return check
 
 
 def _binomial_cdf(need, n, N, theta, upper):
@@ -470,9 +472,19 @@ def _binomial_cdf(need, n, N, theta, upper):
     return lp, [None, None, d]
 
 
-binomial_lpmf = fused("binomial_lpmf", _binomial, _check_binomial("binomial_lpmf"),
-                      nondiff=(0, 1))
-binomial_lpmf.__doc__ = """Binomial log mass, summed: sum_i log Binomial(n_i | N_i, theta_i).
+_binomial_lcdf, _binomial_lccdf = _cdf_pair(_binomial_cdf)
+binomial_lpmf, binomial_lcdf, binomial_lccdf = family(
+    "binomial",
+    (("n", integer(0)), ("N", integer(0)), ("theta", PROBABILITY)),
+    kind="lpmf",
+    lpmf=_binomial,
+    lcdf=_binomial_lcdf,
+    lccdf=_binomial_lccdf,
+    cdf_args={"n": integer()},
+    relations=((2, _n_at_most_N),),
+    cdf_relations=(),
+    nondiff=(0, 1),
+    doc="""Binomial log mass, summed: sum_i log Binomial(n_i | N_i, theta_i).
 
     Binomial(n | N, theta) = C(N, n) theta^n (1 - theta)^(N - n),  0 <= n <= N,
     theta in [0, 1].
@@ -480,15 +492,10 @@ binomial_lpmf.__doc__ = """Binomial log mass, summed: sum_i log Binomial(n_i | N
     >>> import stanlite as sl
     >>> round(sl.binomial_lpmf(3, 10, 0.25), 6)
     -1.385166
-    """
-_binomial_lcdf, _binomial_lccdf = _cdf_pair(_binomial_cdf)
-binomial_lcdf = fused("binomial_lcdf", _binomial_lcdf,
-                      _check_binomial("binomial_lcdf", cdf=True), nondiff=(0, 1))
-binomial_lcdf.__doc__ = """Binomial log CDF, summed: log P(X <= n) = log I_{1-theta}(N - n, n + 1)."""
-binomial_lccdf = fused("binomial_lccdf", _binomial_lccdf,
-                       _check_binomial("binomial_lccdf", cdf=True), nondiff=(0, 1))
-binomial_lccdf.__doc__ = """Binomial log complementary CDF, summed: log P(X > n)
-    = log I_theta(n + 1, N - n)."""
+    """,
+    lcdf_doc="""Binomial log CDF, summed: log P(X <= n) = log I_{1-theta}(N - n, n + 1).""",
+    lccdf_doc="""Binomial log complementary CDF, summed: log P(X > n)
+    = log I_theta(n + 1, N - n).""")
 
 
 def _rng_ints(fn, arg, x):
@@ -521,17 +528,14 @@ def _binomial_logit(need, n, N, alpha):
     return lp, [None, None, d]
 
 
-def _check_binomial_logit(n, N, alpha):
-    fn = "binomial_logit_lpmf"
-    check_integer(fn, "n", n, 0)
-    check_integer(fn, "N", N, 0)
-    _check_le(fn, "n", n, N, "N")
-    check_finite(fn, "alpha", alpha)
-
-
-binomial_logit_lpmf = fused("binomial_logit_lpmf", _binomial_logit, _check_binomial_logit,
-                            nondiff=(0, 1))
-binomial_logit_lpmf.__doc__ = """Binomial log mass on the logit scale, summed.
+(binomial_logit_lpmf,) = family(
+    "binomial_logit",
+    (("n", integer(0)), ("N", integer(0)), ("alpha", FINITE)),
+    kind="lpmf",
+    lpmf=_binomial_logit,
+    relations=((2, _n_at_most_N),),
+    nondiff=(0, 1),
+    doc="""Binomial log mass on the logit scale, summed.
 
     BinomialLogit(n | N, alpha) = Binomial(n | N, inv_logit(alpha)),  alpha real;
     computed as lchoose(N, n) + n alpha - N log1p_exp(alpha).
@@ -539,7 +543,7 @@ binomial_logit_lpmf.__doc__ = """Binomial log mass on the logit scale, summed.
     >>> import stanlite as sl
     >>> round(sl.binomial_logit_lpmf(3, 10, 0.0), 6)
     -2.14398
-    """
+    """)
 _deflower(binomial_logit_lpmf, _ld(_op.BINOMIAL_LOGIT, 3, _lchoose_sum))
 _check_lowering(binomial_logit_lpmf, None, None, "finite")
 
@@ -579,15 +583,6 @@ def _beta_binomial(need, n, N, alpha, beta):
         if need[3]:
             db = sm.digamma((N - n) + beta) - sm.digamma(beta) + common
     return lp, [None, None, da, db]
-
-
-def _check_beta_binomial(fn):
-    def check(n, N, alpha, beta):
-        check_integer(fn, "n", n)
-        check_integer(fn, "N", N, 0)
-        check_positive(fn, "alpha", alpha)
-        check_positive(fn, "beta", beta)
-    return check
 
 
 def _bb_cdf(need, n, N, alpha, beta, upper):
@@ -660,9 +655,16 @@ def _bb_cdf_terms(need, n, N, alpha, beta, upper):
     return sm.reshape(val, shape), parts
 
 
-beta_binomial_lpmf = fused("beta_binomial_lpmf", _beta_binomial,
-                           _check_beta_binomial("beta_binomial_lpmf"), nondiff=(0, 1))
-beta_binomial_lpmf.__doc__ = """Beta-binomial log mass, summed.
+_bb_lcdf, _bb_lccdf = _cdf_pair(_bb_cdf)
+beta_binomial_lpmf, beta_binomial_lcdf, beta_binomial_lccdf = family(
+    "beta_binomial",
+    (("n", integer()), ("N", integer(0)), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    kind="lpmf",
+    lpmf=_beta_binomial,
+    lcdf=_bb_lcdf,
+    lccdf=_bb_lccdf,
+    nondiff=(0, 1),
+    doc="""Beta-binomial log mass, summed.
 
     BetaBinomial(n | N, a, b) = C(N, n) B(n + a, N - n + b) / B(a, b),  0 <= n <= N,
     a, b > 0 (n outside 0..N: log mass -inf).
@@ -670,15 +672,10 @@ beta_binomial_lpmf.__doc__ = """Beta-binomial log mass, summed.
     >>> import stanlite as sl
     >>> round(sl.beta_binomial_lpmf(3, 10, 2.0, 3.0), 6)
     -1.938941
-    """
-_bb_lcdf, _bb_lccdf = _cdf_pair(_bb_cdf)
-beta_binomial_lcdf = fused("beta_binomial_lcdf", _bb_lcdf,
-                           _check_beta_binomial("beta_binomial_lcdf"), nondiff=(0, 1))
-beta_binomial_lcdf.__doc__ = """Beta-binomial log CDF, summed: log sum_{k <= n} BetaBinomial(k | N, a, b)."""
-beta_binomial_lccdf = fused("beta_binomial_lccdf", _bb_lccdf,
-                            _check_beta_binomial("beta_binomial_lccdf"), nondiff=(0, 1))
-beta_binomial_lccdf.__doc__ = """Beta-binomial log complementary CDF, summed:
-    log sum_{k > n} BetaBinomial(k | N, a, b)."""
+    """,
+    lcdf_doc="""Beta-binomial log CDF, summed: log sum_{k <= n} BetaBinomial(k | N, a, b).""",
+    lccdf_doc="""Beta-binomial log complementary CDF, summed:
+    log sum_{k > n} BetaBinomial(k | N, a, b).""")
 
 
 def beta_binomial_rng(N, alpha, beta, rng=None):
@@ -745,19 +742,6 @@ def _poisson_any(need, n, lam):
     return lp, [None, _xdiv(n, lam) - 1.0 if need[1] else None]
 
 
-def _check_poisson(fn, cdf=False):
-    def check(n, lam):
-        if type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES and (cdf or n >= 0):
-            return                      # one plain term: nothing to report
-        check_integer(fn, "n", n, None if cdf else 0)
-        check_not_nan(fn, "lambda", lam)
-        lv = np.asarray(lam)
-        ok = lv >= 0
-        if not np.all(ok):
-            _fail(fn, "lambda", "non-negative", lv, ~ok)
-    return check
-
-
 def _poisson_cdf(need, n, lam, upper):
     """log P(X <= n) = log Q(n + 1, lambda), log P(X > n) = log P(n + 1, lambda)
     (regularized incomplete gamma); d/dlambda P(X <= n) = -Poisson(n | lambda)."""
@@ -782,34 +766,36 @@ def _poisson_cdf(need, n, lam, upper):
     return lp, [None, d]
 
 
-poisson_lpmf = fused("poisson_lpmf", _poisson, _check_poisson("poisson_lpmf"), nondiff=(0,))
-poisson_lpmf.__doc__ = """Poisson log mass, summed: sum_i log Poisson(n_i | lambda_i).
+_poisson_lcdf, _poisson_lccdf = _cdf_pair(_poisson_cdf)
+poisson_lpmf, poisson_lcdf, poisson_lccdf, poisson_rng = family(
+    "poisson",
+    (("n", integer(0)), ("lambda", all_of(NOT_NAN, NONNEGATIVE))),
+    kind="lpmf",
+    lpmf=_poisson,
+    lcdf=_poisson_lcdf,
+    lccdf=_poisson_lccdf,
+    cdf_args={"n": integer()},
+    rng_args=(("lambda", all_of(NOT_NAN, NONNEGATIVE, _rate_below_max)),),
+    params=("n", "lam"),
+    rng_post=_int_draws,
+    rng_arrays=True,
+    fast=_plain_poisson,
+    cdf_fast=_plain_poisson_cdf,
+    nondiff=(0,),
+    rng=lambda g, lam: g.poisson(lam),
+    doc="""Poisson log mass, summed: sum_i log Poisson(n_i | lambda_i).
 
     Poisson(n | lambda) = lambda^n e^(-lambda) / n!,  n >= 0,  lambda >= 0.
 
     >>> import stanlite as sl
     >>> round(sl.poisson_lpmf(2, 1.5), 6)
     -1.382217
-    """
+    """,
+    lcdf_doc="""Poisson log CDF, summed: log P(X <= n) = log Q(n + 1, lambda).""",
+    lccdf_doc="""Poisson log complementary CDF, summed: log P(X > n) = log P(n + 1, lambda).""",
+    rng_doc="""Poisson(lambda) draws (ints); lambda must be < 2^30 (Stan's limit).""")
 _deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
 _check_lowering(poisson_lpmf, None, "nonnegative_finite")
-_poisson_lcdf, _poisson_lccdf = _cdf_pair(_poisson_cdf)
-poisson_lcdf = fused("poisson_lcdf", _poisson_lcdf,
-                     _check_poisson("poisson_lcdf", cdf=True), nondiff=(0,))
-poisson_lcdf.__doc__ = """Poisson log CDF, summed: log P(X <= n) = log Q(n + 1, lambda)."""
-poisson_lccdf = fused("poisson_lccdf", _poisson_lccdf,
-                      _check_poisson("poisson_lccdf", cdf=True), nondiff=(0,))
-poisson_lccdf.__doc__ = """Poisson log complementary CDF, summed: log P(X > n) = log P(n + 1, lambda)."""
-
-
-def poisson_rng(lam, rng=None):
-    """Poisson(lambda) draws (ints); lambda must be < 2^30 (Stan's limit)."""
-    lam = np.asarray(value_of(lam), dtype=float)
-    _check_poisson("poisson_rng", cdf=True)(0, lam)
-    ok = lam < POISSON_MAX_RATE
-    if not np.all(ok):
-        _fail("poisson_rng", "lambda", "less than 2^30", lam, ~ok)
-    return _int_draws(as_generator(rng).poisson(lam))
 
 
 # --------------------------------------------------------------------------------------
@@ -841,13 +827,17 @@ def _poisson_log(need, n, alpha):
     return lp, [None, n - e if need[1] else None]
 
 
-def _check_poisson_log(n, alpha):
-    check_integer("poisson_log_lpmf", "n", n, 0)
-    check_not_nan("poisson_log_lpmf", "alpha", alpha)
-
-
-poisson_log_lpmf = fused("poisson_log_lpmf", _poisson_log, _check_poisson_log, nondiff=(0,))
-poisson_log_lpmf.__doc__ = """Poisson log mass on the log scale, summed.
+poisson_log_lpmf, poisson_log_rng = family(
+    "poisson_log",
+    (("n", integer(0)), ("alpha", NOT_NAN)),
+    kind="lpmf",
+    lpmf=_poisson_log,
+    rng_args=(("alpha", all_of(NOT_NAN, _log_rate_below_max)),),
+    rng_post=_int_draws,
+    rng_arrays=True,
+    nondiff=(0,),
+    rng=lambda g, alpha: g.poisson(np.exp(alpha)),
+    doc="""Poisson log mass on the log scale, summed.
 
     PoissonLog(n | alpha) = Poisson(n | exp(alpha)); computed as
     n alpha - exp(alpha) - lgamma(n + 1), never as log(exp(alpha)).
@@ -855,21 +845,10 @@ poisson_log_lpmf.__doc__ = """Poisson log mass on the log scale, summed.
     >>> import stanlite as sl
     >>> round(sl.poisson_log_lpmf(2, 0.0), 6)
     -1.693147
-    """
+    """,
+    rng_doc="""Poisson(exp(alpha)) draws (ints).""")
 _deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
 _check_lowering(poisson_log_lpmf, None, "finite")
-
-
-def poisson_log_rng(alpha, rng=None):
-    """Poisson(exp(alpha)) draws (ints)."""
-    alpha = np.asarray(value_of(alpha), dtype=float)
-    check_not_nan("poisson_log_rng", "alpha", alpha)
-    with np.errstate(over="ignore"):
-        lam = np.exp(alpha)
-    ok = lam < POISSON_MAX_RATE
-    if not np.all(ok):
-        _fail("poisson_log_rng", "alpha", "less than log(2^30)", alpha, ~ok)
-    return _int_draws(as_generator(rng).poisson(lam))
 
 
 # ======================================================================================
@@ -891,21 +870,6 @@ def _neg_binomial(need, n, alpha, beta):
     da = sm.digamma(n + alpha) - sm.digamma(alpha) + lp_ if need[1] else None
     db = alpha / beta - (alpha + n) / (1.0 + beta) if need[2] else None
     return lp, [None, da, db]
-
-
-def _check_nb(fn, a_name, b_name, cdf=False, finite_first=False):
-    def check(n, a, b):
-        check_integer(fn, "n", n, None if cdf else 0)
-        if finite_first:
-            check_finite(fn, a_name, a)
-        else:
-            check_positive(fn, a_name, a)
-        check_positive(fn, b_name, b)
-    # the public signature (the density's help) uses the caller's names for a and b
-    check.__signature__ = inspect.Signature(
-        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-         for p in ("n", a_name, b_name)])
-    return check
 
 
 def _nb_tail_lengths(n, a, lq, cap=1 << 22):
@@ -1006,9 +970,20 @@ def _neg_binomial_cdf(need, n, alpha, beta, upper):
     return sm.sum(val), [None] + [None if g is None else sm.reshape(g, shape) for g in gs]
 
 
-neg_binomial_lpmf = fused("neg_binomial_lpmf", _neg_binomial,
-                          _check_nb("neg_binomial_lpmf", "alpha", "beta"), nondiff=(0,))
-neg_binomial_lpmf.__doc__ = """Negative binomial log mass (shape/inverse-scale), summed.
+_nb_lcdf, _nb_lccdf = _cdf_pair(_neg_binomial_cdf)
+neg_binomial_lpmf, neg_binomial_lcdf, neg_binomial_lccdf, neg_binomial_rng = family(
+    "neg_binomial",
+    (("n", integer(0)), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    kind="lpmf",
+    lpmf=_neg_binomial,
+    lcdf=_nb_lcdf,
+    lccdf=_nb_lccdf,
+    cdf_args={"n": integer()},
+    rng_post=_int_draws,
+    rng_arrays=True,
+    nondiff=(0,),
+    rng=lambda g, a, b: g.negative_binomial(a, b / (1.0 + b)),
+    doc="""Negative binomial log mass (shape/inverse-scale), summed.
 
     NegBinomial(n | a, b) = C(n + a - 1, n) (b/(1+b))^a (1/(1+b))^n,  n >= 0, a, b > 0;
     mean a/b, variance a/b^2 (b + 1).
@@ -1016,27 +991,12 @@ neg_binomial_lpmf.__doc__ = """Negative binomial log mass (shape/inverse-scale),
     >>> import stanlite as sl
     >>> round(sl.neg_binomial_lpmf(3, 2.0, 0.5), 6)
     -2.027326
-    """
-_nb_lcdf, _nb_lccdf = _cdf_pair(_neg_binomial_cdf)
-neg_binomial_lcdf = fused(
-    "neg_binomial_lcdf", _nb_lcdf,
-    _check_nb("neg_binomial_lcdf", "alpha", "beta", cdf=True), nondiff=(0,))
-neg_binomial_lcdf.__doc__ = """Negative binomial log CDF, summed: log P(X <= n) = log I_{b/(1+b)}(a, n + 1)
-    (exact derivatives in a and b by finite sums; see the module doc)."""
-neg_binomial_lccdf = fused(
-    "neg_binomial_lccdf", _nb_lccdf,
-    _check_nb("neg_binomial_lccdf", "alpha", "beta", cdf=True), nondiff=(0,))
-neg_binomial_lccdf.__doc__ = """Negative binomial log complementary CDF, summed: log P(X > n)."""
-
-
-def neg_binomial_rng(alpha, beta, rng=None):
-    """NegBinomial(alpha, beta) draws (ints): failures before the alpha-th success with
-    success probability beta/(1 + beta)."""
-    alpha = np.asarray(value_of(alpha), dtype=float)
-    beta = np.asarray(value_of(beta), dtype=float)
-    check_positive("neg_binomial_rng", "alpha", alpha)
-    check_positive("neg_binomial_rng", "beta", beta)
-    return _int_draws(as_generator(rng).negative_binomial(alpha, beta / (1.0 + beta)))
+    """,
+    lcdf_doc="""Negative binomial log CDF, summed: log P(X <= n) = log I_{b/(1+b)}(a, n + 1)
+    (exact derivatives in a and b by finite sums; see the module doc).""",
+    lccdf_doc="""Negative binomial log complementary CDF, summed: log P(X > n).""",
+    rng_doc="""NegBinomial(alpha, beta) draws (ints): failures before the alpha-th success with
+    success probability beta/(1 + beta).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -1081,9 +1041,20 @@ def _neg_binomial_2_cdf(need, n, mu, phi, upper):
     return sm.sum(val), parts
 
 
-neg_binomial_2_lpmf = fused("neg_binomial_2_lpmf", _neg_binomial_2,
-                            _check_nb("neg_binomial_2_lpmf", "mu", "phi"), nondiff=(0,))
-neg_binomial_2_lpmf.__doc__ = """Negative binomial log mass (mean/overdispersion), summed.
+_nb2_lcdf, _nb2_lccdf = _cdf_pair(_neg_binomial_2_cdf)
+neg_binomial_2_lpmf, neg_binomial_2_lcdf, neg_binomial_2_lccdf, neg_binomial_2_rng = family(
+    "neg_binomial_2",
+    (("n", integer(0)), ("mu", POSITIVE), ("phi", POSITIVE)),
+    kind="lpmf",
+    lpmf=_neg_binomial_2,
+    lcdf=_nb2_lcdf,
+    lccdf=_nb2_lccdf,
+    cdf_args={"n": integer()},
+    rng_post=_int_draws,
+    rng_arrays=True,
+    nondiff=(0,),
+    rng=lambda g, mu, phi: g.negative_binomial(phi, phi / (mu + phi)),
+    doc="""Negative binomial log mass (mean/overdispersion), summed.
 
     NegBinomial2(n | mu, phi) = C(n + phi - 1, n) (mu/(mu+phi))^n (phi/(mu+phi))^phi,
     n >= 0, mu, phi > 0; mean mu, variance mu + mu^2/phi.
@@ -1091,25 +1062,10 @@ neg_binomial_2_lpmf.__doc__ = """Negative binomial log mass (mean/overdispersion
     >>> import stanlite as sl
     >>> round(sl.neg_binomial_2_lpmf(3, 4.0, 2.0), 6)
     -2.027326
-    """
-_nb2_lcdf, _nb2_lccdf = _cdf_pair(_neg_binomial_2_cdf)
-neg_binomial_2_lcdf = fused(
-    "neg_binomial_2_lcdf", _nb2_lcdf,
-    _check_nb("neg_binomial_2_lcdf", "mu", "phi", cdf=True), nondiff=(0,))
-neg_binomial_2_lcdf.__doc__ = """NegBinomial2 log CDF, summed: log P(X <= n)."""
-neg_binomial_2_lccdf = fused(
-    "neg_binomial_2_lccdf", _nb2_lccdf,
-    _check_nb("neg_binomial_2_lccdf", "mu", "phi", cdf=True), nondiff=(0,))
-neg_binomial_2_lccdf.__doc__ = """NegBinomial2 log complementary CDF, summed: log P(X > n)."""
-
-
-def neg_binomial_2_rng(mu, phi, rng=None):
-    """NegBinomial2(mu, phi) draws (ints)."""
-    mu = np.asarray(value_of(mu), dtype=float)
-    phi = np.asarray(value_of(phi), dtype=float)
-    check_positive("neg_binomial_2_rng", "mu", mu)
-    check_positive("neg_binomial_2_rng", "phi", phi)
-    return _int_draws(as_generator(rng).negative_binomial(phi, phi / (mu + phi)))
+    """,
+    lcdf_doc="""NegBinomial2 log CDF, summed: log P(X <= n).""",
+    lccdf_doc="""NegBinomial2 log complementary CDF, summed: log P(X > n).""",
+    rng_doc="""NegBinomial2(mu, phi) draws (ints).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -1139,10 +1095,16 @@ def _neg_binomial_2_log(need, n, eta, phi):
     return lp, [None, de, dphi]
 
 
-neg_binomial_2_log_lpmf = fused(
-    "neg_binomial_2_log_lpmf", _neg_binomial_2_log,
-    _check_nb("neg_binomial_2_log_lpmf", "eta", "phi", finite_first=True), nondiff=(0,))
-neg_binomial_2_log_lpmf.__doc__ = """NegBinomial2 log mass on the log scale, summed.
+neg_binomial_2_log_lpmf, neg_binomial_2_log_rng = family(
+    "neg_binomial_2_log",
+    (("n", integer(0)), ("eta", FINITE), ("phi", POSITIVE)),
+    kind="lpmf",
+    lpmf=_neg_binomial_2_log,
+    rng_post=_int_draws,
+    rng_arrays=True,
+    nondiff=(0,),
+    rng=lambda g, eta, phi: g.negative_binomial(phi, sps.expit(np.log(phi) - eta)),
+    doc="""NegBinomial2 log mass on the log scale, summed.
 
     NegBinomial2Log(n | eta, phi) = NegBinomial2(n | exp(eta), phi), computed with
     log1p_exp(eta - log phi) (no exp(eta) overflow).
@@ -1150,17 +1112,8 @@ neg_binomial_2_log_lpmf.__doc__ = """NegBinomial2 log mass on the log scale, sum
     >>> import numpy as np, stanlite as sl
     >>> round(sl.neg_binomial_2_log_lpmf(3, np.log(4.0), 2.0), 6)
     -2.027326
-    """
-
-
-def neg_binomial_2_log_rng(eta, phi, rng=None):
-    """NegBinomial2(exp(eta), phi) draws (ints)."""
-    eta = np.asarray(value_of(eta), dtype=float)
-    phi = np.asarray(value_of(phi), dtype=float)
-    check_finite("neg_binomial_2_log_rng", "eta", eta)
-    check_positive("neg_binomial_2_log_rng", "phi", phi)
-    p = sps.expit(np.log(phi) - eta)       # phi / (mu + phi)
-    return _int_draws(as_generator(rng).negative_binomial(phi, p))
+    """,
+    rng_doc="""NegBinomial2(exp(eta), phi) draws (ints).""")
 
 
 # ======================================================================================

@@ -39,7 +39,7 @@ import inspect
 
 import numpy as np
 
-from ..autodiff.var import Box as _Box
+from ..autodiff.var import Box as _Box, value_of
 from .fused import (check_finite, check_in_range, check_integer, check_nonnegative,
                     check_not_nan, check_positive, check_probability, fused)
 from .rng import as_generator, draw
@@ -112,30 +112,40 @@ def _check4(fn, c0, a0, c1, a1, c2, a2, c3, a3):
 _FIXED = {1: _check1, 2: _check2, 3: _check3, 4: _check4}
 
 
-def make_check(fn, args, relations=(), params=None):
+def make_check(fn, args, relations=(), params=None, fast=None):
     """The argument check of function ``fn``: ``args`` are ``(name, constraint)``
-    pairs in argument order (``constraint`` None: unchecked), ``relations`` checks
-    ``r(fn, *values)`` run after them; ``params``: the Python parameter names (for the
+    pairs in argument order (``constraint`` None: unchecked); ``relations`` are checks
+    ``r(fn, *values)`` run after them, or ``(k, r)`` to run ``r`` after the first ``k``
+    arguments' checks (the order decides which fault is reported first); ``fast``:
+    a predicate on the values, True when they are certainly valid (the hot case of a
+    scalar density, checked first); ``params``: the Python parameter names (for the
     signature; by default the names, which Stan's ``lambda`` cannot be)."""
     names = [a for a, _ in args]
     checks = [c for _, c in args]
     if params is None:
         params = names
     make = _FIXED.get(len(args))
-    if make is not None and None not in checks and not relations:
+    if make is not None and None not in checks and not relations and fast is None:
         check = make(fn, *[x for pair in zip(checks, names) for x in pair])
     else:
-        items = tuple((c, a, i) for i, (a, c) in enumerate(args) if c is not None)
-        relations = tuple(relations)
         n = len(args)
+        steps = [(i, c, a) for i, (a, c) in enumerate(args) if c is not None]
+        for r in relations:
+            k, r = r if isinstance(r, tuple) else (n, r)
+            steps.append((k - 0.5, r, None))            # after argument k - 1
+        steps = tuple((c, a, None if a is None else i)
+                      for i, c, a in sorted(steps, key=lambda t: t[0]))
 
         def check(*vals):
             if len(vals) != n:      # (the density names its own signature)
                 raise TypeError(f"{fn} takes {n} arguments, got {len(vals)}")
-            for c, a, i in items:
-                c(fn, a, vals[i])
-            for r in relations:
-                r(fn, *vals)
+            if fast is not None and fast(*vals):
+                return
+            for c, a, i in steps:
+                if i is None:
+                    c(fn, *vals)
+                else:
+                    c(fn, a, vals[i])
     # the parameter names of the density (read by fused.parameter_names)
     check.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
@@ -176,7 +186,7 @@ def _node(name, kernel, check, doc, quiet, as_float, nondiff):
 # --------------------------------------------------------------------------------------
 # draws
 # --------------------------------------------------------------------------------------
-def _make_rng(name, args, sampler, doc, post, module, params, relations):
+def _make_rng(name, args, sampler, doc, post, module, params, relations, arrays):
     check = make_check(name, args, relations, params)
     n = len(args)
     sig = inspect.Signature(
@@ -192,8 +202,14 @@ def _make_rng(name, args, sampler, doc, post, module, params, relations):
                 raise TypeError(f"{name}(): {e}") from None
             bound.apply_defaults()
             *vals, rng = bound.args
-        check(*vals)
-        out = draw(functools.partial(sampler, as_generator(rng)), *vals)
+        if arrays:
+            # the sampler broadcasts float arrays itself (numpy's own size)
+            vals = [np.asarray(value_of(v), dtype=float) for v in vals]
+            check(*vals)
+            out = sampler(as_generator(rng), *vals)
+        else:
+            check(*vals)
+            out = draw(functools.partial(sampler, as_generator(rng)), *vals)
         return out if post is None else post(out)
 
     generated.__name__ = generated.__qualname__ = name
@@ -206,10 +222,11 @@ def _make_rng(name, args, sampler, doc, post, module, params, relations):
 # --------------------------------------------------------------------------------------
 # the declaration
 # --------------------------------------------------------------------------------------
-def family(name, args, *, lpdf=None, lcdf=None, lccdf=None, rng=None, doc=None,
+def family(name, args, *, lpdf=None, lpmf=None, lcdf=None, lccdf=None, rng=None, doc=None,
            lcdf_doc=None, lccdf_doc=None, rng_doc=None, cdf_args=None, rng_args=None,
            relations=(), params=None, kind="lpdf", quiet=False, as_float=False,
-           nondiff=(), rng_post=None, rng_params=None, rng_relations=()):
+           nondiff=(), rng_post=None, rng_params=None, rng_relations=(),
+           rng_arrays=False, cdf_relations=None, fast=None, cdf_fast=None):
     """Declare the family ``name`` and return its public functions (see module doc).
 
     ``args``: ``(name, constraint)`` pairs of the density's arguments, outcome first
@@ -217,20 +234,27 @@ def family(name, args, *, lpdf=None, lcdf=None, lccdf=None, rng=None, doc=None,
     CDFs; ``rng_args``: the draw's ``(name, constraint)`` pairs (default: ``args``
     without the outcome); ``params``: the Python parameter names where a Stan name is
     a keyword (``lam`` for ``lambda``; ``rng_params`` those of the draw);
-    ``rng_relations``: checks ``r(fn, *params)`` of the draw; ``kind``: ``"lpdf"`` or
-    ``"lpmf"``;
-    ``nondiff``: argument positions never traced (integer outcomes).
+    ``relations`` (``cdf_relations`` for the CDFs if they differ), ``fast`` and
+    ``cdf_fast``: see :func:`make_check`; ``rng_relations``: checks
+    ``r(fn, *params)`` of the draw; ``rng_arrays``: the draw's parameters become float
+    arrays before the check and ``sampler(g, *params)`` broadcasts them itself;
+    ``kind``: ``"lpdf"`` or ``"lpmf"`` (the kernel then given as ``lpmf=``); ``nondiff``: argument positions never traced
+    (integer outcomes).
     """
+    if lpmf is not None:                # a mass function: the same slot
+        lpdf = lpmf
     out = []
     module = None
     cdf = [(a, (cdf_args or {}).get(a, c)) for a, c in args]
-    for suffix, kernel, fdoc, fargs in ((kind, lpdf, doc, args),
-                                        ("lcdf", lcdf, lcdf_doc, cdf),
-                                        ("lccdf", lccdf, lccdf_doc, cdf)):
+    cdf_rel = relations if cdf_relations is None else cdf_relations
+    for suffix, kernel, fdoc, fargs, rel, fst in (
+            (kind, lpdf, doc, args, relations, fast),
+            ("lcdf", lcdf, lcdf_doc, cdf, cdf_rel, cdf_fast),
+            ("lccdf", lccdf, lccdf_doc, cdf, cdf_rel, cdf_fast)):
         if kernel is None:
             continue
         fn = f"{name}_{suffix}"
-        check = make_check(fn, fargs, relations, params)
+        check = make_check(fn, fargs, rel, params, fst)
         out.append(_node(fn, kernel, check, fdoc, quiet, as_float, nondiff))
         module = kernel.__module__
     if rng is not None:
@@ -239,7 +263,8 @@ def family(name, args, *, lpdf=None, lcdf=None, lccdf=None, rng=None, doc=None,
         if rng_params is None:
             rng_params = [a for a, _ in rng_args] if params is None else params[1:]
         out.append(_make_rng(f"{name}_rng", rng_args, rng, rng_doc, rng_post,
-                             module or rng.__module__, list(rng_params), rng_relations))
+                             module or rng.__module__, list(rng_params), rng_relations,
+                             rng_arrays))
     return tuple(out)
 
 
