@@ -1,18 +1,23 @@
-"""Two more distributions on the positive reals: ``rayleigh`` and ``loglogistic``.
+"""More continuous distributions: two on the positive reals (``rayleigh``,
+``loglogistic``), two asymmetric ones on the real line (``skew_normal``,
+``exp_mod_normal``) and the circular ``von_mises``.
 
 Stan's parameterisations (functions reference)::
 
     Rayleigh(y | sigma)            = y / sigma^2 exp(-y^2 / (2 sigma^2))
     LogLogistic(y | alpha, beta)   = (beta / alpha) (y / alpha)^(beta - 1)
                                      / (1 + (y / alpha)^beta)^2
+    SkewNormal(y | xi, omega, alpha), ExpModNormal(y | mu, sigma, lambda),
+    VonMises(y | mu, kappa)
 
 (``alpha`` the scale, the median; ``beta`` the shape). Each has ``_lpdf``, ``_lcdf``,
 ``_lccdf`` (one fused node each, see :mod:`.fused`, summed over the broadcast
 elements, or elementwise with ``reduce=False``) and ``_rng``. Stan itself has
 ``loglogistic_cdf`` but not its logs; the log forms are given here because stanlite's
-censoring interface is ``_lcdf``/``_lccdf``.
+censoring interface is ``_lcdf``/``_lccdf``. The skew-normal and von Mises CDFs are
+special functions of :mod:`stanlite.math.cdf_series`.
 
-Supports follow :mod:`.bounded`: ``y < 0`` (or NaN) raises
+Supports of the positive families follow :mod:`.bounded`: ``y < 0`` (or NaN) raises
 :class:`~stanlite.errors.DomainError`; ``y = 0`` and ``y = inf`` are points of zero
 density, ``-inf`` with zero partials (for ``loglogistic`` with ``beta <= 1`` the
 density has no finite limit at 0; the point has measure zero either way). The CDFs
@@ -25,6 +30,8 @@ take their limits at both ends.
 -0.693147
 """
 
+import math
+
 import numpy as np
 
 from .. import math as sm
@@ -34,11 +41,21 @@ from ..autodiff.vm.program import (check_lowering as _check_lowering, deflower a
                                    density as _ld)
 from .bounded import (_bc, _dead, _edges, _finish, _log1m_exp_neg, _positive_edges,
                       _pw_cdf_pair, _pw_dead, _pw_zero_or_inf, _size, _tot, _zero_or_inf)
-from .family import NONNEGATIVE, POSITIVE, cdf_doc, family, rng_doc
-from .fused import pointwise
+from ..math import log_Phi
+from ..math.cdf_series import (bessel_ratio, log_i0, skew_normal_log_cdf, sn_dalpha_log,
+                               sn_logpdf, vm_logf, von_mises_log_mass)
+from .continuous import (HALF_LOG_TWO_PI, LOG_TWO, LOG_TWO_PI, _ls_parts, _mills_lower,
+                         _reps, _std)
+from .family import (FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, all_of, cdf_doc, family,
+                     in_range, rng_doc)
+from .fused import broadcast_size, pointwise
 
 __all__ = ["rayleigh_lpdf", "rayleigh_lcdf", "rayleigh_lccdf", "rayleigh_rng",
-           "loglogistic_lpdf", "loglogistic_lcdf", "loglogistic_lccdf", "loglogistic_rng"]
+           "loglogistic_lpdf", "loglogistic_lcdf", "loglogistic_lccdf", "loglogistic_rng",
+           "skew_normal_lpdf", "skew_normal_lcdf", "skew_normal_lccdf", "skew_normal_rng",
+           "exp_mod_normal_lpdf", "exp_mod_normal_lcdf", "exp_mod_normal_lccdf",
+           "exp_mod_normal_rng",
+           "von_mises_lpdf", "von_mises_lcdf", "von_mises_lccdf", "von_mises_rng"]
 
 
 # --------------------------------------------------------------------------------------
@@ -219,3 +236,328 @@ def _loglogistic_tail(lower, y, alpha, beta):
 _pw_cdf_pair(loglogistic_lcdf, loglogistic_lccdf, _loglogistic_tail)
 
 
+# --------------------------------------------------------------------------------------
+# skew_normal(y | xi, omega, alpha)
+# --------------------------------------------------------------------------------------
+def _skew_normal(need, y, xi, omega, alpha):
+    """log SN = log 2 - log(omega) - log(2 pi)/2 - z^2/2 + log Phi(alpha z).
+
+    With m = phi(alpha z)/Phi(alpha z): d/dz = -z + alpha m, d/dalpha = z m.
+    """
+    inv_s = 1.0 / omega
+    z = (y - xi) * inv_s
+    az = alpha * z
+    n = broadcast_size(y, xi, omega, alpha)
+    lp = (n * (LOG_TWO - HALF_LOG_TWO_PI) - _reps(n, omega) * sm.sum(sm.log(omega))
+          - 0.5 * sm.sum(z * z) + sm.sum(log_Phi(az)))
+    parts = [None] * 4
+    if any(need):
+        m = _mills_lower(az)
+        if need[0] or need[1] or need[2]:
+            parts = _ls_parts(need, z, inv_s, alpha * m - z, True, (0, 1, 2), 4)
+        if need[3]:
+            parts[3] = z * m
+    return lp, parts
+
+
+def _skew_normal_cdf_kernel(upper):
+    # 1 - F(z | alpha) = F(-z | -alpha) (the reflection of a skew normal): both tails
+    # are computed as a CDF
+    def kernel(need, y, xi, omega, alpha):
+        inv_s = 1.0 / omega
+        z = (y - xi) * inv_s
+        lF = skew_normal_log_cdf(-z, -alpha) if upper else skew_normal_log_cdf(z, alpha)
+        parts = [None] * 4
+        if need[0] or need[1] or need[2]:
+            dz = sm.exp(sn_logpdf(z, alpha) - lF)
+            parts = _ls_parts(need, z, inv_s, -dz if upper else dz, False, (0, 1, 2), 4)
+        if need[3]:
+            da = sn_dalpha_log(z, alpha, lF)
+            parts[3] = -da if upper else da
+        return sm.sum(lF), parts
+    return kernel
+
+
+def _skew_normal_draw(g, xi, omega, alpha, size):
+    d = alpha / np.sqrt(1.0 + alpha * alpha)
+    u = g.standard_normal(size)
+    v = g.standard_normal(size)
+    return xi + omega * (d * np.abs(u) + np.sqrt(1.0 - d * d) * v)
+
+
+skew_normal_lpdf, skew_normal_lcdf, skew_normal_lccdf, skew_normal_rng = family(
+    "skew_normal",
+    (("y", NOT_NAN), ("xi", FINITE), ("omega", POSITIVE), ("alpha", FINITE)),
+    lpdf=_skew_normal,
+    lcdf=_skew_normal_cdf_kernel(False),
+    lccdf=_skew_normal_cdf_kernel(True),
+    as_float=True,
+    rng=_skew_normal_draw,
+    doc="""Skew-normal log density, summed over the broadcast elements.
+
+    SkewNormal(y | xi, omega, alpha) = 2/omega phi(z) Phi(alpha z),  z = (y - xi)/omega;
+    y real, xi real (location), omega > 0 (scale), alpha real (shape).
+
+    >>> import stanlite as sl
+    >>> round(sl.skew_normal_lpdf(0.5, 0.0, 1.0, 2.0), 6)
+    -0.523545
+    """,
+    lcdf_doc="""Skew-normal log CDF, summed: log(Phi(z) - 2 T(z, alpha)), T Owen's T
+    function; in the lower tail (where the two terms cancel) by quadrature in logs, so
+    log F stays accurate far out (Stan's formula loses it there).""",
+    lccdf_doc="""Skew-normal log complementary CDF, summed:
+    log(1 - F(z | alpha)) = log F(-z | -alpha).""",
+    rng_doc="""Draws from SkewNormal(xi, omega, alpha): xi + omega (delta |U| + sqrt(1 -
+    delta^2) V), delta = alpha / sqrt(1 + alpha^2), U, V independent N(0, 1).""")
+
+
+# --------------------------------------------------------------------------------------
+# exp_mod_normal(y | mu, sigma, lambda)
+# --------------------------------------------------------------------------------------
+def _exp_mod_normal(need, y, mu, sigma, lam):
+    """log EMG = log(lambda) + lambda (mu - y) + (lambda sigma)^2/2 + log Phi(s),
+    s = (y - mu)/sigma - lambda sigma (the erfc term of Stan's formula, in log Phi).
+
+    With m = phi(s)/Phi(s): d/dy = -lambda + m/sigma, d/dmu = -d/dy,
+    d/dsigma = lambda^2 sigma - m ((y - mu)/sigma^2 + lambda),
+    d/dlambda = 1/lambda - (y - mu) + lambda sigma^2 - m sigma.
+    """
+    d = y - mu
+    inv_s = 1.0 / sigma
+    ls = lam * sigma
+    s = d * inv_s - ls
+    n = broadcast_size(y, mu, sigma, lam)
+    lp = (_reps(n, lam) * sm.sum(sm.log(lam))
+          + sm.sum(0.5 * ls * ls - lam * d + log_Phi(s)))
+    parts = [None] * 4
+    if any(need):
+        m = _mills_lower(s)
+        if need[0] or need[1]:
+            dy = m * inv_s - lam
+            if need[0]:
+                parts[0] = dy
+            if need[1]:
+                parts[1] = -dy
+        if need[2]:
+            parts[2] = lam * ls - m * (d * inv_s * inv_s + lam)
+        if need[3]:
+            parts[3] = 1.0 / lam - d + ls * sigma - m * sigma
+    return lp, parts
+
+
+def _exp_mod_normal_cdf_kernel(upper):
+    # F = Phi(u) - E, E = exp(q), q = -lambda sigma u + (lambda sigma)^2/2 + log Phi(s),
+    # u = (y - mu)/sigma, s = u - lambda sigma. Using E phi(s)/Phi(s) = phi(u):
+    # dF/dy = lambda E = -dF/dmu, dF/dsigma = lambda (phi(u) - lambda sigma E),
+    # dF/dlambda = sigma (phi(u) + s E). log F = log Phi(u) + log1m_exp(q - log Phi(u));
+    # log(1 - F) = log_sum_exp(log Phi(-u), q).
+    def kernel(need, y, mu, sigma, lam):
+        inv_s = 1.0 / sigma
+        u = (y - mu) * inv_s
+        ls = lam * sigma
+        s = u - ls
+        q = 0.5 * ls * ls - ls * u + log_Phi(s)
+        if upper:
+            lF = sm.log_sum_exp(log_Phi(-u), q)
+            sign = -1.0
+        else:
+            lpu = log_Phi(u)
+            lF = lpu + sm.log1m_exp(q - lpu)
+            sign = 1.0
+        parts = [None] * 4
+        if any(need):
+            eF = sign * sm.exp(q - lF)                         # +-E/F
+            if need[0] or need[1]:
+                dy = lam * eF
+                if need[0]:
+                    parts[0] = dy
+                if need[1]:
+                    parts[1] = -dy
+            if need[2] or need[3]:
+                pF = sign * sm.exp(-0.5 * u * u - HALF_LOG_TWO_PI - lF)   # +-phi(u)/F
+                if need[2]:
+                    parts[2] = lam * (pF - ls * eF)
+                if need[3]:
+                    parts[3] = sigma * (pF + s * eF)
+        return sm.sum(lF), parts
+    return kernel
+
+
+exp_mod_normal_lpdf, exp_mod_normal_lcdf, exp_mod_normal_lccdf, exp_mod_normal_rng = family(
+    "exp_mod_normal",
+    (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE), ("lambda", POSITIVE)),
+    lpdf=_exp_mod_normal,
+    lcdf=_exp_mod_normal_cdf_kernel(False),
+    lccdf=_exp_mod_normal_cdf_kernel(True),
+    params=("y", "mu", "sigma", "lam"),
+    rng_params=("mu", "sigma", "lambda_"),
+    rng=lambda g, mu, sigma, lam, size: (g.normal(mu, sigma, size)
+                                             + g.exponential(1.0 / lam, size)),
+    doc="""Exponentially modified normal log density, summed over the broadcast elements.
+
+    ExpModNormal(y | mu, sigma, lambda) = lambda/2 exp(lambda/2 (2 mu + lambda sigma^2
+        - 2 y)) erfc((mu + lambda sigma^2 - y) / (sqrt(2) sigma))
+
+    (the law of N(mu, sigma) + Exponential(lambda)); y real, mu real, sigma > 0,
+    lambda > 0 (rate).
+
+    >>> import stanlite as sl
+    >>> round(sl.exp_mod_normal_lpdf(1.0, 0.0, 1.0, 2.0), 6)
+    -1.147874
+    """,
+    lcdf_doc="""Exponentially modified normal log CDF, summed:
+    F(y) = Phi(u) - exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma),
+    u = (y - mu)/sigma (computed in logs).""",
+    lccdf_doc="""Exponentially modified normal log complementary CDF, summed:
+    1 - F(y) = Phi(-u) + exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma).""",
+    rng_doc="""Draws from ExpModNormal(mu, sigma, lambda): N(mu, sigma) + Exponential(lambda).""")
+
+
+# --------------------------------------------------------------------------------------
+# von_mises(y | mu, kappa)
+# --------------------------------------------------------------------------------------
+
+def _von_mises(need, y, mu, kappa):
+    """log VonMises = kappa cos(y - mu) - log(2 pi) - log I_0(kappa).
+
+    d/dy = -kappa sin(y - mu) = -d/dmu;  d/dkappa = cos(y - mu) - I_1(kappa)/I_0(kappa).
+    """
+    d = y - mu
+    c = sm.cos(d)
+    n = broadcast_size(y, mu, kappa)
+    lp = sm.sum(kappa * c) - n * LOG_TWO_PI - _reps(n, kappa) * sm.sum(log_i0(kappa))
+    parts = [None, None, None]
+    if need[0] or need[1]:
+        dy = -kappa * sm.sin(d)
+        if need[0]:
+            parts[0] = dy
+        if need[1]:
+            parts[1] = -dy
+    if need[2]:
+        parts[2] = c - bessel_ratio(kappa)
+    return lp, parts
+
+
+def _von_mises_cdf_kernel(upper):
+    # F(y) = G(y - mu) - G(-pi - mu) on y in [-pi, pi] (Stan's von_mises_cdf: the mass
+    # from -pi to y of the density centred at mu); 1 - F(y) = G(pi - mu) - G(y - mu).
+    # As c +- h: lower c = (y - pi)/2 - mu, h = (y + pi)/2; upper c = (y + pi)/2 - mu,
+    # h = (pi - y)/2.
+    def kernel(need, y, mu, kappa):
+        if upper:
+            c = 0.5 * (y + math.pi) - mu
+            h = 0.5 * (math.pi - y)
+        else:
+            c = 0.5 * (y - math.pi) - mu
+            h = 0.5 * (y + math.pi)
+        lF = von_mises_log_mass[0](c, h, kappa)
+        parts = [None, None, None]
+        if need[0] or need[1]:
+            fy = sm.exp(vm_logf(y - mu, kappa) - lF)
+            fb = sm.exp(vm_logf(math.pi + mu, kappa) - lF)   # at the cut -pi == pi
+            if upper:
+                dy, dmu = -fy, fy - fb
+            else:
+                dy, dmu = fy, fb - fy
+            if need[0]:
+                parts[0] = dy
+            if need[1]:
+                parts[1] = dmu
+        if need[2]:
+            parts[2] = von_mises_log_mass[1](c, h, kappa)
+        return sm.sum(lF), parts
+    return kernel
+
+
+von_mises_lpdf, von_mises_lcdf, von_mises_lccdf, von_mises_rng = family(
+    "von_mises",
+    (("y", FINITE), ("mu", FINITE), ("kappa", all_of(NONNEGATIVE, FINITE))),
+    lpdf=_von_mises,
+    lcdf=_von_mises_cdf_kernel(False),
+    lccdf=_von_mises_cdf_kernel(True),
+    cdf_args={"y": in_range(-math.pi, math.pi), "kappa": POSITIVE},
+    as_float=True,
+    rng=lambda g, mu, kappa, size: (np.mod(mu, 2.0 * math.pi)
+                                        + g.vonmises(0.0, kappa, size)),
+    doc="""Von Mises log density, summed over the broadcast elements.
+
+    VonMises(y | mu, kappa) = exp(kappa cos(y - mu)) / (2 pi I_0(kappa))
+
+    y real (an angle; the density is 2 pi-periodic), mu real, kappa >= 0
+    (concentration; kappa = 0 is the uniform density on the circle).
+
+    >>> import stanlite as sl
+    >>> round(sl.von_mises_lpdf(0.5, 0.0, 2.0), 6)
+    -0.906705
+    """,
+    lcdf_doc="""Von Mises log CDF, summed (Stan's von_mises_lcdf).
+
+    F(y | mu, kappa) = int_{-pi}^{y} exp(kappa cos(t - mu)) dt / (2 pi I_0(kappa)),
+    y in [-pi, pi], mu real, kappa > 0; computed from the Fourier series
+    (y + pi)/(2 pi) + sum_j I_j(kappa)/I_0(kappa) (sin(j(y - mu)) + sin(j(pi + mu)))/(j pi),
+    and where F < 1e-3 from tanh-sinh quadrature of the density in logs (so the log
+    CDF keeps its relative accuracy far into the tails).
+    """,
+    lccdf_doc="""Von Mises log complementary CDF, summed: log(1 - F(y | mu, kappa)),
+    the mass from y to pi (see :func:`von_mises_lcdf`).""",
+    rng_doc="""Draws from VonMises(mu, kappa), in [(mu mod 2 pi) - pi, (mu mod 2 pi) + pi]
+    (Stan's convention).""")
+
+
+@pointwise(skew_normal_lpdf)
+def _skew_normal_terms(y, xi, omega, alpha):
+    return sn_logpdf(_std(y, xi, omega), alpha) - sm.log(omega)
+
+
+@pointwise(skew_normal_lcdf)
+def _skew_normal_lcdf_terms(y, xi, omega, alpha):
+    return skew_normal_log_cdf(_std(y, xi, omega), alpha)
+
+
+@pointwise(skew_normal_lccdf)
+def _skew_normal_lccdf_terms(y, xi, omega, alpha):
+    return skew_normal_log_cdf(-_std(y, xi, omega), -alpha)
+
+
+@pointwise(exp_mod_normal_lpdf)
+def _exp_mod_normal_terms(y, mu, sigma, lam):
+    d = y - mu
+    ls = lam * sigma
+    return sm.log(lam) + 0.5 * ls * ls - lam * d + log_Phi(d / sigma - ls)
+
+
+def _exp_mod_normal_cdf_terms(upper):
+    # as _exp_mod_normal_cdf_kernel: F = Phi(u) - exp(q), q in logs
+    def terms(y, mu, sigma, lam):
+        u = _std(y, mu, sigma)
+        ls = lam * sigma
+        q = 0.5 * ls * ls - ls * u + log_Phi(u - ls)
+        if upper:
+            return sm.log_sum_exp(log_Phi(-u), q)
+        lpu = log_Phi(u)
+        return lpu + sm.log1m_exp(q - lpu)
+    return terms
+
+
+pointwise(exp_mod_normal_lcdf)(_exp_mod_normal_cdf_terms(False))
+pointwise(exp_mod_normal_lccdf)(_exp_mod_normal_cdf_terms(True))
+
+
+@pointwise(von_mises_lpdf)
+def _von_mises_terms(y, mu, kappa):
+    return kappa * sm.cos(y - mu) - LOG_TWO_PI - log_i0(kappa)
+
+
+def _von_mises_cdf_terms(upper):
+    # as _von_mises_cdf_kernel: log F of the arc (c - h, c + h)
+    def terms(y, mu, kappa):
+        if upper:
+            c, h = 0.5 * (y + math.pi) - mu, 0.5 * (math.pi - y)
+        else:
+            c, h = 0.5 * (y - math.pi) - mu, 0.5 * (y + math.pi)
+        return von_mises_log_mass[0](c, h, kappa)
+    return terms
+
+
+pointwise(von_mises_lcdf)(_von_mises_cdf_terms(False))
+pointwise(von_mises_lccdf)(_von_mises_cdf_terms(True))
