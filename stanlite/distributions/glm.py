@@ -44,7 +44,8 @@ import scipy.special as sps
 from .. import math as sm
 from ..autodiff.var import Box, guarded, shape_of, value_of
 from .continuous import normal_lpdf
-from .discrete import _sum_log_factorial, bernoulli_logit_lpmf, poisson_log_lpmf
+from .counts import poisson_log_lpmf
+from .discrete import _sum_log_factorial, bernoulli_logit_lpmf
 from .fused import (_fail, check_finite, check_integer, check_positive, fp_ignored, fused,
                     is_constant, once_for_constant, once_for_constants, pointwise)
 

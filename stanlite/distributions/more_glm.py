@@ -33,7 +33,8 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.var import Box, guarded, shape_of, value_of
-from .discrete import _check_category, _neg_binomial_2_log, neg_binomial_2_log_lpmf
+from .counts import _neg_binomial_2_log, neg_binomial_2_log_lpmf
+from .discrete import _check_category
 from .fused import check_finite, check_positive, fp_ignored, fused, pointwise
 from .glm import _check_count, _check_shapes, _lazy_finite, _linear_parts, _per_row
 
