@@ -186,6 +186,9 @@ def _node(name, kernel, check, doc, quiet, as_float, nondiff):
 # --------------------------------------------------------------------------------------
 # draws
 # --------------------------------------------------------------------------------------
+_UNSET = object()
+
+
 def _make_rng(name, args, sampler, doc, post, module, params, relations, arrays):
     check = make_check(name, args, relations, params)
     n = len(args)
@@ -193,15 +196,19 @@ def _make_rng(name, args, sampler, doc, post, module, params, relations, arrays)
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params]
         + [inspect.Parameter("rng", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
 
-    def generated(*vals, **kw):
-        rng = None
+    def generated(*vals, rng=_UNSET, **kw):
+        # the common calls (parameters positional, ``rng=`` by keyword) take no binding
         if kw or len(vals) != n:
+            if rng is not _UNSET:
+                kw["rng"] = rng
             try:
                 bound = sig.bind(*vals, **kw)
             except TypeError as e:
                 raise TypeError(f"{name}(): {e}") from None
             bound.apply_defaults()
             *vals, rng = bound.args
+        elif rng is _UNSET:
+            rng = None
         if arrays:
             # the sampler broadcasts float arrays itself (numpy's own size)
             vals = [np.asarray(value_of(v), dtype=float) for v in vals]
