@@ -142,6 +142,27 @@ def _finish(n, shape, c, parts, zero):
     return _tot(n, c), parts
 
 
+def _tail_kernels(edges, safe):
+    """Decorator: a family's CDF kernels ``f(lower) -> kernel(need, y, *params)`` from
+    ``core(lower, need, y, *params) -> (elementwise log CDF, partials)``. The ends of
+    the support, ``edges(y) -> (at the lower end, at the upper end)``, are handled as
+    :func:`_edges` says (``safe``: the interior value put in their place); the sum and
+    the partials' broadcast are :func:`_finish`'s."""
+    def declare(core):
+        def make(lower):
+            def kernel(need, y, *params):
+                y, zero = _edges(y, *edges(y), safe, lower)
+                if y is None:
+                    return _dead(need)
+                n, shape = _size(y, *params)
+                c, parts = core(lower, need, y, *params)
+                return _finish(n, shape, c, parts, zero)
+            kernel.__module__ = core.__module__
+            return kernel
+        return make
+    return declare
+
+
 def _log1m_exp_neg(u):
     """log(1 - exp(-u)) for u >= 0 and its derivative 1/expm1(u)."""
     return sm.log1m_exp(-u), 1.0 / sm.expm1(u)
@@ -205,41 +226,31 @@ def _lognormal(need, y, mu, sigma):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _lognormal_cdf(lower):
-    def kernel(need, y, mu, sigma):
-        # log Phi(+-z); d/dz log Phi(z) = phi(z)/Phi(z), computed in logs
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, mu, sigma)
-        inv_s = 1.0 / sigma
-        z = (sm.log(y) - mu) * inv_s
-        sz = z if lower else -z
-        lphi = sm.log_Phi(sz)
-        parts = [None, None, None]
-        if any(need):
-            dz = sm.exp(-0.5 * z * z - _HALF_LOG_TWO_PI - lphi) * inv_s
-            if not lower:
-                dz = -dz
-            if need[0]:
-                parts[0] = dz / y
-            if need[1]:
-                parts[1] = -dz
-            if need[2]:
-                parts[2] = -dz * z
-        return _finish(n, shape, lphi, parts, zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _lognormal_cdf(lower, need, y, mu, sigma):
+    # log Phi(+-z); d/dz log Phi(z) = phi(z)/Phi(z), computed in logs
+    inv_s = 1.0 / sigma
+    z = (sm.log(y) - mu) * inv_s
+    sz = z if lower else -z
+    lphi = sm.log_Phi(sz)
+    parts = [None, None, None]
+    if any(need):
+        dz = sm.exp(-0.5 * z * z - _HALF_LOG_TWO_PI - lphi) * inv_s
+        if not lower:
+            dz = -dz
+        if need[0]:
+            parts[0] = dz / y
+        if need[1]:
+            parts[1] = -dz
+        if need[2]:
+            parts[2] = -dz * z
+    return lphi, parts
 
 
 lognormal_lpdf, lognormal_lcdf, lognormal_lccdf, lognormal_rng = family(
-    "lognormal",
-    (("y", NONNEGATIVE), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_lognormal,
-    lcdf=_lognormal_cdf(True),
-    lccdf=_lognormal_cdf(False),
-    quiet=True,
-    rng=lambda g, mu, sigma, size: g.lognormal(mu, sigma, size),
-    doc="""
+    "lognormal", (("y", NONNEGATIVE), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_lognormal, lcdf=_lognormal_cdf(True), lccdf=_lognormal_cdf(False), quiet=True,
+    rng=lambda g, mu, sigma, size: g.lognormal(mu, sigma, size), doc="""
     Lognormal log density, summed: sum_i log LogNormal(y_i | mu_i, sigma_i).
 
     log LogNormal(y | mu, sigma) = -log(sigma) - log(2 pi)/2 - log(y)
@@ -250,8 +261,7 @@ lognormal_lpdf, lognormal_lcdf, lognormal_lccdf, lognormal_rng = family(
     >>> import stanlite as sl
     >>> round(sl.lognormal_lpdf(2.0, 0.5, 1.5), 6)
     -2.025841
-    """,
-    lcdf_doc=cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"),
+    """, lcdf_doc=cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"),
     lccdf_doc=cdf_doc("lognormal", "log Phi(-(log y - mu) / sigma)", "lccdf"),
     rng_doc=rng_doc("LogNormal(mu, sigma)", "exp of a normal draw"))
 _deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
@@ -283,35 +293,24 @@ def _chi_square(need, y, nu):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _chi_square_cdf(lower):
-    def kernel(need, y, nu):
-        # P(nu/2, y/2) (Q for the upper tail)
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, nu)
-        lf, da, dx = gamma_tail(not lower, need[1], need[0], 0.5 * nu, 0.5 * y)
-        return _finish(n, shape, lf, [None if dx is None else 0.5 * dx,
-                                      None if da is None else 0.5 * da], zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _chi_square_cdf(lower, need, y, nu):
+    # P(nu/2, y/2) (Q for the upper tail)
+    lf, da, dx = gamma_tail(not lower, need[1], need[0], 0.5 * nu, 0.5 * y)
+    return lf, [None if dx is None else 0.5 * dx,
+                None if da is None else 0.5 * da]
 
 
 chi_square_lpdf, chi_square_lcdf, chi_square_lccdf, chi_square_rng = family(
-    "chi_square",
-    (("y", NONNEGATIVE), ("nu", POSITIVE)),
-    lpdf=_chi_square,
-    lcdf=_chi_square_cdf(True),
-    lccdf=_chi_square_cdf(False),
-    quiet=True,
-    rng=lambda g, nu, size: g.chisquare(nu, size),
-    doc="""
+    "chi_square", (("y", NONNEGATIVE), ("nu", POSITIVE)), lpdf=_chi_square,
+    lcdf=_chi_square_cdf(True), lccdf=_chi_square_cdf(False), quiet=True,
+    rng=lambda g, nu, size: g.chisquare(nu, size), doc="""
     Chi-square log density, summed: sum_i log ChiSquare(y_i | nu_i).
 
     log ChiSquare(y | nu) = (nu/2 - 1) log(y) - y/2 - (nu/2) log(2) - lgamma(nu/2)
 
     y >= 0, nu > 0 (degrees of freedom, any positive real).
-    """,
-    lcdf_doc=cdf_doc("chi-square", "log P(nu/2, y/2)", "lcdf"),
+    """, lcdf_doc=cdf_doc("chi-square", "log P(nu/2, y/2)", "lcdf"),
     lccdf_doc=cdf_doc("chi-square", "log Q(nu/2, y/2)", "lccdf"),
     rng_doc=rng_doc("ChiSquare(nu)", "numpy's chisquare"))
 
@@ -337,38 +336,27 @@ def _inv_chi_square(need, y, nu):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _inv_chi_square_cdf(lower):
-    def kernel(need, y, nu):
-        # CDF = Q(nu/2, 1/(2y)); x = 1/(2y), dx/dy = -x/y
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, nu)
-        x = 0.5 / y
-        lf, da, dx = gamma_tail(lower, need[1], need[0], 0.5 * nu, x)
-        return _finish(n, shape, lf, [None if dx is None else -dx * x / y,
-                                      None if da is None else 0.5 * da], zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _inv_chi_square_cdf(lower, need, y, nu):
+    # CDF = Q(nu/2, 1/(2y)); x = 1/(2y), dx/dy = -x/y
+    x = 0.5 / y
+    lf, da, dx = gamma_tail(lower, need[1], need[0], 0.5 * nu, x)
+    return lf, [None if dx is None else -dx * x / y,
+                None if da is None else 0.5 * da]
 
 
 inv_chi_square_lpdf, inv_chi_square_lcdf, inv_chi_square_lccdf, inv_chi_square_rng = family(
-    "inv_chi_square",
-    (("y", NOT_NAN), ("nu", POSITIVE)),
-    lpdf=_inv_chi_square,
-    lcdf=_inv_chi_square_cdf(True),
-    lccdf=_inv_chi_square_cdf(False),
-    cdf_args={"y": NONNEGATIVE},
-    quiet=True,
-    rng=lambda g, nu, size: 1.0 / g.chisquare(nu, size),
-    doc="""
+    "inv_chi_square", (("y", NOT_NAN), ("nu", POSITIVE)), lpdf=_inv_chi_square,
+    lcdf=_inv_chi_square_cdf(True), lccdf=_inv_chi_square_cdf(False),
+    cdf_args={"y": NONNEGATIVE}, quiet=True,
+    rng=lambda g, nu, size: 1.0 / g.chisquare(nu, size), doc="""
     Inverse chi-square log density, summed: sum_i log InvChiSquare(y_i | nu_i).
 
     log InvChiSquare(y | nu) = -(nu/2 + 1) log(y) - 1/(2 y) - (nu/2) log(2)
                                - lgamma(nu/2)
 
     y > 0 (as Stan: y <= 0 gives -inf, NaN raises), nu > 0.
-    """,
-    lcdf_doc=cdf_doc("inverse chi-square", "log Q(nu/2, 1/(2 y))", "lcdf"),
+    """, lcdf_doc=cdf_doc("inverse chi-square", "log Q(nu/2, 1/(2 y))", "lcdf"),
     lccdf_doc=cdf_doc("inverse chi-square", "log P(nu/2, 1/(2 y))",
                                       "lccdf"),
     rng_doc=rng_doc("InvChiSquare(nu)", "1 / a chi-square draw"))
@@ -401,40 +389,30 @@ def _scaled_inv_chi_square(need, y, nu, s):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _scaled_inv_chi_square_cdf(lower):
-    def kernel(need, y, nu, s):
-        # CDF = Q(nu/2, x), x = nu s^2 / (2 y): dx/dy = -x/y, dx/dnu = x/nu, dx/ds = 2x/s
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, nu, s)
-        h = 0.5 * nu
-        x = h * s * s / y
-        lf, da, dx = gamma_tail(lower, need[1], any(need), h, x)
-        parts = [None, None, None]
-        if need[0]:
-            parts[0] = -dx * x / y
-        if need[1]:
-            parts[1] = 0.5 * da + dx * x / nu
-        if need[2]:
-            parts[2] = 2.0 * dx * x / s
-        return _finish(n, shape, lf, parts, zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _scaled_inv_chi_square_cdf(lower, need, y, nu, s):
+    # CDF = Q(nu/2, x), x = nu s^2 / (2 y): dx/dy = -x/y, dx/dnu = x/nu, dx/ds = 2x/s
+    h = 0.5 * nu
+    x = h * s * s / y
+    lf, da, dx = gamma_tail(lower, need[1], any(need), h, x)
+    parts = [None, None, None]
+    if need[0]:
+        parts[0] = -dx * x / y
+    if need[1]:
+        parts[1] = 0.5 * da + dx * x / nu
+    if need[2]:
+        parts[2] = 2.0 * dx * x / s
+    return lf, parts
 
 
 (scaled_inv_chi_square_lpdf,
  scaled_inv_chi_square_lcdf,
  scaled_inv_chi_square_lccdf,
  scaled_inv_chi_square_rng) = family(
-    "scaled_inv_chi_square",
-    (("y", NOT_NAN), ("nu", POSITIVE), ("s", POSITIVE)),
-    lpdf=_scaled_inv_chi_square,
-    lcdf=_scaled_inv_chi_square_cdf(True),
-    lccdf=_scaled_inv_chi_square_cdf(False),
-    cdf_args={"y": NONNEGATIVE},
-    quiet=True,
-    rng=lambda g, nu, s, size: nu * s * s / g.chisquare(nu, size),
-    doc="""
+    "scaled_inv_chi_square", (("y", NOT_NAN), ("nu", POSITIVE), ("s", POSITIVE)),
+    lpdf=_scaled_inv_chi_square, lcdf=_scaled_inv_chi_square_cdf(True),
+    lccdf=_scaled_inv_chi_square_cdf(False), cdf_args={"y": NONNEGATIVE}, quiet=True,
+    rng=lambda g, nu, s, size: nu * s * s / g.chisquare(nu, size), doc="""
     Scaled inverse chi-square log density, summed over elements:
 
     log ScaledInvChiSquare(y | nu, s) = (nu/2) log(nu/2) - lgamma(nu/2) + nu log(s)
@@ -463,37 +441,26 @@ def _exponential(need, y, beta):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _exponential_cdf(lower):
-    def kernel(need, y, beta):
-        # lcdf = log(1 - exp(-beta y)): d/d(beta y) = 1/expm1(beta y); lccdf = -beta y
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, beta)
-        u = beta * y
-        if lower:
-            c, du = _log1m_exp_neg(u)
-        else:
-            c, du = -u, -1.0
-        return _finish(n, shape, c, [du * beta if need[0] else None,
-                                     du * y if need[1] else None], zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _exponential_cdf(lower, need, y, beta):
+    # lcdf = log(1 - exp(-beta y)): d/d(beta y) = 1/expm1(beta y); lccdf = -beta y
+    u = beta * y
+    if lower:
+        c, du = _log1m_exp_neg(u)
+    else:
+        c, du = -u, -1.0
+    return c, [du * beta if need[0] else None,
+               du * y if need[1] else None]
 
 
 exponential_lpdf, exponential_lcdf, exponential_lccdf, exponential_rng = family(
-    "exponential",
-    (("y", NONNEGATIVE), ("beta", POSITIVE)),
-    lpdf=_exponential,
-    lcdf=_exponential_cdf(True),
-    lccdf=_exponential_cdf(False),
-    quiet=True,
-    rng=lambda g, beta, size: g.exponential(1.0 / beta, size),
-    doc="""
+    "exponential", (("y", NONNEGATIVE), ("beta", POSITIVE)), lpdf=_exponential,
+    lcdf=_exponential_cdf(True), lccdf=_exponential_cdf(False), quiet=True,
+    rng=lambda g, beta, size: g.exponential(1.0 / beta, size), doc="""
     Exponential log density (beta is a rate), summed: sum_i log(beta_i) - beta_i y_i.
 
     y >= 0, beta > 0.
-    """,
-    lcdf_doc=cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"),
+    """, lcdf_doc=cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"),
     lccdf_doc=cdf_doc("exponential", "-beta y", "lccdf"),
     rng_doc=rng_doc("Exponential(beta)", "rate beta, mean 1/beta"))
 _deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
@@ -523,28 +490,18 @@ def _gamma(need, y, alpha, beta):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _gamma_cdf(lower):
-    def kernel(need, y, alpha, beta):
-        # P(alpha, beta y) (Q for the upper tail); dx/dy = beta, dx/dbeta = y
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, alpha, beta)
-        lf, da, dx = gamma_tail(not lower, need[1], need[0] or need[2], alpha, beta * y)
-        return _finish(n, shape, lf, [dx * beta if need[0] else None, da,
-                                      dx * y if need[2] else None], zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _gamma_cdf(lower, need, y, alpha, beta):
+    # P(alpha, beta y) (Q for the upper tail); dx/dy = beta, dx/dbeta = y
+    lf, da, dx = gamma_tail(not lower, need[1], need[0] or need[2], alpha, beta * y)
+    return lf, [dx * beta if need[0] else None, da,
+                dx * y if need[2] else None]
 
 
 gamma_lpdf, gamma_lcdf, gamma_lccdf, gamma_rng = family(
-    "gamma",
-    (("y", NONNEGATIVE), ("alpha", POSITIVE), ("beta", POSITIVE)),
-    lpdf=_gamma,
-    lcdf=_gamma_cdf(True),
-    lccdf=_gamma_cdf(False),
-    quiet=True,
-    rng=lambda g, a, b, size: g.gamma(a, 1.0 / b, size),
-    doc="""
+    "gamma", (("y", NONNEGATIVE), ("alpha", POSITIVE), ("beta", POSITIVE)), lpdf=_gamma,
+    lcdf=_gamma_cdf(True), lccdf=_gamma_cdf(False), quiet=True,
+    rng=lambda g, a, b, size: g.gamma(a, 1.0 / b, size), doc="""
     Gamma log density (shape alpha, *rate* beta), summed over elements:
 
     log Gamma(y | alpha, beta) = alpha log(beta) - lgamma(alpha)
@@ -555,8 +512,7 @@ gamma_lpdf, gamma_lcdf, gamma_lccdf, gamma_rng = family(
     >>> import numpy as np, stanlite as sl
     >>> round(sl.gamma_lpdf(np.array([1.0, 2.0]), 2.0, 0.5), 6)
     -3.579442
-    """,
-    lcdf_doc=cdf_doc("gamma", "log P(alpha, beta y) (regularized incomplete "
+    """, lcdf_doc=cdf_doc("gamma", "log P(alpha, beta y) (regularized incomplete "
                             "gamma; differentiable in alpha too)", "lcdf"),
     lccdf_doc=cdf_doc("gamma", "log Q(alpha, beta y)", "lccdf"),
     rng_doc=rng_doc("Gamma(alpha, beta)", "shape alpha, rate beta"))
@@ -588,39 +544,28 @@ def _inv_gamma(need, y, alpha, beta):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _inv_gamma_cdf(lower):
-    def kernel(need, y, alpha, beta):
-        # CDF = Q(alpha, beta/y); x = beta/y: dx/dy = -x/y, dx/dbeta = 1/y
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, alpha, beta)
-        inv_y = 1.0 / y
-        x = beta * inv_y
-        lf, da, dx = gamma_tail(lower, need[1], need[0] or need[2], alpha, x)
-        return _finish(n, shape, lf, [-dx * x * inv_y if need[0] else None, da,
-                                      dx * inv_y if need[2] else None], zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _inv_gamma_cdf(lower, need, y, alpha, beta):
+    # CDF = Q(alpha, beta/y); x = beta/y: dx/dy = -x/y, dx/dbeta = 1/y
+    inv_y = 1.0 / y
+    x = beta * inv_y
+    lf, da, dx = gamma_tail(lower, need[1], need[0] or need[2], alpha, x)
+    return lf, [-dx * x * inv_y if need[0] else None, da,
+                dx * inv_y if need[2] else None]
 
 
 inv_gamma_lpdf, inv_gamma_lcdf, inv_gamma_lccdf, inv_gamma_rng = family(
-    "inv_gamma",
-    (("y", NOT_NAN), ("alpha", POSITIVE), ("beta", POSITIVE)),
-    lpdf=_inv_gamma,
-    lcdf=_inv_gamma_cdf(True),
-    lccdf=_inv_gamma_cdf(False),
-    cdf_args={"y": NONNEGATIVE},
-    quiet=True,
-    rng=lambda g, a, b, size: b / g.gamma(a, 1.0, size),
-    doc="""
+    "inv_gamma", (("y", NOT_NAN), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_inv_gamma, lcdf=_inv_gamma_cdf(True), lccdf=_inv_gamma_cdf(False),
+    cdf_args={"y": NONNEGATIVE}, quiet=True,
+    rng=lambda g, a, b, size: b / g.gamma(a, 1.0, size), doc="""
     Inverse gamma log density (shape alpha, scale beta), summed over elements:
 
     log InvGamma(y | alpha, beta) = alpha log(beta) - lgamma(alpha)
                                     - (alpha + 1) log(y) - beta / y
 
     y > 0 (as Stan: y <= 0 gives -inf, NaN raises), alpha > 0, beta > 0.
-    """,
-    lcdf_doc=cdf_doc("inverse gamma", "log Q(alpha, beta / y)", "lcdf"),
+    """, lcdf_doc=cdf_doc("inverse gamma", "log Q(alpha, beta / y)", "lcdf"),
     lccdf_doc=cdf_doc("inverse gamma", "log P(alpha, beta / y)", "lccdf"),
     rng_doc=rng_doc("InvGamma(alpha, beta)", "beta / a Gamma(alpha, 1) draw"))
 
@@ -659,28 +604,18 @@ def _unit_edges(theta):
     return tv == 0, tv == 1
 
 
-def _beta_cdf(lower):
-    def kernel(need, theta, alpha, beta):
-        # I_theta(alpha, beta) (1 - I for the upper tail)
-        theta, zero = _edges(theta, *_unit_edges(theta), 0.5, lower)
-        if theta is None:
-            return _dead(need)
-        n, shape = _size(theta, alpha, beta)
-        lf, (da, db, dx) = beta_tail(not lower, (need[1], need[2], need[0]),
-                                      alpha, beta, theta)
-        return _finish(n, shape, lf, [dx, da, db], zero)
-    return kernel
+@_tail_kernels(_unit_edges, 0.5)
+def _beta_cdf(lower, need, theta, alpha, beta):
+    # I_theta(alpha, beta) (1 - I for the upper tail)
+    lf, (da, db, dx) = beta_tail(not lower, (need[1], need[2], need[0]),
+                                  alpha, beta, theta)
+    return lf, [dx, da, db]
 
 
 beta_lpdf, beta_lcdf, beta_lccdf, beta_rng = family(
-    "beta",
-    (("theta", in_range(0, 1)), ("alpha", POSITIVE), ("beta", POSITIVE)),
-    lpdf=_beta,
-    lcdf=_beta_cdf(True),
-    lccdf=_beta_cdf(False),
-    quiet=True,
-    rng=lambda g, a, b, size: g.beta(a, b, size),
-    doc="""
+    "beta", (("theta", in_range(0, 1)), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_beta, lcdf=_beta_cdf(True), lccdf=_beta_cdf(False), quiet=True,
+    rng=lambda g, a, b, size: g.beta(a, b, size), doc="""
     Beta log density, summed: sum_i log Beta(theta_i | alpha_i, beta_i).
 
     log Beta(theta | alpha, beta) = (alpha - 1) log(theta) + (beta - 1) log(1 - theta)
@@ -691,8 +626,7 @@ beta_lpdf, beta_lcdf, beta_lccdf, beta_rng = family(
     >>> import stanlite as sl
     >>> round(sl.beta_lpdf(0.3, 2.0, 5.0), 6)
     0.770525
-    """,
-    lcdf_doc=cdf_doc("beta", "log I_theta(alpha, beta) (regularized incomplete "
+    """, lcdf_doc=cdf_doc("beta", "log I_theta(alpha, beta) (regularized incomplete "
                            "beta; differentiable in alpha and beta too)", "lcdf"),
     lccdf_doc=cdf_doc("beta", "log(1 - I_theta(alpha, beta))", "lccdf"),
     rng_doc=rng_doc("Beta(alpha, beta)", "numpy's beta"))
@@ -730,24 +664,19 @@ def _beta_proportion(need, theta, mu, kappa):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _beta_proportion_cdf(lower):
-    def kernel(need, theta, mu, kappa):
-        # the beta CDF at a = mu kappa, b = (1 - mu) kappa:
-        # d/dmu = kappa (d/da - d/db), d/dkappa = mu d/da + (1 - mu) d/db
-        theta, zero = _edges(theta, *_unit_edges(theta), 0.5, lower)
-        if theta is None:
-            return _dead(need)
-        n, shape = _size(theta, mu, kappa)
-        nab = need[1] or need[2]
-        lf, (da, db, dx) = beta_tail(not lower, (nab, nab, need[0]),
-                                      mu * kappa, (1.0 - mu) * kappa, theta)
-        parts = [dx, None, None]
-        if need[1]:
-            parts[1] = kappa * (da - db)
-        if need[2]:
-            parts[2] = mu * da + (1.0 - mu) * db
-        return _finish(n, shape, lf, parts, zero)
-    return kernel
+@_tail_kernels(_unit_edges, 0.5)
+def _beta_proportion_cdf(lower, need, theta, mu, kappa):
+    # the beta CDF at a = mu kappa, b = (1 - mu) kappa:
+    # d/dmu = kappa (d/da - d/db), d/dkappa = mu d/da + (1 - mu) d/db
+    nab = need[1] or need[2]
+    lf, (da, db, dx) = beta_tail(not lower, (nab, nab, need[0]),
+                                  mu * kappa, (1.0 - mu) * kappa, theta)
+    parts = [dx, None, None]
+    if need[1]:
+        parts[1] = kappa * (da - db)
+    if need[2]:
+        parts[2] = mu * da + (1.0 - mu) * db
+    return lf, parts
 
 
 (beta_proportion_lpdf,
@@ -756,19 +685,15 @@ def _beta_proportion_cdf(lower):
  beta_proportion_rng) = family(
     "beta_proportion",
     (("theta", in_range(0, 1)), ("mu", _check_open_unit), ("kappa", POSITIVE)),
-    lpdf=_beta_proportion,
-    lcdf=_beta_proportion_cdf(True),
-    lccdf=_beta_proportion_cdf(False),
-    quiet=True,
-    rng=lambda g, m, k, size: g.beta(m * k, (1.0 - m) * k, size),
-    doc="""
+    lpdf=_beta_proportion, lcdf=_beta_proportion_cdf(True),
+    lccdf=_beta_proportion_cdf(False), quiet=True,
+    rng=lambda g, m, k, size: g.beta(m * k, (1.0 - m) * k, size), doc="""
     Beta log density with mean mu and precision kappa, summed over elements:
 
     log BetaProportion(theta | mu, kappa) = log Beta(theta | mu kappa, (1 - mu) kappa)
 
     theta in [0, 1], mu in (0, 1), kappa > 0.
-    """,
-    lcdf_doc=cdf_doc("beta_proportion",
+    """, lcdf_doc=cdf_doc("beta_proportion",
                                       "log I_theta(mu kappa, (1 - mu) kappa)", "lcdf"),
     lccdf_doc=cdf_doc("beta_proportion",
                                        "log(1 - I_theta(mu kappa, (1 - mu) kappa))", "lccdf"),

@@ -161,13 +161,9 @@ def _mills_lower(z):
 
 
 normal_lpdf, normal_lcdf, normal_lccdf, normal_rng = family(
-    "normal",
-    (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_normal,
-    lcdf=_normal_lcdf,
-    lccdf=_normal_lccdf,
-    rng_args=(("mu", None), ("sigma", POSITIVE)),
-    as_float=True,
+    "normal", (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_normal,
+    lcdf=_normal_lcdf, lccdf=_normal_lccdf,
+    rng_args=(("mu", None), ("sigma", POSITIVE)), as_float=True,
     rng=lambda g, mu, sigma, size: g.normal(mu, sigma, size),
     doc="""Normal log density, summed: sum_i log N(y_i | mu_i, sigma_i).
 
@@ -198,12 +194,8 @@ def _std_normal_lccdf(need, y):
 
 
 std_normal_lpdf, std_normal_lcdf, std_normal_lccdf = family(
-    "std_normal",
-    (("y", NOT_NAN),),
-    lpdf=_std_normal,
-    lcdf=_std_normal_lcdf,
-    lccdf=_std_normal_lccdf,
-    as_float=True)
+    "std_normal", (("y", NOT_NAN),), lpdf=_std_normal, lcdf=_std_normal_lcdf,
+    lccdf=_std_normal_lccdf, as_float=True)
 _deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
 _check_lowering(std_normal_lpdf, "not_nan")
 
@@ -292,10 +284,8 @@ def _student_t_cdf_kernel(upper):
 student_t_lpdf, student_t_lcdf, student_t_lccdf, student_t_rng = family(
     "student_t",
     (("y", NOT_NAN), ("nu", POSITIVE), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_student_t,
-    lcdf=_student_t_cdf_kernel(False),
-    lccdf=_student_t_cdf_kernel(True),
-    as_float=True,
+    lpdf=_student_t, lcdf=_student_t_cdf_kernel(False),
+    lccdf=_student_t_cdf_kernel(True), as_float=True,
     rng=lambda g, nu, mu, sigma, size: mu + sigma * g.standard_t(nu, size=size),
     doc="""Student-t log density, summed over the broadcast elements.
 
@@ -307,8 +297,7 @@ student_t_lpdf, student_t_lcdf, student_t_lccdf, student_t_rng = family(
     >>> import stanlite as sl
     >>> round(sl.student_t_lpdf(1.0, 4.0, 0.0, 2.0), 6)
     -1.825538
-    """,
-    lcdf_doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
+    """, lcdf_doc="""Student-t log CDF, summed: sum_i log F(y_i | nu_i, mu_i, sigma_i).
 
     F(y) = I_x(nu/2, 1/2)/2 for z = (y - mu)/sigma <= 0 (1 minus that for z > 0),
     x = nu / (nu + z^2) (regularized incomplete beta; in logs from a series where F
@@ -316,8 +305,7 @@ student_t_lpdf, student_t_lcdf, student_t_lccdf, student_t_rng = family(
     series (exact to rounding for moderate nu, ~1e-9 relative at nu ~ 1000; second
     derivatives too). Third derivatives in nu, and the nu-derivative for nu > ~2000
     with z where the series would be too long, raise DifferentiationError.
-    """,
-    lccdf_doc="""Student-t log complementary CDF, summed: log(1 - F(y)) = log F(-z)
+    """, lccdf_doc="""Student-t log complementary CDF, summed: log(1 - F(y)) = log F(-z)
     (see :func:`student_t_lcdf`).""",
     rng_doc="""Draws from StudentT(nu, mu, sigma): mu + sigma * T, T ~ t_nu.""")
 _deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))
@@ -355,12 +343,8 @@ def _cauchy_cdf_kernel(upper):
 
 
 cauchy_lpdf, cauchy_lcdf, cauchy_lccdf, cauchy_rng = family(
-    "cauchy",
-    (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_cauchy,
-    lcdf=_cauchy_cdf_kernel(False),
-    lccdf=_cauchy_cdf_kernel(True),
-    as_float=True,
+    "cauchy", (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_cauchy,
+    lcdf=_cauchy_cdf_kernel(False), lccdf=_cauchy_cdf_kernel(True), as_float=True,
     rng=lambda g, mu, sigma, size: mu + sigma * g.standard_cauchy(size=size),
     doc="""Cauchy log density, summed over the broadcast elements.
 
@@ -371,8 +355,7 @@ cauchy_lpdf, cauchy_lcdf, cauchy_lccdf, cauchy_rng = family(
     >>> import stanlite as sl
     >>> round(sl.cauchy_lpdf(1.0, 0.0, 1.0), 6)
     -1.837877
-    """,
-    lcdf_doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""",
+    """, lcdf_doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""",
     lccdf_doc="""Cauchy log complementary CDF, summed: log(1/2 - atan((y - mu)/sigma)/pi).""",
     rng_doc="""Draws from Cauchy(mu, sigma).""")
 _deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
@@ -417,10 +400,8 @@ def _double_exponential_cdf_kernel(upper):
  double_exponential_lcdf,
  double_exponential_lccdf,
  double_exponential_rng) = family(
-    "double_exponential",
-    (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_double_exponential,
-    lcdf=_double_exponential_cdf_kernel(False),
+    "double_exponential", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
+    lpdf=_double_exponential, lcdf=_double_exponential_cdf_kernel(False),
     lccdf=_double_exponential_cdf_kernel(True),
     rng=lambda g, mu, sigma, size: g.laplace(mu, sigma, size),
     doc="""Double exponential (Laplace) log density, summed over the broadcast elements.
@@ -472,12 +453,8 @@ def _logistic_cdf_kernel(upper):
 
 
 logistic_lpdf, logistic_lcdf, logistic_lccdf, logistic_rng = family(
-    "logistic",
-    (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_logistic,
-    lcdf=_logistic_cdf_kernel(False),
-    lccdf=_logistic_cdf_kernel(True),
-    as_float=True,
+    "logistic", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_logistic,
+    lcdf=_logistic_cdf_kernel(False), lccdf=_logistic_cdf_kernel(True), as_float=True,
     rng=lambda g, mu, sigma, size: g.logistic(mu, sigma, size),
     doc="""Logistic log density, summed over the broadcast elements.
 
@@ -487,8 +464,7 @@ logistic_lpdf, logistic_lcdf, logistic_lccdf, logistic_rng = family(
     >>> import stanlite as sl
     >>> round(sl.logistic_lpdf(1.0, 0.0, 1.0), 6)
     -1.626523
-    """,
-    lcdf_doc="""Logistic log CDF, summed: log inv_logit((y - mu)/sigma).""",
+    """, lcdf_doc="""Logistic log CDF, summed: log inv_logit((y - mu)/sigma).""",
     lccdf_doc="""Logistic log complementary CDF, summed:
     log(1 - inv_logit((y - mu)/sigma)).""",
     rng_doc="""Draws from Logistic(mu, sigma).""")
@@ -527,12 +503,8 @@ def _gumbel_cdf_kernel(upper):
 
 
 gumbel_lpdf, gumbel_lcdf, gumbel_lccdf, gumbel_rng = family(
-    "gumbel",
-    (("y", NOT_NAN), ("mu", FINITE), ("beta", POSITIVE)),
-    lpdf=_gumbel,
-    lcdf=_gumbel_cdf_kernel(False),
-    lccdf=_gumbel_cdf_kernel(True),
-    as_float=True,
+    "gumbel", (("y", NOT_NAN), ("mu", FINITE), ("beta", POSITIVE)), lpdf=_gumbel,
+    lcdf=_gumbel_cdf_kernel(False), lccdf=_gumbel_cdf_kernel(True), as_float=True,
     rng=lambda g, mu, beta, size: g.gumbel(mu, beta, size),
     doc="""Gumbel log density, summed over the broadcast elements.
 
@@ -542,11 +514,9 @@ gumbel_lpdf, gumbel_lcdf, gumbel_lccdf, gumbel_rng = family(
     >>> import stanlite as sl
     >>> round(sl.gumbel_lpdf(1.0, 0.0, 2.0), 6)
     -1.799678
-    """,
-    lcdf_doc="""Gumbel log CDF, summed: log F = -exp(-(y - mu)/beta).""",
+    """, lcdf_doc="""Gumbel log CDF, summed: log F = -exp(-(y - mu)/beta).""",
     lccdf_doc="""Gumbel log complementary CDF, summed:
-    log(1 - exp(-exp(-(y - mu)/beta))).""",
-    rng_doc="""Draws from Gumbel(mu, beta).""")
+    log(1 - exp(-exp(-(y - mu)/beta))).""", rng_doc="""Draws from Gumbel(mu, beta).""")
 
 
 # --------------------------------------------------------------------------------------
@@ -621,14 +591,9 @@ def _beta_above_alpha_y(fn, y, alpha, beta):
 
 
 uniform_lpdf, uniform_lcdf, uniform_lccdf, uniform_rng = family(
-    "uniform",
-    (("y", NOT_NAN), ("alpha", FINITE), ("beta", FINITE)),
-    lpdf=_uniform,
-    lcdf=_uniform_cdf_kernel(False),
-    lccdf=_uniform_cdf_kernel(True),
-    relations=(_beta_above_alpha_y,),
-    rng_relations=(_beta_above_alpha,),
-    as_float=True,
+    "uniform", (("y", NOT_NAN), ("alpha", FINITE), ("beta", FINITE)), lpdf=_uniform,
+    lcdf=_uniform_cdf_kernel(False), lccdf=_uniform_cdf_kernel(True),
+    relations=(_beta_above_alpha_y,), rng_relations=(_beta_above_alpha,), as_float=True,
     rng=lambda g, alpha, beta, size: g.uniform(alpha, beta, size),
     doc="""Uniform log density, summed over the broadcast elements.
 
@@ -639,8 +604,7 @@ uniform_lpdf, uniform_lcdf, uniform_lccdf, uniform_rng = family(
     >>> import stanlite as sl
     >>> round(sl.uniform_lpdf(0.5, 0.0, 4.0), 6)
     -1.386294
-    """,
-    lcdf_doc="""Uniform log CDF, summed: log((y - alpha)/(beta - alpha)) on
+    """, lcdf_doc="""Uniform log CDF, summed: log((y - alpha)/(beta - alpha)) on
     [alpha, beta], 0 above beta, -inf at or below alpha.""",
     lccdf_doc="""Uniform log complementary CDF, summed: log((beta - y)/(beta - alpha))
     on [alpha, beta], 0 below alpha, -inf at or above beta.""",

@@ -147,21 +147,12 @@ def _poisson_cdf(need, n, lam, upper):
 
 _poisson_lcdf, _poisson_lccdf = _cdf_pair(_poisson_cdf)
 poisson_lpmf, poisson_lcdf, poisson_lccdf, poisson_rng = family(
-    "poisson",
-    (("n", integer(0)), ("lambda", all_of(NOT_NAN, NONNEGATIVE))),
-    kind="lpmf",
-    lpmf=_poisson,
-    lcdf=_poisson_lcdf,
-    lccdf=_poisson_lccdf,
+    "poisson", (("n", integer(0)), ("lambda", all_of(NOT_NAN, NONNEGATIVE))),
+    kind="lpmf", lpmf=_poisson, lcdf=_poisson_lcdf, lccdf=_poisson_lccdf,
     cdf_args={"n": integer()},
     rng_args=(("lambda", all_of(NOT_NAN, NONNEGATIVE, _rate_below_max)),),
-    params=("n", "lam"),
-    rng_post=_int_draws,
-    rng_arrays=True,
-    fast=_plain_poisson,
-    cdf_fast=_plain_poisson_cdf,
-    nondiff=(0,),
-    rng=lambda g, lam: g.poisson(lam),
+    params=("n", "lam"), rng_post=_int_draws, rng_arrays=True, fast=_plain_poisson,
+    cdf_fast=_plain_poisson_cdf, nondiff=(0,), rng=lambda g, lam: g.poisson(lam),
     doc="""Poisson log mass, summed: sum_i log Poisson(n_i | lambda_i).
 
     Poisson(n | lambda) = lambda^n e^(-lambda) / n!,  n >= 0,  lambda >= 0.
@@ -169,8 +160,7 @@ poisson_lpmf, poisson_lcdf, poisson_lccdf, poisson_rng = family(
     >>> import stanlite as sl
     >>> round(sl.poisson_lpmf(2, 1.5), 6)
     -1.382217
-    """,
-    lcdf_doc="""Poisson log CDF, summed: log P(X <= n) = log Q(n + 1, lambda).""",
+    """, lcdf_doc="""Poisson log CDF, summed: log P(X <= n) = log Q(n + 1, lambda).""",
     lccdf_doc="""Poisson log complementary CDF, summed: log P(X > n) = log P(n + 1, lambda).""",
     rng_doc="""Poisson(lambda) draws (ints); lambda must be < 2^30 (Stan's limit).""")
 _deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
@@ -207,14 +197,9 @@ def _poisson_log(need, n, alpha):
 
 
 poisson_log_lpmf, poisson_log_rng = family(
-    "poisson_log",
-    (("n", integer(0)), ("alpha", NOT_NAN)),
-    kind="lpmf",
-    lpmf=_poisson_log,
-    rng_args=(("alpha", all_of(NOT_NAN, _log_rate_below_max)),),
-    rng_post=_int_draws,
-    rng_arrays=True,
-    nondiff=(0,),
+    "poisson_log", (("n", integer(0)), ("alpha", NOT_NAN)), kind="lpmf",
+    lpmf=_poisson_log, rng_args=(("alpha", all_of(NOT_NAN, _log_rate_below_max)),),
+    rng_post=_int_draws, rng_arrays=True, nondiff=(0,),
     rng=lambda g, alpha: g.poisson(np.exp(alpha)),
     doc="""Poisson log mass on the log scale, summed.
 
@@ -224,8 +209,7 @@ poisson_log_lpmf, poisson_log_rng = family(
     >>> import stanlite as sl
     >>> round(sl.poisson_log_lpmf(2, 0.0), 6)
     -1.693147
-    """,
-    rng_doc="""Poisson(exp(alpha)) draws (ints).""")
+    """, rng_doc="""Poisson(exp(alpha)) draws (ints).""")
 _deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
 _check_lowering(poisson_log_lpmf, None, "finite")
 
@@ -351,16 +335,9 @@ def _neg_binomial_cdf(need, n, alpha, beta, upper):
 
 _nb_lcdf, _nb_lccdf = _cdf_pair(_neg_binomial_cdf)
 neg_binomial_lpmf, neg_binomial_lcdf, neg_binomial_lccdf, neg_binomial_rng = family(
-    "neg_binomial",
-    (("n", integer(0)), ("alpha", POSITIVE), ("beta", POSITIVE)),
-    kind="lpmf",
-    lpmf=_neg_binomial,
-    lcdf=_nb_lcdf,
-    lccdf=_nb_lccdf,
-    cdf_args={"n": integer()},
-    rng_post=_int_draws,
-    rng_arrays=True,
-    nondiff=(0,),
+    "neg_binomial", (("n", integer(0)), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    kind="lpmf", lpmf=_neg_binomial, lcdf=_nb_lcdf, lccdf=_nb_lccdf,
+    cdf_args={"n": integer()}, rng_post=_int_draws, rng_arrays=True, nondiff=(0,),
     rng=lambda g, a, b: g.negative_binomial(a, b / (1.0 + b)),
     doc="""Negative binomial log mass (shape/inverse-scale), summed.
 
@@ -422,16 +399,9 @@ def _neg_binomial_2_cdf(need, n, mu, phi, upper):
 
 _nb2_lcdf, _nb2_lccdf = _cdf_pair(_neg_binomial_2_cdf)
 neg_binomial_2_lpmf, neg_binomial_2_lcdf, neg_binomial_2_lccdf, neg_binomial_2_rng = family(
-    "neg_binomial_2",
-    (("n", integer(0)), ("mu", POSITIVE), ("phi", POSITIVE)),
-    kind="lpmf",
-    lpmf=_neg_binomial_2,
-    lcdf=_nb2_lcdf,
-    lccdf=_nb2_lccdf,
-    cdf_args={"n": integer()},
-    rng_post=_int_draws,
-    rng_arrays=True,
-    nondiff=(0,),
+    "neg_binomial_2", (("n", integer(0)), ("mu", POSITIVE), ("phi", POSITIVE)),
+    kind="lpmf", lpmf=_neg_binomial_2, lcdf=_nb2_lcdf, lccdf=_nb2_lccdf,
+    cdf_args={"n": integer()}, rng_post=_int_draws, rng_arrays=True, nondiff=(0,),
     rng=lambda g, mu, phi: g.negative_binomial(phi, phi / (mu + phi)),
     doc="""Negative binomial log mass (mean/overdispersion), summed.
 
@@ -441,8 +411,7 @@ neg_binomial_2_lpmf, neg_binomial_2_lcdf, neg_binomial_2_lccdf, neg_binomial_2_r
     >>> import stanlite as sl
     >>> round(sl.neg_binomial_2_lpmf(3, 4.0, 2.0), 6)
     -2.027326
-    """,
-    lcdf_doc="""NegBinomial2 log CDF, summed: log P(X <= n).""",
+    """, lcdf_doc="""NegBinomial2 log CDF, summed: log P(X <= n).""",
     lccdf_doc="""NegBinomial2 log complementary CDF, summed: log P(X > n).""",
     rng_doc="""NegBinomial2(mu, phi) draws (ints).""")
 
@@ -475,12 +444,8 @@ def _neg_binomial_2_log(need, n, eta, phi):
 
 
 neg_binomial_2_log_lpmf, neg_binomial_2_log_rng = family(
-    "neg_binomial_2_log",
-    (("n", integer(0)), ("eta", FINITE), ("phi", POSITIVE)),
-    kind="lpmf",
-    lpmf=_neg_binomial_2_log,
-    rng_post=_int_draws,
-    rng_arrays=True,
+    "neg_binomial_2_log", (("n", integer(0)), ("eta", FINITE), ("phi", POSITIVE)),
+    kind="lpmf", lpmf=_neg_binomial_2_log, rng_post=_int_draws, rng_arrays=True,
     nondiff=(0,),
     rng=lambda g, eta, phi: g.negative_binomial(phi, sps.expit(np.log(phi) - eta)),
     doc="""NegBinomial2 log mass on the log scale, summed.
@@ -491,8 +456,7 @@ neg_binomial_2_log_lpmf, neg_binomial_2_log_rng = family(
     >>> import numpy as np, stanlite as sl
     >>> round(sl.neg_binomial_2_log_lpmf(3, np.log(4.0), 2.0), 6)
     -2.027326
-    """,
-    rng_doc="""NegBinomial2(exp(eta), phi) draws (ints).""")
+    """, rng_doc="""NegBinomial2(exp(eta), phi) draws (ints).""")
 
 
 @_pointwise(poisson_lpmf)

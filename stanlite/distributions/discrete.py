@@ -316,18 +316,10 @@ def _bernoulli_lccdf(need, n, theta):
 
 
 bernoulli_lpmf, bernoulli_lcdf, bernoulli_lccdf, bernoulli_rng = family(
-    "bernoulli",
-    (("n", all_of(integer(0), _at_most_one)), ("theta", PROBABILITY)),
-    kind="lpmf",
-    lpmf=_bernoulli,
-    lcdf=_bernoulli_lcdf,
-    lccdf=_bernoulli_lccdf,
-    cdf_args={"n": integer()},
-    rng_args=(("theta", PROBABILITY),),
-    rng_post=_int_draws,
-    rng_arrays=True,
-    nondiff=(0,),
-    rng=lambda g, theta: g.binomial(1, theta),
+    "bernoulli", (("n", all_of(integer(0), _at_most_one)), ("theta", PROBABILITY)),
+    kind="lpmf", lpmf=_bernoulli, lcdf=_bernoulli_lcdf, lccdf=_bernoulli_lccdf,
+    cdf_args={"n": integer()}, rng_args=(("theta", PROBABILITY),), rng_post=_int_draws,
+    rng_arrays=True, nondiff=(0,), rng=lambda g, theta: g.binomial(1, theta),
     doc="""Bernoulli log mass, summed: sum_i log Bernoulli(n_i | theta_i).
 
     Bernoulli(n | theta) = theta^n (1 - theta)^(1 - n),  n in {0, 1},  theta in [0, 1].
@@ -358,14 +350,9 @@ def _bernoulli_logit(need, n, alpha):
 
 
 bernoulli_logit_lpmf, bernoulli_logit_rng = family(
-    "bernoulli_logit",
-    (("n", all_of(integer(0), _at_most_one)), ("alpha", NOT_NAN)),
-    kind="lpmf",
-    lpmf=_bernoulli_logit,
-    rng_post=_int_draws,
-    rng_arrays=True,
-    nondiff=(0,),
-    rng=lambda g, alpha: g.binomial(1, sps.expit(alpha)),
+    "bernoulli_logit", (("n", all_of(integer(0), _at_most_one)), ("alpha", NOT_NAN)),
+    kind="lpmf", lpmf=_bernoulli_logit, rng_post=_int_draws, rng_arrays=True,
+    nondiff=(0,), rng=lambda g, alpha: g.binomial(1, sps.expit(alpha)),
     doc="""Bernoulli log mass on the logit scale, summed.
 
     BernoulliLogit(n | alpha) = Bernoulli(n | inv_logit(alpha)),  n in {0, 1}, alpha real;
@@ -441,15 +428,9 @@ def _binomial_cdf(need, n, N, theta, upper):
 
 _binomial_lcdf, _binomial_lccdf = _cdf_pair(_binomial_cdf)
 binomial_lpmf, binomial_lcdf, binomial_lccdf = family(
-    "binomial",
-    (("n", integer(0)), ("N", integer(0)), ("theta", PROBABILITY)),
-    kind="lpmf",
-    lpmf=_binomial,
-    lcdf=_binomial_lcdf,
-    lccdf=_binomial_lccdf,
-    cdf_args={"n": integer()},
-    relations=((2, _n_at_most_N),),
-    cdf_relations=(),
+    "binomial", (("n", integer(0)), ("N", integer(0)), ("theta", PROBABILITY)),
+    kind="lpmf", lpmf=_binomial, lcdf=_binomial_lcdf, lccdf=_binomial_lccdf,
+    cdf_args={"n": integer()}, relations=((2, _n_at_most_N),), cdf_relations=(),
     nondiff=(0, 1),
     doc="""Binomial log mass, summed: sum_i log Binomial(n_i | N_i, theta_i).
 
@@ -496,12 +477,8 @@ def _binomial_logit(need, n, N, alpha):
 
 
 (binomial_logit_lpmf,) = family(
-    "binomial_logit",
-    (("n", integer(0)), ("N", integer(0)), ("alpha", FINITE)),
-    kind="lpmf",
-    lpmf=_binomial_logit,
-    relations=((2, _n_at_most_N),),
-    nondiff=(0, 1),
+    "binomial_logit", (("n", integer(0)), ("N", integer(0)), ("alpha", FINITE)),
+    kind="lpmf", lpmf=_binomial_logit, relations=((2, _n_at_most_N),), nondiff=(0, 1),
     doc="""Binomial log mass on the logit scale, summed.
 
     BinomialLogit(n | N, alpha) = Binomial(n | N, inv_logit(alpha)),  alpha real;
@@ -626,11 +603,7 @@ _bb_lcdf, _bb_lccdf = _cdf_pair(_bb_cdf)
 beta_binomial_lpmf, beta_binomial_lcdf, beta_binomial_lccdf = family(
     "beta_binomial",
     (("n", integer()), ("N", integer(0)), ("alpha", POSITIVE), ("beta", POSITIVE)),
-    kind="lpmf",
-    lpmf=_beta_binomial,
-    lcdf=_bb_lcdf,
-    lccdf=_bb_lccdf,
-    nondiff=(0, 1),
+    kind="lpmf", lpmf=_beta_binomial, lcdf=_bb_lcdf, lccdf=_bb_lccdf, nondiff=(0, 1),
     doc="""Beta-binomial log mass, summed.
 
     BetaBinomial(n | N, a, b) = C(N, n) B(n + a, N - n + b) / B(a, b),  0 <= n <= N,

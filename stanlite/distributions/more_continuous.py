@@ -39,11 +39,11 @@ from ..autodiff.var import guarded
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.program import (check_lowering as _check_lowering, deflower as _deflower,
                                    density as _ld)
-from .bounded import (_bc, _dead, _edges, _finish, _log1m_exp_neg, _positive_edges,
-                      _pw_cdf_pair, _pw_dead, _pw_zero_or_inf, _size, _tot, _zero_or_inf)
 from ..math import log_Phi
 from ..math.cdf_series import (bessel_ratio, log_i0, skew_normal_log_cdf, sn_dalpha_log,
                                sn_logpdf, vm_logf, von_mises_log_mass)
+from .bounded import (_bc, _dead, _log1m_exp_neg, _positive_edges, _pw_cdf_pair, _pw_dead,
+                      _pw_zero_or_inf, _size, _tail_kernels, _tot, _zero_or_inf)
 from .continuous import (HALF_LOG_TWO_PI, LOG_TWO, LOG_TWO_PI, _ls_parts, _mills_lower,
                          _reps, _std)
 from .family import (FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, all_of, cdf_doc, family,
@@ -76,34 +76,24 @@ def _rayleigh(need, y, sigma):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _rayleigh_cdf(lower):
-    def kernel(need, y, sigma):
-        # with u = y^2 / (2 sigma^2): lcdf = log(1 - e^-u), lccdf = -u;
-        # du/dy = y/sigma^2 = 2u/y, du/dsigma = -2u/sigma
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, sigma)
-        u = 0.5 * y * y / (sigma * sigma)
-        if lower:
-            c, du = _log1m_exp_neg(u)
-        else:
-            c, du = -u, -1.0
-        parts = [du * y / (sigma * sigma) if need[0] else None,
-                 -2.0 * du * u / sigma if need[1] else None]
-        return _finish(n, shape, c, parts, zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _rayleigh_cdf(lower, need, y, sigma):
+    # with u = y^2 / (2 sigma^2): lcdf = log(1 - e^-u), lccdf = -u;
+    # du/dy = y/sigma^2 = 2u/y, du/dsigma = -2u/sigma
+    u = 0.5 * y * y / (sigma * sigma)
+    if lower:
+        c, du = _log1m_exp_neg(u)
+    else:
+        c, du = -u, -1.0
+    parts = [du * y / (sigma * sigma) if need[0] else None,
+             -2.0 * du * u / sigma if need[1] else None]
+    return c, parts
 
 
 rayleigh_lpdf, rayleigh_lcdf, rayleigh_lccdf, rayleigh_rng = family(
-    "rayleigh",
-    (("y", NONNEGATIVE), ("sigma", POSITIVE)),
-    lpdf=_rayleigh,
-    lcdf=_rayleigh_cdf(True),
-    lccdf=_rayleigh_cdf(False),
-    quiet=True,
-    rng=lambda g, s, size: g.rayleigh(s, size),
-    doc="""
+    "rayleigh", (("y", NONNEGATIVE), ("sigma", POSITIVE)), lpdf=_rayleigh,
+    lcdf=_rayleigh_cdf(True), lccdf=_rayleigh_cdf(False), quiet=True,
+    rng=lambda g, s, size: g.rayleigh(s, size), doc="""
     Rayleigh log density, summed: sum_i log Rayleigh(y_i | sigma_i).
 
     log Rayleigh(y | sigma) = log(y) - 2 log(sigma) - y^2 / (2 sigma^2)
@@ -113,8 +103,7 @@ rayleigh_lpdf, rayleigh_lcdf, rayleigh_lccdf, rayleigh_rng = family(
     >>> import stanlite as sl
     >>> round(sl.rayleigh_lpdf(1.0, 1.0), 6)
     -0.5
-    """,
-    lcdf_doc=cdf_doc("Rayleigh", "log(1 - exp(-y^2 / (2 sigma^2)))", "lcdf"),
+    """, lcdf_doc=cdf_doc("Rayleigh", "log(1 - exp(-y^2 / (2 sigma^2)))", "lcdf"),
     lccdf_doc=cdf_doc("Rayleigh", "-y^2 / (2 sigma^2)", "lccdf"),
     rng_doc=rng_doc("Rayleigh(sigma)", "sigma sqrt(-2 log U)"))
 # the interpreter (autodiff/vm): one summed-density instruction, its argument check
@@ -166,38 +155,28 @@ def _loglogistic(need, y, alpha, beta):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _loglogistic_cdf(lower):
-    def kernel(need, y, alpha, beta):
-        # F = inv_logit(t), t = beta log(y/alpha): lcdf = -log1p_exp(-t) with
-        # d/dt = inv_logit(-t); lccdf = -log1p_exp(t) with d/dt = -inv_logit(t);
-        # dt/dy = beta/y, dt/dalpha = -beta/alpha, dt/dbeta = log(y/alpha)
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, alpha, beta)
-        d = sm.log(y) - sm.log(alpha)
-        st = beta * d if lower else -beta * d       # the sign of the tail
-        L = sm.log1p_exp(-st)
-        c = -L
-        dt = sm.exp(-st - L)                        # inv_logit(-st)
-        if not lower:
-            dt = -dt
-        parts = [dt * beta / y if need[0] else None,
-                 -dt * beta / alpha if need[1] else None,
-                 dt * d if need[2] else None]
-        return _finish(n, shape, c, parts, zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _loglogistic_cdf(lower, need, y, alpha, beta):
+    # F = inv_logit(t), t = beta log(y/alpha): lcdf = -log1p_exp(-t) with
+    # d/dt = inv_logit(-t); lccdf = -log1p_exp(t) with d/dt = -inv_logit(t);
+    # dt/dy = beta/y, dt/dalpha = -beta/alpha, dt/dbeta = log(y/alpha)
+    d = sm.log(y) - sm.log(alpha)
+    st = beta * d if lower else -beta * d       # the sign of the tail
+    L = sm.log1p_exp(-st)
+    c = -L
+    dt = sm.exp(-st - L)                        # inv_logit(-st)
+    if not lower:
+        dt = -dt
+    parts = [dt * beta / y if need[0] else None,
+             -dt * beta / alpha if need[1] else None,
+             dt * d if need[2] else None]
+    return c, parts
 
 
 loglogistic_lpdf, loglogistic_lcdf, loglogistic_lccdf, loglogistic_rng = family(
-    "loglogistic",
-    (("y", NONNEGATIVE), ("alpha", POSITIVE), ("beta", POSITIVE)),
-    lpdf=_loglogistic,
-    lcdf=_loglogistic_cdf(True),
-    lccdf=_loglogistic_cdf(False),
-    quiet=True,
-    rng=lambda g, a, b, size: a * np.exp(g.logistic(size=size) / b),
-    doc="""
+    "loglogistic", (("y", NONNEGATIVE), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    lpdf=_loglogistic, lcdf=_loglogistic_cdf(True), lccdf=_loglogistic_cdf(False),
+    quiet=True, rng=lambda g, a, b, size: a * np.exp(g.logistic(size=size) / b), doc="""
     Log-logistic log density (scale alpha, shape beta), summed over elements:
 
     log LogLogistic(y | alpha, beta) = log(beta) - log(alpha)
@@ -209,8 +188,7 @@ loglogistic_lpdf, loglogistic_lcdf, loglogistic_lccdf, loglogistic_rng = family(
     >>> import stanlite as sl
     >>> round(sl.loglogistic_lpdf(1.0, 1.0, 2.0), 6)
     -0.693147
-    """,
-    lcdf_doc=cdf_doc("log-logistic", "-log(1 + (y / alpha)^-beta)", "lcdf"),
+    """, lcdf_doc=cdf_doc("log-logistic", "-log(1 + (y / alpha)^-beta)", "lcdf"),
     lccdf_doc=cdf_doc("log-logistic", "-log(1 + (y / alpha)^beta)", "lccdf"),
     rng_doc=rng_doc("LogLogistic(alpha, beta)",
                                    "alpha exp(L / beta), L standard logistic"))
@@ -288,11 +266,8 @@ def _skew_normal_draw(g, xi, omega, alpha, size):
 skew_normal_lpdf, skew_normal_lcdf, skew_normal_lccdf, skew_normal_rng = family(
     "skew_normal",
     (("y", NOT_NAN), ("xi", FINITE), ("omega", POSITIVE), ("alpha", FINITE)),
-    lpdf=_skew_normal,
-    lcdf=_skew_normal_cdf_kernel(False),
-    lccdf=_skew_normal_cdf_kernel(True),
-    as_float=True,
-    rng=_skew_normal_draw,
+    lpdf=_skew_normal, lcdf=_skew_normal_cdf_kernel(False),
+    lccdf=_skew_normal_cdf_kernel(True), as_float=True, rng=_skew_normal_draw,
     doc="""Skew-normal log density, summed over the broadcast elements.
 
     SkewNormal(y | xi, omega, alpha) = 2/omega phi(z) Phi(alpha z),  z = (y - xi)/omega;
@@ -386,10 +361,8 @@ def _exp_mod_normal_cdf_kernel(upper):
 exp_mod_normal_lpdf, exp_mod_normal_lcdf, exp_mod_normal_lccdf, exp_mod_normal_rng = family(
     "exp_mod_normal",
     (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE), ("lambda", POSITIVE)),
-    lpdf=_exp_mod_normal,
-    lcdf=_exp_mod_normal_cdf_kernel(False),
-    lccdf=_exp_mod_normal_cdf_kernel(True),
-    params=("y", "mu", "sigma", "lam"),
+    lpdf=_exp_mod_normal, lcdf=_exp_mod_normal_cdf_kernel(False),
+    lccdf=_exp_mod_normal_cdf_kernel(True), params=("y", "mu", "sigma", "lam"),
     rng_params=("mu", "sigma", "lambda_"),
     rng=lambda g, mu, sigma, lam, size: (g.normal(mu, sigma, size)
                                              + g.exponential(1.0 / lam, size)),
@@ -404,8 +377,7 @@ exp_mod_normal_lpdf, exp_mod_normal_lcdf, exp_mod_normal_lccdf, exp_mod_normal_r
     >>> import stanlite as sl
     >>> round(sl.exp_mod_normal_lpdf(1.0, 0.0, 1.0, 2.0), 6)
     -1.147874
-    """,
-    lcdf_doc="""Exponentially modified normal log CDF, summed:
+    """, lcdf_doc="""Exponentially modified normal log CDF, summed:
     F(y) = Phi(u) - exp(-lambda sigma u + (lambda sigma)^2/2) Phi(u - lambda sigma),
     u = (y - mu)/sigma (computed in logs).""",
     lccdf_doc="""Exponentially modified normal log complementary CDF, summed:
@@ -472,11 +444,9 @@ def _von_mises_cdf_kernel(upper):
 von_mises_lpdf, von_mises_lcdf, von_mises_lccdf, von_mises_rng = family(
     "von_mises",
     (("y", FINITE), ("mu", FINITE), ("kappa", all_of(NONNEGATIVE, FINITE))),
-    lpdf=_von_mises,
-    lcdf=_von_mises_cdf_kernel(False),
+    lpdf=_von_mises, lcdf=_von_mises_cdf_kernel(False),
     lccdf=_von_mises_cdf_kernel(True),
-    cdf_args={"y": in_range(-math.pi, math.pi), "kappa": POSITIVE},
-    as_float=True,
+    cdf_args={"y": in_range(-math.pi, math.pi), "kappa": POSITIVE}, as_float=True,
     rng=lambda g, mu, kappa, size: (np.mod(mu, 2.0 * math.pi)
                                         + g.vonmises(0.0, kappa, size)),
     doc="""Von Mises log density, summed over the broadcast elements.
@@ -489,8 +459,7 @@ von_mises_lpdf, von_mises_lcdf, von_mises_lccdf, von_mises_rng = family(
     >>> import stanlite as sl
     >>> round(sl.von_mises_lpdf(0.5, 0.0, 2.0), 6)
     -0.906705
-    """,
-    lcdf_doc="""Von Mises log CDF, summed (Stan's von_mises_lcdf).
+    """, lcdf_doc="""Von Mises log CDF, summed (Stan's von_mises_lcdf).
 
     F(y | mu, kappa) = int_{-pi}^{y} exp(kappa cos(t - mu)) dt / (2 pi I_0(kappa)),
     y in [-pi, pi], mu real, kappa > 0; computed from the Fourier series

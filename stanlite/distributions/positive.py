@@ -26,7 +26,7 @@ from .. import math as sm
 from ..autodiff.var import guarded
 from .bounded import (_INF, _bc, _dead, _edges, _eq, _finish, _has_inf, _neg_or_inf,
                       _positive_edges, _pv, _pw_cdf_pair, _pw_dead, _pw_edges, _require,
-                      _size, _tot, _xlog)
+                      _size, _tail_kernels, _tot, _xlog)
 from .family import FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, cdf_doc, family, rng_doc
 from .fused import pointwise
 
@@ -73,46 +73,34 @@ def _weibull(need, y, alpha, sigma):
     return lp, [_bc(p, shape) for p in parts]
 
 
-def _weibull_cdf(lower):
-    def kernel(need, y, alpha, sigma):
-        # lcdf = log(1 - e^-u), lccdf = -u, u = (y/sigma)^alpha:
-        # du/dy = alpha u/y, du/dalpha = u log(y/sigma), du/dsigma = -alpha u/sigma
-        y, zero = _edges(y, *_positive_edges(y), 1.0, lower)
-        if y is None:
-            return _dead(need)
-        n, shape = _size(y, alpha, sigma)
-        lr = sm.log(y) - sm.log(sigma)
-        u = sm.exp(alpha * lr)
-        if lower:
-            c = sm.log1m_exp(-u)
-            w = u / sm.expm1(u)          # u d/du log(1 - e^-u), -> 1 as u -> 0
-        else:
-            c = -u
-            w = -u
-        parts = [w * alpha / y if need[0] else None, w * lr if need[1] else None,
-                 -w * alpha / sigma if need[2] else None]
-        return _finish(n, shape, c, parts, zero)
-    return kernel
+@_tail_kernels(_positive_edges, 1.0)
+def _weibull_cdf(lower, need, y, alpha, sigma):
+    # lcdf = log(1 - e^-u), lccdf = -u, u = (y/sigma)^alpha:
+    # du/dy = alpha u/y, du/dalpha = u log(y/sigma), du/dsigma = -alpha u/sigma
+    lr = sm.log(y) - sm.log(sigma)
+    u = sm.exp(alpha * lr)
+    if lower:
+        c = sm.log1m_exp(-u)
+        w = u / sm.expm1(u)          # u d/du log(1 - e^-u), -> 1 as u -> 0
+    else:
+        c = -u
+        w = -u
+    parts = [w * alpha / y if need[0] else None, w * lr if need[1] else None,
+             -w * alpha / sigma if need[2] else None]
+    return c, parts
 
 
 weibull_lpdf, weibull_lcdf, weibull_lccdf, weibull_rng = family(
-    "weibull",
-    (("y", FINITE), ("alpha", POSITIVE), ("sigma", POSITIVE)),
-    lpdf=_weibull,
-    lcdf=_weibull_cdf(True),
-    lccdf=_weibull_cdf(False),
-    cdf_args={"y": NONNEGATIVE},
-    quiet=True,
-    rng=lambda g, a, s, size: s * g.weibull(a, size),
-    doc="""
+    "weibull", (("y", FINITE), ("alpha", POSITIVE), ("sigma", POSITIVE)), lpdf=_weibull,
+    lcdf=_weibull_cdf(True), lccdf=_weibull_cdf(False), cdf_args={"y": NONNEGATIVE},
+    quiet=True, rng=lambda g, a, s, size: s * g.weibull(a, size), doc="""
     Weibull log density (shape alpha, scale sigma), summed over elements:
 
     log Weibull(y | alpha, sigma) = log(alpha) - log(sigma)
                                     + (alpha - 1) log(y / sigma) - (y / sigma)^alpha
 
     y >= 0 (as Stan: y < 0 gives -inf; y must be finite), alpha > 0, sigma > 0.
-    """,
-    lcdf_doc=cdf_doc("Weibull", "log(1 - exp(-(y/sigma)^alpha))", "lcdf"),
+    """, lcdf_doc=cdf_doc("Weibull", "log(1 - exp(-(y/sigma)^alpha))", "lcdf"),
     lccdf_doc=cdf_doc("Weibull", "-(y/sigma)^alpha", "lccdf"),
     rng_doc=rng_doc("Weibull(alpha, sigma)", "sigma times numpy's weibull"))
 
@@ -171,22 +159,16 @@ def _check_y_positive(fn, arg, y):
 
 
 frechet_lpdf, frechet_lcdf, frechet_lccdf, frechet_rng = family(
-    "frechet",
-    (("y", _check_y_positive), ("alpha", POSITIVE), ("sigma", POSITIVE)),
-    lpdf=_frechet,
-    lcdf=_frechet_cdf(True),
-    lccdf=_frechet_cdf(False),
-    quiet=True,
-    rng=lambda g, a, s, size: s * g.standard_exponential(size) ** (-1.0 / a),
-    doc="""
+    "frechet", (("y", _check_y_positive), ("alpha", POSITIVE), ("sigma", POSITIVE)),
+    lpdf=_frechet, lcdf=_frechet_cdf(True), lccdf=_frechet_cdf(False), quiet=True,
+    rng=lambda g, a, s, size: s * g.standard_exponential(size) ** (-1.0 / a), doc="""
     Frechet log density (shape alpha, scale sigma), summed over elements:
 
     log Frechet(y | alpha, sigma) = log(alpha) + alpha log(sigma) - (alpha + 1) log(y)
                                     - (y / sigma)^-alpha
 
     y > 0, alpha > 0, sigma > 0.
-    """,
-    lcdf_doc=cdf_doc("Frechet", "-(y/sigma)^-alpha", "lcdf"),
+    """, lcdf_doc=cdf_doc("Frechet", "-(y/sigma)^-alpha", "lcdf"),
     lccdf_doc=cdf_doc("Frechet", "log(1 - exp(-(y/sigma)^-alpha))", "lccdf"),
     rng_doc=rng_doc("Frechet(alpha, sigma)", "sigma E^(-1/alpha), E ~ Exp(1)"))
 
@@ -243,22 +225,16 @@ def _pareto_cdf(lower):
 
 
 pareto_lpdf, pareto_lcdf, pareto_lccdf, pareto_rng = family(
-    "pareto",
-    (("y", NOT_NAN), ("y_min", POSITIVE), ("alpha", POSITIVE)),
-    lpdf=_pareto,
-    lcdf=_pareto_cdf(True),
-    lccdf=_pareto_cdf(False),
-    cdf_args={"y": NONNEGATIVE},
-    quiet=True,
-    rng=lambda g, m, a, size: m * np.exp(g.standard_exponential(size) / a),
+    "pareto", (("y", NOT_NAN), ("y_min", POSITIVE), ("alpha", POSITIVE)), lpdf=_pareto,
+    lcdf=_pareto_cdf(True), lccdf=_pareto_cdf(False), cdf_args={"y": NONNEGATIVE},
+    quiet=True, rng=lambda g, m, a, size: m * np.exp(g.standard_exponential(size) / a),
     doc="""
     Pareto log density, summed: sum_i log Pareto(y_i | y_min_i, alpha_i).
 
     log Pareto(y | y_min, alpha) = log(alpha) + alpha log(y_min) - (alpha + 1) log(y)
 
     for y >= y_min; y < y_min has density 0 (-inf, as Stan). y_min > 0, alpha > 0.
-    """,
-    lcdf_doc=cdf_doc("Pareto", "log(1 - (y_min/y)^alpha) (-inf for y <= y_min)",
+    """, lcdf_doc=cdf_doc("Pareto", "log(1 - (y_min/y)^alpha) (-inf for y <= y_min)",
                              "lcdf"),
     lccdf_doc=cdf_doc("Pareto", "alpha log(y_min/y) (0 for y < y_min)", "lccdf"),
     rng_doc=rng_doc("Pareto(y_min, alpha)", "y_min exp(E/alpha), E ~ Exp(1)"))
@@ -328,12 +304,8 @@ def _pareto_type_2_cdf(lower):
 pareto_type_2_lpdf, pareto_type_2_lcdf, pareto_type_2_lccdf, pareto_type_2_rng = family(
     "pareto_type_2",
     (("y", NOT_NAN), ("mu", FINITE), ("lambda", POSITIVE), ("alpha", POSITIVE)),
-    lpdf=_pareto_type_2,
-    lcdf=_pareto_type_2_cdf(True),
-    lccdf=_pareto_type_2_cdf(False),
-    relations=(_y_at_least_mu,),
-    params=("y", "mu", "lam", "alpha"),
-    quiet=True,
+    lpdf=_pareto_type_2, lcdf=_pareto_type_2_cdf(True), lccdf=_pareto_type_2_cdf(False),
+    relations=(_y_at_least_mu,), params=("y", "mu", "lam", "alpha"), quiet=True,
     rng=lambda g, m, l, a, size: m + l * np.expm1(g.standard_exponential(size) / a),
     doc="""
     Pareto type 2 (Lomax when mu = 0) log density, summed over elements:
@@ -342,8 +314,7 @@ pareto_type_2_lpdf, pareto_type_2_lcdf, pareto_type_2_lccdf, pareto_type_2_rng =
                                              - (alpha + 1) log1p((y - mu) / lambda)
 
     y >= mu (y < mu raises, as Stan's check), mu finite, lambda > 0, alpha > 0.
-    """,
-    lcdf_doc=cdf_doc("Pareto type 2",
+    """, lcdf_doc=cdf_doc("Pareto type 2",
                                     "log(1 - (1 + (y - mu)/lambda)^-alpha)", "lcdf"),
     lccdf_doc=cdf_doc("Pareto type 2", "-alpha log1p((y - mu)/lambda)",
                                      "lccdf"),
