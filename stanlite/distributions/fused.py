@@ -131,21 +131,10 @@ def arity_error(name, params, got):
         " (arguments are positional)")
 
 
-def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
-    """Make a log-density primitive ``name(*args, reduce=True)`` from ``kernel`` (see
-    module doc).
-
-    ``check(*plain_args)`` validates argument values (raise ``DomainError``);
-    ``nondiff`` lists positions that must never be traced (integer outcomes, sizes);
-    ``pointwise(*args)`` is the elementwise form (``reduce=False``; or declare it
-    later with :func:`pointwise`).
-    """
-    spec = Primitive(name, None)
-    params = parameter_names(check, kernel)
-    spec.kernel = kernel        # value and partials in one call (read by compile.py)
-    spec.check = check
-    nondiff = frozenset(nondiff)
-
+def _define_rules(spec, kernel, nondiff):
+    """The derivative rules of a fused density's primitive ``spec``, all from the one
+    kernel: its value, VJP and JVP (nested differentiation) and the tape's backward
+    rule for a first-order node (returned)."""
     def value_only(*args):
         return kernel((False,) * len(args), *args)[0]
 
@@ -185,6 +174,25 @@ def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
 
     _tag(bp, spec, args_of)
     bp._bcast = False
+    return bp
+
+
+def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
+    """Make a log-density primitive ``name(*args, reduce=True)`` from ``kernel`` (see
+    module doc).
+
+    ``check(*plain_args)`` validates argument values (raise ``DomainError``);
+    ``nondiff`` lists positions that must never be traced (integer outcomes, sizes);
+    ``pointwise(*args)`` is the elementwise form (``reduce=False``; or declare it
+    later with :func:`pointwise`).
+    """
+    spec = Primitive(name, None)
+    params = parameter_names(check, kernel)
+    spec.kernel = kernel        # value and partials in one call (read by compile.py)
+    spec.check = check
+    nondiff = frozenset(nondiff)
+
+    bp = _define_rules(spec, kernel, nondiff)
 
     def general(args):
         # any nesting (values traced at a lower level, forward-mode duals, variables
