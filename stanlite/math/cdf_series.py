@@ -263,14 +263,28 @@ def _t_ratios_raw(t, nu, k):
 @_broadcasting
 @primitive
 def student_t_log_cdf(t, nu):
-    """log of the Student-t CDF F(t | nu)."""
+    """log F(t | nu), the CDF of the standard Student t with nu > 0 degrees of freedom:
+    F(t | nu) = int_-inf^t Gamma((nu+1)/2) / (sqrt(nu pi) Gamma(nu/2))
+    (1 + s^2/nu)^(-(nu+1)/2) ds.
+
+    scipy's ``stdtr`` (the larger tail through log1p of the smaller), a series in logs
+    where the tail underflows. d/dt = f/F; d/dnu = :func:`student_t_log_cdf_dnu`.
+
+    >>> round(float(student_t_log_cdf(-2.0, 3.0)), 6)
+    -2.664086
+    """
     return _f(_t_lcdf_raw(t, nu))
 
 
 @_broadcasting
 @primitive
 def student_t_log_cdf_dnu(t, nu):
-    """F_nu(t | nu) / F(t | nu) = d log F/dnu (series)."""
+    """d/dnu log F(t | nu) = F_nu / F for the standard Student t (a series: no closed
+    form); differentiable once more in nu (a second series gives F_nunu / F).
+
+    >>> round(float(student_t_log_cdf_dnu(-1.0, 4.0)), 6)
+    -0.035184
+    """
     return _f(_t_ratios_raw(t, nu, 1))
 
 
@@ -381,7 +395,14 @@ def _sn_lower(z, alpha, direct):
 @_broadcasting
 @primitive
 def skew_normal_log_cdf(z, alpha):
-    """log of the standard skew-normal CDF (see _sn_lcdf_raw)."""
+    """log F(z | alpha) = log(Phi(z) - 2 T(z, alpha)), the CDF of the standard skew
+    normal (density 2 phi(z) Phi(alpha z); T is Owen's T function). d/dz = f/F and, in
+    closed form, d/dalpha = -exp(-z^2 (1 + alpha^2)/2) / (pi (1 + alpha^2) F);
+    Gauss-Laguerre quadrature in logs where F underflows.
+
+    >>> round(float(skew_normal_log_cdf(0.5, 2.0)), 6)
+    -0.89575
+    """
     return _f(_sn_lcdf_raw(z, alpha))
 
 
@@ -593,4 +614,7 @@ def _vm_prims():
     return prims
 
 
+# von_mises_log_mass[0](c, h, kappa): log of the mass of (c - h, c + h) under the von
+# Mises density centred at 0; [1], [2]: its first and second kappa-derivatives over
+# the mass (see _vm_prims)
 von_mises_log_mass = _vm_prims()
