@@ -245,8 +245,32 @@ def family(name, args, *, lpdf=None, lpmf=None, lcdf=None, lccdf=None, rng=None,
     ``cdf_fast``: see :func:`make_check`; ``rng_relations``: checks
     ``r(fn, *params)`` of the draw; ``rng_arrays``: the draw's parameters become float
     arrays before the check and ``sampler(g, *params)`` broadcasts them itself;
-    ``kind``: ``"lpdf"`` or ``"lpmf"`` (the kernel then given as ``lpmf=``); ``nondiff``: argument positions never traced
-    (integer outcomes).
+    ``kind``: ``"lpdf"`` or ``"lpmf"`` (the kernel then given as ``lpmf=``);
+    ``nondiff``: argument positions never traced (integer outcomes).
+
+    A toy family, log N(y | 0, sigma) with its kernel's value and partials
+    (d/dy = -y/sigma^2, d/dsigma = (y^2/sigma^2 - 1)/sigma):
+
+    >>> import math, stanlite as sl
+    >>> from stanlite.distributions.family import family, FINITE, POSITIVE
+    >>> def _toy(need, y, sigma):
+    ...     z = y / sigma
+    ...     lp = -0.5 * z * z - sl.log(sigma) - 0.5 * math.log(2 * math.pi)
+    ...     return lp, [-z / sigma if need[0] else None,
+    ...                 (z * z - 1.0) / sigma if need[1] else None]
+    >>> toy_lpdf, toy_rng = family(
+    ...     "toy", (("y", FINITE), ("sigma", POSITIVE)), lpdf=_toy, as_float=True,
+    ...     rng=lambda g, sigma, size: g.normal(0.0, sigma, size))
+    >>> round(toy_lpdf(1.0, 2.0), 6), round(sl.grad(lambda s: toy_lpdf(1.0, s))(2.0), 6)
+    (-1.737086, -0.375)
+    >>> toy_lpdf(1.0, -2.0)
+    Traceback (most recent call last):
+    ...
+    stanlite.errors.DomainError: toy_lpdf: sigma must be positive and finite, but is -2.0
+    >>> toy_rng(-1.0)
+    Traceback (most recent call last):
+    ...
+    stanlite.errors.DomainError: toy_rng: sigma must be positive and finite, but is -1.0
     """
     if lpmf is not None:                # a mass function: the same slot
         lpdf = lpmf
