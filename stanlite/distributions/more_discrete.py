@@ -45,6 +45,7 @@ from .discrete import (_bshape, _bsum, _flat, _idata, _int_draws, _plain_float, 
 from .fused import (broadcast_size, check_integer, check_positive, fused, pointwise,
                     terms_primitive)
 from .multivariate import dirichlet_rng
+from .family import POSITIVE, family, integer
 from .rng import as_generator
 
 __all__ = ["beta_neg_binomial_lpmf", "beta_neg_binomial_lcdf", "beta_neg_binomial_lccdf",
@@ -140,18 +141,31 @@ def _bnb_cdf(upper):
     return kernel
 
 
-def _check_bnb(fn, cdf=False):
-    def check(n, r, alpha, beta):
-        check_integer(fn, "n", n, None if cdf else 0)
-        check_positive(fn, "r", r)
-        check_positive(fn, "alpha", alpha)
-        check_positive(fn, "beta", beta)
-    return check
+def _beta_neg_binomial_draw(g, r, alpha, beta):
+    # p ~ Beta(alpha, beta) the success probability, a negative binomial count of
+    # failures, drawn as Poisson(Gamma(r, (1 - p)/p)) with (1 - p)/p = G_beta / G_alpha
+    # from two gammas (no 1 - p cancellation)
+    shape = np.broadcast_shapes(r.shape, alpha.shape, beta.shape)
+    with np.errstate(divide="ignore", over="ignore"):
+        odds = g.standard_gamma(np.broadcast_to(beta, shape)) / g.standard_gamma(
+            np.broadcast_to(alpha, shape))
+        lam = g.standard_gamma(np.broadcast_to(r, shape)) * odds
+    if not np.all(lam <= _MAX_RATE):
+        raise DomainError("beta_neg_binomial_rng: a draw's Poisson rate exceeds "
+                          f"{_MAX_RATE:g} (the count would overflow an int64; alpha is "
+                          "too small for integer draws)")
+    return _int_draws(g.poisson(lam))
 
 
-beta_neg_binomial_lpmf = fused("beta_neg_binomial_lpmf", _beta_neg_binomial,
-                               _check_bnb("beta_neg_binomial_lpmf"), nondiff=(0,))
-beta_neg_binomial_lpmf.__doc__ = """Beta negative binomial log mass, summed.
+(beta_neg_binomial_lpmf,
+ beta_neg_binomial_lcdf,
+ beta_neg_binomial_lccdf,
+ beta_neg_binomial_rng) = family(
+    "beta_neg_binomial",
+    (("n", integer(0)), ("r", POSITIVE), ("alpha", POSITIVE), ("beta", POSITIVE)),
+    kind="lpmf", lpmf=_beta_neg_binomial, lcdf=_bnb_cdf(False), lccdf=_bnb_cdf(True),
+    cdf_args={"n": integer()}, rng_arrays=True, nondiff=(0,),
+    rng=_beta_neg_binomial_draw, doc="""Beta negative binomial log mass, summed.
 
     BetaNegBinomial(n | r, alpha, beta) = Gamma(n + r)/(n! Gamma(r))
                                           B(n + beta, r + alpha)/B(alpha, beta),
@@ -160,16 +174,15 @@ beta_neg_binomial_lpmf.__doc__ = """Beta negative binomial log mass, summed.
     >>> import stanlite as sl
     >>> round(sl.beta_neg_binomial_lpmf(2, 3.0, 2.0, 1.0), 6)
     -2.169054
-    """
-beta_neg_binomial_lcdf = fused("beta_neg_binomial_lcdf", _bnb_cdf(False),
-                               _check_bnb("beta_neg_binomial_lcdf", cdf=True), nondiff=(0,))
-beta_neg_binomial_lcdf.__doc__ = """Beta negative binomial log CDF, summed: log P(X <= n)
-    (the mass of 0..n summed in logs; n < 0 gives -inf)."""
-beta_neg_binomial_lccdf = fused("beta_neg_binomial_lccdf", _bnb_cdf(True),
-                                _check_bnb("beta_neg_binomial_lccdf", cdf=True),
-                                nondiff=(0,))
-beta_neg_binomial_lccdf.__doc__ = """Beta negative binomial log complementary CDF, summed:
-    log P(X > n) = log(1 - P(X <= n)) (n < 0 gives 0)."""
+    """, lcdf_doc="""Beta negative binomial log CDF, summed: log P(X <= n)
+    (the mass of 0..n summed in logs; n < 0 gives -inf).""",
+    lccdf_doc="""Beta negative binomial log complementary CDF, summed:
+    log P(X > n) = log(1 - P(X <= n)) (n < 0 gives 0).""",
+    rng_doc="""BetaNegBinomial(r, alpha, beta) draws (ints): with p ~ Beta(alpha, beta) the
+    success probability, a negative binomial count of failures, drawn as
+    Poisson(Gamma(r, (1 - p)/p)) with (1 - p)/p = G_beta / G_alpha from two gammas
+    (no 1 - p cancellation). A Poisson rate beyond 1e18 (alpha tiny: the draw would
+    overflow an int64) raises DomainError.""")
 
 
 @pointwise(beta_neg_binomial_lpmf)
@@ -188,29 +201,6 @@ def _bnb_cdf_primitive(name, upper):
 
 pointwise(beta_neg_binomial_lcdf)(_bnb_cdf_primitive("beta_neg_binomial_lcdf", False))
 pointwise(beta_neg_binomial_lccdf)(_bnb_cdf_primitive("beta_neg_binomial_lccdf", True))
-
-
-def beta_neg_binomial_rng(r, alpha, beta, rng=None):
-    """BetaNegBinomial(r, alpha, beta) draws (ints): with p ~ Beta(alpha, beta) the
-    success probability, a negative binomial count of failures, drawn as
-    Poisson(Gamma(r, (1 - p)/p)) with (1 - p)/p = G_beta / G_alpha from two gammas
-    (no 1 - p cancellation). A Poisson rate beyond 1e18 (alpha tiny: the draw would
-    overflow an int64) raises DomainError."""
-    fn = "beta_neg_binomial_rng"
-    r, alpha, beta = (np.asarray(value_of(v), dtype=float) for v in (r, alpha, beta))
-    check_positive(fn, "r", r)
-    check_positive(fn, "alpha", alpha)
-    check_positive(fn, "beta", beta)
-    g = as_generator(rng)
-    shape = np.broadcast_shapes(r.shape, alpha.shape, beta.shape)
-    with np.errstate(divide="ignore", over="ignore"):
-        odds = g.standard_gamma(np.broadcast_to(beta, shape)) / g.standard_gamma(
-            np.broadcast_to(alpha, shape))
-        lam = g.standard_gamma(np.broadcast_to(r, shape)) * odds
-    if not np.all(lam <= _MAX_RATE):
-        raise DomainError(f"{fn}: a draw's Poisson rate exceeds {_MAX_RATE:g} (the count "
-                          "would overflow an int64; alpha is too small for integer draws)")
-    return _int_draws(g.poisson(lam))
 
 
 # ======================================================================================
