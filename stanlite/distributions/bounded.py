@@ -250,7 +250,7 @@ def _lognormal_cdf(lower, need, y, mu, sigma):
 lognormal_lpdf, lognormal_lcdf, lognormal_lccdf, lognormal_rng = family(
     "lognormal", (("y", NONNEGATIVE), ("mu", FINITE), ("sigma", POSITIVE)),
     lpdf=_lognormal, lcdf=_lognormal_cdf(True), lccdf=_lognormal_cdf(False), quiet=True,
-    rng=lambda g, mu, sigma, size: g.lognormal(mu, sigma, size), doc="""
+    rng="lognormal", doc="""
     Lognormal log density, summed: sum_i log LogNormal(y_i | mu_i, sigma_i).
 
     log LogNormal(y | mu, sigma) = -log(sigma) - log(2 pi)/2 - log(y)
@@ -304,7 +304,7 @@ def _chi_square_cdf(lower, need, y, nu):
 chi_square_lpdf, chi_square_lcdf, chi_square_lccdf, chi_square_rng = family(
     "chi_square", (("y", NONNEGATIVE), ("nu", POSITIVE)), lpdf=_chi_square,
     lcdf=_chi_square_cdf(True), lccdf=_chi_square_cdf(False), quiet=True,
-    rng=lambda g, nu, size: g.chisquare(nu, size), doc="""
+    rng="chisquare", doc="""
     Chi-square log density, summed: sum_i log ChiSquare(y_i | nu_i).
 
     log ChiSquare(y | nu) = (nu/2 - 1) log(y) - y/2 - (nu/2) log(2) - lgamma(nu/2)
@@ -615,7 +615,7 @@ def _beta_cdf(lower, need, theta, alpha, beta):
 beta_lpdf, beta_lcdf, beta_lccdf, beta_rng = family(
     "beta", (("theta", in_range(0, 1)), ("alpha", POSITIVE), ("beta", POSITIVE)),
     lpdf=_beta, lcdf=_beta_cdf(True), lccdf=_beta_cdf(False), quiet=True,
-    rng=lambda g, a, b, size: g.beta(a, b, size), doc="""
+    rng="beta", doc="""
     Beta log density, summed: sum_i log Beta(theta_i | alpha_i, beta_i).
 
     log Beta(theta | alpha, beta) = (alpha - 1) log(theta) + (beta - 1) log(1 - theta)

@@ -164,7 +164,7 @@ normal_lpdf, normal_lcdf, normal_lccdf, normal_rng = family(
     "normal", (("y", NOT_NAN), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_normal,
     lcdf=_normal_lcdf, lccdf=_normal_lccdf,
     rng_args=(("mu", None), ("sigma", POSITIVE)), as_float=True,
-    rng=lambda g, mu, sigma, size: g.normal(mu, sigma, size),
+    rng="normal",
     doc="""Normal log density, summed: sum_i log N(y_i | mu_i, sigma_i).
 
     log N(y | mu, sigma) = -((y - mu)/sigma)^2 / 2 - log(sigma) - log(2 pi)/2
@@ -403,7 +403,7 @@ def _double_exponential_cdf_kernel(upper):
     "double_exponential", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
     lpdf=_double_exponential, lcdf=_double_exponential_cdf_kernel(False),
     lccdf=_double_exponential_cdf_kernel(True),
-    rng=lambda g, mu, sigma, size: g.laplace(mu, sigma, size),
+    rng="laplace",
     doc="""Double exponential (Laplace) log density, summed over the broadcast elements.
 
     log DoubleExponential(y | mu, sigma) = -log(2) - log(sigma) - |y - mu| / sigma
@@ -455,7 +455,7 @@ def _logistic_cdf_kernel(upper):
 logistic_lpdf, logistic_lcdf, logistic_lccdf, logistic_rng = family(
     "logistic", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_logistic,
     lcdf=_logistic_cdf_kernel(False), lccdf=_logistic_cdf_kernel(True), as_float=True,
-    rng=lambda g, mu, sigma, size: g.logistic(mu, sigma, size),
+    rng="logistic",
     doc="""Logistic log density, summed over the broadcast elements.
 
     log Logistic(y | mu, sigma) = -z - log(sigma) - 2 log(1 + exp(-z)),
@@ -505,7 +505,7 @@ def _gumbel_cdf_kernel(upper):
 gumbel_lpdf, gumbel_lcdf, gumbel_lccdf, gumbel_rng = family(
     "gumbel", (("y", NOT_NAN), ("mu", FINITE), ("beta", POSITIVE)), lpdf=_gumbel,
     lcdf=_gumbel_cdf_kernel(False), lccdf=_gumbel_cdf_kernel(True), as_float=True,
-    rng=lambda g, mu, beta, size: g.gumbel(mu, beta, size),
+    rng="gumbel",
     doc="""Gumbel log density, summed over the broadcast elements.
 
     log Gumbel(y | mu, beta) = -log(beta) - z - exp(-z),  z = (y - mu)/beta;
@@ -594,7 +594,7 @@ uniform_lpdf, uniform_lcdf, uniform_lccdf, uniform_rng = family(
     "uniform", (("y", NOT_NAN), ("alpha", FINITE), ("beta", FINITE)), lpdf=_uniform,
     lcdf=_uniform_cdf_kernel(False), lccdf=_uniform_cdf_kernel(True),
     relations=(_beta_above_alpha_y,), rng_relations=(_beta_above_alpha,), as_float=True,
-    rng=lambda g, alpha, beta, size: g.uniform(alpha, beta, size),
+    rng="uniform",
     doc="""Uniform log density, summed over the broadcast elements.
 
     log Uniform(y | alpha, beta) = -log(beta - alpha) for y in [alpha, beta], and -inf

@@ -7,7 +7,7 @@ A family module writes, for each family, one declaration in the style of NumPyro
     lognormal_lpdf, lognormal_lcdf, lognormal_lccdf, lognormal_rng = family(
         "lognormal", (("y", NONNEGATIVE), ("mu", FINITE), ("sigma", POSITIVE)),
         lpdf=_lognormal, lcdf=_lognormal_cdf(True), lccdf=_lognormal_cdf(False),
-        rng=lambda g, mu, sigma, size: g.lognormal(mu, sigma, size),
+        rng="lognormal",
         doc=..., lcdf_doc=..., lccdf_doc=..., rng_doc=...)
 
 and gets back the functions it declared, in the order lpdf (lpmf), lcdf, lccdf, rng
@@ -26,8 +26,9 @@ and gets back the functions it declared, in the order lpdf (lpmf), lcdf, lccdf, 
   1/0), and made to return a plain float when nothing is traced (``as_float``);
 * the **draws** ``<name>_rng(*params, rng=None)``: the parameters are checked, then
   ``sampler(g, *params, size)`` runs on the generator (:func:`.rng.draw`: traced
-  values stripped, the broadcast shape, a 0-d result as a Python scalar; ``post``
-  maps the result, e.g. to integers);
+  values stripped, the broadcast shape, a 0-d result as a Python scalar; a string
+  names the Generator's own method, ``rng="normal"`` is ``g.normal(*params, size)``;
+  ``post`` maps the result, e.g. to integers);
 * the **signatures and docs** (help() shows ``(y, mu, sigma, /, *, reduce=True)``).
 
 The argument checks are closures of fixed arity (no loop over the arguments): they run
@@ -112,6 +113,15 @@ def _check4(fn, c0, a0, c1, a1, c2, a2, c3, a3):
 _FIXED = {1: _check1, 2: _check2, 3: _check3, 4: _check4}
 
 
+def _check2_fast(fn, fast, c0, a0, c1, a1):
+    def check(x0, x1):
+        if fast(x0, x1):
+            return
+        c0(fn, a0, x0)
+        c1(fn, a1, x1)
+    return check
+
+
 def make_check(fn, args, relations=(), params=None, fast=None):
     """The argument check of function ``fn``: ``args`` are ``(name, constraint)``
     pairs in argument order (``constraint`` None: unchecked); ``relations`` are checks
@@ -125,8 +135,11 @@ def make_check(fn, args, relations=(), params=None, fast=None):
     if params is None:
         params = names
     make = _FIXED.get(len(args))
+    pairs = [x for pair in zip(checks, names) for x in pair]
     if make is not None and None not in checks and not relations and fast is None:
-        check = make(fn, *[x for pair in zip(checks, names) for x in pair])
+        check = make(fn, *pairs)
+    elif len(args) == 2 and None not in checks and not relations:
+        check = _check2_fast(fn, fast, *pairs)         # (poisson's plain-scalar case)
     else:
         n = len(args)
         steps = [(i, c, a) for i, (a, c) in enumerate(args) if c is not None]
@@ -214,6 +227,9 @@ def _make_rng(name, args, sampler, doc, post, module, params, relations, arrays)
             vals = [np.asarray(value_of(v), dtype=float) for v in vals]
             check(*vals)
             out = sampler(as_generator(rng), *vals)
+        elif type(sampler) is str:
+            check(*vals)
+            out = draw(getattr(as_generator(rng), sampler), *vals)
         else:
             check(*vals)
             out = draw(functools.partial(sampler, as_generator(rng)), *vals)

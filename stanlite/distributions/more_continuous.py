@@ -93,7 +93,7 @@ def _rayleigh_cdf(lower, need, y, sigma):
 rayleigh_lpdf, rayleigh_lcdf, rayleigh_lccdf, rayleigh_rng = family(
     "rayleigh", (("y", NONNEGATIVE), ("sigma", POSITIVE)), lpdf=_rayleigh,
     lcdf=_rayleigh_cdf(True), lccdf=_rayleigh_cdf(False), quiet=True,
-    rng=lambda g, s, size: g.rayleigh(s, size), doc="""
+    rng="rayleigh", doc="""
     Rayleigh log density, summed: sum_i log Rayleigh(y_i | sigma_i).
 
     log Rayleigh(y | sigma) = log(y) - 2 log(sigma) - y^2 / (2 sigma^2)
