@@ -2,9 +2,9 @@
 standard Student t, the standard skew normal and the von Mises interval mass.
 
 These are the special functions behind ``student_t_lcdf``, ``skew_normal_lcdf`` and
-``von_mises_lcdf`` (:mod:`stanlite.distributions.continuous`); they live in the math
-library because they are functions, reusable and testable on their own, not
-distributions. Each is a primitive that is differentiable w.r.t. every argument:
+``von_mises_lcdf`` (:mod:`stanlite.distributions.continuous` and
+:mod:`stanlite.distributions.more_continuous`); they live in the math library because
+they are functions, reusable and testable on their own, not distributions. Each is a primitive that is differentiable w.r.t. every argument:
 
 * :func:`student_t_log_cdf` ``(t, nu)``: log F(t | nu) of the standard Student t.
   d/dt is the density over F; d/dnu has no closed form and comes from a series
