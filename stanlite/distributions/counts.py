@@ -48,13 +48,21 @@ __all__ = [
 POISSON_MAX_RATE = 2.0 ** 30
 
 
-def _plain_poisson(n, lam):
-    """One plain term (the hot case): certainly valid, nothing to report."""
-    return type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES and n >= 0
+def _plain_poisson(check):
+    """The hot case first: one plain term is certainly valid, nothing to report."""
+    def plain_first(n, lam):
+        if type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES and n >= 0:
+            return
+        check(n, lam)
+    return plain_first
 
 
-def _plain_poisson_cdf(n, lam):
-    return type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES
+def _plain_poisson_cdf(check):
+    def plain_first(n, lam):
+        if type(lam) is float and lam >= 0.0 and type(n) in _INT_TYPES:
+            return
+        check(n, lam)
+    return plain_first
 
 
 def _rate_below_max(fn, arg, lam):

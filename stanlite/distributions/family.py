@@ -113,33 +113,22 @@ def _check4(fn, c0, a0, c1, a1, c2, a2, c3, a3):
 _FIXED = {1: _check1, 2: _check2, 3: _check3, 4: _check4}
 
 
-def _check2_fast(fn, fast, c0, a0, c1, a1):
-    def check(x0, x1):
-        if fast(x0, x1):
-            return
-        c0(fn, a0, x0)
-        c1(fn, a1, x1)
-    return check
-
-
 def make_check(fn, args, relations=(), params=None, fast=None):
     """The argument check of function ``fn``: ``args`` are ``(name, constraint)``
     pairs in argument order (``constraint`` None: unchecked); ``relations`` are checks
     ``r(fn, *values)`` run after them, or ``(k, r)`` to run ``r`` after the first ``k``
     arguments' checks (the order decides which fault is reported first); ``fast``:
-    a predicate on the values, True when they are certainly valid (the hot case of a
-    scalar density, checked first); ``params``: the Python parameter names (for the
-    signature; by default the names, which Stan's ``lambda`` cannot be)."""
+    ``fast(check) -> check`` puts a hot case first (one plain scalar term, certainly
+    valid: return at once, else ``check``); ``params``: the Python parameter names
+    (for the signature; by default the names, which Stan's ``lambda`` cannot be)."""
     names = [a for a, _ in args]
     checks = [c for _, c in args]
     if params is None:
         params = names
     make = _FIXED.get(len(args))
     pairs = [x for pair in zip(checks, names) for x in pair]
-    if make is not None and None not in checks and not relations and fast is None:
+    if make is not None and None not in checks and not relations:
         check = make(fn, *pairs)
-    elif len(args) == 2 and None not in checks and not relations:
-        check = _check2_fast(fn, fast, *pairs)         # (poisson's plain-scalar case)
     else:
         n = len(args)
         steps = [(i, c, a) for i, (a, c) in enumerate(args) if c is not None]
@@ -152,13 +141,13 @@ def make_check(fn, args, relations=(), params=None, fast=None):
         def check(*vals):
             if len(vals) != n:      # (the density names its own signature)
                 raise TypeError(f"{fn} takes {n} arguments, got {len(vals)}")
-            if fast is not None and fast(*vals):
-                return
             for c, a, i in steps:
                 if i is None:
                     c(fn, *vals)
                 else:
                     c(fn, a, vals[i])
+    if fast is not None:
+        check = fast(check)
     # the parameter names of the density (read by fused.parameter_names)
     check.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
