@@ -72,16 +72,17 @@ from .products import (matmul, dot, crossprod, tcrossprod, quad_form, quad_form_
                        quad_form_diag, diag_pre_multiply, diag_post_multiply,
                        multiply_lower_tri_self_transpose, matrix_power)
 from .diagonal import diag_matrix, diagonal, add_diag, trace
-from .solves import (_cholesky, _solve, _trisolve, cholesky_decompose, mdivide_left_tri_low,
-                     mdivide_right_tri_low, mdivide_left, mdivide_right, mdivide_left_spd,
-                     mdivide_right_spd, solve, inverse, inverse_spd, log_determinant,
-                     determinant, log_determinant_spd)
+from .solves import (cholesky_decompose, mdivide_left_tri_low, mdivide_right_tri_low,
+                     mdivide_left, mdivide_right, mdivide_left_spd, mdivide_right_spd, solve,
+                     inverse, inverse_spd, log_determinant, determinant, log_determinant_spd)
 from .decompositions import (eigenvalues_sym, eigenvectors_sym, qr_thin_Q, qr_thin_R,
                              singular_values, svd_U, svd_V)
 from .gaussian_process import (gp_exp_quad_cov, cov_exp_quad, gp_exponential_cov,
                                gp_matern32_cov, gp_matern52_cov, gp_periodic_cov)
 from .sparse import csr_matrix_times_vector, csr_extract
 from .numpy_api import norm1, norm2
+# the Cholesky, LU and triangular primitives themselves (tests lower and inspect them)
+from .solves import _cholesky, _solve, _trisolve  # noqa: F401
 
 __all__ = ["matmul", "dot", "crossprod", "tcrossprod", "quad_form", "quad_form_sym",
            "quad_form_diag", "diag_matrix", "diagonal", "add_diag", "diag_pre_multiply",

@@ -92,6 +92,15 @@ def _check_rows(fname, sa, sb, aname="A", bname="b"):
                      f"has {sa[-1]} columns, {bname} has {nb} rows")
 
 
+def _check_right(fname, sa, sb, aname):
+    """For ``b A^-1``: ``A`` square and ``b`` (a row vector or a matrix) with as many
+    columns as ``A`` has rows."""
+    _check_square(fname, aname, sa)
+    if len(sb) == 0 or sb[-1] != sa[-2]:
+        _fail(fname, f"shapes {sb} (b) and {sa} ({aname}) do not match: b must have "
+                     f"{sa[-2]} columns")
+
+
 def _check_symmetric(fname, a, name="A"):
     """Stan's check_symmetric, relative to the matrix's scale; NaN fails."""
     if a.size == 0 or (a == np.swapaxes(a, -1, -2)).all():
@@ -102,6 +111,18 @@ def _check_symmetric(fname, a, name="A"):
     err = float(np.max(np.abs(a - np.swapaxes(a, -1, -2))))
     if not err <= 1e-8 * scale:
         _domain(fname, f"{name} is not symmetric (max |{name} - {name}^T| = {err:.3g})")
+
+
+def _factor_symmetric(fname, a, factor, failure):
+    """``factor(A)`` (a numpy factorisation: Cholesky, eigh) of ``a`` checked square and
+    symmetric; numpy's LinAlgError becomes a DomainError ``"fname: failure"``."""
+    a = _as_float(a)
+    _check_square(fname, "A", a.shape)
+    _check_symmetric(fname, a)
+    try:
+        return factor(a)
+    except np.linalg.LinAlgError:
+        raise DomainError(f"{fname}: {failure}") from None
 
 
 def _matrix2(fname, a, name="A"):

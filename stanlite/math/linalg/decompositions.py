@@ -16,8 +16,7 @@ from ...autodiff.var import guarded, shape_of
 from ...errors import DomainError
 from ..reductions import sum as _rsum
 from ..structure import reshape
-from .common import (_as_float, _check_square, _check_symmetric, _matrix2, _mT,
-                     _nan_check, _sym)
+from .common import _as_float, _matrix2, _mT, _nan_check, _factor_symmetric, _sym
 from .products import matmul
 from .solves import _trisolve
 
@@ -26,13 +25,8 @@ from .solves import _trisolve
 # symmetric eigendecomposition
 # --------------------------------------------------------------------------------------
 def _eigh(fname, a):
-    a = _as_float(a)
-    _check_square(fname, "A", a.shape)
-    _check_symmetric(fname, a)
-    try:
-        return np.linalg.eigh(a)
-    except np.linalg.LinAlgError:
-        raise DomainError(f"{fname}: the eigendecomposition did not converge") from None
+    return _factor_symmetric(fname, a, np.linalg.eigh,
+                             "the eigendecomposition did not converge")
 
 
 @primitive

@@ -232,6 +232,13 @@ def _scaled_distance(fname, x1, x2, sigma, ls):
     return _distance(x1, x1 if same else x2 / reshape(ls, (1, -1)))
 
 
+def _stationary(fname, args):
+    """``(sigma, r)`` of a kernel called as ``(x, sigma, length_scale)`` or
+    ``(x1, x2, sigma, length_scale)``: r the distances scaled by the length scale(s)."""
+    x1, x2, (sigma, ls) = _gp_distance(fname, args, 2)
+    return sigma, _scaled_distance(fname, x1, x2, sigma, ls)
+
+
 def gp_exponential_cov(*args):
     """Exponential (Matern 1/2, Ornstein-Uhlenbeck) covariance
     ``K_ij = sigma^2 exp(-|x_i - x'_j| / l)`` (Stan's ``gp_exponential_cov``).
@@ -247,8 +254,7 @@ def gp_exponential_cov(*args):
     array([[4.    , 0.5413],
            [0.5413, 4.    ]])
     """
-    x1, x2, (sigma, ls) = _gp_distance("gp_exponential_cov", args, 2)
-    r = _scaled_distance("gp_exponential_cov", x1, x2, sigma, ls)
+    sigma, r = _stationary("gp_exponential_cov", args)
     return sigma * sigma * exp(-r)
 
 
@@ -267,8 +273,8 @@ def gp_matern32_cov(*args):
     array([[1.    , 0.4834],
            [0.4834, 1.    ]])
     """
-    x1, x2, (sigma, ls) = _gp_distance("gp_matern32_cov", args, 2)
-    r = _SQRT3 * _scaled_distance("gp_matern32_cov", x1, x2, sigma, ls)
+    sigma, d = _stationary("gp_matern32_cov", args)
+    r = _SQRT3 * d
     return sigma * sigma * (1.0 + r) * exp(-r)
 
 
@@ -282,8 +288,8 @@ def gp_matern52_cov(*args):
     array([[1.   , 0.524],
            [0.524, 1.   ]])
     """
-    x1, x2, (sigma, ls) = _gp_distance("gp_matern52_cov", args, 2)
-    r = _SQRT5 * _scaled_distance("gp_matern52_cov", x1, x2, sigma, ls)
+    sigma, d = _stationary("gp_matern52_cov", args)
+    r = _SQRT5 * d
     return sigma * sigma * (1.0 + r + r * r / 3.0) * exp(-r)
 
 

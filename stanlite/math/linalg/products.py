@@ -314,23 +314,26 @@ def _quad_form_diag_jvp_all(ts, ans, m, v):
 defjvp_all(quad_form_diag, _quad_form_diag_jvp_all)
 
 
+def _check_scaling(fname, v, m, axis):
+    """``v`` a vector as long as axis ``axis`` (-2 rows, -1 columns) of the matrix ``M``;
+    returns the shape of ``v``."""
+    sv, sm = shape_of(v), shape_of(m)
+    _check_matrix(fname, "M", sm)
+    if len(sv) != 1 or sv[0] != sm[axis]:
+        _fail(fname, f"v must be a vector of length {sm[axis]} to match M of shape {sm}, "
+                     f"got shape {sv}")
+    return sv
+
+
 def diag_pre_multiply(v, m):
     """``diag(v) M``: row ``i`` of ``M`` scaled by ``v_i``."""
-    sv, sm = shape_of(v), shape_of(m)
-    _check_matrix("diag_pre_multiply", "M", sm)
-    if len(sv) != 1 or sv[0] != sm[-2]:
-        _fail("diag_pre_multiply", f"v must be a vector of length {sm[-2]} to match M "
-                                   f"of shape {sm}, got shape {sv}")
+    sv = _check_scaling("diag_pre_multiply", v, m, -2)
     return reshape(v, (sv[0], 1)) * m
 
 
 def diag_post_multiply(m, v):
     """``M diag(v)``: column ``j`` of ``M`` scaled by ``v_j``."""
-    sv, sm = shape_of(v), shape_of(m)
-    _check_matrix("diag_post_multiply", "M", sm)
-    if len(sv) != 1 or sv[0] != sm[-1]:
-        _fail("diag_post_multiply", f"v must be a vector of length {sm[-1]} to match M "
-                                    f"of shape {sm}, got shape {sv}")
+    _check_scaling("diag_post_multiply", v, m, -1)
     return m * v
 
 

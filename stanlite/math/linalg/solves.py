@@ -21,8 +21,8 @@ from ...autodiff.var import shape_of
 from ...errors import DomainError
 from ..reductions import sum as _rsum
 from ..structure import reshape
-from .common import (_as_float, _check_rows, _check_square, _check_symmetric, _domain,
-                     _fail, _mT, _pad, _per_matrix, _scalar_out, _sym, _tril_mask)
+from .common import (_as_float, _check_right, _check_rows, _check_square, _domain, _factor_symmetric, _mT,
+                     _pad, _per_matrix, _scalar_out, _sym, _tril_mask)
 from .products import matmul
 
 
@@ -129,12 +129,9 @@ def mdivide_left_tri_low(L, b):
 def mdivide_right_tri_low(b, L):
     """``b L^-1`` for the lower triangle of ``L`` (``b`` a row vector or a matrix);
     computed as ``(L^-T b^T)^T``."""
-    sL, sb = shape_of(L), shape_of(b)
     fname = "mdivide_right_tri_low"
-    _check_square(fname, "L", sL)
-    if len(sb) == 0 or sb[-1] != sL[-2]:
-        _fail(fname, f"shapes {sb} (b) and {sL} (L) do not match: b must have "
-                     f"{sL[-2]} columns")
+    sb = shape_of(b)
+    _check_right(fname, shape_of(L), sb, "L")
     if len(sb) == 1:
         return _tri_low(fname, L, b, True)
     return _mT(_tri_low(fname, L, _mT(b), True))
@@ -142,13 +139,7 @@ def mdivide_right_tri_low(b, L):
 
 @primitive
 def _cholesky(a, fname):
-    a = _as_float(a)
-    _check_square(fname, "A", a.shape)
-    _check_symmetric(fname, a)
-    try:
-        return np.linalg.cholesky(a)
-    except np.linalg.LinAlgError:
-        raise DomainError(f"{fname}: A is not positive definite") from None
+    return _factor_symmetric(fname, a, np.linalg.cholesky, "A is not positive definite")
 
 
 def _cholesky_vjp(g, ans, a, fname):
@@ -218,12 +209,9 @@ def mdivide_left_spd(a, b):
 
 def mdivide_right_spd(b, a):
     """``b A^-1`` for a symmetric positive-definite ``A`` (via Cholesky)."""
-    sa, sb = shape_of(a), shape_of(b)
     fname = "mdivide_right_spd"
-    _check_square(fname, "A", sa)
-    if len(sb) == 0 or sb[-1] != sa[-2]:
-        _fail(fname, f"shapes {sb} (b) and {sa} (A) do not match: b must have "
-                     f"{sa[-2]} columns")
+    sb = shape_of(b)
+    _check_right(fname, shape_of(a), sb, "A")
     if len(sb) == 1:
         return _spd_solve(fname, a, b)
     return _mT(_spd_solve(fname, a, _mT(b)))      # A symmetric: (A^-1 b^T)^T
@@ -295,12 +283,9 @@ solve = mdivide_left
 
 def mdivide_right(b, a):
     """``b A^-1`` (Stan's ``b / A``), computed as ``(A^-T b^T)^T``."""
-    sa, sb = shape_of(a), shape_of(b)
     fname = "mdivide_right"
-    _check_square(fname, "A", sa)
-    if len(sb) == 0 or sb[-1] != sa[-2]:
-        _fail(fname, f"shapes {sb} (b) and {sa} (A) do not match: b must have "
-                     f"{sa[-2]} columns")
+    sb = shape_of(b)
+    _check_right(fname, shape_of(a), sb, "A")
     if len(sb) == 1:
         return _general_solve(fname, _mT(a), b)
     return _mT(_general_solve(fname, _mT(a), _mT(b)))
