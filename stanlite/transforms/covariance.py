@@ -112,7 +112,20 @@ def _pos_def_message(v):
     return None
 
 
-class CholeskyFactorCorr(_Structured):
+class _Correlation(_Structured):
+    """Shared half of :class:`CholeskyFactorCorr` and :class:`CorrMatrix`: a K x K
+    object from the ``K(K-1)/2`` canonical partial correlations (``_corr_cholesky``)."""
+
+    core = 2
+
+    def _check_dims(self, dims):
+        _square_dims(self.name, dims)
+
+    def _core_free(self, dims):
+        return dims[0] * (dims[0] - 1) // 2
+
+
+class CholeskyFactorCorr(_Correlation):
     """Cholesky factor of a correlation matrix from ``K(K-1)/2`` free reals.
 
     The free reals are mapped by ``tanh`` to canonical partial correlations ``z_ij`` in
@@ -131,13 +144,6 @@ class CholeskyFactorCorr(_Structured):
     """
 
     name = "cholesky_factor_corr"
-    core = 2
-
-    def _check_dims(self, dims):
-        _square_dims(self.name, dims)
-
-    def _core_free(self, dims):
-        return dims[0] * (dims[0] - 1) // 2
 
     def _constrain(self, x, batch, dims):
         K = dims[0]
@@ -160,7 +166,7 @@ class CholeskyFactorCorr(_Structured):
         return _corr_free_from_L(v, dims[0])
 
 
-class CorrMatrix(_Structured):
+class CorrMatrix(_Correlation):
     """Correlation matrix ``Omega = L L^T`` with ``L`` from :class:`CholeskyFactorCorr`
     (``K(K-1)/2`` free reals). The log Jacobian of the strictly lower entries of
     ``Omega`` is ``sum_{i>j} log(1 - z_ij^2) (1 + (K - j - 2)/2)`` (0-based ``j``): the
@@ -169,13 +175,6 @@ class CorrMatrix(_Structured):
     """
 
     name = "corr_matrix"
-    core = 2
-
-    def _check_dims(self, dims):
-        _square_dims(self.name, dims)
-
-    def _core_free(self, dims):
-        return dims[0] * (dims[0] - 1) // 2
 
     def _constrain(self, x, batch, dims):
         K = dims[0]

@@ -22,7 +22,36 @@ from .base import (CONSTRAINT_TOLERANCE, _Structured, _first, _idx, _loc, _nan_m
                    _num)
 
 
-class Simplex(_Structured):
+def _negative_message(v):
+    """Message for the first negative element of ``v``, None if there is none."""
+    i = _first(v < 0)
+    return None if i is None else f"must be >= 0, but {_loc(i)}is {_num(v[i])}"
+
+
+def _total_message(bad, s, want, total="the sum"):
+    """Message for the first object whose total ``s`` (a sum, a squared norm) is off
+    (``bad``): ``"<want>, but the sum at [i] is <s_i>"``; None if none is."""
+    i = _first(bad)
+    if i is None:
+        return None
+    at = f" at {_idx(i)}" if i else ""
+    return f"{want}, but {total}{at} is {_num(s[i])}"
+
+
+class _NonEmptyVector(_Structured):
+    """A vector of at least one element (``core = 1``) with one free real fewer than
+    elements by default: :class:`Simplex`, :class:`SumToZero` (and :class:`UnitVector`,
+    which has as many)."""
+
+    def _check_dims(self, dims):
+        if dims[0] < 1:
+            raise ValueError(f"{self.name}: needs at least 1 element")
+
+    def _core_free(self, dims):
+        return dims[0] - 1
+
+
+class Simplex(_NonEmptyVector):
     """Stan's stick-breaking simplex: ``K - 1`` free reals for a ``K``-simplex.
 
     With ``z_k = inv_logit(x_k - log(K - k))`` (1-based ``k``), ``y_k = z_k`` times the
@@ -37,13 +66,6 @@ class Simplex(_Structured):
 
     name = "simplex"
 
-    def _check_dims(self, dims):
-        if dims[0] < 1:
-            raise ValueError("simplex: needs at least 1 element")
-
-    def _core_free(self, dims):
-        return dims[0] - 1
-
     def _constrain(self, x, batch, dims):
         K = dims[0]
         if K == 1:
@@ -56,19 +78,12 @@ class Simplex(_Structured):
         return y, _sum(lz + cs)
 
     def _violation(self, v, dims):
-        msg = _nan_message(v)
+        msg = _nan_message(v) or _negative_message(v)
         if msg:
             return msg
-        i = _first(v < 0)
-        if i is not None:
-            return f"must be >= 0, but {_loc(i)}is {_num(v[i])}"
         s = np.sum(v, axis=-1)
-        i = _first(np.abs(s - 1.0) > CONSTRAINT_TOLERANCE)
-        if i is not None:
-            at = f" at {_idx(i)}" if i else ""
-            return (f"must sum to 1 (within {CONSTRAINT_TOLERANCE:g}), but the sum{at} "
-                    f"is {_num(s[i])}")
-        return None
+        return _total_message(np.abs(s - 1.0) > CONSTRAINT_TOLERANCE, s,
+                              f"must sum to 1 (within {CONSTRAINT_TOLERANCE:g})")
 
     def _unconstrain(self, v, dims):
         K = dims[0]
@@ -108,9 +123,9 @@ class Ordered(_Structured):
         if msg:
             return msg
         if self._positive:
-            i = _first(v[..., :1] < 0)
-            if i is not None:
-                return f"must be >= 0, but {_loc(i)}is {_num(v[i])}"
+            msg = _negative_message(v[..., :1])
+            if msg:
+                return msg
         d = np.diff(v, axis=-1)
         i = _first(~(d > 0))
         if i is not None:
@@ -138,7 +153,7 @@ def _check_direction(r2):
                           "has no direction")
 
 
-class UnitVector(_Structured):
+class UnitVector(_NonEmptyVector):
     """``y = x / ||x||`` with the log "Jacobian" ``-||x||^2 / 2``, as Stan.
 
     This is **not** a bijection: ``K`` free reals map onto the ``K - 1``-dimensional
@@ -156,10 +171,6 @@ class UnitVector(_Structured):
 
     name = "unit_vector"
 
-    def _check_dims(self, dims):
-        if dims[0] < 1:
-            raise ValueError("unit_vector: needs at least 1 element")
-
     def _core_free(self, dims):
         return dims[0]
 
@@ -174,12 +185,9 @@ class UnitVector(_Structured):
         if msg:
             return msg
         s = np.sum(v * v, axis=-1)
-        i = _first(~(np.abs(s - 1.0) <= CONSTRAINT_TOLERANCE))
-        if i is not None:
-            at = f" at {_idx(i)}" if i else ""
-            return (f"must have unit length (within {CONSTRAINT_TOLERANCE:g} on the squared "
-                    f"norm), but the squared norm{at} is {_num(s[i])}")
-        return None
+        return _total_message(~(np.abs(s - 1.0) <= CONSTRAINT_TOLERANCE), s,
+                              f"must have unit length (within {CONSTRAINT_TOLERANCE:g} on "
+                              f"the squared norm)", "the squared norm")
 
     def _unconstrain(self, v, dims):
         return v
@@ -203,7 +211,7 @@ def _zero_sum_basis(K):
     return B
 
 
-class SumToZero(_Structured):
+class SumToZero(_NonEmptyVector):
     """Stan's ``sum_to_zero_vector[K]`` (Stan 2.36's isometric transform): ``K - 1``
     free reals are the coordinates of ``y`` in the orthonormal basis of the
     hyperplane ``sum(y) = 0`` given by :func:`_zero_sum_basis`, ``y = x B``. The map
@@ -219,13 +227,6 @@ class SumToZero(_Structured):
 
     name = "sum_to_zero_vector"
 
-    def _check_dims(self, dims):
-        if dims[0] < 1:
-            raise ValueError("sum_to_zero_vector: needs at least 1 element")
-
-    def _core_free(self, dims):
-        return dims[0] - 1
-
     def _constrain(self, x, batch, dims):
         K = dims[0]
         if K == 1:
@@ -237,12 +238,8 @@ class SumToZero(_Structured):
         if msg:
             return msg
         s = np.sum(v, axis=-1)
-        i = _first(~(np.abs(s) <= CONSTRAINT_TOLERANCE))
-        if i is not None:
-            at = f" at {_idx(i)}" if i else ""
-            return (f"must sum to 0 (within {CONSTRAINT_TOLERANCE:g}), but the sum{at} "
-                    f"is {_num(s[i])}")
-        return None
+        return _total_message(~(np.abs(s) <= CONSTRAINT_TOLERANCE), s,
+                              f"must sum to 0 (within {CONSTRAINT_TOLERANCE:g})")
 
     def _unconstrain(self, v, dims):
         return v @ _zero_sum_basis(dims[0]).T
@@ -312,12 +309,9 @@ class ColumnStochastic(RowStochastic):
 
 def _stochastic_message(v, axis, what):
     """Why ``v`` is not row- (``axis=-1``) or column- (``axis=-2``) stochastic."""
-    msg = _nan_message(v)
+    msg = _nan_message(v) or _negative_message(v)
     if msg:
         return msg
-    i = _first(v < 0)
-    if i is not None:
-        return f"must be >= 0, but {_loc(i)}is {_num(v[i])}"
     s = np.sum(v, axis=axis)
     i = _first(np.abs(s - 1.0) > CONSTRAINT_TOLERANCE)
     if i is None:
