@@ -422,6 +422,50 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     0.6
     """
     from stanlite.approx_fit import ApproximateFit
+    o = _options(model, method, seed, iter, max_iter, grad_samples, elbo_samples,
+                 eval_elbo, eta, adapt_engaged, adapt_iter, tol_rel_obj, output_samples,
+                 init, progress)
+    alg_ss, gq_ss = seed_streams(o.seed, 2)
+    rng = np.random.default_rng(alg_ss)
+    x0, _, _ = initial_point(model, init, rng, what="ADVI")
+    fam = _Family(o.dim, o.method == "fullrank")
+    theta0 = fam.initial(x0)
+    est = _Estimator(model, fam, rng, o.grad_samples, o.elbo_samples)
+    show = wanted(o.progress)
+    t_start = time.perf_counter()
+    eta, trials, elbo_init = _step_size(est, theta0, o, show)
+    t_adapt = time.perf_counter()
+    run = _Ascent(est, theta0.copy(), eta, o, show)
+    run.run()
+    t_sga = time.perf_counter()
+    draws, log_p, log_q = _output_draws(est, fam, run.theta, rng, o.output_samples)
+    t_draws = time.perf_counter()
+
+    notes, warn = _summary(run, o, trials, log_p, log_q)
+    for w in warn:
+        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    extras = _extras(model, fam, run, elbo_init, trials, est,
+                     {"adaptation": t_adapt - t_start, "optimization": t_sga - t_adapt,
+                      "draws": t_draws - t_sga})
+    return ApproximateFit(model, draws, o.method, log_p=log_p, log_q=log_q, extras=extras,
+                          seed=gq_ss, notes=notes)
+
+
+class _Options:
+    """The arguments of :func:`variational`, checked once (``dim``: the model's)."""
+
+    __slots__ = ("method", "seed", "max_iter", "grad_samples", "elbo_samples",
+                 "eval_elbo", "eta", "adapt_engaged", "adapt_iter", "tol_rel_obj",
+                 "output_samples", "progress", "dim")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def _options(model, method, seed, iter, max_iter, grad_samples, elbo_samples, eval_elbo,
+             eta, adapt_engaged, adapt_iter, tol_rel_obj, output_samples, init, progress):
+    """Check :func:`variational`'s arguments (errors name the argument) and the model."""
     method = args.choice("method", method, ("meanfield", "fullrank"))
     seed = args.seed("seed", seed, generator=True)
     if max_iter is not None:
@@ -447,86 +491,94 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     if not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ModelError(f"ADVI needs a model with at least one parameter (dim >= 1), "
                          f"got dim={dim!r}")
+    return _Options(method=method, seed=seed, max_iter=max_iter, grad_samples=grad_samples,
+                    elbo_samples=elbo_samples, eval_elbo=eval_elbo, eta=eta,
+                    adapt_engaged=adapt_engaged, adapt_iter=adapt_iter,
+                    tol_rel_obj=tol_rel_obj, output_samples=output_samples,
+                    progress=progress, dim=int(dim))
 
-    alg_ss, gq_ss = seed_streams(seed, 2)
-    rng = np.random.default_rng(alg_ss)
-    x0, _, _ = initial_point(model, init, rng, what="ADVI")
-    fam = _Family(int(dim), method == "fullrank")
-    theta0 = fam.initial(x0)
-    est = _Estimator(model, fam, rng, grad_samples, elbo_samples)
-    show = wanted(progress)
-    t_start = time.perf_counter()
 
-    # ---- step-size adaptation ------------------------------------------------------------
-    trials, elbo_init = [], None
-    if eta is None and adapt_engaged:
-        bar = Bar(show, adapt_iter * len(ETA_SEQUENCE), f"ADVI {method}: adapt eta")
+def _step_size(est, theta0, o, show):
+    """``(eta, trials, elbo_init)``: the given eta, or Stan's adaptation's choice (with
+    its trials and the initial ELBO), or 1.0 when adaptation is off."""
+    if o.eta is None and o.adapt_engaged:
+        bar = Bar(show, o.adapt_iter * len(ETA_SEQUENCE), f"ADVI {o.method}: adapt eta")
         try:
-            eta, trials, elbo_init = _adapt_eta(est, theta0, adapt_iter, bar)
+            return _adapt_eta(est, theta0, o.adapt_iter, bar)
         finally:
             bar.close()
-    elif eta is None:
-        eta = 1.0
-    t_adapt = time.perf_counter()
+    return (1.0 if o.eta is None else o.eta), [], None
 
-    # ---- stochastic gradient ascent --------------------------------------------------------
-    theta = theta0.copy()
-    cb = collections.deque(maxlen=max(int(0.1 * max_iter / eval_elbo), 2))
-    hist = {"iter": [], "elbo": [], "mean": [], "median": []}
-    state = {"elbo": 0.0, "best": -math.inf, "best_iter": 0, "converged": None,
-             "diverging": False}
-    bar = Bar(show, max_iter, f"ADVI {method}")
 
-    def check(k):
-        prev = state["elbo"]
+class _Ascent:
+    """The stochastic gradient ascent of :func:`variational` with Stan's convergence
+    checks: every ``eval_elbo`` iterations the ELBO goes into ``hist`` and its relative
+    change into a circular buffer of ``max(0.1 iter / eval_elbo, 2)`` entries, whose
+    mean or median below ``tol_rel_obj`` stops the run. ``theta`` is updated in place."""
+
+    def __init__(self, est, theta, eta, o, show):
+        self.est, self.theta, self.eta, self.o = est, theta, eta, o
+        self.cb = collections.deque(maxlen=max(int(0.1 * o.max_iter / o.eval_elbo), 2))
+        self.hist = {"iter": [], "elbo": [], "mean": [], "median": []}
+        self.elbo, self.best, self.best_iter = 0.0, -math.inf, 0
+        self.converged, self.diverging, self.interrupted = None, False, False
+        self.iterations, self.s = 0, np.zeros_like(theta)
+        self.bar = Bar(show, o.max_iter, f"ADVI {o.method}")
+
+    def run(self):
+        o = self.o
         try:
-            elbo = est.elbo(theta)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                self.iterations, self.s = _sga(self.est, self.theta, self.eta, o.max_iter,
+                                               on_check=self.check,
+                                               check_every=o.eval_elbo)
         except _Failure as f:
             raise ModelError(
-                f"ADVI ({method}): the log density failed at {f.count} draws from the "
+                f"ADVI ({o.method}): the log density or its gradient failed at {f.count} "
+                f"draws from the approximation in one gradient estimate at iteration "
+                f"{f.iteration} "
+                f"({f.last}). The approximation may have diverged (eta = {self.eta:g}; "
+                "try a smaller eta) or the model is severely ill-conditioned or "
+                "misspecified") from None
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.iterations = max(self.hist["iter"], default=0)
+        finally:
+            self.bar.close()
+
+    def check(self, k):
+        """The ELBO at iteration ``k`` and the convergence test; True to stop."""
+        o, prev = self.o, self.elbo
+        try:
+            elbo = self.est.elbo(self.theta)
+        except _Failure as f:
+            raise ModelError(
+                f"ADVI ({o.method}): the log density failed at {f.count} draws from the "
                 f"approximation while estimating the ELBO at iteration {k} ({f.last}). "
-                f"The approximation may have diverged (eta = {eta:g}; try a smaller eta) "
-                "or the model is severely ill-conditioned or misspecified") from None
-        state["elbo"] = elbo
-        if elbo > state["best"]:
-            state["best"], state["best_iter"] = elbo, k
+                f"The approximation may have diverged (eta = {self.eta:g}; try a smaller "
+                "eta) or the model is severely ill-conditioned or misspecified") from None
+        self.elbo = elbo
+        if elbo > self.best:
+            self.best, self.best_iter = elbo, k
         rel = abs((prev - elbo) / elbo) if elbo != 0 else math.inf
+        cb = self.cb
         cb.append(rel)
         mean = sum(cb) / len(cb)
         median = sorted(cb)[len(cb) // 2]         # Stan's (upper) median
         for key, v in (("iter", k), ("elbo", elbo), ("mean", mean), ("median", median)):
-            hist[key].append(v)
-        if mean < tol_rel_obj:
-            state["converged"] = "mean"
-        elif median < tol_rel_obj:
-            state["converged"] = "median"
-        state["diverging"] = k > 10 * eval_elbo and (mean > 0.5 or median > 0.5)
-        bar.update(k, elbo=f"{elbo:.6g}", delta_mean=f"{mean:.3g}",
-                   delta_med=f"{median:.3g}")
-        return state["converged"] is not None
+            self.hist[key].append(v)
+        if mean < o.tol_rel_obj:
+            self.converged = "mean"
+        elif median < o.tol_rel_obj:
+            self.converged = "median"
+        self.diverging = k > 10 * o.eval_elbo and (mean > 0.5 or median > 0.5)
+        self.bar.update(k, elbo=f"{elbo:.6g}", delta_mean=f"{mean:.3g}",
+                        delta_med=f"{median:.3g}")
+        return self.converged is not None
 
-    interrupted = False
-    iterations, s = 0, np.zeros_like(theta)
-    try:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            iterations, s = _sga(est, theta, eta, max_iter, on_check=check,
-                                 check_every=eval_elbo)
-    except _Failure as f:
-        raise ModelError(
-            f"ADVI ({method}): the log density or its gradient failed at {f.count} "
-            f"draws from the approximation in one gradient estimate at iteration "
-            f"{f.iteration} "
-            f"({f.last}). The approximation may have diverged (eta = {eta:g}; try a "
-            "smaller eta) or the model is severely ill-conditioned or misspecified") \
-            from None
-    except KeyboardInterrupt:
-        interrupted = True
-        iterations = max(hist["iter"], default=0)
-    finally:
-        bar.close()
-    t_sga = time.perf_counter()
 
-    # ---- draws from the approximation ------------------------------------------------------
+def _output_draws(est, fam, theta, rng, output_samples):
+    """``output_samples`` draws from the approximation, with log p and log q of each."""
     z = rng.standard_normal((output_samples, fam.d))
     with np.errstate(all="ignore"):
         draws = fam.transform(theta, z)
@@ -534,50 +586,63 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
     with np.errstate(all="ignore"):
         log_p = np.array([est.log_density(x)[0] for x in draws]) if output_samples \
             else np.empty(0)
-    t_draws = time.perf_counter()
+    return draws, log_p, log_q
 
-    # ---- what it learned, in numbers and in words -------------------------------------------
-    converged = state["converged"]
+
+def _summary(run, o, trials, log_p, log_q):
+    """What the run learned, in words: ``(notes, warnings)`` (the warnings are notes
+    too, last)."""
+    method, iterations, hist = o.method, run.iterations, run.hist
     notes, warn = [], []
-    if interrupted:
+    if run.interrupted:
         warn.append(f"ADVI ({method}) was interrupted after {iterations} iterations: "
                     "the approximation is where it stopped")
-    elif converged:
+    elif run.converged:
+        converged = run.converged
         notes.append(f"ADVI ({method}) converged after {iterations} iterations: the "
                      f"{converged} relative ELBO change "
-                     f"({hist[converged][-1]:.3g}) is below tol_rel_obj = {tol_rel_obj:g}.")
-        if state["elbo"] != 0 and \
-                abs((state["best"] - state["elbo"]) / state["elbo"]) > 0.05:
+                     f"({hist[converged][-1]:.3g}) is below tol_rel_obj = "
+                     f"{o.tol_rel_obj:g}.")
+        if run.elbo != 0 and abs((run.best - run.elbo) / run.elbo) > 0.05:
             warn.append(
-                f"ADVI ({method}): the ELBO at iteration {state['best_iter']} "
-                f"({state['best']:.6g}) is larger than at convergence "
-                f"({state['elbo']:.6g}): the approximation may not be a good optimum; "
+                f"ADVI ({method}): the ELBO at iteration {run.best_iter} "
+                f"({run.best:.6g}) is larger than at convergence "
+                f"({run.elbo:.6g}): the approximation may not be a good optimum; "
                 "try a smaller tol_rel_obj or another seed")
     else:
-        what = (f"the last relative ELBO changes (mean {hist['mean'][-1]:.3g}, median "
-                f"{hist['median'][-1]:.3g}) are above tol_rel_obj = {tol_rel_obj:g}"
-                if hist["iter"] else f"the ELBO was never evaluated (eval_elbo = "
-                f"{eval_elbo} > iter)")
-        msg = f"ADVI ({method}) did not converge in {max_iter} iterations: {what}"
-        if state["diverging"]:
-            msg += ("; it may be diverging (relative changes above 0.5): inspect "
-                    "fit.extras['elbo'], try a smaller eta or reparameterise")
-        else:
-            msg += "; the approximation may not be meaningful: increase iter"
-        warn.append(msg)
+        warn.append(_not_converged(run, o))
     how = "chosen by adaptation" if trials else "given"
-    notes.append(f"Step-size scale eta = {eta:g} ({how}).")
+    notes.append(f"Step-size scale eta = {run.eta:g} ({how}).")
     fin = log_p - log_q
     fin = fin[np.isfinite(fin)]
     if fin.size > 1:
-        notes.append(f"ELBO at the {output_samples} output draws: {fin.mean():.6g} "
+        notes.append(f"ELBO at the {o.output_samples} output draws: {fin.mean():.6g} "
                      f"(Monte Carlo se {fin.std(ddof=1) / math.sqrt(fin.size):.2g}).")
     notes.extend(warn)
-    for w in warn:
-        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    return notes, warn
 
+
+def _not_converged(run, o):
+    """The warning of a run that ended without converging."""
+    hist = run.hist
+    what = (f"the last relative ELBO changes (mean {hist['mean'][-1]:.3g}, median "
+            f"{hist['median'][-1]:.3g}) are above tol_rel_obj = {o.tol_rel_obj:g}"
+            if hist["iter"] else f"the ELBO was never evaluated (eval_elbo = "
+            f"{o.eval_elbo} > iter)")
+    msg = f"ADVI ({o.method}) did not converge in {o.max_iter} iterations: {what}"
+    if run.diverging:
+        msg += ("; it may be diverging (relative changes above 0.5): inspect "
+                "fit.extras['elbo'], try a smaller eta or reparameterise")
+    else:
+        msg += "; the approximation may not be meaningful: increase iter"
+    return msg
+
+
+def _extras(model, fam, run, elbo_init, trials, est, elapsed):
+    """``fit.extras`` of :func:`variational` (listed in its docstring)."""
+    hist, eta, iterations, s = run.hist, run.eta, run.iterations, run.s
     step = (eta / math.sqrt(max(iterations, 1))) / (_TAU + np.sqrt(s))
-    extras = fam.describe(theta)
+    extras = fam.describe(run.theta)
     try:
         extras["mean_constrained"] = model.constrain(extras["mean"])
     except (RejectedPoint, AttributeError):
@@ -586,10 +651,7 @@ def variational(model, method="meanfield", seed=None, iter=10000, grad_samples=1
         elbo=np.array(hist["elbo"]), elbo_iter=np.array(hist["iter"], dtype=int),
         delta_elbo_mean=np.array(hist["mean"]), delta_elbo_median=np.array(hist["median"]),
         elbo_init=elbo_init, eta=eta, eta_trials=trials, iterations=iterations,
-        converged=bool(converged), interrupted=interrupted,
+        converged=bool(run.converged), interrupted=run.interrupted,
         final_step=fam.unpack(step), final_grad_sq=fam.unpack(s),
-        n_gradients=est.n_grad, n_densities=est.n_density,
-        elapsed={"adaptation": t_adapt - t_start, "optimization": t_sga - t_adapt,
-                 "draws": t_draws - t_sga})
-    return ApproximateFit(model, draws, method, log_p=log_p, log_q=log_q, extras=extras,
-                          seed=gq_ss, notes=notes)
+        n_gradients=est.n_grad, n_densities=est.n_density, elapsed=elapsed)
+    return extras
