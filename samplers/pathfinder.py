@@ -522,6 +522,60 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     the module docstring). Failed paths (no finite ELBO) are left out with a warning;
     if all fail, a :class:`~stanlite.ModelError` gives their reasons.
     """
+    o = _options(model, seed, num_paths, num_draws, num_single_draws, max_lbfgs_iters,
+                 num_elbo_draws, history_size, init_radius, psis_resample, calculate_lp,
+                 progress, parallel, executor)
+    inits = per_run(model, init, o.num_paths, "paths")
+    criteria = Criteria(tol_obj, tol_rel_obj, tol_grad, tol_rel_grad, tol_param)
+    streams = seed_streams(o.seed, o.num_paths + 3)
+    path_seeds, resample_ss, gq_ss, init_ss = (streams[:o.num_paths], streams[o.num_paths],
+                                               streams[o.num_paths + 1],
+                                               streams[o.num_paths + 2])
+    kws = [dict(init=inits[i], init_radius=float(o.init_radius),
+                max_lbfgs_iters=o.max_lbfgs_iters, num_elbo_draws=o.num_elbo_draws,
+                num_single_draws=o.num_single_draws, history_size=o.history_size,
+                criteria=criteria, calculate_lp=bool(o.calculate_lp))
+           for i in range(o.num_paths)]
+    bar = _PathBar(Bar(wanted(o.progress), o.num_paths, "pathfinder", unit="path"))
+    try:
+        paths = _run_paths(model, path_seeds, kws, o.parallel, o.executor, bar)
+    finally:
+        bar.close()
+    ok = [p for p in paths if not p.failed]
+    if not ok:
+        why = "; ".join(f"path {p.index + 1}: {p.failed}" for p in paths)
+        raise ModelError(f"pathfinder: every path failed ({why}). Check the model "
+                         "(is the posterior proper?), or try another init")
+    notes, failed = _path_notes(paths, ok, o)
+    if failed:
+        warnings.warn(failed, RuntimeWarning, stacklevel=3)
+    xs, lq, lp, which, pool_lw, pool_k = _pool(ok, o, resample_ss)
+    fit = PathfinderFit(model, xs, "pathfinder", log_p=lp, log_q=lq,
+                        extras=_extras(paths, pool_k), seed=np.random.default_rng(gq_ss),
+                        notes=notes, stats={"path": which})
+    fit._setup(paths, o.resample, pool_lw, pool_k, int(sum(len(p.draws) for p in ok)),
+               init_ss)
+    if o.resample and math.isfinite(pool_k) and pool_k > 0.7:
+        # Stan's message, as a warning: resampling could not fix the approximation
+        warnings.warn(f"pathfinder: Pareto k-hat {pool_k:.2f} of the importance ratios "
+                      "is above 0.7: importance resampling could not correct the "
+                      "approximation, which may be poor (see fit.diagnose())",
+                      RuntimeWarning, stacklevel=3)
+    return fit
+
+
+class _Options:
+    """The arguments of :func:`pathfinder`, checked once (``resample``: whether the
+    pooled draws of several paths are resampled)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _options(model, seed, num_paths, num_draws, num_single_draws, max_lbfgs_iters,
+             num_elbo_draws, history_size, init_radius, psis_resample, calculate_lp,
+             progress, parallel, executor):
+    """Check :func:`pathfinder`'s arguments (errors name the argument)."""
     seed = args.seed("seed", seed, generator=True)
     num_paths = args.positive_int("num_paths", num_paths)
     num_draws = args.positive_int("num_draws", num_draws)
@@ -536,64 +590,64 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
     # every path's draws are pooled before resampling; the fit keeps num_draws
     args.fits_in_memory(pooled, num_paths * num_single_draws, model.dim)
     args.fits_in_memory(f"num_draws={num_draws:,}", num_draws, model.dim)
-    max_lbfgs_iters = args.positive_int("max_lbfgs_iters", max_lbfgs_iters)
-    num_elbo_draws = args.positive_int("num_elbo_draws", num_elbo_draws)
-    history_size = args.positive_int("history_size", history_size)
-    init_radius = args.nonneg_real("init_radius", init_radius)
-    psis_resample = args.boolean("psis_resample", psis_resample)
-    calculate_lp = args.boolean("calculate_lp", calculate_lp)
-    progress = args.boolean("progress", progress)
-    parallel = args.boolean("parallel", parallel)
-    executor = args.executor("executor", executor)
-    resample = psis_resample and num_paths > 1
-    if resample and not calculate_lp:
+    o = _Options(
+        seed=seed, num_paths=num_paths, num_draws=num_draws,
+        num_single_draws=num_single_draws,
+        max_lbfgs_iters=args.positive_int("max_lbfgs_iters", max_lbfgs_iters),
+        num_elbo_draws=args.positive_int("num_elbo_draws", num_elbo_draws),
+        history_size=args.positive_int("history_size", history_size),
+        init_radius=args.nonneg_real("init_radius", init_radius),
+        psis_resample=args.boolean("psis_resample", psis_resample),
+        calculate_lp=args.boolean("calculate_lp", calculate_lp),
+        progress=args.boolean("progress", progress),
+        parallel=args.boolean("parallel", parallel),
+        executor=args.executor("executor", executor))
+    o.resample = o.psis_resample and num_paths > 1
+    if o.resample and not o.calculate_lp:
         raise ArgumentError("psis_resample needs the log density of the draws: pass "
                             "calculate_lp=True or psis_resample=False")
-    inits = per_run(model, init, num_paths, "paths")
-    criteria = Criteria(tol_obj, tol_rel_obj, tol_grad, tol_rel_grad, tol_param)
-    streams = seed_streams(seed, num_paths + 3)
-    path_seeds, resample_ss, gq_ss, init_ss = (streams[:num_paths], streams[num_paths],
-                                               streams[num_paths + 1],
-                                               streams[num_paths + 2])
-    kws = [dict(init=inits[i], init_radius=float(init_radius),
-                max_lbfgs_iters=max_lbfgs_iters, num_elbo_draws=num_elbo_draws,
-                num_single_draws=num_single_draws, history_size=history_size,
-                criteria=criteria, calculate_lp=bool(calculate_lp))
-           for i in range(num_paths)]
-    bar = _PathBar(Bar(wanted(progress), num_paths, "pathfinder", unit="path"))
-    try:
-        paths = _run_paths(model, path_seeds, kws, parallel, executor, bar)
-    finally:
-        bar.close()
-    ok = [p for p in paths if not p.failed]
-    if not ok:
-        why = "; ".join(f"path {p.index + 1}: {p.failed}" for p in paths)
-        raise ModelError(f"pathfinder: every path failed ({why}). Check the model "
-                         "(is the posterior proper?), or try another init")
-    notes = []
+    return o
+
+
+def _path_notes(paths, ok, o):
+    """The fit's notes on failed and unconverged paths, and the warning text for the
+    failed ones (None if no path failed)."""
+    notes, warning = [], None
     failed = [p for p in paths if p.failed]
     if failed:
         msg = "; ".join(f"path {p.index + 1}: {p.failed}" for p in failed)
-        warnings.warn(f"pathfinder: {len(failed)} of {num_paths} paths failed and are "
-                      f"left out ({msg})", RuntimeWarning, stacklevel=3)
-        notes.append(f"{len(failed)} of {num_paths} paths failed and were left out: "
+        warning = (f"pathfinder: {len(failed)} of {o.num_paths} paths failed and are "
+                   f"left out ({msg})")
+        notes.append(f"{len(failed)} of {o.num_paths} paths failed and were left out: "
                      f"{msg}.")
     not_conv = [p.index + 1 for p in ok if not p.optimizer_converged]
     if not_conv:
         notes.append(f"L-BFGS did not converge on path(s) {', '.join(map(str, not_conv))} "
-                     f"(max_lbfgs_iters = {max_lbfgs_iters} or a failed line search); "
+                     f"(max_lbfgs_iters = {o.max_lbfgs_iters} or a failed line search); "
                      "their approximations come from the part of the path it followed.")
+    return notes, warning
+
+
+def _pool(ok, o, resample_ss):
+    """The successful paths' draws pooled, with their log q, log p and path numbers,
+    the pool's smoothed log importance weights and Pareto k; resampled to
+    ``num_draws`` by those weights when ``o.resample``."""
     xs = np.concatenate([p.draws for p in ok])
     lq = np.concatenate([p.log_q for p in ok])
-    lp = np.concatenate([p.log_p for p in ok]) if calculate_lp else None
+    lp = np.concatenate([p.log_p for p in ok]) if o.calculate_lp else None
     which = np.concatenate([np.full(len(p.draws), p.index + 1) for p in ok])
-    pool_lw, pool_k = _psis(lp - lq) if calculate_lp else (None, math.nan)
-    if resample:
+    pool_lw, pool_k = _psis(lp - lq) if o.calculate_lp else (None, math.nan)
+    if o.resample:
         w = np.exp(pool_lw)
         w = w / w.sum()
-        idx = np.random.default_rng(resample_ss).choice(len(xs), size=num_draws, p=w)
+        idx = np.random.default_rng(resample_ss).choice(len(xs), size=o.num_draws, p=w)
         xs, lq, lp, which = xs[idx], lq[idx], lp[idx], which[idx]
-    extras = {
+    return xs, lq, lp, which, pool_lw, pool_k
+
+
+def _extras(paths, pool_k):
+    """``fit.extras`` of :func:`pathfinder`: the pool's Pareto k and per-path results."""
+    return {
         "pareto_k": pool_k,
         "path_pareto_k": np.array([p.pareto_k if not p.failed else np.nan for p in paths]),
         "path_best_elbo": np.array([p.best_elbo for p in paths]),
@@ -605,14 +659,3 @@ def pathfinder(model, seed=None, num_paths=4, num_draws=1000, num_single_draws=N
         "n_grad_evals": int(sum(p.n_grad_evals for p in paths)),
         "n_lp_evals": int(sum(p.n_lp_evals for p in paths)),
     }
-    fit = PathfinderFit(model, xs, "pathfinder", log_p=lp, log_q=lq, extras=extras,
-              seed=np.random.default_rng(gq_ss), notes=notes, stats={"path": which})
-    fit._setup(paths, resample, pool_lw, pool_k, int(sum(len(p.draws) for p in ok)),
-               init_ss)
-    if resample and math.isfinite(pool_k) and pool_k > 0.7:
-        # Stan's message, as a warning: resampling could not fix the approximation
-        warnings.warn(f"pathfinder: Pareto k-hat {pool_k:.2f} of the importance ratios "
-                      "is above 0.7: importance resampling could not correct the "
-                      "approximation, which may be poor (see fit.diagnose())",
-                      RuntimeWarning, stacklevel=3)
-    return fit
