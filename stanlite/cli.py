@@ -427,20 +427,49 @@ def make_parser():
     p.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = p.add_subparsers(dest="command", metavar="command")
     sub.required = True
+    _add_sample(sub)
+    sub.add_parser("models", help="list the model zoo").set_defaults(run=_cmd_models)
+    _add_optimize(sub)
+    _add_laplace(sub)
+    _add_pathfinder(sub)
+    _add_variational(sub)
+    return p
 
-    def model_args(sp, output_help="write the fit to this netCDF file",
-                   output_metavar="fit.nc"):
-        sp.add_argument("model", help="a zoo model name (see 'stanlite models') or "
-                        "path/to/file.py:ClassName")
-        sp.add_argument("--data", metavar="data.json",
-                        help="data as Stan JSON (default for a zoo model: its own data)")
-        sp.add_argument("--seed", type=int, default=None, help="random seed")
-        sp.add_argument("--output", "-o", metavar=output_metavar, help=output_help)
 
+# ---- the parts of the subcommands' parsers ------------------------------------------------
+def _model_args(sp, output_help="write the fit to this netCDF file", output_metavar="fit.nc"):
+    """The model, its data, the seed and the output file: every fitting command's."""
+    sp.add_argument("model", help="a zoo model name (see 'stanlite models') or "
+                    "path/to/file.py:ClassName")
+    sp.add_argument("--data", metavar="data.json",
+                    help="data as Stan JSON (default for a zoo model: its own data)")
+    sp.add_argument("--seed", type=int, default=None, help="random seed")
+    sp.add_argument("--output", "-o", metavar=output_metavar, help=output_help)
+
+
+def _init_arg(sp):
+    sp.add_argument("--init", metavar="init.json",
+                    help="initial parameter values as Stan JSON (missing ones random), "
+                    "or a radius R: uniform(-R, R) on the unconstrained space")
+
+
+def _tol_args(sp):
+    for name, default in (("tol-obj", "1e-12"), ("tol-rel-obj", "1e4"),
+                          ("tol-grad", "1e-8"), ("tol-rel-grad", "1e7"),
+                          ("tol-param", "1e-8")):
+        sp.add_argument(f"--{name}", type=_nonneg_float, default=None,
+                        help=f"Stan's L-BFGS convergence test (default {default})")
+
+
+def _no_progress_arg(sp, what="no progress bar"):
+    sp.add_argument("--no-progress", action="store_true", help=what)
+
+
+def _add_sample(sub):
     s = sub.add_parser("sample", help="sample the posterior with NUTS",
                        description="Sample the posterior with NUTS (Stan's warmup); print "
                        "the summary and the diagnostics.")
-    model_args(s)
+    _model_args(s)
     s.add_argument("--chains", type=_positive, default=4)
     s.add_argument("--draws", type=_nonneg, default=1000,
                    help="draws per chain after warmup (default 1000)")
@@ -460,34 +489,20 @@ def make_parser():
                    help="NUTS (default), static HMC, or Riemannian HMC (SoftAbs metric)")
     s.add_argument("--save-warmup", action="store_true",
                    help="keep the warmup draws (the file's warmup_posterior group)")
-    s.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _no_progress_arg(s, "no progress bars")
     s.add_argument("--serial", action="store_true",
                    help="run the chains one after another in this process")
     s.set_defaults(run=_cmd_sample)
+    _init_arg(s)
 
-    m = sub.add_parser("models", help="list the model zoo")
-    m.set_defaults(run=_cmd_models)
 
-    def init_arg(sp):
-        sp.add_argument("--init", metavar="init.json",
-                        help="initial parameter values as Stan JSON (missing ones random), "
-                        "or a radius R: uniform(-R, R) on the unconstrained space")
-
-    init_arg(s)
-
-    def tol_args(sp):
-        for name, default in (("tol-obj", "1e-12"), ("tol-rel-obj", "1e4"),
-                              ("tol-grad", "1e-8"), ("tol-rel-grad", "1e7"),
-                              ("tol-param", "1e-8")):
-            sp.add_argument(f"--{name}", type=_nonneg_float, default=None,
-                            help=f"Stan's L-BFGS convergence test (default {default})")
-
+def _add_optimize(sub):
     o = sub.add_parser("optimize", help="posterior mode / penalised MLE (L-BFGS, BFGS, "
                        "Newton)", description="The posterior mode (MAP; with --jacobian "
                        "the mode on the unconstrained space) or penalised MLE, with "
                        "Stan's convergence tests.")
-    model_args(o, "write the estimates (.csv: one row, as cmdstanpy; or .json)",
-               "mode.csv")
+    _model_args(o, "write the estimates (.csv: one row, as cmdstanpy; or .json)",
+                "mode.csv")
     o.add_argument("--method", choices=["lbfgs", "bfgs", "newton"], default="lbfgs")
     o.add_argument("--jacobian", action="store_true",
                    help="include the log-Jacobian of the transforms (default: not, MAP)")
@@ -497,24 +512,28 @@ def make_parser():
     o.add_argument("--all", action="store_true",
                    help="print the transformed parameters and generated quantities too "
                    "(default: the parameters)")
-    init_arg(o)
-    tol_args(o)
+    _init_arg(o)
+    _tol_args(o)
     o.set_defaults(run=_cmd_optimize)
 
+
+def _add_laplace(sub):
     la = sub.add_parser("laplace", help="normal approximation at the mode",
                         description="Draws from the normal approximation at the mode "
                         "(nested-AD Hessian) on the unconstrained space.")
-    model_args(la)
+    _model_args(la)
     la.add_argument("--draws", type=_positive, default=1000)
     la.add_argument("--no-jacobian", dest="jacobian", action="store_false",
                     help="the mode and density without the log-Jacobian")
-    init_arg(la)
+    _init_arg(la)
     la.set_defaults(run=_cmd_laplace)
 
+
+def _add_pathfinder(sub):
     pf = sub.add_parser("pathfinder", help="Pathfinder variational inference",
                         description="Multi-path Pathfinder (Zhang et al. 2022) with PSIS "
                         "resampling, Stan's defaults.")
-    model_args(pf)
+    _model_args(pf)
     pf.add_argument("--num-paths", type=_positive, default=4)
     pf.add_argument("--draws", type=_positive, default=1000,
                     help="draws returned (default 1000)")
@@ -524,15 +543,17 @@ def make_parser():
     pf.add_argument("--max-lbfgs-iters", type=_positive, default=1000)
     pf.add_argument("--no-psis-resample", action="store_true",
                     help="return the pooled draws of all paths, not a PSIS resample")
-    pf.add_argument("--no-progress", action="store_true", help="no progress bar")
-    init_arg(pf)
-    tol_args(pf)
+    _no_progress_arg(pf)
+    _init_arg(pf)
+    _tol_args(pf)
     pf.set_defaults(run=_cmd_pathfinder)
 
+
+def _add_variational(sub):
     v = sub.add_parser("variational", help="ADVI (mean-field or full-rank)",
                        description="Stan's ADVI: a Gaussian on the unconstrained space "
                        "fitted by stochastic gradient ascent on the ELBO.")
-    model_args(v)
+    _model_args(v)
     v.add_argument("--method", choices=["meanfield", "fullrank"], default="meanfield")
     v.add_argument("--iter", type=_positive, default=10000, help="maximum iterations")
     v.add_argument("--draws", type=_positive, default=1000,
@@ -540,10 +561,9 @@ def make_parser():
     v.add_argument("--tol-rel-obj", type=_positive_float, default=0.01)
     v.add_argument("--eta", type=_positive_float, default=None,
                    help="step-size scale (default: adapted)")
-    v.add_argument("--no-progress", action="store_true", help="no progress bar")
-    init_arg(v)
+    _no_progress_arg(v)
+    _init_arg(v)
     v.set_defaults(run=_cmd_variational)
-    return p
 
 
 def main(argv=None, out=None):
