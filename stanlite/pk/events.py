@@ -173,27 +173,36 @@ def _lookup(data, name):
     return col.to_numpy() if hasattr(col, "to_numpy") else col
 
 
+def _not_per_record(name, n, got):
+    """The error for a field ``name`` that has not one value per record (``got``: what
+    it has, e.g. ``"shape (3,)"``)."""
+    return DataError(f"events: {name} must have one value per record ({n}), got {got}")
+
+
 def _real_field(name, v, n):
     """A float field: a float64 array of length n, or a traced vector of length n."""
     if isinstance(v, Box):
         if shape_of(v) != (n,):
-            raise DataError(f"events: {name} must have one value per record ({n}), got "
-                            f"shape {shape_of(v)}")
+            raise _not_per_record(name, n, f"shape {shape_of(v)}")
         return v
     if isinstance(v, (list, tuple)) and any(isinstance(e, Box) for e in v):
         if len(v) != n:
-            raise DataError(f"events: {name} must have one value per record ({n}), got "
-                            f"{len(v)}")
+            raise _not_per_record(name, n, len(v))
         return stack([e if isinstance(e, Box) else float(e) for e in v])
+    return _plain_field(name, v, n, "numbers")
+
+
+def _plain_field(name, v, n, kind):
+    """A field of plain values as a float64 array of length n (a scalar is repeated);
+    ``kind`` (``"numbers"``, ``"integers"``) words the error for non-numbers."""
     try:
         a = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError):
-        raise DataError(f"events: {name} must be numbers, got {_short(v)}") from None
+        raise DataError(f"events: {name} must be {kind}, got {_short(v)}") from None
     if a.ndim == 0:
         a = np.full(n, float(a))
     if a.shape != (n,):
-        raise DataError(f"events: {name} must have one value per record ({n}), got "
-                        f"shape {a.shape}")
+        raise _not_per_record(name, n, f"shape {a.shape}")
     return a
 
 
@@ -207,16 +216,7 @@ def _int_field(name, v, n):
                               any(isinstance(e, Box) for e in v)):
         raise DataError(f"events: {name} is an integer data field; it cannot be a traced "
                         "value (only time, amt, rate and ii can be parameters)")
-    try:
-        a = np.asarray(v, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError(f"events: {name} must be integers, got {_short(v)}") from None
-    if a.ndim == 0:
-        a = np.full(n, float(a))
-    if a.shape != (n,):
-        raise DataError(f"events: {name} must have one value per record ({n}), got "
-                        f"shape {a.shape}")
-    return a
+    return _plain_field(name, v, n, "integers")
 
 
 def _where_rec(i, subject, ids):
@@ -279,6 +279,21 @@ def events(data=None, *, time=None, amt=None, evid=None, cmt=None, rate=None, ii
             return events(dict(data), **given)
         except DataError as e:
             raise relabel(e, labels) from None
+    cols, mdv, n = _columns(data, given)
+    f = _fields(cols, mdv, n)
+    subject, ids = _subjects(cols["id"], n)
+    dvv = _observations(cols["dv"], n)
+    _check_structure(f, subject, ids)
+    for k in _INT:
+        f[k] = f[k].astype(int)
+    _check_values(f, subject, ids)
+    return EventSchedule(f, subject, ids, dvv)
+
+
+def _columns(data, given):
+    """``(cols, mdv, n)``: each field's column (a keyword given, else the data's column
+    of that name in any case, else None), NONMEM's MDV column and the number of
+    records (from ``time``, the one required field)."""
     if data is not None and not (isinstance(data, dict) or hasattr(data, "columns")):
         raise DataError(f"events: data must be a pandas DataFrame or a dict of columns, "
                         f"got {type(data).__name__}")
@@ -292,9 +307,15 @@ def events(data=None, *, time=None, amt=None, evid=None, cmt=None, rate=None, ii
         raise DataError(f"events: time must be a vector, got shape {shape_of(t)}")
     if n == 0:
         raise DataError("events: the schedule has no records")
+    return cols, mdv, n
 
+
+def _fields(cols, mdv, n):
+    """The record fields with NONMEM's defaults: missing ``amt, rate, ii, addl, ss``
+    are 0 and ``cmt`` 1 (NaN too), ``evid`` 1 where ``amt > 0``, else 2 where
+    ``MDV = 1``, else 0."""
     f = {}
-    f["time"] = _real_field("time", t, n)
+    f["time"] = _real_field("time", cols["time"], n)
     for k in ("amt", "rate", "ii"):
         v = cols[k]
         if v is None:
@@ -316,80 +337,71 @@ def events(data=None, *, time=None, amt=None, evid=None, cmt=None, rate=None, ii
         f["evid"] = ev
     else:
         f["evid"] = _int_field("evid", cols["evid"], n)
+    return f
 
-    # subjects: in order of first appearance, each one's records contiguous
-    ids_col = cols["id"]
+
+def _subjects(ids_col, n):
+    """``(subject, ids)``: each record's subject index (in order of first appearance)
+    and the subjects' IDs; each subject's records must be contiguous."""
     if ids_col is None:
-        subject = np.zeros(n, dtype=int)
-        ids = np.array([1])
-    else:
-        raw = np.asarray(ids_col)
-        if raw.shape != (n,):
-            raise DataError(f"events: id must have one value per record ({n}), got shape "
-                            f"{raw.shape}")
-        change = np.r_[True, raw[1:] != raw[:-1]]
-        ids = raw[change]
-        subject = np.cumsum(change) - 1
-        _, first = np.unique(ids, return_index=True)
-        if len(first) != len(ids):
-            seen = set()
-            for i in np.flatnonzero(change):
-                key = raw[i]
-                if key in seen:
-                    raise DataError(f"events: record {i + 1}: ID = {key} appears again "
-                                    "after other subjects' records; each subject's "
-                                    "records must be contiguous (sort the data by ID, "
-                                    "then TIME)")
-                seen.add(key)
-    dvv = None
-    if cols["dv"] is not None:
-        try:
-            dvv = np.asarray(cols["dv"], dtype=float)
-        except (TypeError, ValueError):
-            raise DataError("events: dv must be numbers (NaN where missing)") from None
-        if dvv.shape != (n,):
-            raise DataError(f"events: dv must have one value per record ({n}), got shape "
-                            f"{dvv.shape}")
+        return np.zeros(n, dtype=int), np.array([1])
+    raw = np.asarray(ids_col)
+    if raw.shape != (n,):
+        raise _not_per_record("id", n, f"shape {raw.shape}")
+    change = np.r_[True, raw[1:] != raw[:-1]]
+    ids = raw[change]
+    subject = np.cumsum(change) - 1
+    _, first = np.unique(ids, return_index=True)
+    if len(first) != len(ids):
+        seen = set()
+        for i in np.flatnonzero(change):
+            key = raw[i]
+            if key in seen:
+                raise DataError(f"events: record {i + 1}: ID = {key} appears again "
+                                "after other subjects' records; each subject's "
+                                "records must be contiguous (sort the data by ID, "
+                                "then TIME)")
+            seen.add(key)
+    return subject, ids
 
-    _check_structure(f, subject, ids)
-    for k in _INT:
-        f[k] = f[k].astype(int)
-    _check_values(f, subject, ids)
-    return EventSchedule(f, subject, ids, dvv)
+
+def _observations(dv, n):
+    """The DV column as floats (None if not given)."""
+    if dv is None:
+        return None
+    try:
+        dvv = np.asarray(dv, dtype=float)
+    except (TypeError, ValueError):
+        raise DataError("events: dv must be numbers (NaN where missing)") from None
+    if dvv.shape != (n,):
+        raise _not_per_record("dv", n, f"shape {dvv.shape}")
+    return dvv
+
+
+def _reject(mask, subject, ids, name, a, what):
+    """The error for the first record where ``mask`` holds, if any (``a``: the field
+    ``name``; ``what``: what is wrong with its value)."""
+    bad = np.flatnonzero(mask)
+    if bad.size:
+        i = int(bad[0])
+        _fail(i, subject, ids, name, a[i], what)
 
 
 def _check_structure(f, subject, ids):
     """The integer fields: evid, cmt, addl, ss (plain data)."""
     evid, cmt, addl, ss = f["evid"], f["cmt"], f["addl"], f["ss"]
     for name, a in (("evid", evid), ("cmt", cmt), ("addl", addl), ("ss", ss)):
-        bad = np.flatnonzero(~np.isfinite(a) | (a != np.round(a)))
-        if bad.size:
-            i = int(bad[0])
-            _fail(i, subject, ids, name, a[i], "must be an integer")
-    bad = np.flatnonzero(~np.isin(evid, (0, 1, 2, 3, 4)))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "evid", evid[i], "must be 0 (observation), 1 (dose), 2 "
-              "(other), 3 (reset) or 4 (reset and dose)")
+        _reject(~np.isfinite(a) | (a != np.round(a)), subject, ids, name, a,
+                "must be an integer")
+    _reject(~np.isin(evid, (0, 1, 2, 3, 4)), subject, ids, "evid", evid,
+            "must be 0 (observation), 1 (dose), 2 (other), 3 (reset) or 4 (reset and dose)")
     dose = (evid == 1) | (evid == 4)
-    bad = np.flatnonzero(dose & (cmt < 1))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "cmt", cmt[i], "a dose needs a compartment >= 1 "
-              "(compartments are numbered from 1)")
-    bad = np.flatnonzero(cmt < 0)
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "cmt", cmt[i], "must be >= 0 (NONMEM's negative "
-              "compartments, turning a compartment off, are not supported)")
-    bad = np.flatnonzero(addl < 0)
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "addl", addl[i], "must be >= 0")
-    bad = np.flatnonzero(~np.isin(ss, (0, 1, 2)))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "ss", ss[i], "must be 0, 1 or 2")
+    _reject(dose & (cmt < 1), subject, ids, "cmt", cmt,
+            "a dose needs a compartment >= 1 (compartments are numbered from 1)")
+    _reject(cmt < 0, subject, ids, "cmt", cmt, "must be >= 0 (NONMEM's negative "
+            "compartments, turning a compartment off, are not supported)")
+    _reject(addl < 0, subject, ids, "addl", addl, "must be >= 0")
+    _reject(~np.isin(ss, (0, 1, 2)), subject, ids, "ss", ss, "must be 0, 1 or 2")
     for name, a in (("addl", addl), ("ss", ss)):
         bad = np.flatnonzero(~dose & (a != 0))
         if bad.size:
@@ -414,14 +426,8 @@ def _check_values(f, subject, ids):
 
 def _check_plain(time, amt, rate, ii, evid, addl, ss, subject, ids):
     n = len(time)
-    bad = np.flatnonzero(~np.isfinite(time))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "time", time[i], "must be finite")
-    bad = np.flatnonzero(time < 0)
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "time", time[i], "times must be >= 0")
+    _reject(~np.isfinite(time), subject, ids, "time", time, "must be finite")
+    _reject(time < 0, subject, ids, "time", time, "times must be >= 0")
     if n > 1:
         same = subject[1:] == subject[:-1]
         bad = np.flatnonzero(same & (time[1:] < time[:-1]))
@@ -433,47 +439,25 @@ def _check_plain(time, amt, rate, ii, evid, addl, ss, subject, ids):
                             "by time")
     dose = (evid == 1) | (evid == 4)
     for name, a in (("amt", amt), ("rate", rate), ("ii", ii)):
-        bad = np.flatnonzero(~np.isfinite(a))
-        if bad.size:
-            i = int(bad[0])
-            _fail(i, subject, ids, name, a[i], "must be finite")
+        _reject(~np.isfinite(a), subject, ids, name, a, "must be finite")
         bad = np.flatnonzero(~dose & (a != 0))
         if bad.size:
             i = int(bad[0])
             _fail(i, subject, ids, name, a[i], f"a record with evid = {int(evid[i])} "
                   "cannot carry dosing information (amt, rate, ii must be 0; use evid 1 "
                   "or 4 for a dose)")
-    bad = np.flatnonzero(amt < 0)
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "amt", amt[i], "a dose amount must be >= 0")
-    bad = np.flatnonzero((rate < 0) & (rate != -1) & (rate != -2))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "rate", rate[i], "must be >= 0 (0: bolus, > 0: "
-              "infusion), -1 (rate modelled) or -2 (duration modelled)")
-    bad = np.flatnonzero(ii < 0)
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "ii", ii[i], "the interdose interval must be >= 0")
-    bad = np.flatnonzero((addl > 0) & (ii <= 0))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "addl", addl[i], "additional doses need an interdose "
-              "interval ii > 0 (addl without ii)")
+    _reject(amt < 0, subject, ids, "amt", amt, "a dose amount must be >= 0")
+    _reject((rate < 0) & (rate != -1) & (rate != -2), subject, ids, "rate", rate,
+            "must be >= 0 (0: bolus, > 0: infusion), -1 (rate modelled) or -2 (duration "
+            "modelled)")
+    _reject(ii < 0, subject, ids, "ii", ii, "the interdose interval must be >= 0")
+    _reject((addl > 0) & (ii <= 0), subject, ids, "addl", addl,
+            "additional doses need an interdose interval ii > 0 (addl without ii)")
     const = (ss > 0) & (rate > 0) & (amt == 0)
-    bad = np.flatnonzero(const & (ii != 0))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "ii", ii[i], "a steady-state constant infusion (amt = 0, "
-              "rate > 0) has ii = 0")
-    bad = np.flatnonzero((ss > 0) & ~const & (ii <= 0))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "ss", ss[i], "a steady-state dose needs an interdose "
-              "interval ii > 0 (ss without ii; for a constant infusion at steady state "
-              "give amt = 0, rate > 0, ii = 0)")
-    bad = np.flatnonzero((ss > 0) & (rate == 0) & (amt == 0))
-    if bad.size:
-        i = int(bad[0])
-        _fail(i, subject, ids, "amt", amt[i], "a steady-state bolus needs amt > 0")
+    _reject(const & (ii != 0), subject, ids, "ii", ii,
+            "a steady-state constant infusion (amt = 0, rate > 0) has ii = 0")
+    _reject((ss > 0) & ~const & (ii <= 0), subject, ids, "ss", ss,
+            "a steady-state dose needs an interdose interval ii > 0 (ss without ii; for a "
+            "constant infusion at steady state give amt = 0, rate > 0, ii = 0)")
+    _reject((ss > 0) & (rate == 0) & (amt == 0), subject, ids, "amt", amt,
+            "a steady-state bolus needs amt > 0")
