@@ -465,11 +465,19 @@ def _no_progress_arg(sp, what="no progress bar"):
     sp.add_argument("--no-progress", action="store_true", help=what)
 
 
+def _command(sub, name, run, help, description, *model_args):
+    """The parser of the fitting subcommand ``name`` (run by ``run``), with the model
+    arguments (``model_args``: the output's help and metavar, see :func:`_model_args`)."""
+    sp = sub.add_parser(name, help=help, description=description)
+    _model_args(sp, *model_args)
+    sp.set_defaults(run=run)
+    return sp
+
+
 def _add_sample(sub):
-    s = sub.add_parser("sample", help="sample the posterior with NUTS",
-                       description="Sample the posterior with NUTS (Stan's warmup); print "
-                       "the summary and the diagnostics.")
-    _model_args(s)
+    s = _command(sub, "sample", _cmd_sample, "sample the posterior with NUTS",
+                 "Sample the posterior with NUTS (Stan's warmup); print the summary and "
+                 "the diagnostics.")
     s.add_argument("--chains", type=_positive, default=4)
     s.add_argument("--draws", type=_nonneg, default=1000,
                    help="draws per chain after warmup (default 1000)")
@@ -492,17 +500,15 @@ def _add_sample(sub):
     _no_progress_arg(s, "no progress bars")
     s.add_argument("--serial", action="store_true",
                    help="run the chains one after another in this process")
-    s.set_defaults(run=_cmd_sample)
     _init_arg(s)
 
 
 def _add_optimize(sub):
-    o = sub.add_parser("optimize", help="posterior mode / penalised MLE (L-BFGS, BFGS, "
-                       "Newton)", description="The posterior mode (MAP; with --jacobian "
-                       "the mode on the unconstrained space) or penalised MLE, with "
-                       "Stan's convergence tests.")
-    _model_args(o, "write the estimates (.csv: one row, as cmdstanpy; or .json)",
-                "mode.csv")
+    o = _command(sub, "optimize", _cmd_optimize,
+                 "posterior mode / penalised MLE (L-BFGS, BFGS, Newton)",
+                 "The posterior mode (MAP; with --jacobian the mode on the unconstrained "
+                 "space) or penalised MLE, with Stan's convergence tests.",
+                 "write the estimates (.csv: one row, as cmdstanpy; or .json)", "mode.csv")
     o.add_argument("--method", choices=["lbfgs", "bfgs", "newton"], default="lbfgs")
     o.add_argument("--jacobian", action="store_true",
                    help="include the log-Jacobian of the transforms (default: not, MAP)")
@@ -514,26 +520,22 @@ def _add_optimize(sub):
                    "(default: the parameters)")
     _init_arg(o)
     _tol_args(o)
-    o.set_defaults(run=_cmd_optimize)
 
 
 def _add_laplace(sub):
-    la = sub.add_parser("laplace", help="normal approximation at the mode",
-                        description="Draws from the normal approximation at the mode "
-                        "(nested-AD Hessian) on the unconstrained space.")
-    _model_args(la)
+    la = _command(sub, "laplace", _cmd_laplace, "normal approximation at the mode",
+                  "Draws from the normal approximation at the mode (nested-AD Hessian) on "
+                  "the unconstrained space.")
     la.add_argument("--draws", type=_positive, default=1000)
     la.add_argument("--no-jacobian", dest="jacobian", action="store_false",
                     help="the mode and density without the log-Jacobian")
     _init_arg(la)
-    la.set_defaults(run=_cmd_laplace)
 
 
 def _add_pathfinder(sub):
-    pf = sub.add_parser("pathfinder", help="Pathfinder variational inference",
-                        description="Multi-path Pathfinder (Zhang et al. 2022) with PSIS "
-                        "resampling, Stan's defaults.")
-    _model_args(pf)
+    pf = _command(sub, "pathfinder", _cmd_pathfinder, "Pathfinder variational inference",
+                  "Multi-path Pathfinder (Zhang et al. 2022) with PSIS resampling, Stan's "
+                  "defaults.")
     pf.add_argument("--num-paths", type=_positive, default=4)
     pf.add_argument("--draws", type=_positive, default=1000,
                     help="draws returned (default 1000)")
@@ -546,14 +548,12 @@ def _add_pathfinder(sub):
     _no_progress_arg(pf)
     _init_arg(pf)
     _tol_args(pf)
-    pf.set_defaults(run=_cmd_pathfinder)
 
 
 def _add_variational(sub):
-    v = sub.add_parser("variational", help="ADVI (mean-field or full-rank)",
-                       description="Stan's ADVI: a Gaussian on the unconstrained space "
-                       "fitted by stochastic gradient ascent on the ELBO.")
-    _model_args(v)
+    v = _command(sub, "variational", _cmd_variational, "ADVI (mean-field or full-rank)",
+                 "Stan's ADVI: a Gaussian on the unconstrained space fitted by stochastic "
+                 "gradient ascent on the ELBO.")
     v.add_argument("--method", choices=["meanfield", "fullrank"], default="meanfield")
     v.add_argument("--iter", type=_positive, default=10000, help="maximum iterations")
     v.add_argument("--draws", type=_positive, default=1000,
@@ -563,7 +563,6 @@ def _add_variational(sub):
                    help="step-size scale (default: adapted)")
     _no_progress_arg(v)
     _init_arg(v)
-    v.set_defaults(run=_cmd_variational)
 
 
 def main(argv=None, out=None):
