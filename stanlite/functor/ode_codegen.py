@@ -68,8 +68,28 @@ def _lit(v):
     return repr(v)
 
 
+_OPS = {}
+
+
+def _ops(binary):
+    """The op codes the interpreter's elementwise functions run - ``binary1`` and its
+    VJPs (:mod:`~stanlite.autodiff.vm.binary_generated`) or ``unary`` and
+    ``unary_vjp`` (:mod:`~stanlite.autodiff.vm.unary_generated`): those of the
+    declarations they are written from (:mod:`~stanlite.autodiff.vm.generate`), so
+    that an op added to either range is generated here too, not refused."""
+    ops = _OPS.get(binary)
+    if ops is None:
+        from ..autodiff.vm import generate
+        ops = _OPS[binary] = frozenset(r.op for _, r in generate._rules(binary))
+    return ops
+
+
 def _is_binary(op):
-    return (1 <= op <= 6) or (120 <= op < 140)
+    return op in _ops(True)
+
+
+def _is_unary(op):
+    return op in _ops(False)
 
 
 class _Program:
@@ -84,6 +104,13 @@ class _Program:
         self.lines = []
         self.rows = []                  # (op, mask, [(out slot, arg slots ...)])
         self.count = 0
+        self.used = set()               # (function, op) of the calls written
+
+    def call(self, fn, op, *args):
+        """A call of the interpreter's elementwise function ``fn`` for op ``op``,
+        written as a call of its one-op wrapper (:func:`_wrappers`)."""
+        self.used.add((fn, op))
+        return f"{fn}_{op}({', '.join(args)})"
 
     def val(self, s):
         s = int(s)
@@ -120,12 +147,12 @@ class _Program:
             if _is_binary(op):
                 for i in range(N):
                     sa_, sb_ = a + i * sa, b + i * sb
-                    self._set(o + i, f"_b1({op}, {self.val(sa_)}, {self.val(sb_)})")
+                    self._set(o + i, self.call("_b1", op, self.val(sa_), self.val(sb_)))
                     el.append((o + i, sa_, sb_))
-            elif 10 <= op < 40:
+            elif _is_unary(op):
                 for i in range(N):
                     x = self.val(a + i)
-                    self._set(o + i, f"-{x}" if op == O.NEG else f"_u({op}, {x})")
+                    self._set(o + i, f"-{x}" if op == O.NEG else self.call("_u", op, x))
                     el.append((o + i, a + i))
             elif op in (O.COPY, O.GATHER):
                 for i in range(N):
@@ -209,15 +236,16 @@ class _Program:
                         continue
                     x, y, ans = self.val(a), self.val(b), self.val(o)
                     if mask & 1:
-                        push(a, f"_b1dx({op}, {g}, {x}, {y}, {ans})")
+                        push(a, self.call("_b1dx", op, g, x, y, ans))
                     if mask & 2:
-                        push(b, f"_b1dy({op}, {g}, {x}, {y}, {ans})")
-            elif 10 <= op < 40:
+                        push(b, self.call("_b1dy", op, g, x, y, ans))
+            elif _is_unary(op):
                 for o, a in el:
                     g = adj.get(o)
                     if g is not None:
                         push(a, f"-{g}" if op == O.NEG else
-                             f"_uvjp({op}, {g}, {self.val(a)}, {self.val(o)})")
+                             self.call("_uvjp", op, g, self.val(a),
+                                       self.val(o)))
             elif op in (O.COPY, O.GATHER):
                 for o, src in el:
                     g = adj.get(o)
@@ -262,7 +290,8 @@ class _Program:
 
 def _function(q, n, dim, name):
     """The source of one program's function ``name(t, z, p, k, ptr, idx, val, J,
-    res)`` (the modes of :data:`.ode_steppers.RHS_SIG`)."""
+    res)`` (the modes of :data:`.ode_steppers.RHS_SIG`) and the set of (function, op)
+    calls it makes."""
     pg = _Program(q, n, dim)
     pg.forward()
     body = [f"x0 = t"] + [f"x{1 + i} = z[{i}]" for i in range(n)]
@@ -283,7 +312,25 @@ def _function(q, n, dim, name):
     body.append(f"if k > 0:\n    _tangent_rows(J, z, {n}, k, ptr, idx, val, res)")
     body.append("return 0")
     text = "\n".join(body).replace("\n", "\n    ")
-    return (f"@_jit\ndef {name}(t, z, p, k, ptr, idx, val, J, res):\n    {text}\n")
+    return (f"@_jit\ndef {name}(t, z, p, k, ptr, idx, val, J, res):\n    {text}\n",
+            pg.used)
+
+
+# the arguments of the interpreter's elementwise functions after ``op``
+_ARGS = {"_b1": "x, y", "_b1dx": "g, x, y, ans", "_b1dy": "g, x, y, ans", "_u": "x",
+         "_uvjp": "g, x, ans"}
+
+
+def _wrappers(used):
+    """One small function per (function, op) the programs call: ``_b1_3(x, y)`` is
+    ``binary1(3, x, y)``. The value is the interpreter's (the same function, the op a
+    constant the compiler folds), and each dispatcher is compiled once per op rather
+    than once per call: ``binary1`` and its VJPs are ``inline="always"`` (for the
+    interpreter's loop), and numba copying their IR - a branch per op - into each of
+    the hundreds of calls of a right-hand side like the Friberg-Karlsson model's took
+    minutes and gigabytes to compile."""
+    return "".join(f"@_jit\ndef {fn}_{op}({_ARGS[fn]}):\n    return {fn}({op}, {_ARGS[fn]})"
+                   "\n\n\n" for fn, op in sorted(used))
 
 
 _HEADER = '''"""Generated by stanlite.functor.ode_codegen: an ODE right-hand side."""
@@ -307,9 +354,11 @@ def source(progs, n, dim):
         parts = [_function(q, n, dim, f"_p{j}") for j, q in enumerate(progs)]
     except _Unsupported:
         return None
+    used = set().union(*(u for _, u in parts))
+    parts = [text for text, _ in parts]
     calls = "".join(f"    {'if' if j == 0 else 'elif'} j == {j}:\n        return _p{j}("
                     "t, z, p, k, ptr, idx, val, J, res)\n" for j in range(len(progs)))
-    return (_HEADER + "\n\n".join(parts) + f'''
+    return (_HEADER + _wrappers(used) + "\n\n".join(parts) + f'''
 
 @_jit
 def _call(j, t, z, p, k, ptr, idx, val, J, res):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stanlite as sl
-from stanlite.autodiff.vm import kernel
+from stanlite.autodiff.vm import kernel, opcodes as O
 from stanlite.functor import ode_codegen, ode_compiled, ode_native, ode_rhs, ode_steppers
 
 from .test_ode_native import _scipy_route
@@ -42,6 +42,14 @@ def mm_dosed(t, y, th):
                      sl.sum(th) * y[2] ** 1.5 - sl.dot(th, th) * y[0]])
 
 
+def second_range(t, y, th):
+    """Ops of the second unary and binary ranges (lambert_w0, fmax, hypot,
+    log_diff_exp: op codes 120-160)."""
+    return sl.stack([-th[0] * sl.lambert_w0(y[0]) + sl.fmax(y[1], th[1]),
+                     sl.hypot(y[0], th[2]) - y[1],
+                     sl.log_diff_exp(y[0] + 1.0, th[1] * y[2]) - y[2]])
+
+
 def _setup(F, n, t, y, args, others=()):
     """The evaluator, its inputs and its programs (one per point in ``others`` on a
     guard path of its own recorded too)."""
@@ -69,12 +77,16 @@ def _directions(P, k, rng):
     return (np.arange(k + 1, dtype=np.int64), cols.astype(np.int64), np.ones(k))
 
 
-@pytest.mark.parametrize("case", ["two_cpt", "mm_dosed"])
+@pytest.mark.parametrize("case", ["two_cpt", "mm_dosed", "second_range"])
 def test_generated_equals_interpreter_bit_for_bit(fresh, case):
     rng = np.random.default_rng(11)
     if case == "two_cpt":
         F, n = two_cpt, 3
         args = (np.array([5.0, 10.0, 35.0, 100.0, 1.0]), np.array([0.0, 2.0, 0.0]))
+        others = ()
+    elif case == "second_range":
+        F, n = second_range, 3
+        args = (np.array([0.8, 0.3, 1.5]),)
         others = ()
     else:
         F, n = mm_dosed, 3
@@ -82,8 +94,12 @@ def test_generated_equals_interpreter_bit_for_bit(fresh, case):
         others = (2.0,)
     c, p, progs = _setup(F, n, 0.5, [1.0, 0.5, 0.2], args, others)
     assert len(progs) == 1 + len(others)
+    if case == "second_range":              # (the ops this case is for are recorded)
+        ops = {int(r[0]) for q in progs for r in q.code}
+        assert {O.LAMBERT_W0, O.FMAX, O.HYPOT, O.LOG_DIFF_EXP} <= ops
+    refused = ode_codegen.STATS["refused"]
     fn = ode_codegen.generate(progs, n, c.dim)
-    assert fn is not None
+    assert fn is not None and ode_codegen.STATS["refused"] == refused
     bundle = ode_native._bundle(c, progs, n)
     interp = ode_steppers.interp            # (what the bundle holds: AFTER not reached)
     assert np.array_equal(bundle[0], ode_steppers.address(interp))
