@@ -225,6 +225,37 @@ def test_multi_normal_cholesky_traced_factor():
     check(f, RNG.standard_normal(len(pos) + KM) * 0.3)
 
 
+def test_multi_normal_cholesky_large_dense_factor():
+    # K = 37 (not a multiple of a SIMD width): the sliced substitutions' remainders;
+    # a data factor (its upper triangle not re-scanned) and a traced factor's rows
+    k = 37
+    idx = np.arange(k)
+    chol = np.linalg.cholesky(0.8 ** np.abs(idx[:, None] - idx[None, :]))
+    yy = RNG.standard_normal((2, k))
+    check(lambda x: sl.multi_normal_cholesky_lpdf(x, np.zeros(k), chol),
+          RNG.standard_normal(k), fd=False)
+    check(lambda x: sl.multi_normal_cholesky_lpdf(yy, x, chol), RNG.standard_normal(k),
+          fd=False)
+    check(lambda x: sl.multi_normal_cholesky_lpdf(yy, x[1:], chol * sl.exp(x[0])),
+          RNG.standard_normal(k + 1) * 0.1, fd=False)
+
+
+def test_multi_normal_cholesky_traced_factor_leaving_the_lower_triangle():
+    # an upper entry zero where recorded, not at the next point: the interpreter hands
+    # the point to the eager density, which raises its own error
+    def f(x):
+        upper = sl.stack([0.0, x[0] - 0.5, 0.0, 0.0])
+        return sl.multi_normal_cholesky_lpdf(x[1:], np.zeros(2),
+                                             np.eye(2) + sl.reshape(upper, (2, 2)))
+    vg = _vm(f, np.array([0.5, 0.1, 0.2]))
+    v0 = sl.value_and_grad(f)(np.array([0.5, 0.3, 0.2]))[0]
+    assert vg(np.array([0.5, 0.3, 0.2]))[0] == pytest.approx(v0, rel=1e-12)
+    with pytest.raises(Exception, match="triangular"):
+        sl.value_and_grad(f)(np.array([0.7, 0.1, 0.2]))
+    with pytest.raises(Exception, match="triangular"):
+        vg(np.array([0.7, 0.1, 0.2]))
+
+
 def test_big_vectorised_programs_replay_in_numpy():
     # exp/log of 1e4 elements: numpy's SIMD loops beat the interpreter (program.py,
     # _numpy_is_faster); small vectors stay in the interpreter
