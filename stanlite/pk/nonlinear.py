@@ -33,6 +33,7 @@ from ..autodiff.var import Box, guarded, shape_of
 from ..functor.ode import ode_bdf, ode_rk45
 from ..math.structure import stack
 from .dosing import BOLUS, CONSTANT, INFUSION, check_compartments, expand, plan
+from .ode_plan import planned
 from .per_record import PerRecordSystem, theta_per_record
 from .steady_state import OdeSystem
 
@@ -159,11 +160,16 @@ def ode(f, n_cmt, events, theta=None, *, data=(), F=None, tlag=None,
     data = tuple(data)
     check_compartments(events, n_cmt, who)
     p = plan(events)
-    d = expand(events, p, n_cmt, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
-               infusion_duration=infusion_duration)
     solver = ode_rk45 if method == "rk45" else ode_bdf
     sys_ = OdeSystem(f, n_cmt, solver, rel_tol, abs_tol, max_num_steps, data,
                      ss_rel_tol, ss_f_tol, ss_max_steps, ss_guess, who)
+    if not rows:                 # a plain schedule: its walk planned once (.ode_plan)
+        out = planned(events, p, theta, sys_, (F, tlag, infusion_rate,
+                                                infusion_duration))
+        if out is not None:
+            return out
+    d = expand(events, p, n_cmt, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
+               infusion_duration=infusion_duration)
     if rows:
         sys_ = PerRecordSystem(sys_, events)
         theta = sys_.tables(theta)

@@ -230,6 +230,8 @@ _RHS = {}
 PERIOD_JACOBIANS = True
 # the plain period maps' ODE problems, per right-hand side and controls (the last few)
 _PLAIN = {}
+# the sensitivity systems and their unit directions, per problem and shapes
+_DIRECTIONS = {}
 
 
 def _vec(x, n):
@@ -289,40 +291,69 @@ class OdeSystem:
         return self.evolve(x, 0.0, [u], theta, rate, self.inner_tol)[0]
 
     # -- the period maps on plain floats, with their sensitivities ----------------------
-    def _plain_problem(self):
-        """The ODE super node's problem for the plain period-map solves (inner
-        tolerance), shared by every call with the same right-hand side and controls:
-        its compiled tangent systems are kept between evaluations."""
+    def _plain_problem(self, tols=None):
+        """The ODE super node's problem for plain solves at the tolerances ``tols =
+        (rel_tol, abs_tol)`` (default: the inner tolerance of the period maps), shared
+        by every call with the same right-hand side and controls: its compiled tangent
+        systems are kept between evaluations."""
         method = "bdf" if self.solver is ode_bdf else "rk45"
-        key = (self.rhs, self.n, method, self.inner_tol, self.max_num_steps)
+        rtol, atol = (self.inner_tol, self.inner_tol) if tols is None else tols
+        key = (self.rhs, self.n, method, rtol, atol, self.max_num_steps)
         pb = _PLAIN.get(key)
         if pb is None:
             name = "ode_bdf" if method == "bdf" else "ode_rk45"
             pb = _OdeProblem(OdeRHS(self.rhs, self.n, name),
-                             Control(name, method, self.inner_tol, self.inner_tol,
-                                     self.max_num_steps), None)
+                             Control(name, method, rtol, atol, self.max_num_steps), None)
             _PLAIN[key] = pb
             if len(_PLAIN) > 32:
                 _PLAIN.pop(next(iter(_PLAIN)))
         return pb
 
-    def _sens_plan(self, theta, rate, wrt_theta):
-        """What one period-map sensitivity solve needs besides ``y0`` and the span:
-        the sensitivity system, its arguments (one tuple, so that the compiled
-        evaluator found for the first solve serves the next ones without a lookup)
-        and the initial tangents. Kept for the same ``theta`` and ``rate`` objects -
-        the algebraic solver passes the same ones at every iteration of a solve."""
-        plan = self._plan.get(wrt_theta)
+    def _sens_plan(self, theta, rate, wrt_theta, wrt_y0=True, tols=None):
+        """What one sensitivity solve needs besides ``y0`` and the span: the
+        sensitivity system (directions: ``y0``'s if ``wrt_y0``, then ``theta``'s if
+        ``wrt_theta``), its arguments (one tuple, so that the compiled evaluator found
+        for the first solve serves the next ones without a lookup) and the initial
+        tangents. Kept for the same ``theta`` and ``rate`` objects - the algebraic
+        solver passes the same ones at every iteration of a solve."""
+        key = (wrt_theta, wrt_y0, tols)
+        plan = self._plan.get(key)
         if plan is not None and plan[0] is theta and plan[1] is rate:
             return plan
-        pb = self._plain_problem()
+        pb = self._plain_problem(tols)
         args = (theta, rate) + self.data
-        vals = (np.zeros(self.n), 0.0, None) + args
-        V0, D, mask, _, K = _directions(pb, vals, (0, 3) if wrt_theta else (0,))
-        sub = pb.derived(K, mask, len(args), "sensitivities")
-        plan = (theta, rate, pb, sub, args, args + tuple(D), np.ravel(V0), K)
-        self._plan[wrt_theta] = plan
+        dkey = (pb, wrt_theta, wrt_y0, np.shape(theta), np.shape(rate), len(self.data))
+        got = _DIRECTIONS.get(dkey)
+        if got is None:
+            vals = (np.zeros(self.n), 0.0, None) + args
+            pos = ((0,) if wrt_y0 else ()) + ((3,) if wrt_theta else ())
+            V0, D, mask, _, K = _directions(pb, vals, pos)
+            got = (pb.derived(K, mask, len(args), "sensitivities"), tuple(D),
+                   np.ravel(V0), K)
+            _DIRECTIONS[dkey] = got
+            if len(_DIRECTIONS) > 64:
+                _DIRECTIONS.pop(next(iter(_DIRECTIONS)))
+        sub, D, V0, K = got
+        plan = (theta, rate, pb, sub, args, args + D, V0, K)
+        self._plan[key] = plan
         return plan
+
+    def sens_solve(self, y0, t0, ts, theta, rate, wrt_y0, tols=None):
+        """``(Y, S)`` on plain floats: the states ``Y[i]`` at ``ts[i]`` from ``y0`` at
+        ``t0`` and their sensitivities ``S[i, k, j] = dY[i, j] / d(direction k)``,
+        the directions ``y0`` (if ``wrt_y0``) then ``theta`` (flattened), by one solve
+        of the forward-sensitivity system - the same system, tolerances (``tols =
+        (rel_tol, abs_tol)``, default the inner ones), checks and failures as the ODE
+        super node's with those inputs traced."""
+        n = self.n
+        _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, True, wrt_y0,
+                                                              tols)
+        z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
+        _check_values(sub.rhs.name, z0, t0, ts, args, n)    # (D: unit directions)
+        Z = _native.solve(sub, z0, t0, ts, allargs)
+        if Z is None:                   # not compiled (yet): the ODE node's own route
+            Z = _solve(sub, (z0, t0, ts) + allargs)[0]
+        return Z[:, :n], Z[:, n:].reshape(len(ts), K, n)
 
     def period_sens(self, y0, u, theta, rate, wrt_theta):
         """``(F_u(y0), dF/dy0, dF/dtheta or None, dF/du)`` on plain floats: one solve
