@@ -9,7 +9,8 @@ later process with the same model and data starts from it.
 
 Key: a hash of the source files of the modules defining the model's classes (every
 class of its MRO but ``Model``: the class, its helpers, its constants), its instance
-attributes (the data; derived layouts left out), which program (gradient or
+attributes (the data; derived layouts left out; an object of another kind by what
+its ``_program_key_state()`` returns, if it has one), which program (gradient or
 density, with or without the Jacobian), the Python and numpy versions and the
 ``stanlite`` package's files (names, sizes, modification times: the lowering rules
 sit beside every function). A model whose class has no source file (an ``exec``'d
@@ -40,11 +41,14 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["ENV", "directory", "model_key", "load", "store", "source_digest",
+__all__ = ["ENV", "KEY_STATE", "directory", "model_key", "load", "store", "source_digest",
            "package_digest"]
 
 #: environment variable: the cache's directory (empty, 0 or off: no cache)
 ENV = "STANLITE_CACHE_DIR"
+#: the method by which an object held by a model gives what defines it for the key
+#: (numbers, strings, arrays, containers of them: ``pk.EventSchedule``'s records)
+KEY_STATE = "_program_key_state"
 #: entries kept (the least recently used beyond it are removed)
 MAX_ENTRIES = 256
 
@@ -175,6 +179,11 @@ def _feed(h, v):
         for k in sorted(v, key=repr):
             _feed(h, k)
             _feed(h, v[k])
+        h.update(b")")
+    elif callable(getattr(type(v), KEY_STATE, None)):
+        # an object that says what defines it (an event schedule: its records)
+        h.update(f"{type(v).__module__}.{type(v).__qualname__}(".encode())
+        _feed(h, getattr(v, KEY_STATE)())
         h.update(b")")
     else:
         raise _Unhashable

@@ -86,6 +86,12 @@ class EventSchedule:
     addl = property(lambda self: self._f["addl"])
     ss = property(lambda self: self._f["ss"])
 
+    def _program_key_state(self):
+        """What defines the schedule, for the key of a model holding it in the disk
+        cache of lowered programs (autodiff/program_cache.py): its records, subjects,
+        IDs and DV (``_cache`` is an analysis derived from them)."""
+        return (self._f, self.subject, self.ids, self.dv)
+
     @property
     def n_records(self):
         return len(self.subject)

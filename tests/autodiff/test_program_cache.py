@@ -219,3 +219,39 @@ def test_a_truncated_entry_is_ignored_and_its_file_closed(cache, count):
     assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
     Loop(N=5, y=Y).precompile()
     assert count["record"] == 2
+
+
+class Dosed(sl.Model):
+    """A model holding an event schedule (an object, not plain data) built from its
+    data, as the zoo's PK models do."""
+    N = sl.data.int(lower=1)
+    t_obs = sl.data.vector("N")
+    y = sl.data.vector("N")
+    log_k = sl.param.real()
+
+    def __init__(self, **data):
+        super().__init__(**data)
+        n = len(self.t_obs)
+        self.events = sl.pk.events(time=np.r_[0.0, self.t_obs], evid=[1] + [0] * n,
+                                   amt=[100.0] + [0.0] * n)
+
+    def log_prob(self, log_k):
+        conc = 100.0 * sl.exp(-sl.exp(log_k) * self.t_obs)
+        return sl.normal_lpdf(log_k, -1, 1) + sl.normal_lpdf(self.y, conc, 5.0)
+
+
+def test_a_model_holding_an_event_schedule_is_cached_by_its_records(cache, count):
+    data = {"N": 3, "t_obs": [1.0, 2.0, 4.0], "y": [40.0, 15.0, 3.0]}
+    m = Dosed(**data)
+    key = PC.model_key(m, ("gradient", True))
+    assert key is not None and key == PC.model_key(Dosed(**data), ("gradient", True))
+    other = Dosed(**data)
+    other.events = sl.pk.events(time=[0.0, 1.0, 2.0, 4.0], evid=[1, 0, 0, 0],
+                                amt=[50.0, 0.0, 0.0, 0.0])         # another dose
+    assert PC.model_key(other, ("gradient", True)) not in (None, key)
+    m.precompile()
+    m2 = Dosed(**data).precompile()                      # from the cache, not recorded
+    assert count["record"] == 1 and len(_entries(cache)) == 1
+    x = np.array([-0.7])
+    a, b = m2.log_density_gradient(x), m.log_density_gradient(x)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])
