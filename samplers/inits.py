@@ -27,6 +27,8 @@ import numpy as np
 from stanlite.arguments import nonneg_real, suggest
 from stanlite.errors import ArgumentError, ModelError
 
+from .hamiltonian import RejectedPoint
+
 __all__ = ["initial_point", "per_run", "check_init", "check_names", "optimum_point"]
 
 #: how an error about one parameter's value starts, after "init" (or "init[2]")
@@ -158,6 +160,23 @@ def _point_maker(model, init, radius):
     return (lambda rng: x), False
 
 
+def _log_density_gradient(model, x, jacobian):
+    """``(lp, grad, error)``; ``lp = -inf`` where the density fails or is not finite.
+    (Here rather than in optimize.py, which uses it too: a chain's initial point then
+    does not import the optimizers, ~10-20 ms of a small run's first ``sample``.)"""
+    try:
+        with np.errstate(all="ignore"):
+            lp, g = (model.log_density_gradient(x) if jacobian
+                     else model.log_density_gradient(x, jacobian=False))
+    except RejectedPoint as e:
+        return -math.inf, None, e
+    lp = float(lp)
+    g = np.asarray(g, dtype=np.float64)
+    if not math.isfinite(lp) or not np.all(np.isfinite(g)):
+        return -math.inf, g, None
+    return lp, g, None
+
+
 def initial_point(model, init, rng, *, jacobian=True, radius=2.0, tries=100,
                   what="the chain"):
     """The starting point ``(x, lp, grad)`` on the unconstrained space, with a finite
@@ -167,7 +186,6 @@ def initial_point(model, init, rng, *, jacobian=True, radius=2.0, tries=100,
     ``tries`` times. A point where the log density stays non-finite is a
     :class:`~stanlite.ModelError` saying what failed where (``what``: "the chain",
     "ADVI", "the optimizer", ...)."""
-    from .optimize import _log_density_gradient
     check_init(model, init)
     make, random = _point_maker(model, init, radius)
     last = None

@@ -81,7 +81,7 @@ from stanlite import arguments as args
 from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
-from .inits import check_names, initial_point, optimum_point
+from .inits import _log_density_gradient, check_names, initial_point, optimum_point
 from .progress import Bar, wanted
 
 __all__ = ["optimize", "laplace", "OptimizationResult", "initial_point"]
@@ -95,21 +95,6 @@ _GUARD = 1e3
 
 
 # ---- the objective -------------------------------------------------------------------------
-def _log_density_gradient(model, x, jacobian):
-    """``(lp, grad, error)``; ``lp = -inf`` where the density fails or is not finite."""
-    try:
-        with np.errstate(all="ignore"):
-            lp, g = (model.log_density_gradient(x) if jacobian
-                     else model.log_density_gradient(x, jacobian=False))
-    except RejectedPoint as e:
-        return -math.inf, None, e
-    lp = float(lp)
-    g = np.asarray(g, dtype=np.float64)
-    if not math.isfinite(lp) or not np.all(np.isfinite(g)):
-        return -math.inf, g, None
-    return lp, g, None
-
-
 def _log_density(model, x, jacobian):
     """``log p(x)`` (no gradient); ``-inf`` where it fails or is not finite."""
     try:

@@ -43,7 +43,6 @@ import concurrent.futures as cf
 import contextlib
 import copy
 import math
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -626,11 +625,11 @@ def _pool_cost():
 
 def _warm():
     """What forked workers inherit instead of each loading it: the compiled NUTS
-    kernel, the modules a chain imports when it starts (its initial point: ~20 ms
-    a worker), the BLAS controller (after those imports)."""
+    kernel, the modules a chain imports when it starts (its initial point's), the
+    BLAS controller (after those imports)."""
     from .nuts_jit import warm
     warm()
-    from . import optimize  # noqa: F401
+    from . import inits  # noqa: F401
     _blas_controller()
 
 
@@ -683,8 +682,11 @@ def _chain_init(init, c):
 def _check_not_importing_main():
     """A spawn/forkserver worker imports the user's main module; a script that samples
     at its top level (no ``if __name__ == "__main__":``) would start sampling again
-    there, recursively. Say so instead."""
-    if getattr(mp.current_process(), "_inheriting", False):
+    there, recursively. Say so instead. (A worker imports multiprocessing before the
+    main module: where it is not imported, this is no worker. multiprocessing itself
+    is imported only by runs that start processes: ~5-10 ms a small run need not pay.)"""
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and getattr(mp.current_process(), "_inheriting", False):
         raise StanliteError(
             "model.sample() was called while a worker process was importing your "
             "script's main module: with the 'spawn' start method (the default on "
@@ -702,6 +704,7 @@ def _as_executor(executor):
 def _start_method():
     """The worker start method: ``STANLITE_START_METHOD``, else the one the program
     set (``multiprocessing.set_start_method``), else fork where it exists."""
+    import multiprocessing as mp
     methods = mp.get_all_start_methods()
     want = os.environ.get(START_METHOD_ENV, "").strip().lower() or \
         mp.get_start_method(allow_none=True)
@@ -749,6 +752,7 @@ def _is_dask(executor):
 def _run_pool(model, states, init_kwargs, executor, bars, intr, blas_threads,
               max_workers=None):
     # (imported here: ~20 ms that a run in this process does not need)
+    import multiprocessing as mp
     from concurrent.futures.process import BrokenProcessPool
     chains = len(states)
     own = executor is None
