@@ -338,7 +338,8 @@ def _check_values(name, y0, t0, ts, args, n):
             raise DomainError(f"{name}: ts must be sorted in increasing order; got "
                               f"ts[{i + 1}] = {ts[i + 1]:g} < ts[{i}] = {ts[i]:g}")
     for j, v in enumerate(args):
-        if type(v) is float or (type(v) is np.ndarray and v.dtype.kind == "f"):
+        if type(v) is float or (type(v) is np.ndarray and v.dtype.kind == "f"
+                                and id(v) not in _UNIT_IDS):
             if not np.isfinite(v).all():
                 raise DomainError(f"{name}: args[{j}] must be finite, got {v}")
 
@@ -601,6 +602,46 @@ def _directions(pb, vals, positions):
     return V0, D, mask, layout, K
 
 
+_PLANS = {}
+_UNIT_DIRECTIONS = {}
+_UNIT_IDS = set()           # the arrays of _UNIT_DIRECTIONS (kept alive by it): finite
+
+
+def _plan(pb, vals, positions):
+    """:func:`_directions` and the sensitivity problem, ``(V0, D, mask, layout, K,
+    sub)`` with ``D`` a tuple. Unless ``t0`` is traced (its block is ``-f(t0,
+    y0)``) the directions are unit vectors that depend only on the number of states,
+    the traced positions and the arguments' shapes: kept, and shared by every solve
+    with those (so that the compiled evaluator finds its compressed form of them by
+    identity, :meth:`.ode_compiled.CompiledRHS.directions`), never written; the
+    sensitivity problem is kept per problem."""
+    args = vals[3:]
+    if 1 in positions:
+        V0, D, mask, layout, K = _directions(pb, vals, positions)
+        return (V0, tuple(D), mask, layout, K,
+                pb.derived(K, mask, len(args), "sensitivities"))
+    key = (pb.rhs.n, tuple(positions)) + tuple(shape_of(args[p - 3]) for p in positions
+                                               if p >= 3)
+    got = _PLANS.get((pb,) + key)
+    if got is not None:
+        return got
+    dirs = _UNIT_DIRECTIONS.get(key)
+    if dirs is None:
+        V0, D, mask, layout, K = _directions(pb, vals, positions)
+        for a in [V0] + D:
+            a.flags.writeable = False
+        if len(_UNIT_DIRECTIONS) >= 256:
+            old = _UNIT_DIRECTIONS.pop(next(iter(_UNIT_DIRECTIONS)))
+            _UNIT_IDS.difference_update(id(a) for a in old[1])
+        dirs = _UNIT_DIRECTIONS[key] = (V0, tuple(D), mask, layout, K)
+        _UNIT_IDS.update(id(a) for a in D)
+    got = dirs + (pb.derived(dirs[4], dirs[2], len(args), "sensitivities"),)
+    if len(_PLANS) >= 256:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[(pb,) + key] = got
+    return got
+
+
 def _f_at(rhs, t, y, args):
     """``f(t, y, *args)`` as a vector (plain or traced)."""
     if not (isinstance(t, Box) or isinstance(y, Box) or any(isinstance(a, Box) for a in args)):
@@ -615,10 +656,9 @@ def _sensitivities_plain(pb, vals, positions):
     y0, t0, ts, args = vals[0], vals[1], vals[2], vals[3:]
     if not [p for p in positions if p != 2]:
         return _solve(pb, vals)[0], None, {}
-    V0, D, mask, layout, K = _directions(pb, vals, positions)
+    V0, D, mask, layout, K, sub = _plan(pb, vals, positions)
     z0 = np.concatenate([y0, V0.ravel()])
-    sub = pb.derived(K, mask, len(args), "sensitivities")
-    Z = _solve(sub, (z0, t0, ts) + tuple(args) + tuple(D))[0]
+    Z = _solve(sub, (z0, t0, ts) + tuple(args) + D)[0]
     return Z[:, :N].copy(), Z[:, N:].reshape(len(Z), K, N), layout
 
 

@@ -50,7 +50,23 @@ AFTER = None if _env in ("off", "none", "no") else int(_env)
 STATS = {"generated": 0, "refused": 0}
 
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
-_MATMUL_MAX = _k._BLAS_MIN  # (above it the interpreter calls BLAS: other sums)
+
+
+def _blas_min():
+    """The product size (multiply-adds) from which the interpreter's MATMUL calls BLAS
+    (other sums than its plain loop, so larger products are not generated)."""
+    import importlib
+    for name in ("kernel", "ops_generated"):       # (where the interpreter keeps it)
+        try:
+            mod = importlib.import_module(f"stanlite.autodiff.vm.{name}")
+        except ImportError:
+            continue
+        if hasattr(mod, "_BLAS_MIN"):
+            return int(mod._BLAS_MIN)
+    return 0                                        # unknown: no product generated
+
+
+_MATMUL_MAX = _blas_min()
 _LOCK = threading.Lock()
 _LOADED = {}
 

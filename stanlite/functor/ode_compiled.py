@@ -88,6 +88,7 @@ class CompiledRHS(_Retaped):
         self.dim = 1 + n + P
         self._prog = None
         self._directions = {}           # (k, dense bytes) -> Directions
+        self._last_directions = None     # (k, mask, D, Directions): directions()
         from . import ode_kernels
         self._kk = ode_kernels
         data = list(args)
@@ -312,6 +313,16 @@ class CompiledRHS(_Retaped):
     def directions(self, mask, D, k):
         """The directions ``D`` of the masked arguments as one (k, P) matrix over all
         of ``p`` (:class:`Directions`), or None if one is a data argument."""
+        last = self._last_directions
+        if last is not None and last[0] == k and last[1] == tuple(mask) and \
+                len(last[2]) == len(D) and all(a is b for a, b in zip(last[2], D)):
+            return last[3]          # (the same arrays as last time: ode._plan's)
+        got = self._directions_of(mask, D, k)
+        if got is not None and all(not d.flags.writeable for d in D):
+            self._last_directions = (k, tuple(mask), tuple(D), got)
+        return got
+
+    def _directions_of(self, mask, D, k):
         out = np.zeros((k, self.P))
         where = {j: i for i, j in enumerate(self.pos)}
         for j, d in zip(mask, D):

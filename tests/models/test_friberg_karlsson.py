@@ -58,6 +58,37 @@ def test_the_retaped_gradient_equals_the_tape():
     assert r[0] == e[0] and np.array_equal(r[1], e[1])
 
 
+def test_generated_right_hand_side_gives_the_interpreters_gradient(monkeypatch):
+    """The PD right-hand side (with the PK closed form inside it: exp, expm1, a matrix
+    product, pow) runs as generated code (functor/ode_codegen.py) once it has run
+    ode_codegen.AFTER evaluations: generated, not refused, and the retaped gradient
+    bit for bit the interpreter's, at two points."""
+    from stanlite.functor import (ode_codegen, ode_compiled, ode_native, ode_rhs,
+                                  ode_steppers)
+    monkeypatch.setattr(ode_native, "ENABLED", True)
+    monkeypatch.setattr(ode_compiled, "COMPILE_AFTER", 1)
+    x0 = zoo.get(NAME).unconstrain(fk.z_of(fk.TRUTH))
+    xs = (x0, x0 + 0.2 * np.random.default_rng(4).standard_normal(x0.size))
+
+    def gradients(after):
+        monkeypatch.setattr(ode_rhs, "_cache", type(ode_rhs._cache)())
+        monkeypatch.setattr(ode_codegen, "AFTER", after)
+        m = zoo.get(NAME)
+        for _ in range(3):
+            out = [m.log_density_gradient(x) for x in xs]
+        return out
+    interp = gradients(None)
+    refused = ode_codegen.STATS["refused"]
+    gen = gradients(0)
+    assert ode_codegen.STATS["refused"] == refused
+    # the steppers' right-hand side is the generated function, not the interpreter's
+    bundles = [getattr(e[1], "_ode_bundle", None) for e in ode_rhs._cache.values()]
+    bundles = [b for b in bundles if b is not None]
+    assert bundles and all(b[2] is not ode_steppers.interp for b in bundles)
+    for (la, ga), (lb, gb) in zip(interp, gen):
+        assert la == lb and np.array_equal(ga, gb)
+
+
 def test_pointwise_log_likelihood_and_generated_log_lik():
     m = zoo.get(NAME)
     params = dict(fk.TRUTH)
