@@ -149,7 +149,7 @@ def _run(th, ops, sys_, n_records):
     n = sys_.n
     P = th.size
     tols = (sys_.rel_tol, sys_.abs_tol)
-    rate = np.zeros(n)
+    rate = _ss.zeros(n)
     rows = np.zeros((n_records, n))
     jac = np.zeros((n_records, n, P))
     x = np.zeros(n)

@@ -232,6 +232,21 @@ PERIOD_JACOBIANS = True
 _PLAIN = {}
 # the sensitivity systems and their unit directions, per problem and shapes
 _DIRECTIONS = {}
+# the last sensitivity plan per problem and directions (OdeSystem._sens_plan)
+_PLANS = {}
+
+
+def zeros(n):
+    """A read-only vector of ``n`` zeros, the same object every time (no infusion
+    running): the sensitivity plans are kept for the same argument objects."""
+    z = _ZEROS.get(n)
+    if z is None:
+        z = _ZEROS[n] = np.zeros(n)
+        z.flags.writeable = False
+    return z
+
+
+_ZEROS = {}
 
 
 def _vec(x, n):
@@ -263,7 +278,6 @@ class OdeSystem:
         # solver's: the residual's noise (which grows with the accumulation ratio)
         # must stay below f_tol
         self.inner_tol = 0.1 * min(rel_tol, abs_tol)
-        self._plan = {}             # period_sens's plans, by wrt_theta
         self.who = who
         if ss_guess is None:
             self.guess = np.zeros(n)
@@ -314,13 +328,17 @@ class OdeSystem:
         sensitivity system (directions: ``y0``'s if ``wrt_y0``, then ``theta``'s if
         ``wrt_theta``), its arguments (one tuple, so that the compiled evaluator found
         for the first solve serves the next ones without a lookup) and the initial
-        tangents. Kept for the same ``theta`` and ``rate`` objects - the algebraic
-        solver passes the same ones at every iteration of a solve."""
-        key = (wrt_theta, wrt_y0, tols)
-        plan = self._plan.get(key)
-        if plan is not None and plan[0] is theta and plan[1] is rate:
-            return plan
+        tangents. Kept for the same ``theta``, ``rate`` and data objects - the
+        algebraic solver passes the same ones at every iteration of a solve, and a
+        model's calls of ``pk.ode`` in one evaluation the same ``theta`` - shared by
+        the systems of the same right-hand side and controls."""
         pb = self._plain_problem(tols)
+        key = (pb, wrt_theta, wrt_y0)
+        plan = _PLANS.get(key)
+        if plan is not None and plan[0] is theta and plan[1] is rate and \
+                len(plan[8]) == len(self.data) and \
+                all(a is b for a, b in zip(plan[8], self.data)):
+            return plan
         args = (theta, rate) + self.data
         dkey = (pb, wrt_theta, wrt_y0, np.shape(theta), np.shape(rate), len(self.data))
         got = _DIRECTIONS.get(dkey)
@@ -334,8 +352,10 @@ class OdeSystem:
             if len(_DIRECTIONS) > 64:
                 _DIRECTIONS.pop(next(iter(_DIRECTIONS)))
         sub, D, V0, K = got
-        plan = (theta, rate, pb, sub, args, args + D, V0, K)
-        self._plan[key] = plan
+        plan = (theta, rate, pb, sub, args, args + D, V0, K, self.data)
+        _PLANS[key] = plan
+        if len(_PLANS) > 64:
+            _PLANS.pop(next(iter(_PLANS)))
         return plan
 
     def sens_solve(self, y0, t0, ts, theta, rate, wrt_y0, tols=None):
@@ -346,10 +366,10 @@ class OdeSystem:
         (rel_tol, abs_tol)``, default the inner ones), checks and failures as the ODE
         super node's with those inputs traced."""
         n = self.n
-        _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, True, wrt_y0,
-                                                              tols)
+        _, _, pb, sub, args, allargs, V0, K, _ = self._sens_plan(theta, rate, True,
+                                                                 wrt_y0, tols)
         z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
-        _check_values(sub.rhs.name, z0, t0, ts, args, n)    # (D: unit directions)
+        _checked(sub.rhs.name, z0, t0, ts, args, n)         # (D: unit directions)
         Z = _native.solve(sub, z0, t0, ts, allargs)
         if Z is None:                   # not compiled (yet): the ODE node's own route
             Z = _solve(sub, (z0, t0, ts) + allargs)[0]
@@ -362,10 +382,10 @@ class OdeSystem:
         and failures). ``dF/dtheta`` has shape ``(n,) + shape(theta)``; ``dF/du =
         f(u, F)``."""
         n = self.n
-        _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, wrt_theta)
+        _, _, pb, sub, args, allargs, V0, K, _ = self._sens_plan(theta, rate, wrt_theta)
         z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
         ts = np.array([float(u)])
-        _check_values(sub.rhs.name, z0, 0.0, ts, args, n)    # (D: unit directions)
+        _checked(sub.rhs.name, z0, 0.0, ts, args, n)        # (D: unit directions)
         Z = _native.solve(sub, z0, 0.0, ts, allargs)
         if Z is None:                   # not compiled (yet): the ODE node's own route
             Z = _solve(sub, (z0, 0.0, ts) + allargs)[0]
@@ -382,7 +402,7 @@ class OdeSystem:
         nested sweep through it)."""
         n = self.n
         eye = np.eye(n)
-        zero = np.zeros(n)
+        zero = zeros(n)
 
         def jacobians(x, theta, A, ii, wrt=()):
             Y, Sy, St, fY = self.period_sens(x + _unit_vec(A, c, n), ii, theta, zero,
@@ -583,6 +603,23 @@ def ode_steady_state(f, n_cmt, theta, amt, ii, cmt=1, rate=0.0, *, data=(),
     def resid(x, theta, R, dur, ii):
         return (x - sys_._period_infusion(x, theta, R, dur, ii, c, m, second)) / sc
     return sys_._solve(resid, theta, rate, dur, ii)
+
+
+def _checked(name, z0, t0, ts, args, n):
+    """The ODE super node's checks on a solve's values (:func:`..functor.ode.
+    _check_values`: finite inputs, output times increasing after ``t0``), the usual
+    case - all finite, times in order - by one sum per array; anything else by the
+    full checks, which raise their errors (or pass: a sum that overflowed)."""
+    s = float(z0.sum())
+    for a in args:
+        if type(a) is np.ndarray and a.dtype.kind == "f":
+            s += float(a.sum())
+        elif type(a) is float:
+            s += a
+    if math.isfinite(s + t0) and ts[0] > t0 and math.isfinite(ts[-1]) and \
+            (ts.shape[0] == 1 or (ts[1:] >= ts[:-1]).all()):
+        return
+    _check_values(name, z0, t0, ts, args, n)
 
 
 def _unit_vec(a, c, n):
