@@ -107,21 +107,37 @@ class _Rule:
 
     def _function(self, what, tree, prefix, resolve, suffix=""):
         """``lambda g, ans, x[, y]: <tree>`` whose calls bind, at their first call, to
-        ``resolve(name)`` (the globals of the function are its own namespace)."""
+        ``resolve(name)`` (the globals of the function are its own namespace).
+
+        Written and compiled at its first call, not here: ``import stanlite``
+        declares ~60 primitives, ~190 such functions (0.1-0.15 s of syntax-tree work,
+        issue 20 point 6), and a process uses a few. The function returned is a
+        stand-in that, at its first call, takes the real function's code (both are
+        lambdas of the same parameters over the same namespace, without closures), so
+        later calls run the rule itself, with no extra call."""
         ns = {}
-        for f in _called(tree):
-            ns[prefix + f] = _resolve_on_first_call(ns, prefix + f, f, resolve)
-        if not prefix:
-            # a comparison in a traced rule compares values: the selection it makes is
-            # constant (piecewise rule), not a decision the recording must guard
-            tree = _compare_values(tree)
-            ns[_VALUE_OF] = value_of
-        src = _unparse(_rename(tree, prefix))
         params = ", ".join(self.variables)
-        fn = eval(compile(f"lambda {params}: {src}", f"<{what} of {self.name}>", "eval"),
-                  ns)
-        fn.__name__ = fn.__qualname__ = f"_d_{self.name}{suffix}" + \
-            ("_float" if prefix else "")
+        name = f"_d_{self.name}{suffix}" + ("_float" if prefix else "")
+
+        def build():
+            t = tree
+            for f in _called(t):
+                ns[prefix + f] = _resolve_on_first_call(ns, prefix + f, f, resolve)
+            if not prefix:
+                # a comparison in a traced rule compares values: the selection it makes
+                # is constant (piecewise rule), not a decision the recording must guard
+                t = _compare_values(t)
+                ns[_VALUE_OF] = value_of
+            src = _unparse(_rename(t, prefix))
+            real = eval(compile(f"lambda {params}: {src}", f"<{what} of {self.name}>",
+                                "eval"), ns)
+            fn.__code__ = real.__code__
+            return real
+
+        ns[_BUILD] = build
+        fn = eval(compile(f"lambda {params}: {_BUILD}()({params})",
+                          f"<{what} of {self.name}>", "eval"), ns)
+        fn.__name__ = fn.__qualname__ = name
         return fn
 
 
@@ -392,6 +408,8 @@ def _parse(name, text, names, variables=_VARS, linear=True):
 
 
 _VALUE_OF = "__value_of"
+# the name under which a rule's stand-in finds what writes the rule (_Rule._function)
+_BUILD = "__build_rule"
 
 
 def _compare_values(tree):
