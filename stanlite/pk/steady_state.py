@@ -338,7 +338,12 @@ class OdeSystem:
         if plan is not None and plan[0] is theta and plan[1] is rate and \
                 len(plan[8]) == len(self.data) and \
                 all(a is b for a, b in zip(plan[8], self.data)):
-            return plan
+            # (another system's plan only for the same values too: the compiled
+            # evaluator keeps the parameters it read from these argument objects)
+            if plan[9] is self or (np.array_equal(plan[10], theta) and
+                                   np.array_equal(plan[11], rate)):
+                plan[9] = self
+                return plan
         args = (theta, rate) + self.data
         dkey = (pb, wrt_theta, wrt_y0, np.shape(theta), np.shape(rate), len(self.data))
         got = _DIRECTIONS.get(dkey)
@@ -352,7 +357,8 @@ class OdeSystem:
             if len(_DIRECTIONS) > 64:
                 _DIRECTIONS.pop(next(iter(_DIRECTIONS)))
         sub, D, V0, K = got
-        plan = (theta, rate, pb, sub, args, args + D, V0, K, self.data)
+        plan = [theta, rate, pb, sub, args, args + D, V0, K, self.data, self,
+                np.array(theta, dtype=np.float64), np.array(rate, dtype=np.float64)]
         _PLANS[key] = plan
         if len(_PLANS) > 64:
             _PLANS.pop(next(iter(_PLANS)))
@@ -366,8 +372,8 @@ class OdeSystem:
         (rel_tol, abs_tol)``, default the inner ones), checks and failures as the ODE
         super node's with those inputs traced."""
         n = self.n
-        _, _, pb, sub, args, allargs, V0, K, _ = self._sens_plan(theta, rate, True,
-                                                                 wrt_y0, tols)
+        _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, True, wrt_y0,
+                                                              tols)[:8]
         z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
         _checked(sub.rhs.name, z0, t0, ts, args, n)         # (D: unit directions)
         Z = _native.solve(sub, z0, t0, ts, allargs)
@@ -382,7 +388,7 @@ class OdeSystem:
         and failures). ``dF/dtheta`` has shape ``(n,) + shape(theta)``; ``dF/du =
         f(u, F)``."""
         n = self.n
-        _, _, pb, sub, args, allargs, V0, K, _ = self._sens_plan(theta, rate, wrt_theta)
+        _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, wrt_theta)[:8]
         z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
         ts = np.array([float(u)])
         _checked(sub.rhs.name, z0, 0.0, ts, args, n)        # (D: unit directions)

@@ -104,3 +104,15 @@ def test_a_failed_solve_raises_solver_error():
     # no steady state (vmax below the dosing rate): the general route's error
     with pytest.raises(SolverError, match="no steady state found for record 1"):
         sl.grad(lambda th: sl.sum(sl.pk.ode(mm, 2, ev, th)))(np.array([1.0, 5.0, 20.0]))
+
+
+def test_a_theta_changed_in_place_is_seen():
+    """The sensitivity plans are shared between calls for the same theta object:
+    a theta array changed in place between two calls gives the new amounts."""
+    ev = sl.pk.events(**SS["ss bolus, addl, outputs at the dose"])
+    th = TH.copy()
+    loss = lambda t: sl.sum(sl.pk.ode(mm, 2, ev, t))      # noqa: E731
+    a = float(loss(th))
+    th[1] = 40.0
+    b = float(loss(th))
+    assert b == float(loss(np.array([1.0, 40.0, 20.0]))) and b != a
