@@ -322,9 +322,12 @@ def _route(name):
     """Evaluate ODE right-hand sides by one route: "compiled" (the default),
     "retaped" (the route before the compiled one) or "tape" (no retaping)."""
     from stanlite.functor import ode_compiled, ode_rhs
+    from stanlite.pk import ode_plan
     saved = ode_rhs.RETAPE_AFTER, ode_compiled.COMPILE_AFTER
     try:
-        if name != "compiled":
+        if name == "walk":
+            ode_plan.ENABLED = False        # pk.ode's general event walk
+        elif name != "compiled":
             ode_compiled.COMPILE_AFTER = None
         if name == "tape":
             ode_rhs.RETAPE_AFTER = None
@@ -335,6 +338,7 @@ def _route(name):
             yield
     finally:
         ode_rhs.RETAPE_AFTER, ode_compiled.COMPILE_AFTER = saved
+        ode_plan.ENABLED = True
 
 
 def _routes(fn, budget, names=("compiled", "retaped", "tape")):
@@ -357,10 +361,13 @@ def zoo_table(quick):
     cases = [("one_comp_mm_elim_abs", dict(k_a=1.0, K_m=2.0, V_m=3.0, sigma=0.5),
               12 if quick else 40),
              ("mm_multidose_ss", {k: mm.TRUTH[k] for k in ("V", "Vmax", "Km", "sigma")},
-              4 if quick else 12)]
+              12 if quick else 40)]
     print("\nzoo ODE models: CPU ms per log-density gradient at distinct points near a "
-          "typical point (a fresh model per route; best of 2 passes)")
-    head = f"{'model':22s} {'compiled':>9s} {'retaped':>9s} {'before/after':>12s}"
+          "typical point (a fresh model per route; best of 3 passes, routes alternated); "
+          "'walk' is pk.ode's general event walk (pk/ode_plan.py off), 'retaped' the "
+          "right-hand side's route before the compiled one")
+    head = (f"{'model':22s} {'compiled':>9s} {'walk':>9s} {'retaped':>9s} "
+            f"{'walk/compiled':>13s} {'retaped/compiled':>16s}")
     print(head)
     print("-" * len(head))
     rows = []
@@ -368,8 +375,13 @@ def zoo_table(quick):
         rng = np.random.default_rng(0)
         x0 = zoo.get(name).unconstrain(at)
         xs = [x0 + rng.normal(0.0, 0.02, x0.size) for _ in range(n)]
-        best = {"compiled": math.inf, "retaped": math.inf}
-        for _ in range(2):
+        best = {"compiled": math.inf, "walk": math.inf, "retaped": math.inf}
+        # warm-up as in a sampler's first iterations: the right-hand side's generated
+        # code replaces the interpreter after ode_codegen.AFTER evaluations
+        m = zoo.get(name)
+        for x in xs * (1 if quick else 4):
+            m.log_density_gradient(x)
+        for _ in range(3):
             for route in best:
                 with _route(route):
                     m = zoo.get(name)
@@ -379,8 +391,9 @@ def zoo_table(quick):
                         m.log_density_gradient(x)
                     best[route] = min(best[route],
                                       (time.process_time() - t0) / (len(xs) - 1))
-        row = (f"{name:22s} {best['compiled'] * 1e3:9.1f} {best['retaped'] * 1e3:9.1f} "
-               f"{best['retaped'] / best['compiled']:12.1f}")
+        b = {k: v * 1e3 for k, v in best.items()}
+        row = (f"{name:22s} {b['compiled']:9.2f} {b['walk']:9.2f} {b['retaped']:9.2f} "
+               f"{b['walk'] / b['compiled']:13.2f} {b['retaped'] / b['compiled']:16.1f}")
         print(row, flush=True)
         rows.append(row)
     return rows

@@ -381,12 +381,12 @@ class OdeSystem:
             Z = _solve(sub, (z0, t0, ts) + allargs)[0]
         return Z[:, :n], Z[:, n:].reshape(len(ts), K, n)
 
-    def period_sens(self, y0, u, theta, rate, wrt_theta):
-        """``(F_u(y0), dF/dy0, dF/dtheta or None, dF/du)`` on plain floats: one solve
-        of the forward-sensitivity system (the error control covers the
+    def period_sens(self, y0, u, theta, rate, wrt_theta, wrt_u=True):
+        """``(F_u(y0), dF/dy0, dF/dtheta or None, dF/du or None)`` on plain floats:
+        one solve of the forward-sensitivity system (the error control covers the
         sensitivities, as in the ODE super node, and so do its checks, step budget
         and failures). ``dF/dtheta`` has shape ``(n,) + shape(theta)``; ``dF/du =
-        f(u, F)``."""
+        f(u, F)`` (if ``wrt_u``)."""
         n = self.n
         _, _, pb, sub, args, allargs, V0, K = self._sens_plan(theta, rate, wrt_theta)[:8]
         z0 = np.concatenate([np.asarray(y0, dtype=np.float64), V0])
@@ -398,7 +398,7 @@ class OdeSystem:
         Y = Z[0, :n].copy()
         S = Z[0, n:].reshape(K, n)      # S[k, i] = dY_i / d(direction k)
         St = S[n:].T.reshape((n,) + np.shape(theta)) if wrt_theta else None
-        return Y, S[:n].T, St, pb.rhs.value(float(u), Y, args)
+        return Y, S[:n].T, St, pb.rhs.value(float(u), Y, args) if wrt_u else None
 
     def bolus_jacobians(self, c, sc):
         """``jacobians`` for the algebraic solver (:func:`algebra_solver`) of a bolus
@@ -412,7 +412,7 @@ class OdeSystem:
 
         def jacobians(x, theta, A, ii, wrt=()):
             Y, Sy, St, fY = self.period_sens(x + _unit_vec(A, c, n), ii, theta, zero,
-                                             0 in wrt)
+                                             0 in wrt, 2 in wrt)
             F = (x - Y) / sc
             Jx = (eye - Sy) / sc
             if not wrt:
