@@ -116,3 +116,24 @@ def test_a_theta_changed_in_place_is_seen():
     th[1] = 40.0
     b = float(loss(th))
     assert b == float(loss(np.array([1.0, 40.0, 20.0]))) and b != a
+
+
+def test_hessians_take_the_general_route():
+    """Forward-over-reverse (sl.hessian) traces theta twice: the general walk, whose
+    Hessian matches central differences of the planned route's gradient."""
+    ev = sl.pk.events(**SS["ss bolus, addl, outputs at the dose"])
+    w = np.random.default_rng(3).normal(size=(ev.n_records, 2))
+    ctl = dict(rel_tol=1e-10, abs_tol=1e-10)
+
+    def loss(th):
+        return sl.sum(sl.pk.ode(mm, 2, ev, th, **ctl) * w)
+    n0 = ode_plan.STATS["planned"]
+    H = sl.hessian(loss)(TH)
+    assert ode_plan.STATS["planned"] == n0
+    fd = np.zeros((3, 3))
+    for k in range(3):
+        e = np.zeros(3)
+        e[k] = 1e-4 * TH[k]
+        fd[k] = (sl.grad(loss)(TH + e) - sl.grad(loss)(TH - e)) / (2 * e[k])
+    assert ode_plan.STATS["planned"] == n0 + 6
+    np.testing.assert_allclose(H, fd, rtol=1e-4, atol=1e-6 * np.abs(fd).max())
