@@ -43,6 +43,8 @@ import numpy as np
 from .. import math as sm
 from ..autodiff.var import guarded, shape_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.declare import defkernel as _defkernel
+from ..autodiff.vm.scalar import _digamma
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
                                    guard_lowering as _guard_lowering)
@@ -268,6 +270,35 @@ _deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
 _check_lowering(lognormal_lpdf, "nonnegative_finite", "finite", "positive_finite")
 
 
+def _lognormal_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        y = V[a + i * sa]
+        s = V[c + i * sc]
+        if not (s > 0.0 and y > 0.0):
+            return _op.DOMAIN, 0.0
+        ly = math.log(y)
+        z = (ly - V[b + i * sb]) / s
+        lp += -0.5 * z * z - math.log(s) - ly
+    return _op.OK, lp - n * _HALF_LOG_TWO_PI
+
+
+def _lognormal_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    for i in range(n):
+        y = V[a + i * sa]
+        s = V[c + i * sc]
+        z = (math.log(y) - V[b + i * sb]) / s
+        if m & 1:
+            A[a + i * sa] -= g * (z / s + 1.0) / y
+        if m & 2:
+            A[b + i * sb] += g * z / s
+        if m & 4:
+            A[c + i * sc] += g * (z * z - 1.0) / s
+
+
+_defkernel(_op.LOGNORMAL, _lognormal_value, _lognormal_grad, kind="density")
+
+
 # --------------------------------------------------------------------------------------
 # chi_square(y | nu), inv_chi_square(y | nu), scaled_inv_chi_square(y | nu, s)
 # --------------------------------------------------------------------------------------
@@ -467,6 +498,30 @@ _deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
 _check_lowering(exponential_lpdf, "nonnegative_finite", "positive_finite")
 
 
+def _exponential_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        y = V[a + i * sa]
+        beta = V[b + i * sb]
+        if not (beta > 0.0 and y >= 0.0):
+            return _op.DOMAIN, 0.0
+        lp += math.log(beta) - beta * y
+    return _op.OK, lp
+
+
+def _exponential_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    for i in range(n):
+        y = V[a + i * sa]
+        beta = V[b + i * sb]
+        if m & 1:
+            A[a + i * sa] -= g * beta
+        if m & 2:
+            A[b + i * sb] += g * (1.0 / beta - y)
+
+
+_defkernel(_op.EXPONENTIAL, _exponential_value, _exponential_grad, kind="density")
+
+
 def _gamma(need, y, alpha, beta):
     """alpha log(beta) - lgamma(alpha) + (alpha - 1) log(y) - beta y.
 
@@ -518,6 +573,34 @@ gamma_lpdf, gamma_lcdf, gamma_lccdf, gamma_rng = family(
     rng_doc=rng_doc("Gamma(alpha, beta)", "shape alpha, rate beta"))
 _deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
 _check_lowering(gamma_lpdf, "nonnegative_finite", "positive_finite", "positive_finite")
+
+
+def _gamma_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        y = V[a + i * sa]
+        al = V[b + i * sb]
+        be = V[c + i * sc]
+        if not (al > 0.0 and be > 0.0 and y >= 0.0):
+            return _op.DOMAIN, 0.0
+        lp += al * math.log(be) - math.lgamma(al) + (al - 1.0) * math.log(y) - be * y
+    return _op.OK, lp
+
+
+def _gamma_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    for i in range(n):
+        y = V[a + i * sa]
+        al = V[b + i * sb]
+        be = V[c + i * sc]
+        if m & 1:
+            A[a + i * sa] += g * ((al - 1.0) / y - be)
+        if m & 2:
+            A[b + i * sb] += g * (math.log(be) - _digamma(al) + math.log(y))
+        if m & 4:
+            A[c + i * sc] += g * (al / be - y)
+
+
+_defkernel(_op.GAMMA, _gamma_value, _gamma_grad, kind="density")
 
 
 def _inv_gamma(need, y, alpha, beta):
@@ -632,6 +715,36 @@ beta_lpdf, beta_lcdf, beta_lccdf, beta_rng = family(
     rng_doc=rng_doc("Beta(alpha, beta)", "numpy's beta"))
 _deflower(beta_lpdf, _ld(_op.BETA, 3))
 _check_lowering(beta_lpdf, "unit", "positive_finite", "positive_finite")
+
+
+def _beta_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        y = V[a + i * sa]
+        p = V[b + i * sb]
+        q = V[c + i * sc]
+        if not (p > 0.0 and q > 0.0 and y >= 0.0 and y <= 1.0):
+            return _op.DOMAIN, 0.0
+        lp += ((p - 1.0) * math.log(y) + (q - 1.0) * math.log1p(-y)
+               - (math.lgamma(p) + math.lgamma(q) - math.lgamma(p + q)))
+    return _op.OK, lp
+
+
+def _beta_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    for i in range(n):
+        y = V[a + i * sa]
+        p = V[b + i * sb]
+        q = V[c + i * sc]
+        dpq = _digamma(p + q)
+        if m & 1:
+            A[a + i * sa] += g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y))
+        if m & 2:
+            A[b + i * sb] += g * (math.log(y) - _digamma(p) + dpq)
+        if m & 4:
+            A[c + i * sc] += g * (math.log1p(-y) - _digamma(q) + dpq)
+
+
+_defkernel(_op.BETA, _beta_value, _beta_grad, kind="density")
 
 
 def _beta_proportion(need, theta, mu, kappa):

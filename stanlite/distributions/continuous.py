@@ -45,6 +45,8 @@ import numpy as np
 
 from .. import math as sm
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.declare import defkernel as _defkernel
+from ..autodiff.vm.scalar import _digamma
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld)
 from ..errors import DomainError
@@ -178,6 +180,34 @@ _deflower(normal_lpdf, _ld(_op.NORMAL, 3))
 _check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
 
 
+# the interpreter's NORMAL sweeps (autodiff/vm/declare.py; also normal_id_glm's)
+def _normal_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        s = V[c + i * sc]
+        if not s > 0.0:
+            return _op.DOMAIN, 0.0
+        z = (V[a + i * sa] - V[b + i * sb]) / s
+        lp += -0.5 * z * z - math.log(s)
+    return _op.OK, lp - n * HALF_LOG_TWO_PI
+
+
+def _normal_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    for i in range(n):
+        s = V[c + i * sc]
+        z = (V[a + i * sa] - V[b + i * sb]) / s
+        dmu = g * z / s
+        if m & 1:
+            A[a + i * sa] -= dmu
+        if m & 2:
+            A[b + i * sb] += dmu
+        if m & 4:
+            A[c + i * sc] += g * (z * z - 1.0) / s
+
+
+_defkernel(_op.NORMAL, _normal_value, _normal_grad, kind="density")
+
+
 # std_normal: the same kernels with mu = 0, sigma = 1 (one-argument fused nodes)
 def _std_normal(need, y):
     n = broadcast_size(y)
@@ -198,6 +228,23 @@ std_normal_lpdf, std_normal_lcdf, std_normal_lccdf = family(
     lccdf=_std_normal_lccdf, as_float=True)
 _deflower(std_normal_lpdf, _ld(_op.STD_NORMAL, 1))
 _check_lowering(std_normal_lpdf, "not_nan")
+
+
+def _std_normal_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        y = V[a + i * sa]
+        lp += -0.5 * y * y
+    return _op.OK, lp - n * HALF_LOG_TWO_PI
+
+
+def _std_normal_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    if m & 1:
+        for i in range(n):
+            A[a + i * sa] -= g * V[a + i * sa]
+
+
+_defkernel(_op.STD_NORMAL, _std_normal_value, _std_normal_grad, kind="density")
 
 
 def std_normal_rng(size=None, rng=None):
@@ -312,6 +359,48 @@ _deflower(student_t_lpdf, _ld(_op.STUDENT_T, 4))
 _check_lowering(student_t_lpdf, "not_nan", "positive_finite", "finite", "positive_finite")
 
 
+# the interpreter's STUDENT_T sweeps: (y | nu, mu, sigma), sigma at X1 with stride X2
+def _student_t_value(V, code, r, n, a, sa, b, sb, c, sc):
+    d = code[r, _op.X1]
+    sd = code[r, _op.X2]
+    lp = 0.0
+    for i in range(n):
+        nu = V[b + i * sb]
+        s = V[d + i * sd]
+        if not (nu > 0.0 and s > 0.0):
+            return _op.DOMAIN, 0.0
+        z = (V[a + i * sa] - V[c + i * sc]) / s
+        lp += (math.lgamma(0.5 * (nu + 1.0)) - math.lgamma(0.5 * nu)
+               - 0.5 * math.log(nu) - 0.5 * LOG_PI - math.log(s)
+               - 0.5 * (nu + 1.0) * math.log1p(z * z / nu))
+    return _op.OK, lp
+
+
+def _student_t_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    d = code[r, _op.X1]
+    sd = code[r, _op.X2]
+    for i in range(n):
+        nu = V[b + i * sb]
+        s = V[d + i * sd]
+        dev = V[a + i * sa] - V[c + i * sc]
+        z = dev / s
+        q = z * z / nu
+        w = (nu + 1.0) / (nu * s * s + dev * dev)
+        if m & 1:
+            A[a + i * sa] -= g * w * dev
+        if m & 4:
+            A[c + i * sc] += g * w * dev
+        if m & 2:
+            A[b + i * sb] += g * 0.5 * (_digamma(0.5 * (nu + 1.0)) - _digamma(0.5 * nu)
+                                        - 1.0 / nu - math.log1p(q)
+                                        + (nu + 1.0) * q / (nu * (1.0 + q)))
+        if m & 8:
+            A[d + i * sd] += g * (w * dev * dev - 1.0) / s
+
+
+_defkernel(_op.STUDENT_T, _student_t_value, _student_t_grad, kind="density")
+
+
 # --------------------------------------------------------------------------------------
 # cauchy(y | mu, sigma)
 # --------------------------------------------------------------------------------------
@@ -360,6 +449,34 @@ cauchy_lpdf, cauchy_lcdf, cauchy_lccdf, cauchy_rng = family(
     rng_doc="""Draws from Cauchy(mu, sigma).""")
 _deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
 _check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
+
+
+def _cauchy_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        s = V[c + i * sc]
+        if not s > 0.0:
+            return _op.DOMAIN, 0.0
+        z = (V[a + i * sa] - V[b + i * sb]) / s
+        lp += -math.log1p(z * z) - math.log(s)
+    return _op.OK, lp - n * LOG_PI
+
+
+def _cauchy_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    for i in range(n):
+        s = V[c + i * sc]
+        z = (V[a + i * sa] - V[b + i * sb]) / s
+        w = 1.0 / (1.0 + z * z)
+        dy = -g * 2.0 * z * w / s
+        if m & 1:
+            A[a + i * sa] += dy
+        if m & 2:
+            A[b + i * sb] -= dy
+        if m & 4:
+            A[c + i * sc] += g * (2.0 * z * z * w - 1.0) / s
+
+
+_defkernel(_op.CAUCHY, _cauchy_value, _cauchy_grad, kind="density")
 
 
 # --------------------------------------------------------------------------------------

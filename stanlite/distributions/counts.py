@@ -24,6 +24,7 @@ import scipy.special as sps
 from .. import math as sm
 from ..autodiff.var import guarded, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.declare import defkernel as _defkernel
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
                                    lgamma_table as _lgamma_table)
@@ -175,6 +176,47 @@ _deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
 _check_lowering(poisson_lpmf, None, "nonnegative_finite")
 
 
+# the interpreter's POISSON sweeps: (n | lambda), lgamma(n + 1) at X1 (same stride as n)
+def _poisson_value(V, code, r, n, a, sa, b, sb, c, sc):
+    k = code[r, _op.X1]
+    lp = 0.0
+    for i in range(n):
+        cnt = V[a + i * sa]
+        lam = V[b + i * sb]
+        if not lam > 0.0:
+            return _op.DOMAIN, 0.0          # (lam == 0 has its own rules: eager)
+        lp += cnt * math.log(lam) - lam - V[k + i * sa]
+    return _op.OK, lp
+
+
+def _poisson_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    if m & 2:
+        for i in range(n):
+            A[b + i * sb] += g * (V[a + i * sa] / V[b + i * sb] - 1.0)
+
+
+_defkernel(_op.POISSON, _poisson_value, _poisson_grad, kind="density")
+
+
+# ... and POISSON_SS, Poisson terms of one rate summed by their sufficient statistics
+# (vm/passes.py): V[X1] log lambda - V[X1 + 1] lambda - V[X1 + 2]
+def _poisson_ss_value(V, code, r, n, a, sa, b, sb, c, sc):
+    k = code[r, _op.X1]
+    lam = V[b]
+    if not lam > 0.0:
+        return _op.DOMAIN, 0.0
+    return _op.OK, V[k] * math.log(lam) - V[k + 1] * lam - V[k + 2]
+
+
+def _poisson_ss_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    if m & 2:
+        k = code[r, _op.X1]
+        A[b] += g * (V[k] / V[b] - V[k + 1])
+
+
+_defkernel(_op.POISSON_SS, _poisson_ss_value, _poisson_ss_grad, kind="density")
+
+
 # --------------------------------------------------------------------------------------
 @_quiet
 def _poisson_log(need, n, alpha):
@@ -220,6 +262,25 @@ poisson_log_lpmf, poisson_log_rng = family(
     """, rng_doc="""Poisson(exp(alpha)) draws (ints).""")
 _deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
 _check_lowering(poisson_log_lpmf, None, "finite")
+
+
+def _poisson_log_value(V, code, r, n, a, sa, b, sb, c, sc):
+    k = code[r, _op.X1]
+    lp = 0.0
+    for i in range(n):
+        cnt = V[a + i * sa]
+        al = V[b + i * sb]
+        lp += cnt * al - math.exp(al) - V[k + i * sa]
+    return _op.OK, lp
+
+
+def _poisson_log_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    if m & 2:
+        for i in range(n):
+            A[b + i * sb] += g * (V[a + i * sa] - math.exp(V[b + i * sb]))
+
+
+_defkernel(_op.POISSON_LOG, _poisson_log_value, _poisson_log_grad, kind="density")
 
 
 # ======================================================================================

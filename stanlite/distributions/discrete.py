@@ -40,6 +40,7 @@ broadcast of the parameters, or a Python ``int`` for a single draw.
 """
 
 import functools
+import math
 
 import numpy as np
 import scipy.special as sps
@@ -47,6 +48,8 @@ import scipy.special as sps
 from .. import math as sm
 from ..autodiff.var import Box, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
+from ..autodiff.vm.declare import defkernel as _defkernel
+from ..autodiff.vm.scalar import _inv_logit, _log1p_exp
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
                                    lchoose_sum as _lchoose_sum)
@@ -367,6 +370,28 @@ _deflower(bernoulli_logit_lpmf, _ld(_op.BERNOULLI_LOGIT, 2))
 _check_lowering(bernoulli_logit_lpmf, None, "not_nan")
 
 
+# the interpreter's BERNOULLI_LOGIT sweeps (also bernoulli_logit_glm's):
+# log inv_logit((2n - 1) alpha)
+def _bernoulli_logit_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        cnt = V[a + i * sa]
+        al = V[b + i * sb]
+        lp -= _log1p_exp(-(2.0 * cnt - 1.0) * al)
+    return _op.OK, lp
+
+
+def _bernoulli_logit_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    if m & 2:
+        for i in range(n):
+            sgn = 2.0 * V[a + i * sa] - 1.0
+            A[b + i * sb] += g * sgn * _inv_logit(-sgn * V[b + i * sb])
+
+
+_defkernel(_op.BERNOULLI_LOGIT, _bernoulli_logit_value, _bernoulli_logit_grad,
+           kind="density")
+
+
 # ======================================================================================
 # binomial
 # ======================================================================================
@@ -490,6 +515,29 @@ def _binomial_logit(need, n, N, alpha):
     """)
 _deflower(binomial_logit_lpmf, _ld(_op.BINOMIAL_LOGIT, 3, _lchoose_sum))
 _check_lowering(binomial_logit_lpmf, None, None, "finite")
+
+
+# the interpreter's BINOMIAL_LOGIT sweeps: n alpha - N log1p_exp(alpha), summed, + the
+# constant V[X1] = sum lchoose(N, n)
+def _binomial_logit_value(V, code, r, n, a, sa, b, sb, c, sc):
+    lp = 0.0
+    for i in range(n):
+        al = V[c + i * sc]
+        if not math.isfinite(al):
+            return _op.DOMAIN, 0.0
+        lp += V[a + i * sa] * al - V[b + i * sb] * _log1p_exp(al)
+    return _op.OK, V[code[r, _op.X1]] + lp
+
+
+def _binomial_logit_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    if m & 4:
+        for i in range(n):
+            al = V[c + i * sc]
+            A[c + i * sc] += g * (V[a + i * sa] - V[b + i * sb] * _inv_logit(al))
+
+
+_defkernel(_op.BINOMIAL_LOGIT, _binomial_logit_value, _binomial_logit_grad,
+           kind="density")
 
 
 def binomial_logit_rng(N, alpha, rng=None):

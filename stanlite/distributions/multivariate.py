@@ -919,6 +919,7 @@ def inv_wishart_rng(nu, Sigma, size=None, rng=None):
 
 # interpreter lowerings (autodiff/vm): forward and back substitution in the kernel
 from ..autodiff.vm.program import deflower as _deflower, mvn_cholesky_rule  # noqa: E402
+from . import mvn_sweeps as _mvn_sweeps  # noqa: E402,F401  (MVN_CHOLESKY's sweeps)
 
 _deflower(_multi_normal_cholesky_node, mvn_cholesky_rule)
 

@@ -41,6 +41,8 @@ Conventions
   where they are 0 (the gradient is NaN there, as for ``sqrt`` at 0).
 """
 
+import math
+
 import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
@@ -48,6 +50,7 @@ from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defj
 from ..autodiff.var import FUNCTIONS, Var, guarded, make_node, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm import program as _program
+from ..autodiff.vm.declare import defkernel as _defkernel
 from ..autodiff.vm.program import deflower as _deflower, dot as _ldot, reduction as _lr
 from .elementwise import exp, sqrt
 from .structure import _where, concatenate, getitem, reshape
@@ -131,6 +134,26 @@ def _sum_jvp(t, ans, x, axis=None, keepdims=False):
 
 defjvp(_sum, _sum_jvp)
 _deflower(_sum, _lr(_op.SUM))
+
+
+# the interpreter's SUM sweeps (autodiff/vm/declare.py): out[0] = sum V[a : a + X2]
+def _sum_forward(V, aux, code, r):
+    a = code[r, _op.A]
+    s = 0.0
+    for i in range(code[r, _op.X2]):
+        s += V[a + i]
+    V[code[r, _op.OUT]] = s
+    return _op.OK
+
+
+def _sum_reverse(V, A, aux, code, r):
+    a = code[r, _op.A]
+    g = A[code[r, _op.OUT]]
+    for i in range(code[r, _op.X2]):
+        A[a + i] += g
+
+
+_defkernel(_op.SUM, _sum_forward, _sum_reverse)
 
 
 def _bp_sum_all(node, g):
@@ -370,6 +393,43 @@ defjvp(_cumsum, lambda t, ans, x, axis: _cumsum(t, _batch_axis(axis, _nb(t, x)))
 _deflower(_cumsum, _program.along_axis(_op.CUMSUM))
 
 
+# the interpreter's CUMSUM sweeps: running sums of V[a] as (X1, X2, X3) along its
+# middle axis
+def _cumsum_forward(V, aux, code, r):
+    # V[a] as an (outer, length, inner) array, summed along the middle axis
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    nout = code[r, _op.X1]
+    ln = code[r, _op.X2]
+    inner = code[r, _op.X3]
+    for u in range(nout):
+        for j in range(inner):
+            s = 0.0
+            base = u * ln * inner + j
+            for t in range(ln):
+                s += V[a + base + t * inner]
+                V[o + base + t * inner] = s
+    return _op.OK
+
+
+def _cumsum_reverse(V, A, aux, code, r):
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    nout = code[r, _op.X1]
+    ln = code[r, _op.X2]
+    inner = code[r, _op.X3]
+    for u in range(nout):
+        for j in range(inner):
+            s = 0.0
+            base = u * ln * inner + j
+            for t in range(ln - 1, -1, -1):
+                s += A[o + base + t * inner]
+                A[a + base + t * inner] += s
+
+
+_defkernel(_op.CUMSUM, _cumsum_forward, _cumsum_reverse)
+
+
 def cumulative_sum(x, axis=None):
     """Running sums (Stan's ``cumulative_sum``); along ``axis``, over the flattened
     array when ``None`` (numpy's ``cumsum`` convention)."""
@@ -423,6 +483,32 @@ def _inner(t, c, x):
 defjvp(_dot_product, lambda t, ans, a, b: _inner(t, b, a),
        lambda t, ans, a, b: _inner(t, a, b))
 _deflower(_dot_product, _ldot)
+
+
+# the interpreter's DOT sweeps: out[0] = V[a:a+X2] . V[b:b+X2]
+def _dot_forward(V, aux, code, r):
+    a = code[r, _op.A]
+    b = code[r, _op.B]
+    s = 0.0
+    for i in range(code[r, _op.X2]):
+        s += V[a + i] * V[b + i]
+    V[code[r, _op.OUT]] = s
+    return _op.OK
+
+
+def _dot_reverse(V, A, aux, code, r):
+    a = code[r, _op.A]
+    b = code[r, _op.B]
+    m = code[r, _op.MASK]
+    g = A[code[r, _op.OUT]]
+    for i in range(code[r, _op.X2]):
+        if m & 1:
+            A[a + i] += g * V[b + i]
+        if m & 2:
+            A[b + i] += g * V[a + i]
+
+
+_defkernel(_op.DOT, _dot_forward, _dot_reverse)
 
 
 def dot_product(a, b):
@@ -491,6 +577,73 @@ defjvp(_softmax, lambda t, ans, x, axis: ans * (
 _deflower(_softmax, _program.along_axis(_op.SOFTMAX))
 
 
+# the interpreter's SOFTMAX and LOG_SOFTMAX sweeps, along the middle axis of V[a] as
+# (X1, X2, X3)
+def _softmax_sweep(V, code, r, log):
+    # math/reductions.py: shift by the maximum (0 when it is not finite), then
+    # exp(z) / sum exp(z), or z - log(sum exp(z))
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    nout = code[r, _op.X1]
+    ln = code[r, _op.X2]
+    inner = code[r, _op.X3]
+    for u in range(nout):
+        for j in range(inner):
+            base = u * ln * inner + j
+            hi = -math.inf
+            for t in range(ln):
+                x = V[a + base + t * inner]
+                if x > hi or x != x:
+                    hi = x
+            if not math.isfinite(hi):
+                hi = 0.0
+            s = 0.0
+            for t in range(ln):
+                s += math.exp(V[a + base + t * inner] - hi)
+            if log:
+                ls = math.log(s)
+                for t in range(ln):
+                    V[o + base + t * inner] = V[a + base + t * inner] - hi - ls
+            else:
+                for t in range(ln):
+                    V[o + base + t * inner] = math.exp(V[a + base + t * inner] - hi) / s
+
+
+def _softmax_vjp(V, A, code, r, log):
+    # softmax: ans (g - <g, ans>); log_softmax: g - exp(ans) sum(g)
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    nout = code[r, _op.X1]
+    ln = code[r, _op.X2]
+    inner = code[r, _op.X3]
+    for u in range(nout):
+        for j in range(inner):
+            base = u * ln * inner + j
+            s = 0.0
+            for t in range(ln):
+                i = base + t * inner
+                s += A[o + i] if log else A[o + i] * V[o + i]
+            for t in range(ln):
+                i = base + t * inner
+                if log:
+                    A[a + i] += A[o + i] - math.exp(V[o + i]) * s
+                else:
+                    A[a + i] += V[o + i] * (A[o + i] - s)
+
+
+def _softmax_forward(V, aux, code, r):
+    _softmax_sweep(V, code, r, False)
+    return _op.OK
+
+
+def _softmax_reverse(V, A, aux, code, r):
+    _softmax_vjp(V, A, code, r, False)
+
+
+_defkernel(_op.SOFTMAX, _softmax_forward, _softmax_reverse,
+           helpers=(_softmax_sweep, _softmax_vjp))
+
+
 @primitive
 def _log_softmax(x, axis):
     z = _stable_shift(x, axis)
@@ -502,6 +655,19 @@ defvjp(_log_softmax,
 defjvp(_log_softmax, lambda t, ans, x, axis: t - _sum(
     exp(ans) * t, _batch_axis(axis, _nb(t, x)), True), None)
 _deflower(_log_softmax, _program.along_axis(_op.LOG_SOFTMAX))
+
+
+def _log_softmax_forward(V, aux, code, r):
+    _softmax_sweep(V, code, r, True)
+    return _op.OK
+
+
+def _log_softmax_reverse(V, A, aux, code, r):
+    _softmax_vjp(V, A, code, r, True)
+
+
+_defkernel(_op.LOG_SOFTMAX, _log_softmax_forward, _log_softmax_reverse,
+           helpers=(_softmax_sweep, _softmax_vjp))
 
 
 def softmax(x, axis=-1):
@@ -571,6 +737,37 @@ defjvp(_max, _extreme_jvp(np.argmax), None, None)
 defjvp(_min, _extreme_jvp(np.argmin), None, None)
 _deflower(_max, _program.extreme_rule(True))
 _deflower(_min, _program.extreme_rule(False))
+
+
+# the interpreter's EXTREME sweeps: out[0] = max (X1 = 1) or min (X1 = 0) of
+# V[a : a + X2]
+def _extreme_index(V, a, k, is_max):
+    # numpy's argmax/argmin: the first extreme element, the first NaN if any
+    best = 0
+    for i in range(1, k):
+        x = V[a + i]
+        y = V[a + best]
+        if y != y:
+            break
+        if x != x or (x > y if is_max else x < y):
+            best = i
+    return best
+
+
+def _extreme_forward(V, aux, code, r):
+    a = code[r, _op.A]
+    i = _extreme_index(V, a, code[r, _op.X2], code[r, _op.X1] != 0)
+    V[code[r, _op.OUT]] = V[a + i]
+    return _op.OK
+
+
+def _extreme_reverse(V, A, aux, code, r):
+    a = code[r, _op.A]
+    i = _extreme_index(V, a, code[r, _op.X2], code[r, _op.X1] != 0)
+    A[a + i] += A[code[r, _op.OUT]]
+
+
+_defkernel(_op.EXTREME, _extreme_forward, _extreme_reverse, helpers=(_extreme_index,))
 
 
 def max(x, axis=None, keepdims=False):

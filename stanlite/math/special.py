@@ -385,6 +385,8 @@ def _log_sum_exp_reduce_jvp(t, ans, x, axis=None, keepdims=False):
 defvjp(_log_sum_exp_reduce, _log_sum_exp_reduce_vjp, None, None)
 defjvp(_log_sum_exp_reduce, _log_sum_exp_reduce_jvp, None, None)
 _deflower(_log_sum_exp_reduce, _lr(_op.LSE))
+from . import lse_sweeps as _lse_sweeps  # noqa: E402,F401  (LSE, LOG_MIX sweeps)
+
 
 _NO_ARG = object()
 
@@ -455,6 +457,7 @@ def _log_mix_jvp(ts, ans, theta, lp1, lp2):
 defvjp_all(log_mix, _log_mix_vjp)
 defjvp_all(log_mix, _log_mix_jvp)
 _deflower(log_mix, _program.log_mix_rule)
+
 
 
 # --------------------------------------------------------------------------------------

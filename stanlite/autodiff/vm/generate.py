@@ -23,6 +23,10 @@ sb)``, the loop of the forward sweep over broadcast operands (strides 0 or 1), a
 arguments need an adjoint). A called binary primitive is its own ``kernel`` value with
 both arguments put in.
 
+The array ops (densities, reductions, products, factorisations: ``vm.declare``) are
+assembled by :mod:`.generate_ops` into ``ops_generated.py``; :func:`main` writes all
+three files.
+
 Run after changing a declaration::
 
     python -m stanlite.autodiff.vm.generate
@@ -296,7 +300,12 @@ def binary_source():
 
 
 def main():
-    for target, text in ((TARGET, source()), (BINARY_TARGET, binary_source())):
+    import importlib
+    from .generate_ops import OPS_TARGET, ops_source
+    importlib.import_module("stanlite")     # the library's declarations (never imported
+    #                                         by autodiff itself: only this command does)
+    for target, text in ((TARGET, source()), (BINARY_TARGET, binary_source()),
+                         (OPS_TARGET, ops_source())):
         with open(target, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         print(f"wrote {target}")

@@ -9,10 +9,14 @@ out in the comments above each group, and raise :class:`~stanlite.DomainError` w
 the factor is not unique (repeated eigen- or singular values, a singular R).
 """
 
+import math
+
 import numpy as np
 
 from ...autodiff.extend import defjvp, defvjp, primitive
 from ...autodiff.var import guarded, shape_of
+from ...autodiff.vm import opcodes as _op
+from ...autodiff.vm.declare import defkernel as _defkernel
 from ...errors import DomainError
 from ..reductions import sum as _rsum
 from ..structure import reshape
@@ -387,3 +391,72 @@ defvjp(svd_U, _svd_u_vjp)
 defjvp(svd_U, _svd_u_jvp)
 defvjp(svd_V, _svd_v_vjp)
 defjvp(svd_V, _svd_v_jvp)
+
+
+# the interpreter's CHOLESKY sweeps (autodiff/vm/declare.py; program.cholesky_rule,
+# not attached to cholesky_decompose: see math/linalg/solves.py): the lower factor of
+# V[a] (X1 x X1), scratch X3 (2 X1^2 values)
+def _cholesky_forward(V, aux, code, r):
+    # the lower Cholesky factor of a symmetric positive-definite A (upper part 0)
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    n = code[r, _op.X1]
+    for i in range(n):
+        for j in range(i):
+            if V[a + i * n + j] != V[a + j * n + i]:
+                return _op.DOMAIN               # not exactly symmetric: the eager check
+    for j in range(n):
+        s = V[a + j * n + j]
+        for k in range(j):
+            s -= V[o + j * n + k] * V[o + j * n + k]
+        if not s > 0.0 or not math.isfinite(s):
+            return _op.DOMAIN                   # not positive definite: the eager error
+        djj = math.sqrt(s)
+        V[o + j * n + j] = djj
+        for i in range(j + 1, n):
+            t = V[a + i * n + j]
+            for k in range(j):
+                t -= V[o + i * n + k] * V[o + j * n + k]
+            V[o + i * n + j] = t / djj
+        for i in range(j):
+            V[o + i * n + j] = 0.0
+    return _op.OK
+
+
+def _cholesky_reverse(V, A, aux, code, r):
+    # A_bar = sym(L^-T Phi(L^T L_bar) L^-1), Phi: the lower triangle, diagonal halved
+    # (linalg._cholesky_vjp, with the whole L_bar as there); scratch X3: 2 n^2 values
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    n = code[r, _op.X1]
+    P = code[r, _op.X3]
+    X = P + n * n
+    for i in range(n):
+        for j in range(n):
+            if j > i:
+                V[P + i * n + j] = 0.0
+                continue
+            s = 0.0
+            for k in range(n):
+                s += V[o + k * n + i] * A[o + k * n + j]
+            V[P + i * n + j] = 0.5 * s if i == j else s
+    # X = L^-T Phi: solve L^T X = Phi, rows from the bottom
+    for j in range(n):
+        for i in range(n - 1, -1, -1):
+            s = V[P + i * n + j]
+            for k in range(i + 1, n):
+                s -= V[o + k * n + i] * V[X + k * n + j]
+            V[X + i * n + j] = s / V[o + i * n + i]
+    # S = X L^-1: solve S L = X, columns from the right (S kept in P)
+    for i in range(n):
+        for j in range(n - 1, -1, -1):
+            s = V[X + i * n + j]
+            for k in range(j + 1, n):
+                s -= V[P + i * n + k] * V[o + k * n + j]
+            V[P + i * n + j] = s / V[o + j * n + j]
+    for i in range(n):
+        for j in range(n):
+            A[a + i * n + j] += 0.5 * (V[P + i * n + j] + V[P + j * n + i])
+
+
+_defkernel(_op.CHOLESKY, _cholesky_forward, _cholesky_reverse)

@@ -7,12 +7,16 @@ primitive ``_distance`` with elementwise functions, so they have every derivativ
 in the points, the magnitude, the length scale(s) and the period.
 """
 
+import math
+
 import numpy as np
 
 from ...autodiff.extend import batch_shape, defjvp_all, defvjp, defvjp_all, primitive
 from ...autodiff.var import Box, guarded, shape_of
 from ...autodiff.vm import program as _program
 from ...autodiff.vm.program import deflower as _deflower
+from ...autodiff.vm import opcodes as _op
+from ...autodiff.vm.declare import defkernel as _defkernel
 from ..elementwise import exp, sin
 from ..reductions import sum as _rsum
 from ..structure import reshape, where
@@ -107,6 +111,71 @@ def _gp_exp_quad_cov_jvp_all(ts, ans, x, alpha, rho):
 
 defjvp_all(gp_exp_quad_cov, _gp_exp_quad_cov_jvp_all)
 _deflower(gp_exp_quad_cov, _program.gp_exp_quad_rule)
+
+
+# the interpreter's GP_EXP_QUAD sweeps (autodiff/vm/declare.py): K (X1 x X1) of X1
+# points V[a] of X2 coordinates, alpha V[b], rho V[c]
+def _gp_exp_quad_forward(V, aux, code, r):
+    # K_ij = alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)), x: N points of D coordinates
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    al = V[code[r, _op.B]]
+    rho = V[code[r, _op.C]]
+    npt = code[r, _op.X1]
+    d = code[r, _op.X2]
+    if not (al > 0.0 and rho > 0.0 and math.isfinite(al) and math.isfinite(rho)):
+        return _op.DOMAIN
+    a2 = al * al
+    h = 0.5 / (rho * rho)
+    for i in range(npt):
+        for j in range(npt):
+            s = 0.0
+            for k in range(d):
+                t = V[a + i * d + k] - V[a + j * d + k]
+                s += t * t
+            if s != s:
+                return _op.DOMAIN               # a NaN coordinate: the eager check
+            V[o + i * npt + j] = a2 * math.exp(-s * h)
+    return _op.OK
+
+
+def _gp_exp_quad_reverse(V, A, aux, code, r):
+    m = code[r, _op.MASK]
+    # Gk = G o K: alpha_bar = 2 sum(Gk) / alpha, rho_bar = sum(Gk o d2) / rho^3,
+    # x_bar_i = sum_j (Gk + Gk^T)_ij (x_j - x_i) / rho^2
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    b = code[r, _op.B]
+    c = code[r, _op.C]
+    al = V[b]
+    rho = V[c]
+    npt = code[r, _op.X1]
+    d = code[r, _op.X2]
+    inv_r2 = 1.0 / (rho * rho)
+    sg = 0.0
+    sgd = 0.0
+    for i in range(npt):
+        for j in range(npt):
+            gk = A[o + i * npt + j] * V[o + i * npt + j]
+            if gk == 0.0:
+                continue
+            sg += gk
+            s = 0.0
+            for k in range(d):
+                t = V[a + i * d + k] - V[a + j * d + k]
+                s += t * t
+                if m & 1:
+                    # (Gk)_ij reaches x_i with (x_j - x_i) and x_j with (x_i - x_j)
+                    A[a + i * d + k] -= gk * t * inv_r2
+                    A[a + j * d + k] += gk * t * inv_r2
+            sgd += gk * s
+    if m & 2:
+        A[b] += 2.0 * sg / al
+    if m & 4:
+        A[c] += sgd * inv_r2 / rho
+
+
+_defkernel(_op.GP_EXP_QUAD, _gp_exp_quad_forward, _gp_exp_quad_reverse)
 
 cov_exp_quad = gp_exp_quad_cov
 

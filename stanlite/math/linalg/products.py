@@ -15,6 +15,8 @@ from ...autodiff.extend import (batch_shape, defjvp, defjvp_all, definline, defv
                                 defvjp_all, primitive)
 from ...autodiff.var import shape_of
 from ...autodiff.vm.program import deflower as _deflower, matmul_rule as _lmm
+from ...autodiff.vm import opcodes as _op
+from ...autodiff.vm.declare import defkernel as _defkernel
 from ...autodiff.dual import is_identity_seed
 from ..reductions import sum as _rsum
 from ..structure import reshape
@@ -139,6 +141,92 @@ def _matmul_replay_vjp(i, sa, sb, sg):
 # the replay writes the product as np.matmul and Giles's rules for <= 2-d
 definline(matmul, kind="matmul", vjp_shaped=_matmul_replay_vjp)
 _deflower(matmul, _lmm)                 # the interpreter: vectors and matrices
+
+
+# the interpreter's MATMUL sweeps (autodiff/vm/declare.py). BLAS (numba's np.dot on
+# contiguous views of V) from this many multiply-adds on; below, the plain loop wins.
+# Measured (one thread, ns per product): 4x4x4 loop 89 / BLAS 262; 8x8x8 517 / 260;
+# 30x30 @ 30 828 / 325; 32x32x32 27,054 / 1,243
+_BLAS_MIN = 256
+
+
+def _gemm(X, Y, out):
+    # out = X @ Y by BLAS: every call site passes 2-D C-contiguous arrays, so that
+    # numba compiles one np.dot (each signature costs seconds of the cold compile)
+    np.dot(X, Y, out)
+
+
+def _matmul_forward(V, aux, code, r):
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    b = code[r, _op.B]
+    p = code[r, _op.X1]
+    k = code[r, _op.X2]
+    q = code[r, _op.X3]
+    if p * k * q >= _BLAS_MIN:
+        _gemm(V[a:a + p * k].reshape(p, k), V[b:b + k * q].reshape(k, q),
+              V[o:o + p * q].reshape(p, q))
+        return _op.OK
+    for i in range(p):
+        for j in range(q):
+            s = 0.0
+            for t in range(k):
+                s += V[a + i * k + t] * V[b + t * q + j]
+            V[o + i * q + j] = s
+    return _op.OK
+
+
+def _matmul_reverse(V, A, aux, code, r):
+    m = code[r, _op.MASK]
+    o = code[r, _op.OUT]
+    a = code[r, _op.A]
+    b = code[r, _op.B]
+    p = code[r, _op.X1]
+    k = code[r, _op.X2]
+    q = code[r, _op.X3]
+    if p * k * q >= _BLAS_MIN:
+        G = A[o:o + p * q].reshape(p, q)
+        if m & 1:
+            # dA += G B^T (B^T copied: B is the small operand of a big product)
+            if q == 1:
+                for i in range(p):          # outer(g, b): no product to call BLAS for
+                    gi = A[o + i]
+                    for t in range(k):
+                        A[a + i * k + t] += gi * V[b + t]
+            else:
+                bt = np.empty((q, k))
+                for t in range(k):
+                    for j in range(q):
+                        bt[j, t] = V[b + t * q + j]
+                da = np.empty((p, k))
+                _gemm(G, bt, da)
+                for i in range(p):
+                    for t in range(k):
+                        A[a + i * k + t] += da[i, t]
+        if m & 2:
+            # dB += A^T G = (G^T A)^T (G^T copied: the size of the output)
+            gt = np.empty((q, p))
+            for i in range(p):
+                for j in range(q):
+                    gt[j, i] = A[o + i * q + j]
+            db = np.empty((q, k))
+            _gemm(gt, V[a:a + p * k].reshape(p, k), db)
+            for t in range(k):
+                for j in range(q):
+                    A[b + t * q + j] += db[j, t]
+        return
+    for i in range(p):
+        for j in range(q):
+            g = A[o + i * q + j]
+            if g != 0.0:
+                for t in range(k):
+                    if m & 1:
+                        A[a + i * k + t] += g * V[b + t * q + j]
+                    if m & 2:
+                        A[b + t * q + j] += g * V[a + i * k + t]
+
+
+_defkernel(_op.MATMUL, _matmul_forward, _matmul_reverse, helpers=(_gemm,))
 
 
 def dot(a, b):
