@@ -39,6 +39,8 @@ calls ``cos``.
 """
 
 import ast
+import functools
+import types
 
 from .var import value_of
 
@@ -120,7 +122,7 @@ class _Rule:
         name = f"_d_{self.name}{suffix}" + ("_float" if prefix else "")
 
         def build():
-            t = tree
+            t = tree() if callable(tree) else tree      # (a tree, or what makes it)
             for f in _called(t):
                 ns[prefix + f] = _resolve_on_first_call(ns, prefix + f, f, resolve)
             if not prefix:
@@ -135,9 +137,8 @@ class _Rule:
             return real
 
         ns[_BUILD] = build
-        fn = eval(compile(f"lambda {params}: {_BUILD}()({params})",
-                          f"<{what} of {self.name}>", "eval"), ns)
-        fn.__name__ = fn.__qualname__ = name
+        fn = types.FunctionType(_stand_in(self.variables), ns, name)
+        fn.__qualname__ = name
         return fn
 
 
@@ -221,9 +222,6 @@ class BinaryRule(_Rule):
                         for k, d in (special or {}).items()}
         trees = [t for t in self.trees if t is not None] + list(self.special.values())
         self.calls = sorted({f for t in trees for f in _called(t)})
-        self._floats = tuple(None if t is None else _inline_calls(t, names)
-                             for t in self.trees)
-        self._special_floats = {k: _inline_calls(t, names) for k, t in self.special.items()}
         general = [None if t is None else
                    self._function("rule", t, "", self.primitive, f"_{v}")
                    for t, v in zip(self.trees, "xy")]
@@ -232,24 +230,45 @@ class BinaryRule(_Rule):
                 k: self._function("rule", t, "", self.primitive, "_x")
                 for k, t in self.special.items()})
         self.rules = tuple(general)
+        # the float trees are made when a function or template first needs them
         self.floats = tuple(None if t is None else
-                            self._function("on_floats", t, "_f_", self._float_fn, f"_{v}")
-                            for t, v in zip(self._floats, "xy"))
+                            self._function("on_floats", lambda i=i: self._floats[i], "_f_",
+                                           self._float_fn, f"_{v}")
+                            for i, (t, v) in enumerate(zip(self.trees, "xy")))
         # both on floats in one call (the tape's node of two traced floats)
         self.pair = None
-        if all(t is not None for t in self._floats):
-            pair = ast.Expression(ast.Tuple([t.body for t in self._floats], ast.Load()))
-            self.pair = self._function("on_floats", ast.fix_missing_locations(pair), "_f_",
-                                       self._float_fn, "_pair")
+        if all(t is not None for t in self.trees):
+            self.pair = self._function("on_floats", self._pair_tree, "_f_", self._float_fn,
+                                       "_pair")
         # where y is a constant (a node of one traced argument): the special cases too
         self.floats_const = self.floats
         if self.special and self.floats[0] is not None:
             self.floats_const = (_with_special(self.floats[0], {
-                k: self._function("on_floats", t, "_f_", self._float_fn, "_x")
-                for k, t in self._special_floats.items()}),) + self.floats[1:]
-        self._shared, self._shared_trees = _common_calls(self.trees)
-        self._shared_vars = _VARS2 + tuple(k for k, _ in self._shared)
+                k: self._function("on_floats", lambda k=k: self._special_floats[k], "_f_",
+                                  self._float_fn, "_x")
+                for k in self.special}),) + self.floats[1:]
         _DECLARED_BINARY.append(self)
+
+    @functools.cached_property
+    def _floats(self):
+        return tuple(None if t is None else _inline_calls(t, self.names)
+                     for t in self.trees)
+
+    @functools.cached_property
+    def _special_floats(self):
+        return {k: _inline_calls(t, self.names) for k, t in self.special.items()}
+
+    def _pair_tree(self):
+        pair = ast.Expression(ast.Tuple([t.body for t in self._floats], ast.Load()))
+        return ast.fix_missing_locations(pair)
+
+    @functools.cached_property
+    def _common(self):
+        return _common_calls(self.trees)
+
+    _shared = property(lambda self: self._common[0])
+    _shared_trees = property(lambda self: self._common[1])
+    _shared_vars = property(lambda self: _VARS2 + tuple(k for k, _ in self._common[0]))
 
     def __repr__(self):
         return f"<derivatives of {self.name}: {self.ds}>"
@@ -316,6 +335,16 @@ class BinaryRule(_Rule):
         if i != 0 or not self.special or type(constant) not in (int, float):
             return None
         return float(constant) if float(constant) in self.special else None
+
+
+@functools.lru_cache(maxsize=None)
+def _stand_in(variables):
+    """The code of ``lambda <variables>: __build_rule()(<variables>)``, compiled once
+    per parameter list (each rule's stand-in is a function of it over its own
+    namespace)."""
+    params = ", ".join(variables)
+    code = compile(f"lambda {params}: {_BUILD}()({params})", "<rule>", "eval")
+    return next(c for c in code.co_consts if isinstance(c, types.CodeType))
 
 
 def _common_calls(trees):
