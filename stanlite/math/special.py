@@ -45,6 +45,8 @@ from ..autodiff.extend import (batch_shape, binary_primitive, defjvp, defjvp_all
 from ..autodiff.var import UFUNCS, guarded, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm import program as _program
+from ..autodiff.vm.scalar import (_digamma_diff as _digamma_diff_float, _jit,
+                                  _lbeta as _lbeta_float, _lchoose as _lchoose_float)
 from ..autodiff.vm.program import deflower as _deflower, reduction as _lr
 from .elementwise import exp, inv_logit, log, log1p, square
 from .reductions import sum as _sum
@@ -190,40 +192,71 @@ tgamma = elementwise_unary(
 defjvp(tgamma, _d_tgamma)
 
 
-def _lbeta_raw(a, b):
-    return _f(sps.betaln(a, b))
+@_jit
+def _lbeta_loop(a, b, out):
+    for i in range(out.size):
+        out[i] = _lbeta_float(a[i], b[i])
+
+
+@_jit
+def _lchoose_loop(a, b, out):
+    for i in range(out.size):
+        out[i] = _lchoose_float(a[i], b[i])
+
+
+@_jit
+def _digamma_diff_loop(a, b, out):
+    for i in range(out.size):
+        out[i] = _digamma_diff_float(a[i], b[i])
+
+
+def _pairwise(f, loop):
+    """The raw value of a binary primitive whose value on floats is the compiled ``f``
+    (``loop``: ``f`` over flat arrays): elementwise over broadcast arrays, so the tape's
+    value is the interpreter's own, bit for bit."""
+    def raw(a, b):
+        if type(a) is float and type(b) is float:
+            return float(f(a, b))
+        a, b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+        out = np.empty(a.shape)
+        loop(np.ascontiguousarray(a).ravel(), np.ascontiguousarray(b).ravel(), out.ravel())
+        return _f(out)
+
+    return raw
+
+
+# digamma_diff(x, y) = psi(x) - psi(x + y) (x, x + y > 0), without the cancellation of
+# the two digammas for |y| << x (vm/scalar.py _digamma_diff: recurrence and asymptotic
+# series with the factor y taken out; ~5e-16 relative): lbeta's and lchoose's
+# derivatives, whose plain digamma difference loses ~1e-15 / (y/x) relative, so that a
+# tape and an interpreter with two digamma implementations disagree there;
+# d = (trigamma(x) - trigamma(x + y)) dx - trigamma(x + y) dy  (DLMF 5.15.1). Private:
+# no interpreter op of its own (the generated VJPs call the helper directly).
+digamma_diff = binary_primitive("digamma_diff", _pairwise(_digamma_diff_float,
+                                                          _digamma_diff_loop),
+                                "g * (trigamma(x) - trigamma(x + y))",
+                                "-g * trigamma(x + y)", names=globals())
 
 
 # lbeta(a, b) = log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)  (DLMF 5.12.1),
-# computed by scipy's betaln (no cancellation for large arguments);
+# computed by vm/scalar.py's _lbeta (Stirling differences where the lgamma sum would
+# cancel: ~1e-15 of max(1, |value|), see there); the tape and the interpreter share it;
 # d = (digamma(a) - digamma(a + b)) da + (digamma(b) - digamma(a + b)) db
-lbeta = binary_primitive("lbeta", _lbeta_raw, "g * (digamma(x) - digamma(x + y))",
-                         "g * (digamma(y) - digamma(x + y))", names=globals())
-
-
-def _lchoose_raw(n, k):
-    n = np.asarray(n, dtype=float)
-    k = np.asarray(k, dtype=float)
-    with np.errstate(all="ignore"):
-        # log C(n, k) = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)
-        #             = -log(n+1) - log B(n-k+1, k+1)  (Gamma(n+2) = (n+1) Gamma(n+1)):
-        # the beta form has no cancellation for large n; near n = -1 the log(n+1)
-        # pole makes it inf - inf, so small n uses the lgamma form directly
-        r = np.where(n < 8.0,
-                     sps.gammaln(n + 1.0) - sps.gammaln(k + 1.0) - sps.gammaln(n - k + 1.0),
-                     -np.log1p(n) - sps.betaln(n - k + 1.0, k + 1.0))
-        r = np.where((k == 0.0) | (k == n), 0.0, r)
-        # Stan's domain: n >= -1, k >= -1, n - k >= -1; NaN outside
-        r = np.where((n < -1.0) | (k < -1.0) | (n - k < -1.0), np.nan, r)
-    return _f(r)
+lbeta = binary_primitive("lbeta", _pairwise(_lbeta_float, _lbeta_loop),
+                         "g * digamma_diff(x, y)", "g * digamma_diff(y, x)", names=globals(),
+                         vm=_op.LBETA, kernel="_lbeta(x, y)")
 
 
 # lchoose(n, k) = log of the generalised binomial coefficient
-#               = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)   (DLMF 1.2.6, 5.2.1)
-# d = (digamma(n+1) - digamma(n-k+1)) dn + (digamma(n-k+1) - digamma(k+1)) dk
-lchoose = binary_primitive("lchoose", _lchoose_raw,
-                           "g * (digamma(x + 1.0) - digamma(x - y + 1.0))",
-                           "g * (digamma(x - y + 1.0) - digamma(y + 1.0))", names=globals())
+#               = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)   (DLMF 1.2.6, 5.2.1),
+# computed by vm/scalar.py's _lchoose (-log(n+1) - lbeta(n-k+1, k+1) for n >= 8; Stan's
+# domain n, k, n - k >= -1, NaN outside);
+# d = (digamma(n+1) - digamma(n-k+1)) dn + (digamma(n-k+1) - digamma(k+1)) dk, the first
+# as -digamma_diff(n-k+1, k) (no cancellation for k << n)
+lchoose = binary_primitive("lchoose", _pairwise(_lchoose_float, _lchoose_loop),
+                           "-g * digamma_diff(x - y + 1.0, y)",
+                           "g * (digamma(x - y + 1.0) - digamma(y + 1.0))", names=globals(),
+                           vm=_op.LCHOOSE, kernel="_lchoose(x, y)")
 # Stan Math's (C++) name of the same function, and the Stan language's name before
 # ``lchoose`` took over: the very same primitive, not a copy.
 binomial_coefficient_log = lchoose

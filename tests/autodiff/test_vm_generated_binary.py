@@ -32,7 +32,7 @@ DOMAINS = {
     "log_inv_logit_diff": ((1, 3), (-2, 0.5)),
     "log_falling_factorial": ((2, 5), (0.1, 1.5)),
     "log_rising_factorial": ((0.5, 3), (0.1, 2)), "lbeta": ((0.3, 3), (0.3, 3)),
-    "lchoose": ((3, 6), (0.5, 2)), "owens_t": ((-2, 2), (-2, 2)),
+    "lchoose": ((3, 6), (0.5, 2)), "digamma_diff": ((0.5, 3), (-0.4, 2)), "owens_t": ((-2, 2), (-2, 2)),
     # (piecewise: smooth away from ties x == y, which random points do not meet)
     "fmin": ((-2, 2), (-2, 2)), "fmax": ((-2, 2), (-2, 2)),
     "minimum": ((-2, 2), (-2, 2)), "maximum": ((-2, 2), (-2, 2)),

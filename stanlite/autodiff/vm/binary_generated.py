@@ -11,10 +11,11 @@ or 1), output ``V[o + i]``, ``i < n``; ``m``: bit 0, x needs its adjoint, bit 1,
 
 import math
 
-from .opcodes import (ADD, ATAN2, DIV, FDIM, FMAX, FMIN, HYPOT, LMULTIPLY, LOG_DIFF_EXP,
-                      LOG_FALLING_FACTORIAL, LOG_INV_LOGIT_DIFF, LOG_RISING_FACTORIAL,
-                      LSE2, MAXIMUM, MINIMUM, MUL, POW, SUB)
-from .scalar import _digamma, _inv_logit, _jit, _log1m_exp, _log1p_exp, njit
+from .opcodes import (ADD, ATAN2, DIV, FDIM, FMAX, FMIN, HYPOT, LBETA, LCHOOSE,
+                      LMULTIPLY, LOG_DIFF_EXP, LOG_FALLING_FACTORIAL,
+                      LOG_INV_LOGIT_DIFF, LOG_RISING_FACTORIAL, LSE2, MAXIMUM, MINIMUM,
+                      MUL, POW, SUB)
+from .scalar import _digamma, _digamma_diff, _inv_logit, _jit, _lbeta, _lchoose, _log1m_exp, _log1p_exp, njit
 
 __all__ = ["binary", "binary_vjp", "binary1", "binary1_dx", "binary1_dy"]
 
@@ -63,6 +64,10 @@ def binary1(op, x, y):
         return x if x > y or x != x else y
     if op == FDIM:                # fdim
         return 0.0 if x <= y else x - y
+    if op == LBETA:               # lbeta
+        return _lbeta(x, y)
+    if op == LCHOOSE:             # lchoose
+        return _lchoose(x, y)
     return math.nan
 
 
@@ -105,6 +110,10 @@ def binary1_dx(op, g, x, y, ans):
         return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
     if op == FDIM:                # fdim
         return g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+    if op == LBETA:               # lbeta
+        return g * _digamma_diff(x, y)
+    if op == LCHOOSE:             # lchoose
+        return -g * _digamma_diff(x - y + 1.0, y)
     return math.nan
 
 
@@ -147,6 +156,10 @@ def binary1_dy(op, g, x, y, ans):
         return g * (1.0 if x < y else 0.5 if x == y else 0.0 if x > y else math.nan)
     if op == FDIM:                # fdim
         return -g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+    if op == LBETA:               # lbeta
+        return g * _digamma_diff(y, x)
+    if op == LCHOOSE:             # lchoose
+        return g * (_digamma(x - y + 1.0) - _digamma(y + 1.0))
     return math.nan
 
 
@@ -260,6 +273,18 @@ def binary(op, n, V, o, a, sa, b, sb):
             x = V[a + i * sa]
             y = V[b + i * sb]
             V[o + i] = 0.0 if x <= y else x - y
+        return
+    if op == LBETA:               # lbeta
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = _lbeta(x, y)
+        return
+    if op == LCHOOSE:             # lchoose
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = _lchoose(x, y)
         return
 
 
@@ -445,4 +470,24 @@ def binary_vjp(op, m, n, V, A, o, a, sa, b, sb):
                 A[a + i * sa] += g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
             if m & 2:
                 A[b + i * sb] += -g * (1.0 if x > y else 0.5 if x == y else 0.0 if x < y else math.nan)
+        return
+    if op == LBETA:               # lbeta
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * _digamma_diff(x, y)
+            if m & 2:
+                A[b + i * sb] += g * _digamma_diff(y, x)
+        return
+    if op == LCHOOSE:             # lchoose
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += -g * _digamma_diff(x - y + 1.0, y)
+            if m & 2:
+                A[b + i * sb] += g * (_digamma(x - y + 1.0) - _digamma(y + 1.0))
         return

@@ -129,6 +129,8 @@ FMAX = 128
 MINIMUM = 129            # numpy's minimum: a NaN argument wins
 MAXIMUM = 130
 FDIM = 131               # max(a - b, 0)
+LBETA = 132              # log B(a, b) (vm/scalar.py _lbeta)
+LCHOOSE = 133            # log C(a, b) (vm/scalar.py _lchoose)
 
 # -- summed log densities, second range (as NORMAL ...) ----------------------------------
 RAYLEIGH = 80            # (y | sigma)

@@ -143,3 +143,114 @@ def _lambert_w(x, branch):
         if abs(d) <= 2.2e-16 * abs(w):
             break
     return w
+
+
+# Stirling's series of log Gamma (DLMF 5.11.1): lgamma(x) = (x - 1/2) log x - x
+# + log(2 pi)/2 + sum_k B_2k / (2k (2k - 1) x^(2k-1)); these are the coefficients
+# B_2k / (2k (2k - 1)), k = 1..7
+_STIRLING = (1.0 / 12.0, -1.0 / 360.0, 1.0 / 1260.0, -1.0 / 1680.0, 1.0 / 1188.0,
+             -691.0 / 360360.0, 1.0 / 156.0)
+_HALF_LOG_2PI = 0.9189385332046728           # log(2 pi) / 2
+_STIRLING_FROM = 10.0
+
+
+@_jit
+def _lgamma_stirling_diff(x):
+    """lgamma(x) minus its Stirling approximation (x - 1/2) log x - x + log(2 pi)/2,
+    for x >= 10: the series above in 1/x^2. At x = 10 the first omitted term (k = 8,
+    3617/122400 / x^15 = 3e-17) is below the rounding of the 8e-3 result, and it only
+    shrinks with x; the sum is never formed from lgamma itself, so no cancellation."""
+    f = 1.0 / (x * x)
+    s = _STIRLING[6]
+    for j in range(5, -1, -1):
+        s = _STIRLING[j] + f * s
+    return s / x
+
+
+@_jit
+def _lbeta(a, b):
+    """log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b) for a, b > 0 (DLMF 5.12.1),
+    accurate where that sum cancels (one or both arguments large): with x = min(a, b),
+    y = max(a, b) and r = x / (x + y), Stirling's formula (DLMF 5.11.1) for every
+    lgamma of an argument >= 10 leaves the differences of the series' tails
+    (_lgamma_stirling_diff) and
+      both >= 10:  (x - 1/2) log r + y log1p(-r) + log(2 pi)/2 - log(y)/2,
+      only y >= 10: lgamma(x) + (y - 1/2) log1p(-r) + x (1 - log(x + y))
+    (the leading terms' logs combined analytically, so nothing of size y log y is
+    subtracted). Below 10 both, the lgamma sum (its terms are at most lgamma(20) ~ 39,
+    no large cancellation). NaN for a or b < 0 or NaN; +inf if either is 0."""
+    x = a if a < b else b
+    y = b if a < b else a
+    if x != x or y != y or x < 0.0:
+        return math.nan
+    if x == 0.0:
+        return math.inf
+    if y == math.inf:
+        return -math.inf
+    if y < _STIRLING_FROM:
+        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+    xy = x + y
+    r = x / xy
+    if x < _STIRLING_FROM:
+        corr = _lgamma_stirling_diff(y) - _lgamma_stirling_diff(xy)
+        return math.lgamma(x) + ((y - 0.5) * math.log1p(-r) + x * (1.0 - math.log(xy))
+                                 + corr)
+    corr = (_lgamma_stirling_diff(x) + _lgamma_stirling_diff(y)
+            - _lgamma_stirling_diff(xy))
+    return ((x - 0.5) * math.log(r) + y * math.log1p(-r)
+            + (_HALF_LOG_2PI - 0.5 * math.log(y)) + corr)
+
+
+@_jit
+def _lchoose(n, k):
+    """log C(n, k) = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1) (DLMF 1.2.6, 5.2.1),
+    Stan's domain n >= -1, k >= -1, n - k >= -1 (NaN outside); 0 at k = 0 and k = n.
+    For n >= 8 as -log(n+1) - log B(n-k+1, k+1) (Gamma(n+2) = (n+1) Gamma(n+1)): no
+    cancellation for large n; below, the lgamma form (log(n+1) has a pole at n = -1)."""
+    if n != n or k != k or n < -1.0 or k < -1.0 or n - k < -1.0:
+        return math.nan
+    if k == 0.0 or k == n:
+        return 0.0
+    if n < 8.0:
+        return math.lgamma(n + 1.0) - math.lgamma(k + 1.0) - math.lgamma(n - k + 1.0)
+    return -math.log1p(n) - _lbeta(n - k + 1.0, k + 1.0)
+
+
+@_jit
+def _digamma_diff(x, y):
+    """psi(x) - psi(x + y) for x > 0, x + y > 0, without the cancellation of the two
+    digammas when |y| << x (lbeta's and lchoose's derivatives: psi(x) ~ log x, so
+    their difference ~ -y/x is lost to ~1e-15 / (y/x) relative). The recurrence
+    psi(x) = psi(x + 1) - 1/x (DLMF 5.5.2) shifts x and x + y to >= 10, its terms paired:
+    1/(x+i) - 1/(x+y+i) = y / ((x+i)(x+y+i)); there, with s = x + y, the asymptotic
+    series psi(z) = log z - 1/(2z) - sum_k c_k z^-2k (DLMF 5.11.2) gives
+    log(x/s) - y/(2 x s) - sum_k c_k (a^k - b^k), a = 1/x^2, b = 1/s^2, with
+    a - b = y (x + s) / (x s)^2 and a^k - b^k = (a - b) sum_j a^j b^(k-1-j): every
+    term carries the factor y."""
+    if x != x or y != y or x <= 0.0 or x + y <= 0.0:
+        return math.nan
+    if y == 0.0:
+        return 0.0
+    if x + y == math.inf:
+        return -math.inf
+    acc = 0.0
+    while x < 10.0 or x + y < 10.0:
+        acc += y / (x * (x + y))
+        x += 1.0
+    s = x + y
+    lg = math.log1p(-y / s) if abs(y) < 0.5 * s else math.log(x / s)
+    a = 1.0 / (x * x)
+    b = 1.0 / (s * s)
+    d = y * (x + s) * a * b                   # a - b
+    # c_k = B_2k / (2k), k = 1..7: 1/12, -1/120, 1/252, -1/240, 1/132, -691/32760, 1/12
+    c = (1.0 / 12.0, -1.0 / 120.0, 1.0 / 252.0, -1.0 / 240.0, 1.0 / 132.0,
+         -691.0 / 32760.0, 1.0 / 12.0)
+    t = 0.0
+    pk = d                                    # a^k - b^k, k = 1
+    bk = b                                    # b^k
+    for k in range(7):
+        t += c[k] * pk
+        # a^(k+1) - b^(k+1) = a (a^k - b^k) + b^k (a - b)
+        pk = a * pk + bk * d
+        bk *= b
+    return lg - y / (2.0 * x * s) - t - acc
