@@ -23,6 +23,7 @@ from .distributions import *  # noqa: F401,F403
 from .functor import *  # noqa: F401,F403
 from .model import Model  # noqa: F401
 from .fit import load_fit  # noqa: F401
+from . import inference  # noqa: F401,E402  (model.sample & co.: the front doors)
 from .declarations import data, param, transformed_data  # noqa: F401
 from . import autodiff, math, distributions, transforms, functor, pk  # noqa: F401
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from .autodiff.var import value_of
 from .errors import ArgumentError, DomainError, ModelError
+from .model import _has_own_prior, _no_likelihood, likelihood_sum, log_prior
 
 __all__ = ["generate_quantities", "sample_prior_predictive", "prior_model", "log_prior"]
 
@@ -97,50 +98,6 @@ def prior_model(model):
     d.pop("_retaped", None)                 # recorded for the posterior's density
     d["_prior_only"] = True
     return prior
-
-
-def log_prior(model, avail):
-    """The prior log density of the constrained parameters and transformed
-    parameters ``avail`` (traced or plain): ``model.log_prior`` if the model defines
-    it, else ``log_prob - sum(log_likelihood)``."""
-    if _has_own_prior(model):
-        fun = model.log_prior
-        return fun(**model._pick(model._signature(fun), avail, "log_prior"))
-    lp = model.log_prob(**model._pick(model._lp_args, avail, "log_prob"))
-    return lp - likelihood_sum(model, avail)
-
-
-def _no_likelihood(model):
-    return ModelError(
-        f"{type(model).__name__} declares no likelihood, so its prior is unknown: define "
-        "log_likelihood(self, <parameters>) returning the pointwise log-likelihood terms "
-        "of log_prob (the prior is then log_prob minus their sum), or log_prior(self, "
-        "<parameters>) returning the prior log density")
-
-
-def likelihood_sum(model, avail):
-    """``sum(log_likelihood(...))`` at ``avail`` (a dict result: every entry summed)."""
-    from .math import sum as sl_sum
-    fun = getattr(model, "log_likelihood", None)
-    if not callable(fun):
-        raise _no_likelihood(model)
-    names = model._signature(fun)
-    if names is not None:
-        aliases = model.__dict__.get("_aliases") or {}    # name=: the Python name
-        missing = [n for n in names if n not in avail and aliases.get(n) not in avail]
-        if missing:
-            raise ModelError(
-                f"{type(model).__name__}.log_likelihood asks for {', '.join(missing)}, "
-                "which is not a parameter or transformed parameter: the prior (log_prob "
-                "minus the log-likelihood) is differentiated where generated quantities "
-                "do not exist. Compute the log-likelihood from parameters and transformed "
-                "parameters, or define log_prior(self, ...)")
-    ll = fun(**model._pick(names, avail, "log_likelihood"))
-    parts = list(ll.values()) if isinstance(ll, dict) else [ll]
-    total = 0.0
-    for p in parts:
-        total = total + sl_sum(p)
-    return total
 
 
 def check_proper_prior(prior):
@@ -198,12 +155,6 @@ def _probe(prior, x0, i, r):
     if not (np.isfinite(lp) and np.isfinite(scale)):
         return None
     return lp, scale
-
-
-def _has_own_prior(model):
-    from .model import Model
-    own = getattr(type(model), "log_prior", None)
-    return own is not None and own is not getattr(Model, "log_prior", None)
 
 
 def check_declares_prior(model):
