@@ -26,39 +26,23 @@ ends, the end of warmup), where a spot check of the program is due, and after ab
 :data:`SEGMENT_SECONDS` (so that Ctrl-C and the runner's stop event are answered).
 """
 
-import math
 import time
 
 import numpy as np
 
+from stanlite.chain_state import ChainState  # below the fits, which keep one per chain
+
 from . import nuts, nuts_jit
 from .adaptation import (DualAveraging, GradientAdaptation, Welford, init_stepsize,
                          window_ends)
-from .hamiltonian import NON_FINITE_DENSITY, Point, make_metric
+from .hamiltonian import Point, make_metric
+from .static_hmc import static_hmc as _static_hmc
 
 __all__ = ["ChainState", "initialize", "run", "STAT_NAMES"]
 
 #: per-iteration sampler statistics (Stan's names, ArviZ's in fit.py)
 STAT_NAMES = ("lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__",
               "divergent__", "energy__", "energy_error__", "max_energy_error__")
-
-
-class ChainState:
-    """The complete, plain-data state of one chain (see module docstring)."""
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-    def to_dict(self):
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, d):
-        return cls(**d)
-
-    @property
-    def done(self):
-        return self.iteration >= self.num_warmup + self.num_draws
 
 
 def _initial_point(model, init, rng, tries=100):
@@ -461,26 +445,3 @@ def _count_rejections(state, info):
     for why, n in (info.rejected or {"(reason not recorded)": info.n_failed}).items():
         counts[why] = counts.get(why, 0) + n
     return {"n_rejected": state.n_rejected + info.n_failed, "rejections": counts}
-
-
-def _static_hmc(model, metric, z, eps, rng, max_depth=10, int_time=2 * math.pi):
-    """Static HMC (Stan's ``static_hmc``): L = max(1, round(int_time / eps)) integrator
-    steps, then a Metropolis accept/reject on the energy difference."""
-    with np.errstate(all="ignore"):
-        z0 = metric.start(model, z, rng)
-        H0 = z0.h
-        n = max(1, int(int_time / eps + 0.5))
-        z1 = z0
-        for _ in range(n):
-            z1 = metric.step(model, z1, eps)
-            if z1.h == math.inf:
-                break
-    h = z1.h
-    # (an energy that fell: accepted, without exp of a difference past 709 overflowing)
-    accept = 0.0 if not h < math.inf else 1.0 if h <= H0 else math.exp(H0 - h)
-    divergent = h - H0 > 1000.0
-    out = z1 if rng.random() < accept else z0
-    failed = z1.lp == -math.inf
-    return out, nuts.TransitionInfo(accept, n, 0, divergent, out.h, int(failed),
-                                    out.h - H0, h - H0,
-                                    {z1.why or NON_FINITE_DENSITY: 1} if failed else None)

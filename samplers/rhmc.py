@@ -178,6 +178,7 @@ from stanlite.autodiff.functional import hessian as _hessian
 from . import rhmc_kernels as _K
 from . import rhmc_step_jit as _SJ
 from .hamiltonian import Point, RejectedPoint, rejection_reason
+from .static_hmc import static_hmc
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
            "curvature_scale",
@@ -1122,8 +1123,7 @@ def static_transition(model, metric, z, eps, rng, max_depth=10, num_steps=10):
     accept/reject on ``H``; the same kernel as the Euclidean static HMC with the
     integration time ``num_steps * eps`` (so ``num_steps`` stays fixed while the
     step size adapts)."""
-    from .chain import _static_hmc
-    return _static_hmc(model, metric, z, eps, rng, max_depth=max_depth,
+    return static_hmc(model, metric, z, eps, rng, max_depth=max_depth,
                        int_time=num_steps * eps)
 
 

@@ -1504,7 +1504,7 @@ def _clip(v, k=60):
 
 def _fit_from_file(path, datasets, meta, version):
     """The Fit a checked file describes; its pieces checked against each other."""
-    from .samplers.chain import ChainState
+    from .chain_state import ChainState
     names = _need(path, meta, "names", list)
     seeds = _need(path, meta, "gq_seeds", list)
     raw_states = _need(path, meta, "chain_states", list)
