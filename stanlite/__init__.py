@@ -27,7 +27,7 @@ from . import inference  # noqa: F401,E402  (model.sample & co.: the front doors
 from .declarations import data, param, transformed_data  # noqa: F401
 from . import autodiff, math, distributions, transforms, functor, pk  # noqa: F401
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 # What ``import stanlite`` loads, and what it leaves to first use (issue 20, point 6;
 # tests/test_lazy_imports.py, benchmarks/first_draw.py):

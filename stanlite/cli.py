@@ -414,7 +414,7 @@ def _unit_open(v):
 
 
 def _version():
-    from . import __version__
+    from ._version import __version__
     return __version__
 
 

@@ -41,6 +41,8 @@ import zipfile
 
 import numpy as np
 
+from .._version import __version__
+
 __all__ = ["ENV", "KEY_STATE", "directory", "model_key", "load", "store", "source_digest",
            "package_digest"]
 
@@ -90,8 +92,7 @@ def package_digest():
     """A hash of the ``stanlite`` package's ``.py`` files: names, sizes and
     modification times (a stat each: ~1 ms for the package, where reading them
     costs tens), computed once per process."""
-    import stanlite
-    root = os.path.dirname(stanlite.__file__)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # stanlite/
     d = _digests.get(root)
     if d is None:
         h = hashlib.sha256()
@@ -113,15 +114,15 @@ def _files(root):
 def model_key(model, what):
     """The cache key of ``model``'s program ``what`` (a tuple of str and bool), or
     None when the model cannot be cached (see the module docstring)."""
-    import stanlite
-    from ..model import Model
     h = hashlib.sha256()
-    h.update(f"stanlite {stanlite.__version__} python {sys.version_info[:3]} numpy "
+    h.update(f"stanlite {__version__} python {sys.version_info[:3]} numpy "
              f"{np.__version__} {what!r}\n".encode())
     h.update(package_digest().encode())
     try:
         for cls in type(model).__mro__:
-            if cls is Model or cls is object:
+            # (stanlite.model.Model named, not imported: autodiff stays below the model)
+            if (cls.__module__, cls.__qualname__) == ("stanlite.model", "Model") \
+                    or cls is object:
                 continue
             h.update(f"{cls.__module__}.{cls.__qualname__}\n".encode())
             h.update(_module_source(cls).encode())
