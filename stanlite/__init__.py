@@ -7,9 +7,16 @@ array([1., 1.])
 
 import os as _os
 
-# Imported from a checkout (the repository root on sys.path, as ``python -m stanlite``
-# run there has it, before any installed copy): the root's samplers/ and models/ are
-# this package's subpackages, as pyproject.toml maps them in an installed copy.
+# THE PACKAGE MAPPING (issue 23, point 6). Two subpackages are not under stanlite/:
+#     stanlite.samplers  is  <repository root>/samplers/
+#     stanlite.models    is  <repository root>/models/
+# (the user's layout: samplers and the model zoo as top-level folders). An installed
+# copy gets this from pyproject.toml's [tool.setuptools] package-dir; imported from a
+# checkout (the repository root on sys.path, as ``python -m stanlite`` run there has
+# it, before any installed copy), the root is appended to this package's __path__
+# below, so ``stanlite.samplers`` resolves to samplers/. A reader of imports must
+# read ``.samplers``/``stanlite.samplers`` as samplers/: tests/test_architecture.py
+# checks that both mappings agree and runs the layering contracts on that layout.
 _root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if (_os.path.isfile(_os.path.join(_root, "pyproject.toml"))
         and _os.path.isfile(_os.path.join(_root, "samplers", "__init__.py"))):
