@@ -276,17 +276,10 @@ def _read_init(path):
         return float(path)
     except ValueError:
         pass
-    from .model import _stan_json_value
-    try:
-        with open(path) as f:
-            d = json.load(f)
-    except FileNotFoundError:
-        raise CLIError(f"init file {path!r} does not exist") from None
-    except json.JSONDecodeError as e:
-        raise CLIError(f"init file {path!r} is not valid JSON: {e}") from None
-    if not isinstance(d, dict):
-        raise CLIError(f"init file {path!r} must hold a JSON object of parameter values")
-    return {k: _stan_json_value(v) for k, v in d.items()}
+    # the reader of Model.from_json (stanlite/stan_json.py): the same faults refused
+    from .stan_json import read_object, stan_json_value
+    d = read_object(path, f"init file {path!r}", "parameter values", error=CLIError)
+    return {k: stan_json_value(v) for k, v in d.items()}
 
 
 def _tolerances(args):

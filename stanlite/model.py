@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import json
 import os
 import types
 from collections.abc import Mapping
@@ -53,6 +52,7 @@ from .autodiff.var import Box, Var, shape_of, value_of
 from .declarations import (DataDecl, ParamDecl, TransformedDataDecl, argument_names,
                            validate_transformed)
 from .errors import DataError, DifferentiationError, ModelError
+from .stan_json import read_object, stan_json_value
 
 __all__ = ["Model", "element_names"]
 
@@ -337,7 +337,7 @@ class Model:
         d = _read_json_data(source)
         _check_json_typos(cls, d, overrides)
         try:
-            d = {k: _stan_json_value(v) for k, v in d.items() if k in cls._data_decls}
+            d = {k: stan_json_value(v) for k, v in d.items() if k in cls._data_decls}
         except RecursionError:
             raise DataError("the JSON data nest too deeply to be data") from None
         d.update(overrides)
@@ -1134,56 +1134,5 @@ def _read_json_data(source):
         raise DataError(f"from_json takes a path, a JSON string or a dict, got "
                         f"{type(source).__name__}")
     if source.lstrip()[:1] in ("{", "["):
-        where = "the JSON data"
-        d = _parse_json(source, where)
-    else:
-        where = f"data file {source!r}"
-        d = _parse_json(_read_text(source, where), where)
-    if not isinstance(d, dict):
-        raise DataError(f"{where} must hold a JSON object of field: value pairs, got "
-                        f"a JSON {type(d).__name__}")
-    return d
-
-
-def _read_text(path, where):
-    try:
-        with open(path, encoding="utf-8-sig") as f:      # a BOM is no error
-            return f.read()
-    except FileNotFoundError:
-        raise DataError(f"{where} does not exist") from None
-    except IsADirectoryError:
-        raise DataError(f"{where} is a directory, not a JSON file") from None
-    except UnicodeDecodeError as e:
-        raise DataError(f"{where} is not UTF-8 text: {e}") from None
-    except OSError as e:
-        raise DataError(f"{where} cannot be read: {e.strerror or e}") from None
-
-
-def _parse_json(text, where):
-    def no_duplicates(pairs):
-        # json keeps the last of repeated keys silently; CmdStan refuses them
-        seen = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise DataError(f"{where}: field '{k}' appears more than once")
-            seen.add(k)
-        return dict(pairs)
-    try:
-        return json.loads(text, object_pairs_hook=no_duplicates)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{where} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise DataError(f"{where} nests too deeply to be data") from None
-
-
-_JSON_FLOATS = {"NaN": np.nan, "nan": np.nan, "Inf": np.inf, "+Inf": np.inf,
-                "-Inf": -np.inf, "inf": np.inf, "-inf": -np.inf, "Infinity": np.inf,
-                "-Infinity": -np.inf}
-
-
-def _stan_json_value(v):
-    if isinstance(v, str) and v in _JSON_FLOATS:
-        return _JSON_FLOATS[v]
-    if isinstance(v, list):
-        return [_stan_json_value(e) for e in v]
-    return v
+        return read_object(source, "the JSON data", "field: value pairs", text=True)
+    return read_object(source, f"data file {source!r}", "field: value pairs")
