@@ -49,6 +49,7 @@ from .autodiff.extend import reshape
 from .autodiff.functional import hessian
 from .autodiff.tape import gc_paused_nested, sweep
 from .autodiff.var import Box, Var, shape_of, value_of
+from .config import switched_off
 from .declarations import (DataDecl, ParamDecl, TransformedDataDecl, argument_names,
                            validate_transformed)
 from .errors import DataError, DifferentiationError, ModelError
@@ -200,8 +201,7 @@ class Model:
     #: the eager tape, as does the environment variable ``STANLITE_COMPILE=0`` for the
     #: whole process. Models whose graph depends on values fall back by themselves.
     #: A replay uses the data as recorded: build a new model for new data.
-    compile = os.environ.get("STANLITE_COMPILE", "1").strip().lower() not in (
-        "0", "false", "no", "off")
+    compile = not switched_off("STANLITE_COMPILE")      # (stanlite/config.py)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

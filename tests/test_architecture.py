@@ -122,6 +122,24 @@ def test_the_linter_on_the_bare_checkout_refuses_rather_than_passes():
     assert rc != 0 and "Missing layer in container 'stanlite'" in out, out
 
 
+def test_every_environment_switch_is_declared_in_config():
+    """stanlite/config.py's table is the list of the STANLITE_* variables: each one
+    named anywhere in the library is declared there, and each declared one is named
+    in the files the table says read it."""
+    import re
+    from stanlite.config import SWITCHES
+    named = {}
+    for top in ("stanlite", "samplers", "models"):
+        for path in (ROOT / top).rglob("*.py"):
+            if path.name != "config.py":
+                for name in set(re.findall(r"STANLITE_[A-Z0-9_]*[A-Z0-9]", path.read_text())):
+                    named.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    assert sorted(set(named) - set(SWITCHES)) == [], named
+    for name, (_, where) in SWITCHES.items():
+        for path in re.findall(r"[\w/]+\.py", where):
+            assert path in named.get(name, ()), (name, path)
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as d:
         rc, out = lint(installed_layout(d))
