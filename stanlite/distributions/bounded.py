@@ -44,7 +44,7 @@ from .. import math as sm
 from ..autodiff.var import guarded, shape_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.declare import defkernel as _defkernel
-from ..autodiff.vm.scalar import _digamma
+from ..autodiff.vm.scalar import _digamma, _lbeta
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
                                    guard_lowering as _guard_lowering)
@@ -725,8 +725,8 @@ def _beta_value(V, code, r, n, a, sa, b, sb, c, sc):
         q = V[c + i * sc]
         if not (p > 0.0 and q > 0.0 and y >= 0.0 and y <= 1.0):
             return _op.DOMAIN, 0.0
-        lp += ((p - 1.0) * math.log(y) + (q - 1.0) * math.log1p(-y)
-               - (math.lgamma(p) + math.lgamma(q) - math.lgamma(p + q)))
+        # (the tape's lbeta, math/special.py: accurate where the lgamma sum cancels)
+        lp += ((p - 1.0) * math.log(y) + (q - 1.0) * math.log1p(-y) - _lbeta(p, q))
     return _op.OK, lp
 
 

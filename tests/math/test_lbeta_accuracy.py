@@ -134,3 +134,16 @@ def test_digamma_diff_equals_mpmath_where_the_digammas_cancel():
     x, y = rng.uniform(0.5, 3.0, 5), rng.uniform(-0.4, 2.0, 5)
     assert np.array_equal(sl.math.special.digamma_diff(x, y),
                           [_digamma_diff(a, b) for a, b in zip(x, y)])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e6])
+def test_the_beta_densitys_op_uses_the_same_lbeta(vm, scale):
+    # the interpreter's BETA op (distributions/bounded.py) and the tape's beta_lpdf
+    # share _lbeta: equal to rounding also where the lgamma sum would cancel
+    def f(z):
+        return sl.beta_lpdf(np.array([0.3, 0.5, 0.8]), z[:3] * scale, z[3:])
+
+    rng = np.random.default_rng(8)
+    zs = [rng.uniform(0.5, 3.0, 6) for _ in range(4)]
+    vg = vm.check(f, zs[0], zs[1:])
+    assert opcodes.BETA in vm.opcodes(vg)
