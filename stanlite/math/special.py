@@ -257,6 +257,31 @@ lchoose = binary_primitive("lchoose", _pairwise(_lchoose_float, _lchoose_loop),
                            "-g * digamma_diff(x - y + 1.0, y)",
                            "g * (digamma(x - y + 1.0) - digamma(y + 1.0))", names=globals(),
                            vm=_op.LCHOOSE, kernel="_lchoose(x, y)")
+lbeta.__doc__ = """``log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)`` elementwise (Stan's
+    ``lbeta``), a, b > 0; to ~1e-15 of max(1, |value|) over 1e-8..1e10 (Stirling
+    differences where the lgamma sum cancels: vm/scalar.py ``_lbeta``, the interpreter's
+    value too). d/da = digamma(a) - digamma(a + b), d/db likewise.
+
+    >>> import math, stanlite as sl
+    >>> sl.lbeta(2.0, 3.0) == math.log(1.0 / 12.0)
+    True
+    """
+lchoose.__doc__ = """``log C(n, k) = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1)`` elementwise,
+    real n, k with n, k, n - k >= -1 (NaN outside; Stan's ``lchoose``), from
+    :func:`lbeta` for n >= 8; differentiable in both.
+
+    >>> import math, stanlite as sl
+    >>> abs(sl.lchoose(10.0, 3.0) - math.log(120.0)) < 1e-14
+    True
+    """
+digamma_diff.__doc__ = """``digamma(x) - digamma(x + y)`` elementwise (x > 0, x + y > 0), without
+    cancellation for |y| << x (private: lbeta's and lchoose's derivatives).
+
+    >>> import math
+    >>> from stanlite.math.special import digamma_diff
+    >>> abs(digamma_diff(1.0, 1.0) + 1.0) < 1e-15      # psi(1) - psi(2) = -1
+    True
+    """
 # Stan Math's (C++) name of the same function, and the Stan language's name before
 # ``lchoose`` took over: the very same primitive, not a copy.
 binomial_coefficient_log = lchoose
