@@ -52,6 +52,7 @@ from ..autodiff.var import Box, shape_of
 from ..math.elementwise import exp, sqrt
 from ..math.structure import stack
 from .divdiff import divdiff_exp
+from .dosing import as_numbers
 from .solve import LinearKernel, solve_linear
 
 __all__ = ["onecpt", "twocpt", "OneCptKernel", "TwoCptKernel"]
@@ -79,14 +80,9 @@ def _e(u, *rates):
 def _param(who, name, x, n_subjects, n_records=None):
     """A model parameter: a positive scalar, one value per subject or (with
     ``n_records``) one per record (:mod:`.per_record`)."""
-    if not isinstance(x, Box):
-        try:
-            x = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{who}: {name} must be a number or a vector of numbers, got "
-                             f"{type(x).__name__}") from None
-        if x.ndim == 0:
-            x = float(x)
+    x = as_numbers(x, f"{who}: {name} must be a number or a vector of numbers")
+    if not isinstance(x, Box) and x.ndim == 0:
+        x = float(x)
     s = shape_of(x)
     if s not in ((), (n_subjects,)) and (n_records is None or s != (n_records,)):
         per_record = "" if n_records is None else \
@@ -255,15 +251,8 @@ def onecpt(events, CL, V, ka, F=None, tlag=None, infusion_rate=None,
     ps = [_param(who, nm, x, S, R) for nm, x in (("CL", CL), ("V", V), ("ka", ka))]
     _positive(who, CL=CL, V=V)
     _positive(who, strict=False, ka=ka)
-    if _by_record(events, ps):
-        from .coupled import _OneCpt
-        from .per_record import solve_per_record
-        return solve_per_record(events, _OneCpt, OneCptKernel, ps, who, F=F, tlag=tlag,
-                                infusion_rate=infusion_rate,
-                                infusion_duration=infusion_duration)
-    kern = OneCptKernel(*ps)
-    return solve_linear(events, kern, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
-                        infusion_duration=infusion_duration)
+    return _solve(events, who, ps, "_OneCpt", OneCptKernel, F=F, tlag=tlag,
+                  infusion_rate=infusion_rate, infusion_duration=infusion_duration)
 
 
 def twocpt(events, CL, Q, V2, V3, ka, F=None, tlag=None, infusion_rate=None,
@@ -292,15 +281,20 @@ def twocpt(events, CL, Q, V2, V3, ka, F=None, tlag=None, infusion_rate=None,
           (("CL", CL), ("Q", Q), ("V2", V2), ("V3", V3), ("ka", ka))]
     _positive(who, CL=CL, Q=Q, V2=V2, V3=V3)
     _positive(who, strict=False, ka=ka)
+    return _solve(events, who, ps, "_TwoCpt", TwoCptKernel, F=F, tlag=tlag,
+                  infusion_rate=infusion_rate, infusion_duration=infusion_duration)
+
+
+def _solve(events, who, ps, system, kernel, **dosing):
+    """The amounts by the closed form ``kernel(*ps)``; with a parameter given per
+    record, by the records' solve of the same model (``system``: its name in
+    :mod:`.coupled`, which imports this module)."""
     if _by_record(events, ps):
-        from .coupled import _TwoCpt
+        from . import coupled
         from .per_record import solve_per_record
-        return solve_per_record(events, _TwoCpt, TwoCptKernel, ps, who, F=F, tlag=tlag,
-                                infusion_rate=infusion_rate,
-                                infusion_duration=infusion_duration)
-    kern = TwoCptKernel(*ps)
-    return solve_linear(events, kern, who, F=F, tlag=tlag, infusion_rate=infusion_rate,
-                        infusion_duration=infusion_duration)
+        return solve_per_record(events, getattr(coupled, system), kernel, ps, who,
+                                **dosing)
+    return solve_linear(events, kernel(*ps), who, **dosing)
 
 
 def _positive(who, strict=True, **params):

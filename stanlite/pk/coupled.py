@@ -52,7 +52,7 @@ from ..functor.ode import ode_bdf, ode_rk45
 from ..math.elementwise import exp, expm1, sqrt
 from ..math.structure import concatenate, expand_dims, stack
 from .analytic import _by_record, _param, _positive
-from .dosing import check_compartments, expand, plan
+from .dosing import as_numbers, check_compartments, expand, plan
 from .nonlinear import events_of_subjects
 from .per_record import PerRecordSystem, theta_per_record
 from .steady_state import OdeSystem
@@ -216,12 +216,7 @@ class CoupledSystem(OdeSystem):
         return _coupled_rhs(self.f_pd, infusion)
 
     def evolve(self, x, t0, ts, theta, rate, tol=None):
-        if any(isinstance(t, Box) for t in ts):
-            ts = stack(list(ts))
-        else:
-            ts = np.array([float(t) for t in ts])
-        r = tol if tol is not None else self.rel_tol
-        a = tol if tol is not None else self.abs_tol
+        ts, r, a = self._span(ts, tol)
         rhs, y0, args, pk = self._segment(x, t0, theta, rate)
         Y = self.solver(rhs, y0, t0, ts, *args, *self.data, rel_tol=r, abs_tol=a,
                         max_num_steps=self.max_num_steps)
@@ -270,12 +265,7 @@ def _coupled(model, who, f, n_pd, events, params, theta, data, F, tlag, infusion
     _positive(who, **dict(zip(model.names, params)))
     if theta is None:
         theta = np.zeros(0)
-    if not isinstance(theta, Box):
-        try:
-            theta = np.asarray(theta, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError(f"{who}: theta must be numbers, got "
-                            f"{type(theta).__name__}") from None
+    theta = as_numbers(theta, f"{who}: theta must be numbers", DataError)
     theta_rows = theta_per_record(theta, events)
     if S > 1 and not theta_rows and (len(shape_of(theta)) == 0 or
                                      shape_of(theta)[0] != S):

@@ -148,6 +148,17 @@ def check_compartments(ev, n_cmt, who):
     ev._cache[key] = True
 
 
+def as_numbers(x, what, error=ValueError):
+    """``x`` as float64 (a traced value as it is); ``error(f"{what}, got <type>")``
+    when it is not numbers (``what`` names it and what it must be)."""
+    if isinstance(x, Box):
+        return x
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise error(f"{what}, got {type(x).__name__}") from None
+
+
 # --------------------------------------------------------------------------------------
 # per-compartment parameters (F, tlag, infusion rate/duration)
 # --------------------------------------------------------------------------------------
@@ -160,12 +171,7 @@ def per_dose(name, x, ev, n_cmt, who):
     for doses."""
     if x is None:
         return None
-    if not isinstance(x, Box):
-        try:
-            x = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{who}: {name} must be numbers, got "
-                             f"{type(x).__name__}") from None
+    x = as_numbers(x, f"{who}: {name} must be numbers")
     s = shape_of(x)
     S = ev.n_subjects
     if s == ():

@@ -24,6 +24,7 @@ from ..errors import DataError
 from ..math.elementwise import fabs
 from ..math.reductions import sum as _sum
 from ..math.structure import expand_dims
+from .dosing import as_numbers
 
 __all__ = ["interpolate_linear"]
 
@@ -99,12 +100,7 @@ def interpolate_linear(t, times, values):
     # (inside an ODE right-hand side the solver passes data arrays as traced inputs)
     x = _knots(times)
     K = shape_of(x)[0]
-    if not isinstance(values, Box):
-        try:
-            values = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError(f"interpolate_linear: values must be numbers, got "
-                            f"{type(values).__name__}") from None
+    values = as_numbers(values, "interpolate_linear: values must be numbers", DataError)
     if shape_of(values) != (K,):
         raise DataError(f"interpolate_linear: values must have one value per time "
                         f"({K}), got shape {shape_of(values)}")

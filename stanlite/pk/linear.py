@@ -21,11 +21,12 @@ exponential's Frechet-derivative rules, to any order.
 
 import numpy as np
 
-from ..autodiff.var import Box, guarded, shape_of
+from ..autodiff.var import guarded, shape_of
 from ..errors import DomainError
 from ..functor.matrix_exp import matrix_exp
 from ..math.linalg import matmul, solve
 from ..math.structure import concatenate, expand_dims, reshape
+from .dosing import as_numbers
 from .solve import LinearKernel, solve_linear
 
 __all__ = ["linode", "MatrixExpKernel"]
@@ -95,12 +96,7 @@ def linode(events, K, F=None, tlag=None, infusion_rate=None, infusion_duration=N
     True
     """
     who = "linode"
-    if not isinstance(K, Box):
-        try:
-            K = np.asarray(K, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{who}: K must be a square matrix of numbers, got "
-                             f"{type(K).__name__}") from None
+    K = as_numbers(K, f"{who}: K must be a square matrix of numbers")
     s = shape_of(K)
     S = events.n_subjects
     if not (len(s) == 2 and s[0] == s[1] and s[0] > 0) and \

@@ -35,21 +35,11 @@ from ..math.structure import stack
 from .dosing import BOLUS, CONSTANT, INFUSION, check_compartments, expand, plan
 from .ode_plan import planned
 from .per_record import PerRecordSystem, theta_per_record
-from .steady_state import OdeSystem
+from .steady_state import OdeSystem, _sel, _traced
 
 __all__ = ["ode", "events_of_subjects"]
 
 _RESET, _SS, _DOSE, _OUT, _STOP = 0, 1, 2, 3, 4   # order of a record's parts at its time
-
-
-def _sel(x, idx):
-    if shape_of(x) == ():
-        return x
-    return x[idx]
-
-
-def _traced(*xs):
-    return any(isinstance(x, Box) for x in xs)
 
 
 def _unit(a, c, n):

@@ -75,6 +75,7 @@ class SteadyStates:
 
 
 def _sel(x, idx):
+    """``x[idx]`` for a vector (plain or traced); a scalar stays a scalar."""
     if shape_of(x) == ():
         return x
     return x[idx]
@@ -289,14 +290,20 @@ class OdeSystem:
                 raise ValueError(f"{who}: ss_guess must be a vector of {n} amounts, got "
                                  f"shape {self.guess.shape}")
 
-    def evolve(self, x, t0, ts, theta, rate, tol=None):
-        """States ``(len(ts), n)`` at the times ``ts`` from ``x`` at ``t0``."""
+    def _span(self, ts, tol):
+        """``(ts, rel_tol, abs_tol)`` of a solve: the times as one vector (traced if
+        any is), both tolerances ``tol`` when it is given."""
         if any(isinstance(t, Box) for t in ts):
             ts = stack(list(ts))
         else:
             ts = np.array([float(t) for t in ts])
-        r = tol if tol is not None else self.rel_tol
-        a = tol if tol is not None else self.abs_tol
+        if tol is not None:
+            return ts, tol, tol
+        return ts, self.rel_tol, self.abs_tol
+
+    def evolve(self, x, t0, ts, theta, rate, tol=None):
+        """States ``(len(ts), n)`` at the times ``ts`` from ``x`` at ``t0``."""
+        ts, r, a = self._span(ts, tol)
         return self.solver(self.rhs, _vec(x, self.n), t0, ts, theta, rate, *self.data,
                            rel_tol=r, abs_tol=a, max_num_steps=self.max_num_steps)
 
