@@ -14,8 +14,8 @@ import math
 from .opcodes import (ADD, ATAN2, DIV, FDIM, FMAX, FMIN, HYPOT, LBETA, LCHOOSE,
                       LMULTIPLY, LOG_DIFF_EXP, LOG_FALLING_FACTORIAL,
                       LOG_INV_LOGIT_DIFF, LOG_RISING_FACTORIAL, LSE2, MAXIMUM, MINIMUM,
-                      MUL, POW, SUB)
-from .scalar import _digamma, _digamma_diff, _inv_logit, _jit, _lbeta, _lchoose, _log1m_exp, _log1p_exp, njit
+                      MUL, OWENS_T, POW, SUB)
+from .scalar import _digamma, _digamma_diff, _inv_logit, _jit, _lbeta, _lchoose, _log1m_exp, _log1p_exp, _owens_t, njit
 
 __all__ = ["binary", "binary_vjp", "binary1", "binary1_dx", "binary1_dy"]
 
@@ -68,6 +68,8 @@ def binary1(op, x, y):
         return _lbeta(x, y)
     if op == LCHOOSE:             # lchoose
         return _lchoose(x, y)
+    if op == OWENS_T:             # owens_t
+        return _owens_t(x, y)
     return math.nan
 
 
@@ -114,6 +116,8 @@ def binary1_dx(op, g, x, y, ans):
         return g * _digamma_diff(x, y)
     if op == LCHOOSE:             # lchoose
         return -g * _digamma_diff(x - y + 1.0, y)
+    if op == OWENS_T:             # owens_t
+        return g * (-0.5 * 0.3989422804014327) * math.exp(-0.5 * (x * x)) * math.erf(y * x * 0.7071067811865475)
     return math.nan
 
 
@@ -160,6 +164,8 @@ def binary1_dy(op, g, x, y, ans):
         return g * _digamma_diff(y, x)
     if op == LCHOOSE:             # lchoose
         return g * (_digamma(x - y + 1.0) - _digamma(y + 1.0))
+    if op == OWENS_T:             # owens_t
+        return g * math.exp(-0.5 * (x * x) * (1.0 + y * y)) / (2.0 * 3.141592653589793 * (1.0 + y * y))
     return math.nan
 
 
@@ -285,6 +291,12 @@ def binary(op, n, V, o, a, sa, b, sb):
             x = V[a + i * sa]
             y = V[b + i * sb]
             V[o + i] = _lchoose(x, y)
+        return
+    if op == OWENS_T:             # owens_t
+        for i in range(n):
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            V[o + i] = _owens_t(x, y)
         return
 
 
@@ -490,4 +502,14 @@ def binary_vjp(op, m, n, V, A, o, a, sa, b, sb):
                 A[a + i * sa] += -g * _digamma_diff(x - y + 1.0, y)
             if m & 2:
                 A[b + i * sb] += g * (_digamma(x - y + 1.0) - _digamma(y + 1.0))
+        return
+    if op == OWENS_T:             # owens_t
+        for i in range(n):
+            g = A[o + i]
+            x = V[a + i * sa]
+            y = V[b + i * sb]
+            if m & 1:
+                A[a + i * sa] += g * (-0.5 * 0.3989422804014327) * math.exp(-0.5 * (x * x)) * math.erf(y * x * 0.7071067811865475)
+            if m & 2:
+                A[b + i * sb] += g * math.exp(-0.5 * (x * x) * (1.0 + y * y)) / (2.0 * 3.141592653589793 * (1.0 + y * y))
         return

@@ -131,6 +131,7 @@ MAXIMUM = 130
 FDIM = 131               # max(a - b, 0)
 LBETA = 132              # log B(a, b) (vm/scalar.py _lbeta)
 LCHOOSE = 133            # log C(a, b) (vm/scalar.py _lchoose)
+OWENS_T = 134            # Owen's T(h, a) (vm/scalar.py _owens_t)
 
 # -- summed log densities, second range (as NORMAL ...) ----------------------------------
 RAYLEIGH = 80            # (y | sigma)
