@@ -33,10 +33,11 @@ from .. import math as sm
 from ..autodiff.var import shape_of, value_of
 from .fused import check_finite, check_positive, fused, pointwise
 from .multivariate import (HALF_LOG_TWO_PI, LOG_TWO, _arr, _bartlett, _centered, _chol,
-                           _check_cholesky_factor, _check_locations, _check_nu_dims,
+                           _check_cholesky_factor, _check_nu_dims,
                            _check_scalar, _check_symmetric, _inv_from_chol,
                            _lkj_log_const, _lmgamma, _log_diag_sum, _mst_kernel,
-                           _mst_terms, _mT, _mvn_draws, _out, _per_vector, _rows, _square)
+                           _mst_terms, _mT, _mvn_draws, _out, _per_vector, _rows, _square,
+                           _vector_checks)
 from .rng import as_generator
 
 __all__ = ["multi_normal_prec_lpdf",
@@ -76,15 +77,9 @@ def _multi_normal_prec(need, y, mu, Omega):
     return lp, parts
 
 
-def _check_multi_normal_prec(y, mu, Omega):
-    fn = "multi_normal_prec_lpdf"
-    K = _square(fn, "Omega", Omega)
-    _check_locations(fn, K, y, mu)
-    _check_symmetric(fn, "Omega", Omega)
-
-
 _multi_normal_prec_node = fused("multi_normal_prec_lpdf", _multi_normal_prec,
-                                _check_multi_normal_prec)
+                                _vector_checks("multi_normal_prec_lpdf", "Omega",
+                                               _check_symmetric))
 
 
 @pointwise(_multi_normal_prec_node, broadcast=False)
@@ -125,17 +120,10 @@ def _multi_student_t_cholesky(need, y, nu, mu, L):
     return _mst_kernel(need, y, nu, mu, L, True)
 
 
-def _check_multi_student_t_cholesky(y, nu, mu, L):
-    fn = "multi_student_t_cholesky_lpdf"
-    K = _square(fn, "L", L)
-    _check_scalar(fn, "nu", nu)
-    _check_locations(fn, K, y, mu)
-    _check_cholesky_factor(fn, "L", L)
-
-
 _multi_student_t_cholesky_node = fused("multi_student_t_cholesky_lpdf",
                                        _multi_student_t_cholesky,
-                                       _check_multi_student_t_cholesky)
+                                       _vector_checks("multi_student_t_cholesky_lpdf",
+                                                      "L", _check_cholesky_factor))
 
 
 pointwise(_multi_student_t_cholesky_node, broadcast=False)(_mst_terms)

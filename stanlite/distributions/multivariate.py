@@ -278,6 +278,21 @@ def _check_scalar(fn, arg, x):
     check_positive(fn, arg, x)
 
 
+def _vector_checks(fn, arg, check_matrix):
+    """The checks of a density of vectors ``y`` around ``mu`` with a ``K x K`` matrix
+    ``arg`` (checked by ``check_matrix``), called ``(y, mu, M)`` or, for the Student-t
+    densities, ``(y, nu, mu, M)`` with a positive scalar ``nu``. (Its ``*rest``
+    signature leaves the parameters' names to the kernel's.)"""
+    def check(y, *rest):
+        *nu, mu, M = rest
+        K = _square(fn, arg, M)
+        if nu:
+            _check_scalar(fn, "nu", nu[0])
+        _check_locations(fn, K, y, mu)
+        check_matrix(fn, arg, M)
+    return check
+
+
 # --------------------------------------------------------------------------------------
 # multivariate normal (covariance and Cholesky parameterisations)
 # --------------------------------------------------------------------------------------
@@ -326,14 +341,8 @@ def _multi_normal(need, y, mu, Sigma):
     return lp, parts
 
 
-def _check_multi_normal(y, mu, Sigma):
-    fn = "multi_normal_lpdf"
-    K = _square(fn, "Sigma", Sigma)
-    _check_locations(fn, K, y, mu)
-    _check_symmetric(fn, "Sigma", Sigma)
-
-
-_multi_normal_node = fused("multi_normal_lpdf", _multi_normal, _check_multi_normal)
+_multi_normal_node = fused("multi_normal_lpdf", _multi_normal,
+                           _vector_checks("multi_normal_lpdf", "Sigma", _check_symmetric))
 
 
 def multi_normal_lpdf(y, mu, Sigma, *, reduce=True):
@@ -366,15 +375,9 @@ def _multi_normal_cholesky(need, y, mu, L):
     return lp, parts
 
 
-def _check_multi_normal_cholesky(y, mu, L):
-    fn = "multi_normal_cholesky_lpdf"
-    K = _square(fn, "L", L)
-    _check_locations(fn, K, y, mu)
-    _check_cholesky_factor(fn, "L", L)
-
-
-_multi_normal_cholesky_node = fused("multi_normal_cholesky_lpdf", _multi_normal_cholesky,
-                                    _check_multi_normal_cholesky)
+_multi_normal_cholesky_node = fused(
+    "multi_normal_cholesky_lpdf", _multi_normal_cholesky,
+    _vector_checks("multi_normal_cholesky_lpdf", "L", _check_cholesky_factor))
 
 
 def multi_normal_cholesky_lpdf(y, mu, L, *, reduce=True):
@@ -482,16 +485,9 @@ def _mst_kernel(need, y, nu, mu, L, cholesky):
     return lp, parts
 
 
-def _check_multi_student_t(y, nu, mu, Sigma):
-    fn = "multi_student_t_lpdf"
-    K = _square(fn, "Sigma", Sigma)
-    _check_scalar(fn, "nu", nu)
-    _check_locations(fn, K, y, mu)
-    _check_symmetric(fn, "Sigma", Sigma)
-
-
 _multi_student_t_node = fused("multi_student_t_lpdf", _multi_student_t,
-                              _check_multi_student_t)
+                              _vector_checks("multi_student_t_lpdf", "Sigma",
+                                             _check_symmetric))
 
 
 def multi_student_t_lpdf(y, nu, mu, Sigma, *, reduce=True):
