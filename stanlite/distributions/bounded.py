@@ -44,12 +44,13 @@ from .. import math as sm
 from ..autodiff.var import guarded, shape_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.declare import defkernel as _defkernel
-from ..autodiff.vm.scalar import _digamma, _lbeta
+from ..autodiff.vm.scalar import _digamma, _digamma_diff, _lbeta
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
                                    deflower as _deflower, density as _ld,
                                    guard_lowering as _guard_lowering)
 from ..errors import DomainError
 from ..math.incomplete import beta_tail, gamma_tail, times_log as _xlog
+from ..math.special import digamma_diff as _digamma_diff_prim
 from .family import (FINITE, NONNEGATIVE, NOT_NAN, POSITIVE, cdf_doc, family, in_range,
                      rng_doc)
 from .fused import plain, pointwise, reps
@@ -664,6 +665,9 @@ def _beta(need, theta, alpha, beta):
     d/dtheta = (alpha - 1)/theta - (beta - 1)/(1 - theta);
     d/dalpha = log(theta) - digamma(alpha) + digamma(alpha + beta);
     d/dbeta = log(1 - theta) - digamma(beta) + digamma(alpha + beta).
+    The digamma differences are digamma_diff (math/special.py), as lbeta's own
+    derivatives: psi(alpha) - psi(alpha + beta) loses ~1e-15 / (beta / alpha) relative
+    for beta << alpha, and the interpreter's op (below) computes the same.
     """
     n, shape = _size(theta, alpha, beta)
     lt = sm.log(theta)
@@ -673,12 +677,10 @@ def _beta(need, theta, alpha, beta):
     parts = [None, None, None]
     if need[0]:
         parts[0] = (alpha - 1.0) / theta - (beta - 1.0) / (1.0 - theta)
-    if need[1] or need[2]:
-        dab = sm.digamma(alpha + beta)
-        if need[1]:
-            parts[1] = lt - sm.digamma(alpha) + dab
-        if need[2]:
-            parts[2] = l1t - sm.digamma(beta) + dab
+    if need[1]:
+        parts[1] = lt - _digamma_diff_prim(alpha, beta)
+    if need[2]:
+        parts[2] = l1t - _digamma_diff_prim(beta, alpha)
     return lp, [_bc(p, shape) for p in parts]
 
 
@@ -735,13 +737,13 @@ def _beta_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
         y = V[a + i * sa]
         p = V[b + i * sb]
         q = V[c + i * sc]
-        dpq = _digamma(p + q)
         if m & 1:
             A[a + i * sa] += g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y))
+        # (the tape's digamma differences: _digamma_diff, no cancellation)
         if m & 2:
-            A[b + i * sb] += g * (math.log(y) - _digamma(p) + dpq)
+            A[b + i * sb] += g * (math.log(y) - _digamma_diff(p, q))
         if m & 4:
-            A[c + i * sc] += g * (math.log1p(-y) - _digamma(q) + dpq)
+            A[c + i * sc] += g * (math.log1p(-y) - _digamma_diff(q, p))
 
 
 _defkernel(_op.BETA, _beta_value, _beta_grad, kind="density")

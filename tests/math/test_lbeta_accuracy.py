@@ -147,3 +147,29 @@ def test_the_beta_densitys_op_uses_the_same_lbeta(vm, scale):
     zs = [rng.uniform(0.5, 3.0, 6) for _ in range(4)]
     vg = vm.check(f, zs[0], zs[1:])
     assert opcodes.BETA in vm.opcodes(vg)
+
+
+def test_the_beta_densitys_gradient_where_its_digammas_cancel(vm):
+    # d/dalpha beta_lpdf = log(theta) - (psi(alpha) - psi(alpha + beta)): at alpha = 1e6,
+    # beta = 1, theta = 0.999999 the two terms cancel to -5e-13; as digamma_diff (tape
+    # and the interpreter's BETA op alike) it is right to ~1e-9 relative (the rounding
+    # of log(theta) ~ 1e-6 and of digamma_diff, ~5e-22 absolute), where the digamma
+    # difference (psi ~ 13.8, ~1e-15 absolute) was off by 2e-3 relative
+    th = np.array([0.999999, 0.9999990000001])
+
+    def f(z):
+        return sl.beta_lpdf(th, z[0], z[1])
+
+    z = np.array([1e6, 1.0])
+    with mp.workdps(50):
+        a, b = mp.mpf(z[0]), mp.mpf(z[1])
+        dab = mp.digamma(a + b)
+        want = [float(sum(mp.log(mp.mpf(t)) - mp.digamma(a) + dab for t in th)),
+                float(sum(mp.log1p(-mp.mpf(t)) - mp.digamma(b) + dab for t in th))]
+    tape = sl.grad(f)(z)
+    vg = vm.compile(f, z)
+    comp = vg(z)[1]
+    assert opcodes.BETA in vm.opcodes(vg)
+    for g in (tape, comp):
+        assert g[0] == pytest.approx(want[0], rel=1e-8, abs=0.0)
+        assert g[1] == pytest.approx(want[1], rel=1e-14)

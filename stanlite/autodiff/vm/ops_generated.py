@@ -13,7 +13,7 @@ import numpy as np
 
 from . import opcodes as _O
 from . import opcodes as _op
-from .scalar import _digamma, _inv_logit, _jit, _lbeta, _log1p_exp
+from .scalar import _digamma, _digamma_diff, _inv_logit, _jit, _lbeta, _log1p_exp
 
 __all__ = ["density_value", "density_grad", "array_forward", "array_reverse",
            "DENSITY_OPS", "ARRAY_OPS"]
@@ -787,13 +787,13 @@ def _beta_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
         y = V[a + i * sa]
         p = V[b + i * sb]
         q = V[c + i * sc]
-        dpq = _digamma(p + q)
         if m & 1:
             A[a + i * sa] += g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y))
+        # (the tape's digamma differences: _digamma_diff, no cancellation)
         if m & 2:
-            A[b + i * sb] += g * (math.log(y) - _digamma(p) + dpq)
+            A[b + i * sb] += g * (math.log(y) - _digamma_diff(p, q))
         if m & 4:
-            A[c + i * sc] += g * (math.log1p(-y) - _digamma(q) + dpq)
+            A[c + i * sc] += g * (math.log1p(-y) - _digamma_diff(q, p))
 
 
 # stanlite.distributions.continuous
