@@ -197,13 +197,7 @@ class OdeRHS:
                 return r
         n = self.n
         with gc_paused_nested() as tape:
-            yl = _leaf(y, tape)
-            a = list(args)
-            leaves = []
-            for j in mask:
-                leaf = a[j] = _leaf(args[j], tape)
-                leaves.append(leaf)
-            out = self.state(self.F(t, yl, *a))
+            yl, leaves, out = self._record(tape, t, y, args, mask)
             Jy = np.zeros((n, n))
             Jp = [np.zeros((n, _size(leaf.value))) for leaf in leaves]
             if not (type(out) is Var and out.tape is tape):
@@ -238,6 +232,17 @@ class OdeRHS:
                         J[i] = g.ravel() if type(g) is np.ndarray else g
         return fval, Jy, Jp
 
+    def _record(self, tape, t, y, args, mask):
+        """``F(t, y, *args)`` recorded on ``tape``, ``y`` and the arguments in ``mask``
+        as its leaves; -> (y's leaf, the arguments' leaves, the output)."""
+        yl = _leaf(y, tape)
+        a = list(args)
+        leaves = []
+        for j in mask:
+            leaf = a[j] = _leaf(args[j], tape)
+            leaves.append(leaf)
+        return yl, leaves, self.state(self.F(t, yl, *a))
+
     def vjp(self, t, y, args, mask, lam):
         """``(F, lam^T J_y, [lam^T J_pj (flat) for j in mask])`` in one reverse sweep."""
         cp = self._compiled(t, y, args)
@@ -253,13 +258,7 @@ class OdeRHS:
             if r is not None:
                 return r
         with gc_paused_nested() as tape:
-            yl = _leaf(y, tape)
-            a = list(args)
-            leaves = []
-            for j in mask:
-                leaf = a[j] = _leaf(args[j], tape)
-                leaves.append(leaf)
-            out = self.state(self.F(t, yl, *a))
+            yl, leaves, out = self._record(tape, t, y, args, mask)
             if not (type(out) is Var and out.tape is tape):
                 if isinstance(out, Box):
                     raise _closure_error(self.name)
