@@ -22,23 +22,40 @@ point to the eager tape).
 A program with any other instruction (vector ops other than the elementwise ones,
 densities, matrix products, ...) or with more than :data:`MAX_ROWS` element
 statements is not generated: the interpreter keeps it. Generation costs a numba
-compile (~0.5-2 s, once per install and program), so :mod:`.ode_native` asks for it
-only once a right-hand side has run ``AFTER`` evaluations in the interpreter.
+compile (~0.5-2 s, once per install and program; ~12 s for the Friberg-Karlsson
+model's), so :mod:`.ode_native` asks for it only once a right-hand side has run
+``AFTER`` evaluations in the interpreter.
+
+The compile does not hold up the solves (issue 20, point 6: a fresh process's first
+draw): unless numba's disk cache has the function already, :func:`generate` starts it
+in a separate Python process and returns a :class:`Pending`; the solves go on with
+the interpreter, whose numbers the generated code reproduces, and switch over at the
+first solve after the compile has finished (:meth:`Pending.ready`: the function is
+then loaded from the cache that process wrote, ~0.1 s). A separate process rather
+than a thread: numba's compiler holds the GIL for most of its work (a thread would
+slow the chains that go on meanwhile by about half), and the compile then runs on
+another core. The process is detached: one that outlives its parent still fills the
+cache for the next. ``STANLITE_ODE_CODEGEN_BACKGROUND=0`` (or ``BACKGROUND = False``
+here) compiles in this process, at once, as before; so does a failed background
+compile.
 """
 
 import hashlib
 import importlib.util
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import numpy as np
 
 from ..autodiff.vm import kernel as _k, opcodes as O
 
-__all__ = ["generate", "source", "MAX_ROWS", "AFTER", "STATS"]
+__all__ = ["generate", "source", "Pending", "wait", "MAX_ROWS", "AFTER", "BACKGROUND",
+           "STATS"]
 
 #: the largest program (element statements of its forward pass) generated
 MAX_ROWS = 600
@@ -46,8 +63,12 @@ MAX_ROWS = 600
 #: (``STANLITE_ODE_CODEGEN_AFTER``; ``off`` never generates)
 _env = os.environ.get("STANLITE_ODE_CODEGEN_AFTER", "20000").strip().lower()
 AFTER = None if _env in ("off", "none", "no") else int(_env)
-#: programs generated, and bundles refused (an instruction without a rule here)
-STATS = {"generated": 0, "refused": 0}
+#: compile in a separate process while the interpreter goes on (see the module's doc)
+BACKGROUND = os.environ.get("STANLITE_ODE_CODEGEN_BACKGROUND", "1").strip().lower() \
+    not in ("0", "off", "no", "false")
+#: programs generated, bundles refused (an instruction without a rule here), compiles
+#: started in another process
+STATS = {"generated": 0, "refused": 0, "background": 0}
 
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -424,7 +445,9 @@ def _deps():
 
 def generate(progs, n, dim):
     """The compiled ``rhs`` of ``progs`` (a numba function of signature
-    :data:`.ode_steppers.RHS_SIG`), or None when they are not generated."""
+    :data:`.ode_steppers.RHS_SIG`), None when they are not generated, or - with
+    :data:`BACKGROUND`, while numba's cache does not have it yet - a :class:`Pending`
+    whose :meth:`~Pending.ready` gives it once another process has compiled it."""
     text = source(progs, n, dim)
     if text is None:
         STATS["refused"] += 1
@@ -434,6 +457,9 @@ def generate(progs, n, dim):
         fn = _LOADED.get(key)
         if fn is not None:
             return fn
+        pend = _PENDING.get(key)
+        if pend is not None:
+            return pend
         name = f"stanlite_ode_rhs_{key}"
         path = os.path.join(_directory(), name + ".py")
         if not os.path.exists(path):
@@ -441,10 +467,187 @@ def generate(progs, n, dim):
             with open(tmp, "w") as fh:
                 fh.write(text)
             os.replace(tmp, path)
+        if BACKGROUND and not _compiled(path):
+            pend = _PENDING[key] = Pending(key, name, path)
+            if pend.start():
+                return pend
+            del _PENDING[key]
+        return _load(key, name, path)
+
+
+def _load(key, name, path):
+    """Import the generated module (numba compiles ``rhs`` at its decoration, or loads
+    it from its disk cache); called under ``_LOCK``."""
+    fn = _LOADED.get(key)
+    if fn is not None:
+        return fn
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    fn = _LOADED[key] = mod.rhs
+    STATS["generated"] += 1
+    return fn
+
+
+# ---- the compile in another process ---------------------------------------------------
+_PENDING = {}                   # key -> Pending (compiles this process waits for)
+
+
+def _stamp():
+    """What the compiled code in numba's cache depends on besides the generated file
+    and :func:`_deps` (both in its name): the versions of numba and Python."""
+    import numba
+    return f"numba {numba.__version__} python {sys.version.split()[0]}"
+
+
+def _compiled(path):
+    """Whether a process compiled ``path`` into numba's cache (its ``.ok`` marker,
+    written after the compile, names the same numba and Python as this process)."""
+    try:
+        with open(path + ".ok") as fh:
+            return fh.read().strip() == _stamp()
+    except OSError:
+        return False
+
+
+def _young(lock):
+    """A lock file without its pid yet: written this instant by another process?"""
+    try:
+        return time.time() - os.path.getmtime(lock) < 30.0
+    except OSError:
+        return False
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True             # (exists, another user's)
+    return True
+
+
+class Pending:
+    """A generated right-hand side being compiled by another process."""
+
+    def __init__(self, key, name, path):
+        self.key, self.name, self.path = key, name, path
+        self.proc = None
+        self._lock = threading.Lock()
+
+    def start(self):
+        """Start the compile, unless another process is compiling this file already
+        (its lock file names a live process): True, or False when no process could be
+        started (compile here instead)."""
+        lock = self.path + ".lock"
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                with open(lock) as fh:
+                    pid = int(fh.read().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if (_alive(pid) if pid else _young(lock)):
+                return True             # another process compiles it: wait for that
+            try:
+                os.unlink(lock)         # (left by a process that died)
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except OSError:
+                return True             # (taken meanwhile)
+        except OSError:
+            return False
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+            __file__))))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        # (single-threaded: the compile needs no BLAS, and must not compete for cores)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        try:
+            with open(self.path + ".log", "w") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", "import sys; from stanlite.functor.ode_codegen "
+                     "import _compile_main; _compile_main(*sys.argv[1:])", self.name,
+                     self.path], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    env=env, cwd=os.path.dirname(self.path), start_new_session=True)
+        except OSError:
+            os.close(fd)
+            os.unlink(lock)
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(self.proc.pid))
+        STATS["background"] += 1
+        return True
+
+    def ready(self):
+        """The compiled function once the compile has finished (loaded from numba's
+        cache), else None. A compile that failed, or another process's that died, is
+        done here, at once (what :data:`BACKGROUND` off does)."""
+        if not self._lock.acquire(blocking=False):
+            return None                 # (another thread is checking)
+        try:
+            if _compiled(self.path):
+                done = True
+                if self.proc is not None:
+                    self.proc.wait()    # (exiting: its marker is its last act)
+            elif self.proc is not None:
+                if self.proc.poll() is None:
+                    return None
+                done = True             # exited without its marker: compile here
+            else:
+                done = not self._other_alive()
+            if not done:
+                return None
+            with _LOCK:
+                fn = _load(self.key, self.name, self.path)
+                _PENDING.pop(self.key, None)
+            return fn
+        finally:
+            self._lock.release()
+
+    def _other_alive(self):
+        try:
+            with open(self.path + ".lock") as fh:
+                pid = int(fh.read().strip() or 0)
+            return _alive(pid) if pid else _young(self.path + ".lock")
+        except (OSError, ValueError):
+            return False
+
+    def wait(self, timeout=None):
+        """Block until the compile has finished (or ``timeout`` seconds); the
+        function, or None."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            fn = self.ready()
+            if fn is not None or (end is not None and time.monotonic() >= end):
+                return fn
+            time.sleep(0.05)
+
+
+def wait(timeout=None):
+    """Wait for the compiles this process started or waits for (benchmarks, tests)."""
+    for pend in list(_PENDING.values()):
+        pend.wait(timeout)
+
+
+def _compile_main(name, path):
+    """The compile process: import the generated module (numba compiles it into its
+    disk cache), then write the marker :func:`_compiled` looks for."""
+    try:
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
-        fn = _LOADED[key] = mod.rhs
-        STATS["generated"] += 1
-        return fn
+        mod.rhs                         # (compiled at its decoration: a signature)
+        tmp = f"{path}.ok.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(_stamp())
+        os.replace(tmp, path + ".ok")
+    finally:
+        try:
+            os.unlink(path + ".lock")
+        except OSError:
+            pass

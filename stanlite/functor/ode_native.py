@@ -157,7 +157,9 @@ def _bundle(c, progs, n):
     ``(fp, ci, cf, cur, where)`` (``fp`` the function's addresses, the function
     kept alive on the evaluator), the first ``BUNDLE`` programs tried in turn from the
     one that ran last - by their generated code (:mod:`.ode_codegen`) once this
-    right-hand side has run ``ode_codegen.AFTER`` evaluations, else by the
+    right-hand side has run ``ode_codegen.AFTER`` evaluations and the code is
+    compiled (:class:`.ode_codegen.Pending`: compiled in another process meanwhile),
+    else by the
     interpreter's adapter over the programs' tables concatenated with offsets (kept on
     the evaluator until its programs change); None if a program's buffers differ in
     size. Shared: each solve runs on a :func:`private` copy."""
@@ -180,11 +182,20 @@ def _bundle(c, progs, n):
         kept = c._ode_bundle = [ids, chosen, dp.interp, dp.address(dp.interp), ci, cf,
                                 False]
     after = ode_codegen.AFTER
-    if not kept[6] and after is not None and c._replays >= after:
-        kept[6] = True                  # (tried once per bundle)
-        fn = ode_codegen.generate(chosen, n, c.dim)
-        if fn is not None:
-            kept[2:4] = fn, dp.address(fn)
+    state = kept[6]
+    if state is False and after is not None and c._replays >= after:
+        # (tried once per bundle: the function, None, or a compile in another process)
+        state = kept[6] = ode_codegen.generate(chosen, n, c.dim)
+    if isinstance(state, ode_codegen.Pending):
+        # the interpreter meanwhile: the generated code's numbers are its own, so the
+        # solve at which the switch happens does not change a result
+        state = state.ready()
+        if state is not None:
+            kept[6] = state
+    if state is not None and state is not False and state is not True and \
+            kept[2] is not state:
+        kept[2:4] = state, dp.address(state)
+        kept[6] = True
     return (kept[3], kept[4], kept[5], np.array([0, len(chosen)], dtype=np.int64),
             np.zeros(1 + n))
 

@@ -2,8 +2,10 @@
 right-hand side's programs gives the interpreter's numbers bit for bit (f, the
 Jacobian rows, the tangent system; every guard path of a bundle), solves through it
 agree with closed forms and finite differences, the population solver gives the same
-bits with it as with the interpreter and in threads as serially, and programs with an
-instruction it has no rule for stay with the interpreter."""
+bits with it as with the interpreter and in threads as serially, programs with an
+instruction it has no rule for stay with the interpreter, and a compile in another
+process (the default) lets the solves go on in the interpreter and switches over to
+the same bits once it is done."""
 
 import numpy as np
 import pytest
@@ -22,6 +24,9 @@ def fresh(monkeypatch):
     monkeypatch.setattr(ode_native, "ENABLED", True)
     monkeypatch.setattr(ode_compiled, "COMPILE_AFTER", 1)
     monkeypatch.setattr(ode_rhs, "_cache", type(ode_rhs._cache)())
+    # (compiled here, at once: these tests hold the generated code as soon as asked;
+    # test_background_compile_switches_over is the other route)
+    monkeypatch.setattr(ode_codegen, "BACKGROUND", False)
     return monkeypatch
 
 
@@ -231,3 +236,45 @@ def test_population_generated_equals_interpreter_and_threads(fresh):
     _, loss2 = _population(2)
     v_t, g_t = sl.value_and_grad(loss2)(th)
     assert v_t == v_g and np.array_equal(g_t, g_g)
+
+
+def _decay(t, y, th):
+    # (a constant no other test's right-hand side has: its own generated file)
+    return sl.stack([-th[0] * y[0] + 0.0123456789, th[0] * y[0] - th[1] * sl.sqrt(y[1])])
+
+
+def test_background_compile_switches_over(fresh, tmp_path):
+    """``BACKGROUND``: the solve that asks for the generated code runs the interpreter
+    while another process compiles it into numba's cache; a solve after that process
+    is done runs the generated code, loaded from the cache: the same bits. A new
+    evaluator then finds it compiled (no second process)."""
+    fresh.setenv("STANLITE_CACHE_DIR", str(tmp_path / "programs"))
+    fresh.setattr(ode_codegen, "BACKGROUND", True)
+    fresh.setattr(ode_codegen, "AFTER", 0)
+    args = (np.array([0.7, 0.4]),)
+
+    def solve():
+        return sl.ode_rk45(_decay, np.array([2.0, 1.0]), 0.0, [0.5, 1.0, 3.0], *args,
+                           rel_tol=1e-9, abs_tol=1e-9)
+
+    started = ode_codegen.STATS["background"]
+    y_interp = solve()
+    assert ode_codegen.STATS["background"] == started + 1
+    (entry,) = [e for e in ode_rhs._cache.values() if isinstance(e[1],
+                                                                 ode_compiled.CompiledRHS)]
+    c = entry[1]
+    assert c._ode_bundle[2] is ode_steppers.interp
+    assert isinstance(c._ode_bundle[6], ode_codegen.Pending)
+    ode_codegen.wait(timeout=600)
+    generated = ode_codegen.STATS["generated"]
+    y_gen = solve()
+    assert c._ode_bundle[2] is not ode_steppers.interp and c._ode_bundle[6] is True
+    assert ode_codegen.STATS["generated"] == generated
+    assert np.array_equal(y_gen, y_interp)
+    ref = _scipy_route(solve)
+    assert np.allclose(y_gen, ref, rtol=1e-12)
+    # a new evaluator (another process, as far as the cache knows): no compile
+    fresh.setattr(ode_rhs, "_cache", type(ode_rhs._cache)())
+    fresh.setattr(ode_codegen, "_LOADED", {})
+    assert np.array_equal(solve(), y_gen)
+    assert ode_codegen.STATS["background"] == started + 1

@@ -67,6 +67,8 @@ def test_generated_right_hand_side_gives_the_interpreters_gradient(monkeypatch):
                                   ode_steppers)
     monkeypatch.setattr(ode_native, "ENABLED", True)
     monkeypatch.setattr(ode_compiled, "COMPILE_AFTER", 1)
+    # (compiled in this process, at once: not in another while the interpreter goes on)
+    monkeypatch.setattr(ode_codegen, "BACKGROUND", False)
     x0 = zoo.get(NAME).unconstrain(fk.z_of(fk.TRUTH))
     xs = (x0, x0 + 0.2 * np.random.default_rng(4).standard_normal(x0.size))
 
