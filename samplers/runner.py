@@ -161,9 +161,36 @@ def picklable(e):
 def blas_limit(n):
     """A context in which BLAS libraries use at most ``n`` threads (threadpoolctl);
     ``None`` leaves them alone."""
-    if n is None:
+    if n is None or int(n) == 1 and _one_thread_already():
         return contextlib.nullcontext()
     return _blas_controller().limit(limits=int(n), user_api="blas")
+
+
+def _one_thread_already():
+    """Whether the environment started the BLAS libraries with one thread and nothing
+    can have changed that through threadpoolctl (not imported): then a limit of one
+    thread is a no-op, and threadpoolctl's import and scan of the loaded libraries
+    (~25 ms, on the way to a fresh process's first draw) are skipped.
+    ``OMP_NUM_THREADS`` binds OpenBLAS, MKL and BLIS; ``OPENBLAS_NUM_THREADS`` binds
+    numpy's and scipy's BLAS when both are OpenBLAS builds (their wheels)."""
+    if "threadpoolctl" in sys.modules:
+        return False
+    env = {k: os.environ.get(k, "").strip() for k in (
+        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",
+        "BLIS_NUM_THREADS")}
+    if any(v not in ("", "1") for v in env.values()):
+        return False                    # (a library's own variable overrides OMP's)
+    if env["OMP_NUM_THREADS"] == "1":
+        return True
+    if env["OPENBLAS_NUM_THREADS"] != "1":
+        return False
+    try:
+        import numpy
+        import scipy
+        return all("openblas" in str(m.__config__.CONFIG["Build Dependencies"]["blas"]
+                                     ["name"]).lower() for m in (numpy, scipy))
+    except Exception:                   # noqa: BLE001 - another build's config: scan
+        return False
 
 
 _BLAS = [None, -1]      # this process's threadpoolctl controller, len(sys.modules) then

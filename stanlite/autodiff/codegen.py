@@ -105,7 +105,16 @@ def _pairwise_expr(t, n):
 
 def _pairwise_agrees():
     """Does this numpy sum short float64 vectors in the order ``_pairwise_expr`` writes?
-    (Checked once, on import; if not, sums stay numpy calls.)"""
+    (Checked once per process, at the first short sum a program writes - not at import:
+    its ~320 small ``eval`` calls cost ~20 ms that a first draw from a cached program
+    never needs; if not, sums stay numpy calls.)"""
+    ok = _PAIRWISE_OK[0]
+    if ok is None:
+        ok = _PAIRWISE_OK[0] = _pairwise_check()
+    return ok
+
+
+def _pairwise_check():
     rng = np.random.default_rng(12345)
     for n in range(1, 17):
         for _ in range(20):
@@ -116,7 +125,7 @@ def _pairwise_agrees():
     return True
 
 
-_PAIRWISE_OK = _pairwise_agrees()
+_PAIRWISE_OK = [None]        # _pairwise_agrees(), once known
 
 _LITERAL = set("0123456789.e+-*/() ")
 
@@ -438,7 +447,8 @@ class _Gen:
         summed in Python floats in numpy's own order (its pairwise summation: below 8
         terms left to right, else 8 running sums combined as a tree, then the rest),
         the same bits without the cost of a reduction call (1 us against 0.4)."""
-        if not (_PAIRWISE_OK and type(k) is tuple and len(k) == 1 and 1 <= k[0] <= 16):
+        if not (type(k) is tuple and len(k) == 1 and 1 <= k[0] <= 16 and
+                _pairwise_agrees()):
             return f"_float({_p(x)}.sum())"
         t = self.tmp("s")
         self.emit(f"{t} = {_p(x)}.tolist()")
