@@ -535,6 +535,7 @@ class Pending:
     def __init__(self, key, name, path):
         self.key, self.name, self.path = key, name, path
         self.proc = None
+        self.owner = os.getpid()        # (a forked worker cannot wait for the process)
         self._lock = threading.Lock()
 
     def start(self):
@@ -589,12 +590,13 @@ class Pending:
         if not self._lock.acquire(blocking=False):
             return None                 # (another thread is checking)
         try:
+            proc = self.proc if self.owner == os.getpid() else None
             if _compiled(self.path):
                 done = True
-                if self.proc is not None:
-                    self.proc.wait()    # (exiting: its marker is its last act)
-            elif self.proc is not None:
-                if self.proc.poll() is None:
+                if proc is not None:
+                    proc.wait()         # (exiting: its marker is its last act)
+            elif proc is not None:
+                if proc.poll() is None:
                     return None
                 done = True             # exited without its marker: compile here
             else:

@@ -278,3 +278,17 @@ def test_background_compile_switches_over(fresh, tmp_path):
     fresh.setattr(ode_codegen, "_LOADED", {})
     assert np.array_equal(solve(), y_gen)
     assert ode_codegen.STATS["background"] == started + 1
+
+
+def test_pending_in_a_forked_worker_waits_for_the_lock(tmp_path):
+    """A worker forked while a compile runs cannot wait for its parent's process (its
+    poll would say "exited" and compile again, in the worker): it goes by the lock
+    file's process instead."""
+    import os
+    path = str(tmp_path / "stanlite_ode_rhs_x.py")
+    pend = ode_codegen.Pending("x", "stanlite_ode_rhs_x", path)
+    pend.owner = -1                         # (made in the parent)
+    pend.proc = object()                    # (the parent's Popen: not to be touched)
+    with open(path + ".lock", "w") as fh:
+        fh.write(str(os.getpid()))          # (a live process compiles)
+    assert pend.ready() is None
