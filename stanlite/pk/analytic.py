@@ -52,7 +52,7 @@ from ..autodiff.var import Box, shape_of
 from ..math.elementwise import exp, sqrt
 from ..math.structure import stack
 from .divdiff import divdiff_exp
-from .dosing import as_numbers
+from .dosing import as_numbers, value_check
 from .solve import LinearKernel, solve_linear
 
 __all__ = ["onecpt", "twocpt", "OneCptKernel", "TwoCptKernel"]
@@ -299,16 +299,9 @@ def _solve(events, who, ps, system, kernel, **dosing):
 
 def _positive(who, strict=True, **params):
     from ..autodiff.var import guarded
-    from ..errors import DomainError
 
     for name, x in params.items():
-        def fn(v, name=name):
-            v = np.asarray(v, dtype=float)
-            bad = ~np.isfinite(v) | ((v <= 0) if strict else (v < 0))
-            if bad.any():
-                raise DomainError(f"{who}: {name} must be {'positive' if strict else '>= 0'}"
-                                  f" and finite, got {v.ravel()[np.flatnonzero(bad.ravel())[0]]}")
-            return True
+        fn = value_check(who, name, strict)
         # compiled interpreter: the same check as one instruction (autodiff/vm)
         fn._vm_guard = "check_positive" if strict else "check_nonnegative"
         guarded(fn, x)

@@ -188,7 +188,9 @@ def per_dose(name, x, ev, n_cmt, who):
                     f"shape {s}")
 
 
-def _check_nonneg(who, name, x, strict=False):
+def value_check(who, name, strict=False):
+    """The check of a parameter's values: finite and >= 0 (``strict``: > 0), else a
+    DomainError naming the first bad value; -> True."""
     def fn(v):
         v = np.asarray(v, dtype=float)
         bad = ~np.isfinite(v) | ((v <= 0) if strict else (v < 0))
@@ -196,6 +198,11 @@ def _check_nonneg(who, name, x, strict=False):
             raise DomainError(f"{who}: {name} must be {'positive' if strict else '>= 0'} "
                               f"and finite, got {v.ravel()[np.flatnonzero(bad.ravel())[0]]}")
         return True
+    return fn
+
+
+def _check_nonneg(who, name, x, strict=False):
+    fn = value_check(who, name, strict)
     if isinstance(x, Box):
         guarded(fn, x)
     elif x is not None:

@@ -35,20 +35,11 @@ from ..math.structure import stack
 from .dosing import BOLUS, CONSTANT, INFUSION, check_compartments, expand, plan
 from .ode_plan import planned
 from .per_record import PerRecordSystem, theta_per_record
-from .steady_state import OdeSystem, _sel, _traced
+from .steady_state import OdeSystem, _sel, _traced, _unit_vec as _unit
 
 __all__ = ["ode", "events_of_subjects"]
 
 _RESET, _SS, _DOSE, _OUT, _STOP = 0, 1, 2, 3, 4   # order of a record's parts at its time
-
-
-def _unit(a, c, n):
-    """``a e_c`` as a vector of n (a plain or traced scalar)."""
-    if not isinstance(a, Box):
-        v = np.zeros(n)
-        v[c] = float(a)
-        return v
-    return stack([a if j == c else 0.0 for j in range(n)])
 
 
 class _Event:
