@@ -275,177 +275,6 @@ def _rms(x, scale):
 
 
 @_jit
-def _start(info, t0, z0, y):
-    """``info`` at the start of a solve; ``y = z0``."""
-    for i in range(z0.shape[0]):
-        y[i] = z0[i]
-    info[I_T] = t0
-    info[I_T_LAST] = t0
-    info[I_NEXT] = 0
-    info[I_TOTAL] = 0
-    info[I_HLAMB] = 0.0
-    info[I_NEED] = 0.0
-    info[I_H] = 0.0
-
-
-@_jit
-def _stop(info, t, total, nfev, status):
-    """Record where the solve stopped (time, accepted steps, evaluations); -> status."""
-    info[I_T] = t
-    info[I_TOTAL] = total
-    info[I_NFEV] = nfev
-    return status
-
-
-@_jit
-def _min_step(t):
-    """The smallest step size from ``t``: 10 ulps of ``t``."""
-    return 10.0 * abs(np.nextafter(t, np.inf) - t)
-
-
-@_jit
-def _step_end(t, h_abs, t_end):
-    """(the end of a step of size ``h_abs`` from ``t``, whether it was cut to land on
-    ``t_end``)."""
-    t_new = t + h_abs
-    if t_new - t_end > 0:
-        return t_end, True
-    return t_new, False
-
-
-@_jit
-def _first_step(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, y, t0, t_end, rtol,
-                atol, f0, f1, tmp, scale, fifth, info):
-    """``f0 = f(t0, y)`` and scipy's initial step size (Hairer, Norsett & Wanner) for
-    a method of error order 4 (``fifth``: RK45) or 1 (BDF); ``f1`` is scratch. ->
-    (status, step size); ``info`` counts the two evaluations."""
-    m = y.shape[0]
-    st = fn(t0, y, p, k, ptr, idx, val, J, f0, ci, cf, cur, where)
-    info[I_NFEV] = 1
-    if st != OK:
-        return st, 0.0
-    for i in range(m):
-        scale[i] = atol[i] + abs(y[i]) * rtol
-    d0 = _rms(y, scale)
-    d1 = _rms(f0, scale)
-    if d0 < 1e-5 or d1 < 1e-5:
-        h0 = 1e-6
-    else:
-        h0 = 0.01 * d0 / d1
-    interval = abs(t_end - t0)
-    h0 = min(h0, interval)
-    for i in range(m):
-        tmp[i] = y[i] + h0 * f0[i]
-    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, f1, ci, cf, cur, where)
-    info[I_NFEV] = 2
-    if st != OK:
-        return st, 0.0
-    for i in range(m):
-        tmp[i] = f1[i] - f0[i]
-    d2 = _rms(tmp, scale) / h0
-    if d1 <= 1e-15 and d2 <= 1e-15:
-        h1 = max(1e-6, h0 * 1e-3)
-    elif fifth:
-        h1 = (0.01 / max(d1, d2)) ** (1.0 / 5.0)
-    else:
-        h1 = (0.01 / max(d1, d2)) ** 0.5
-    h_abs = min(100 * h0, h1, interval)
-    if not math.isfinite(h_abs):
-        return BAD_START, h_abs
-    for i in range(m):
-        if not math.isfinite(f0[i]):
-            return BAD_START, h_abs
-    return OK, h_abs
-
-
-@_jit
-def _dopri_stages(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, K, y, y_new, tmp, t,
-                  h):
-    """The stages ``K[1:7]`` of a step of size ``h`` from ``(t, y)`` (``K[0]`` holds
-    ``f(t, y)``) and its fifth-order solution ``y_new``; -> (status, evaluations)."""
-    m = y.shape[0]
-    for s in range(1, 6):
-        for i in range(m):
-            acc = 0.0
-            for j in range(s):
-                acc += K[j, i] * A[s, j]
-            tmp[i] = y[i] + acc * h
-        st = fn(t + C[s] * h, tmp, p, k, ptr, idx, val, J, K[s], ci, cf, cur, where)
-        if st != OK:
-            return st, s
-    for i in range(m):
-        acc = 0.0
-        for j in range(6):
-            acc += K[j, i] * B[j]
-        y_new[i] = y[i] + h * acc
-    return fn(t + h, y_new, p, k, ptr, idx, val, J, K[6], ci, cf, cur, where), 6
-
-
-@_jit
-def _dopri_error(K, y, y_new, tmp, scale, atol, rtol, h):
-    """The RMS norm of the step's embedded error."""
-    for i in range(y.shape[0]):
-        scale[i] = atol[i] + max(abs(y[i]), abs(y_new[i])) * rtol
-        acc = 0.0
-        for j in range(7):
-            acc += K[j, i] * E[j]
-        tmp[i] = acc * h
-    return _rms(tmp, scale)
-
-
-@_jit
-def _dopri_outputs(ts, i_out, t, t_prev, h, y, y_old, K, Y):
-    """``Y`` at the output times the step from ``t_prev`` to ``t`` passed (the quartic
-    dense output); -> the next output index."""
-    m = y.shape[0]
-    while i_out < ts.shape[0] and ts[i_out] <= t:
-        if ts[i_out] == t:
-            for i in range(m):
-                Y[i_out, i] = y[i]
-        else:
-            x = (ts[i_out] - t_prev) / h
-            for i in range(m):
-                acc = 0.0
-                xp = 1.0
-                for c in range(4):
-                    xp *= x
-                    q = 0.0
-                    for j in range(7):
-                        q += K[j, i] * P[j, c]
-                    acc += q * xp
-                Y[i_out, i] = y_old[i] + h * acc
-        i_out += 1
-    return i_out
-
-
-@_jit
-def _stiffness(K, y, y_old, h, hlamb):
-    """Hairer's estimate ``h |lambda|`` from the last two stages, both at ``t + h``
-    (``k6 = f(t + h, y6)``, ``k7 = f(t + h, y1)``); ``hlamb`` when it is undefined."""
-    den = 0.0
-    num = 0.0
-    for i in range(y.shape[0]):
-        acc = 0.0
-        for j in range(5):
-            acc += K[j, i] * A[5, j]
-        d = y[i] - (y_old[i] + h * acc)
-        den += d * d
-        e = K[6, i] - K[5, i]
-        num += e * e
-    if den > 0.0:
-        hlamb = abs(h) * math.sqrt(num / den)
-    return hlamb
-
-
-@_jit
-def _finite(y):
-    for i in range(y.shape[0]):
-        if not math.isfinite(y[i]):
-            return False
-    return True
-
-
-@_jit
 def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
           max_steps, stiff_after, Y, y, info):
     """Integrate the (coupled) system from ``(t0, z0)``; ``Y[i] = z(ts[i])``.
@@ -461,15 +290,61 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
     T = ts.shape[0]
     J = np.empty((n, dim))
     K = np.empty((7, m))
-    W = np.empty((4, m))                        # (one allocation for the vectors)
-    y_new, y_old, tmp, scale = W[0], W[1], W[2], W[3]
-    _start(info, t0, z0, y)
-    st, h_abs = _first_step(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, y, t0,
-                            ts[T - 1], rtol, atol, K[0], y_new, tmp, scale, True, info)
+    for i in range(m):
+        y[i] = z0[i]
+    y_new = np.empty(m)
+    y_old = np.empty(m)
+    tmp = np.empty(m)
+    scale = np.empty(m)
+    nfev = 0
+    t = t0
+    t_end = ts[T - 1]
+    info[I_T] = t0
+    info[I_T_LAST] = t0
+    info[I_NEXT] = 0
+    info[I_TOTAL] = 0
+    info[I_HLAMB] = 0.0
+    info[I_NEED] = 0.0
+    info[I_H] = 0.0
+    # f(t0, y0) and the initial step
+    st = fn(t, y, p, k, ptr, idx, val, J, K[0],
+                    ci, cf, cur, where)
+    nfev += 1
+    info[I_NFEV] = nfev
     if st != OK:
         return st
-    t = t0
-    nfev = 2
+    for i in range(m):
+        scale[i] = atol[i] + abs(y[i]) * rtol
+    d0 = _rms(y, scale)
+    d1 = _rms(K[0], scale)
+    if d0 < 1e-5 or d1 < 1e-5:
+        h0 = 1e-6
+    else:
+        h0 = 0.01 * d0 / d1
+    interval = abs(t_end - t0)
+    h0 = min(h0, interval)
+    for i in range(m):
+        tmp[i] = y[i] + h0 * K[0, i]
+    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, y_new,
+                    ci, cf, cur, where)
+    nfev += 1
+    info[I_NFEV] = nfev
+    if st != OK:
+        return st
+    for i in range(m):
+        tmp[i] = y_new[i] - K[0, i]
+    d2 = _rms(tmp, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / 5.0)
+    h_abs = min(100 * h0, h1, interval)
+    if not math.isfinite(h_abs):
+        return BAD_START
+    for i in range(m):
+        if not math.isfinite(K[0, i]):
+            return BAD_START
+
     i_out = 0
     steps = 0
     total = 0
@@ -482,23 +357,51 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
         if total > 0:
             for i in range(m):
                 K[0, i] = K[6, i]           # FSAL: the last step's f(t + h) = f(t)
-        min_step = _min_step(t)
+        min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
         if h_abs < min_step:
             h_abs = min_step
         rejected = False
         while True:
             if h_abs < min_step:
-                return _stop(info, t, total, nfev, TOO_SMALL)
-            t_new, _ = _step_end(t, h_abs, ts[T - 1])
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return TOO_SMALL
+            t_new = t + h_abs
+            if t_new - t_end > 0:
+                t_new = t_end
             h = t_new - t
             h_abs = abs(h)
-            st, evals = _dopri_stages(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, K,
-                                      y, y_new, tmp, t, h)
-            nfev += evals
+            for s in range(1, 6):
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(s):
+                        acc += K[j, i] * A[s, j]
+                    tmp[i] = y[i] + acc * h
+                st = fn(t + C[s] * h, tmp, p, k, ptr, idx, val, J, K[s],
+                    ci, cf, cur, where)
+                nfev += 1
+                if st != OK:
+                    info[I_NFEV] = nfev
+                    return st
+            for i in range(m):
+                acc = 0.0
+                for j in range(6):
+                    acc += K[j, i] * B[j]
+                y_new[i] = y[i] + h * acc
+            st = fn(t + h, y_new, p, k, ptr, idx, val, J, K[6],
+                    ci, cf, cur, where)
+            nfev += 1
             if st != OK:
                 info[I_NFEV] = nfev
                 return st
-            err = _dopri_error(K, y, y_new, tmp, scale, atol, rtol, h)
+            for i in range(m):
+                scale[i] = atol[i] + max(abs(y[i]), abs(y_new[i])) * rtol
+                acc = 0.0
+                for j in range(7):
+                    acc += K[j, i] * E[j]
+                tmp[i] = acc * h
+            err = _rms(tmp, scale)
             if err < 1.0:
                 if err == 0.0:
                     factor = _MAX_FACTOR
@@ -521,21 +424,56 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
         t = t_new
         total += 1
         steps += 1
-        if not _finite(y):
-            return _stop(info, t, total, nfev, NOT_FINITE)
+        for i in range(m):
+            if not math.isfinite(y[i]):
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return NOT_FINITE
         if t >= ts[i_out]:
-            i_out = _dopri_outputs(ts, i_out, t, t_prev, h, y, y_old, K, Y)
+            while i_out < T and ts[i_out] <= t:
+                if ts[i_out] == t:
+                    for i in range(m):
+                        Y[i_out, i] = y[i]
+                else:
+                    x = (ts[i_out] - t_prev) / h
+                    for i in range(m):
+                        acc = 0.0
+                        xp = 1.0
+                        for c in range(4):
+                            xp *= x
+                            q = 0.0
+                            for j in range(7):
+                                q += K[j, i] * P[j, c]
+                            acc += q * xp
+                        Y[i_out, i] = y_old[i] + h * acc
+                i_out += 1
             if i_out == T:
                 break
             steps = 0
             info[I_T_LAST] = t
             continue
         if steps >= max_steps:
+            info[I_T] = t
+            info[I_TOTAL] = total
             info[I_NEXT] = i_out
             info[I_HLAMB] = hlamb
-            return _stop(info, t, total, nfev, MAX_STEPS)
+            info[I_NFEV] = nfev
+            return MAX_STEPS
         if steps >= stiff_after:
-            hlamb = _stiffness(K, y, y_old, h, hlamb)
+            # Hairer's test: k6 = f(t + h, y6), k7 = f(t + h, y1)
+            den = 0.0
+            num = 0.0
+            for i in range(m):
+                acc = 0.0
+                for j in range(5):
+                    acc += K[j, i] * A[5, j]
+                d = y[i] - (y_old[i] + h * acc)
+                den += d * d
+                e = K[6, i] - K[5, i]
+                num += e * e
+            if den > 0.0:
+                hlamb = abs(h) * math.sqrt(num / den)
             if hlamb > 3.25:
                 calm = 0
                 count += 1
@@ -543,17 +481,23 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
                     count = 0
                     need = steps + (ts[i_out] - t) / max(h_abs, 1e-300)
                     if need > max_steps:
+                        info[I_T] = t
+                        info[I_TOTAL] = total
                         info[I_NEXT] = i_out
                         info[I_HLAMB] = hlamb
                         info[I_NEED] = need
                         info[I_H] = h_abs
-                        return _stop(info, t, total, nfev, STIFF)
+                        info[I_NFEV] = nfev
+                        return STIFF
             else:
                 calm += 1
                 if calm == 6:
                     count = 0
+    info[I_T] = t
+    info[I_TOTAL] = total
+    info[I_NFEV] = nfev
     info[I_HLAMB] = hlamb
-    return _stop(info, t, total, nfev, OK)
+    return OK
 
 
 # ---- BDF (scipy.integrate.BDF, step for step) ---------------------------------------
@@ -665,179 +609,13 @@ def _lu_solve_blocks(M, piv, b, nb):
 
 
 @_jit
-def _bdf_predict(D, order, atol, rtol, ypred, scale, psi):
-    """The predicted state ``ypred``, its error scale and ``psi`` (the differences'
-    part of the corrector equation) at the order ``order``."""
-    for i in range(ypred.shape[0]):
-        s = 0.0
-        for j in range(order + 1):
-            s += D[j, i]
-        ypred[i] = s
-        scale[i] = atol[i] + rtol * abs(s)
-        s = 0.0
-        for j in range(1, order + 1):
-            s += D[j, i] * _GAMMA[j]
-        psi[i] = s / _ALPHA[order]
-
-
-@_jit
-def _newton(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, f, t_new, c, ypred, psi,
-            scale, LU, piv, nb, newton_tol, ynew, d, dy):
-    """Newton's iterations on the corrector equation from ``ypred`` (scipy's
-    solve_bdf_system): ``ynew`` and its difference ``d`` from the prediction. ->
-    (status, converged, iterations made; evaluations = iterations)."""
-    m = ynew.shape[0]
-    for i in range(m):
-        ynew[i] = ypred[i]
-        d[i] = 0.0
-    dy_norm_old = -1.0
-    n_iter = 0
-    for it in range(_NEWTON_MAXITER):
-        n_iter = it + 1
-        st = fn(t_new, ynew, p, k, ptr, idx, val, J, f, ci, cf, cur, where)
-        if st != OK:
-            return st, False, n_iter
-        for i in range(m):
-            dy[i] = c * f[i] - psi[i] - d[i]
-        _lu_solve_blocks(LU, piv, dy, nb)
-        dy_norm = _rms(dy, scale)
-        if dy_norm_old >= 0.0:
-            rate = dy_norm / dy_norm_old
-            if rate >= 1.0 or (rate ** (_NEWTON_MAXITER - it) / (1 - rate) *
-                               dy_norm > newton_tol):
-                return OK, False, n_iter
-        else:
-            rate = -1.0
-        for i in range(m):
-            ynew[i] += dy[i]
-            d[i] += dy[i]
-        if dy_norm == 0.0 or (rate >= 0.0 and rate / (1 - rate) * dy_norm < newton_tol):
-            return OK, True, n_iter
-        dy_norm_old = dy_norm
-    return OK, False, n_iter
-
-
-@_jit
-def _newton_matrix(Jy, c, LU, piv):
-    """``LU`` = the LU factors of ``I - c Jy``."""
-    n = Jy.shape[0]
-    for i in range(n):
-        for j in range(n):
-            LU[i, j] = -c * Jy[i, j]
-        LU[i, i] += 1.0
-    _lu(LU, piv)
-
-
-@_jit
-def _correct(fn, ci, cf, cur, where, n, k, p, ptr, idx, val, J, f, fbuf, Jy, t_new, c,
-             ypred, psi, scale, LU, piv, nb, newton_tol, ynew, d, dy, have_lu,
-             current_jac):
-    """Newton's iterations with ``c = h / alpha``, and once more with a fresh Jacobian
-    when they fail on an old one (scipy's BDF._step_impl); -> (status, converged,
-    iterations of the last try, evaluations, have_lu, current_jac)."""
-    evals = 0
-    while True:
-        if not have_lu:
-            _newton_matrix(Jy, c, LU, piv)
-            have_lu = True
-        st, converged, n_iter = _newton(fn, ci, cf, cur, where, k, p, ptr, idx, val, J,
-                                        f, t_new, c, ypred, psi, scale, LU, piv, nb,
-                                        newton_tol, ynew, d, dy)
-        evals += n_iter
-        if st != OK or converged or current_jac:
-            return st, converged, n_iter, evals, have_lu, current_jac
-        st = _jac_y(fn, ci, cf, cur, where, n, t_new, ypred, p, ptr, idx, val, J, fbuf,
-                    Jy)
-        if st != OK:
-            return st, converged, n_iter, evals, have_lu, current_jac
-        have_lu = False
-        current_jac = True
-
-
-@_jit
-def _bdf_error(order, n_iter, atol, rtol, ynew, d, scale, tmp):
-    """(the RMS norm of a converged step's error, the safety factor of its step size:
-    lower when Newton's iterations were many)."""
-    safety = 0.9 * (2 * _NEWTON_MAXITER + 1) / (2 * _NEWTON_MAXITER + n_iter)
-    for i in range(ynew.shape[0]):
-        scale[i] = atol[i] + rtol * abs(ynew[i])
-        tmp[i] = _ERROR_CONST[order] * d[i]
-    return _rms(tmp, scale), safety
-
-
-@_jit
-def _bdf_accept(D, order, d):
-    """The differences after an accepted step with correction ``d``."""
-    m = d.shape[0]
-    for i in range(m):
-        D[order + 2, i] = d[i] - D[order + 1, i]
-        D[order + 1, i] = d[i]
-    for j in range(order, -1, -1):
-        for i in range(m):
-            D[j, i] += D[j + 1, i]
-
-
-@_jit
-def _bdf_order(D, order, error_norm, safety, scale, tmp):
-    """A new order and the step factor (scipy's choice: the largest of the factors at
-    orders ``order - 1``, ``order``, ``order + 1``; ``scale`` is that of the new
-    state); -> (order, factor)."""
-    m = tmp.shape[0]
-    if order > 1:
-        for i in range(m):
-            tmp[i] = _ERROR_CONST[order - 1] * D[order, i]
-        em = _rms(tmp, scale)
-    else:
-        em = np.inf
-    if order < _MAX_ORDER:
-        for i in range(m):
-            tmp[i] = _ERROR_CONST[order + 1] * D[order + 2, i]
-        ep = _rms(tmp, scale)
-    else:
-        ep = np.inf
-    f_m = em ** (-1.0 / order)
-    f_0 = error_norm ** (-1.0 / (order + 1))
-    f_p = ep ** (-1.0 / (order + 2))
-    # np.argmax: the first of the largest
-    best = f_m
-    delta = -1
-    if f_0 > best:
-        best = f_0
-        delta = 0
-    if f_p > best:
-        best = f_p
-        delta = 1
-    return order + delta, min(_MAX_FACTOR, safety * best)
-
-
-@_jit
-def _bdf_outputs(ts, i_out, t, h_abs, order, y, D, Y):
-    """``Y`` at the output times the step to ``t`` passed (scipy's BdfDenseOutput with
-    the step size and order just chosen); -> the next output index."""
-    m = y.shape[0]
-    while i_out < ts.shape[0] and ts[i_out] <= t:
-        if ts[i_out] == t:
-            for i in range(m):
-                Y[i_out, i] = y[i]
-        else:
-            for i in range(m):
-                acc = D[0, i]
-                prod = 1.0
-                for j in range(order):
-                    prod *= (ts[i_out] - (t - h_abs * j)) / (h_abs * (1 + j))
-                    acc += D[j + 1, i] * prod
-                Y[i_out, i] = acc
-        i_out += 1
-    return i_out
-
-
-@_jit
 def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
         max_steps, Y, y, info):
     """Integrate the (coupled) system from ``(t0, z0)`` by scipy's BDF; the arguments
     and the result as :func:`dopri` (no stiffness test: this is the stiff solver)."""
     fn = _as_rhs(fp[0], fp[1])
     m = z0.shape[0]
+    nb = 1 + k
     T = ts.shape[0]
     J = np.empty((n, dim))
     Jy = np.empty((n, n))
@@ -845,23 +623,72 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
     piv = np.zeros(n, dtype=np.int64)
     fbuf = np.empty(n)
     D = np.zeros((_MAX_ORDER + 3, m))
-    RUs = np.empty((3, _MAX_ORDER + 1, _MAX_ORDER + 1))     # _change_D's work
-    R, U, RU = RUs[0], RUs[1], RUs[2]
+    R = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
+    U = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
+    RU = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
     ctmp = np.empty(_MAX_ORDER + 1)
-    W = np.empty((8, m))                        # (one allocation for the vectors)
-    f, ynew, ypred, d = W[0], W[1], W[2], W[3]
-    dy, psi, scale, tmp = W[4], W[5], W[6], W[7]
-    _start(info, t0, z0, y)
-    # (the initial step: order 1 in the step-size formula)
-    st, h_abs = _first_step(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, y, t0,
-                            ts[T - 1], rtol, atol, f, ynew, tmp, scale, False, info)
+    f = np.empty(m)
+    ynew = np.empty(m)
+    ypred = np.empty(m)
+    d = np.empty(m)
+    dy = np.empty(m)
+    psi = np.empty(m)
+    scale = np.empty(m)
+    tmp = np.empty(m)
+    for i in range(m):
+        y[i] = z0[i]
+    nfev = 0
+    t = t0
+    t_end = ts[T - 1]
+    info[I_T] = t0
+    info[I_T_LAST] = t0
+    info[I_NEXT] = 0
+    info[I_TOTAL] = 0
+    info[I_HLAMB] = 0.0
+    info[I_NEED] = 0.0
+    info[I_H] = 0.0
+    st = fn(t, y, p, k, ptr, idx, val, J, f,
+                    ci, cf, cur, where)
+    nfev += 1
+    info[I_NFEV] = nfev
     if st != OK:
         return st
+    # the initial step (order 1 in the step-size formula)
+    for i in range(m):
+        scale[i] = atol[i] + abs(y[i]) * rtol
+    d0 = _rms(y, scale)
+    d1 = _rms(f, scale)
+    if d0 < 1e-5 or d1 < 1e-5:
+        h0 = 1e-6
+    else:
+        h0 = 0.01 * d0 / d1
+    interval = abs(t_end - t0)
+    h0 = min(h0, interval)
+    for i in range(m):
+        tmp[i] = y[i] + h0 * f[i]
+    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, ynew,
+                    ci, cf, cur, where)
+    nfev += 1
+    info[I_NFEV] = nfev
+    if st != OK:
+        return st
+    for i in range(m):
+        tmp[i] = ynew[i] - f[i]
+    d2 = _rms(tmp, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** 0.5
+    h_abs = min(100 * h0, h1, interval)
+    if not math.isfinite(h_abs):
+        return BAD_START
+    for i in range(m):
+        if not math.isfinite(f[i]):
+            return BAD_START
     newton_tol = max(10 * 2.220446049250313e-16 / rtol, min(0.03, rtol ** 0.5))
-    nfev = 2
-    t = t0
     # the Jacobian at the start (scipy evaluates it when the solver is made)
-    st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx, val, J, fbuf, Jy)
+    st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx,
+                        val, J, fbuf, Jy)
     if st != OK:
         return st
     for i in range(m):
@@ -875,7 +702,7 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
     total = 0
     while True:
         # -- one accepted step (scipy's BDF._step_impl) -------------------------------
-        min_step = _min_step(t)
+        min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
         if h_abs < min_step:
             _change_D(D, order, min_step / h_abs, R, U, RU, ctmp)
             h_abs = min_step
@@ -883,31 +710,92 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
         current_jac = False
         while True:
             if h_abs < min_step:
-                return _stop(info, t, total, nfev, TOO_SMALL)
-            t_new, cut = _step_end(t, h_abs, ts[T - 1])
-            if cut:
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return TOO_SMALL
+            t_new = t + h_abs
+            if t_new - t_end > 0:
+                t_new = t_end
                 _change_D(D, order, abs(t_new - t) / h_abs, R, U, RU, ctmp)
                 n_equal = 0
                 have_lu = False
             h = t_new - t
             h_abs = abs(h)
-            _bdf_predict(D, order, atol, rtol, ypred, scale, psi)
-            st, converged, n_iter, evals, have_lu, current_jac = _correct(
-                fn, ci, cf, cur, where, n, k, p, ptr, idx, val, J, f, fbuf, Jy, t_new,
-                h / _ALPHA[order], ypred, psi, scale, LU, piv, 1 + k, newton_tol, ynew,
-                d, dy, have_lu, current_jac)
-            nfev += evals
-            if st != OK:
-                info[I_NFEV] = nfev
-                return st
+            for i in range(m):
+                s = 0.0
+                for j in range(order + 1):
+                    s += D[j, i]
+                ypred[i] = s
+                scale[i] = atol[i] + rtol * abs(s)
+                s = 0.0
+                for j in range(1, order + 1):
+                    s += D[j, i] * _GAMMA[j]
+                psi[i] = s / _ALPHA[order]
+            c = h / _ALPHA[order]
+            converged = False
+            n_iter = 0
+            while True:
+                if not have_lu:
+                    for i in range(n):
+                        for j in range(n):
+                            LU[i, j] = -c * Jy[i, j]
+                        LU[i, i] += 1.0
+                    _lu(LU, piv)
+                    have_lu = True
+                # Newton's iterations (scipy's solve_bdf_system)
+                for i in range(m):
+                    ynew[i] = ypred[i]
+                    d[i] = 0.0
+                dy_norm_old = -1.0
+                converged = False
+                for it in range(_NEWTON_MAXITER):
+                    n_iter = it + 1
+                    st = fn(t_new, ynew, p, k, ptr, idx, val, J, f,
+                    ci, cf, cur, where)
+                    nfev += 1
+                    if st != OK:
+                        info[I_NFEV] = nfev
+                        return st
+                    for i in range(m):
+                        dy[i] = c * f[i] - psi[i] - d[i]
+                    _lu_solve_blocks(LU, piv, dy, nb)
+                    dy_norm = _rms(dy, scale)
+                    if dy_norm_old >= 0.0:
+                        rate = dy_norm / dy_norm_old
+                        if rate >= 1.0 or (rate ** (_NEWTON_MAXITER - it) / (1 - rate) *
+                                           dy_norm > newton_tol):
+                            break
+                    else:
+                        rate = -1.0
+                    for i in range(m):
+                        ynew[i] += dy[i]
+                        d[i] += dy[i]
+                    if dy_norm == 0.0 or \
+                            (rate >= 0.0 and rate / (1 - rate) * dy_norm < newton_tol):
+                        converged = True
+                        break
+                    dy_norm_old = dy_norm
+                if converged or current_jac:
+                    break
+                st = _jac_y(fn, ci, cf, cur, where, n, t_new, ypred, p, ptr, idx,
+                        val, J, fbuf, Jy)
+                if st != OK:
+                    info[I_NFEV] = nfev
+                    return st
+                have_lu = False
+                current_jac = True
             if not converged:
                 h_abs *= 0.5
                 _change_D(D, order, 0.5, R, U, RU, ctmp)
                 n_equal = 0
                 have_lu = False
                 continue
-            error_norm, safety = _bdf_error(order, n_iter, atol, rtol, ynew, d, scale,
-                                            tmp)
+            safety = 0.9 * (2 * _NEWTON_MAXITER + 1) / (2 * _NEWTON_MAXITER + n_iter)
+            for i in range(m):
+                scale[i] = atol[i] + rtol * abs(ynew[i])
+                tmp[i] = _ERROR_CONST[order] * d[i]
+            error_norm = _rms(tmp, scale)
             if error_norm > 1.0:
                 fac = safety * error_norm ** (-1.0 / (order + 1))
                 if not fac > _MIN_FACTOR:
@@ -918,40 +806,91 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
             else:
                 break
         n_equal += 1
+        t_prev = t
         t = t_new
         for i in range(m):
             y[i] = ynew[i]
-        _bdf_accept(D, order, d)
+        for i in range(m):
+            D[order + 2, i] = d[i] - D[order + 1, i]
+            D[order + 1, i] = d[i]
+        for j in range(order, -1, -1):
+            for i in range(m):
+                D[j, i] += D[j + 1, i]
         if n_equal >= order + 1:
             # a new order and step size (scale is still that of y_new)
-            order, fac = _bdf_order(D, order, error_norm, safety, scale, tmp)
+            if order > 1:
+                for i in range(m):
+                    tmp[i] = _ERROR_CONST[order - 1] * D[order, i]
+                em = _rms(tmp, scale)
+            else:
+                em = np.inf
+            if order < _MAX_ORDER:
+                for i in range(m):
+                    tmp[i] = _ERROR_CONST[order + 1] * D[order + 2, i]
+                ep = _rms(tmp, scale)
+            else:
+                ep = np.inf
+            f_m = em ** (-1.0 / order)
+            f_0 = error_norm ** (-1.0 / (order + 1))
+            f_p = ep ** (-1.0 / (order + 2))
+            # np.argmax: the first of the largest
+            best = f_m
+            delta = -1
+            if f_0 > best:
+                best = f_0
+                delta = 0
+            if f_p > best:
+                best = f_p
+                delta = 1
+            order += delta
+            fac = min(_MAX_FACTOR, safety * best)
             h_abs *= fac
             _change_D(D, order, fac, R, U, RU, ctmp)
             n_equal = 0
             have_lu = False
         total += 1
         steps += 1
-        if not _finite(y):
-            return _stop(info, t, total, nfev, NOT_FINITE)
-        if not t >= ts[i_out]:
-            if steps >= max_steps:
-                info[I_NEXT] = i_out
-                return _stop(info, t, total, nfev, MAX_STEPS)
+        for i in range(m):
+            if not math.isfinite(y[i]):
+                info[I_T] = t
+                info[I_TOTAL] = total
+                info[I_NFEV] = nfev
+                return NOT_FINITE
+        if t >= ts[i_out]:
+            while i_out < T and ts[i_out] <= t:
+                if ts[i_out] == t:
+                    for i in range(m):
+                        Y[i_out, i] = y[i]
+                else:
+                    # scipy's BdfDenseOutput with the step size and order just chosen
+                    hh = h_abs
+                    for i in range(m):
+                        acc = D[0, i]
+                        prod = 1.0
+                        for j in range(order):
+                            prod *= (ts[i_out] - (t - hh * j)) / (hh * (1 + j))
+                            acc += D[j + 1, i] * prod
+                        Y[i_out, i] = acc
+                i_out += 1
+            if i_out == T:
+                break
+            steps = 0
+            info[I_T_LAST] = t
             continue
-        i_out = _bdf_outputs(ts, i_out, t, h_abs, order, y, D, Y)
-        if i_out == T:
-            break
-        steps = 0
-        info[I_T_LAST] = t
-    return _stop(info, t, total, nfev, OK)
+        if steps >= max_steps:
+            info[I_T] = t
+            info[I_TOTAL] = total
+            info[I_NEXT] = i_out
+            info[I_NFEV] = nfev
+            return MAX_STEPS
+    info[I_T] = t
+    info[I_TOTAL] = total
+    info[I_NFEV] = nfev
+    return OK
 
 
 # the kernels carry the interpreter's machine code in their numba cache, which numba
 # keys on this file alone: drop it when the interpreter's source changes
-_k.drop_stale_cache([_load_run, _other, _interp, _rms, _start, _stop, _min_step, _step_end,
-                     _first_step,
-                     _finite, _dopri_stages, _dopri_error, _dopri_outputs, _stiffness,
-                     dopri, _compute_R, _change_D, _jac_y, _lu, _lu_solve_blocks,
-                     _bdf_predict, _newton, _newton_matrix, _correct, _bdf_error,
-                     _bdf_accept, _bdf_order, _bdf_outputs, bdf], "ode_steppers")
+_k.drop_stale_cache([_load_run, _other, _interp, _rms, dopri, _compute_R, _change_D,
+                     _jac_y, _lu, _lu_solve_blocks, bdf], "ode_steppers")
 eager([(interp, RHS_SIG)], "ode_steppers")
