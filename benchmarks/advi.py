@@ -63,8 +63,9 @@ import numpy as np  # noqa: E402
 HERE = pathlib.Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1]))
 
-import stanlite as sl  # noqa: E402
 from stanlite.models import get  # noqa: E402
+# the zoo's logistic regression without its generated quantities
+from stanlite.models.logistic_regression import LogisticRegressionDensity  # noqa: E402
 
 CASES = ("logistic", "eight_schools")
 LABELS = {"logistic": "logistic (N=1000, K=10)", "eight_schools": "eight schools (nc)"}
@@ -86,22 +87,9 @@ def case_data(case):
     return {"J": int(m.J), "y": np.asarray(m.y), "sigma": np.asarray(m.sigma)}
 
 
-class Logistic(sl.Model):
-    N = sl.data.int(lower=0)
-    K = sl.data.int(lower=1)
-    X = sl.data.matrix("N", "K")
-    y = sl.data.array("N", dtype="int", lower=0, upper=1)
-    alpha = sl.param.real()
-    beta = sl.param.vector("K")
-
-    def log_prob(self, alpha, beta):
-        lp = sl.normal_lpdf(alpha, 0, 2.5) + sl.normal_lpdf(beta, 0, 2.5)
-        return lp + sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta)
-
-
 def stanlite_model(case):
     d = case_data(case)
-    return Logistic(**d) if case == "logistic" else get("eight_schools_noncentered")
+    return LogisticRegressionDensity(**d) if case == "logistic" else get("eight_schools_noncentered")
 
 
 PARAMS = {"logistic": ("alpha", "beta"), "eight_schools": ("mu", "tau", "theta_trans")}

@@ -80,6 +80,17 @@ def default_data(name):
     return json.loads(text)
 
 
+def _write_default_data(name, data):
+    """Write ``data`` as zoo model ``name``'s default data (data/<name>.json in the
+    source tree, one field a line) and return the path: for the models whose data
+    are made by code, when run as a script (``python models/<name>.py``)."""
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent / "data" / f"{name}.json"
+    body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items())
+    path.write_text("{\n" + body + "\n}\n", encoding="utf-8")
+    return path
+
+
 def get(name, **data_overrides):
     """Zoo model ``name`` built with its default data; keyword arguments replace data
     fields (e.g. ``get("neal_funnel", D=3)``)."""

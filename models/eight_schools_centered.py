@@ -1,15 +1,13 @@
 """Eight schools, centred parameterisation."""
 
-import numpy as np
-
 import stanlite as sl
+
+from ._eight_schools import EightSchoolsData
 
 __all__ = ["EightSchoolsCentered"]
 
-_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
-
-class EightSchoolsCentered(sl.Model):
+class EightSchoolsCentered(EightSchoolsData, sl.Model):
     r"""The eight schools hierarchical model, centred parameterisation.
 
     .. math::
@@ -26,28 +24,12 @@ class EightSchoolsCentered(sl.Model):
     Generated quantities: ``y_rep`` (posterior predictive) and ``log_lik``.
     """
 
-    J = sl.data.int(lower=0)
-    y = sl.data.vector("J")
-    sigma = sl.data.vector("J", lower=0)
-
     theta = sl.param.vector("J")
     mu = sl.param.real()
     tau = sl.param.real(lower=0)
-
-    observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
 
     def log_prob(self, theta, mu, tau):
         lp = sl.cauchy_lpdf(tau, 0, 5)
         lp = lp + sl.normal_lpdf(theta, mu, tau)
         lp = lp + sl.normal_lpdf(self.y, theta, self.sigma)
         return lp + sl.normal_lpdf(mu, 0, 5)
-
-    def log_likelihood(self, theta):
-        """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the
-        prior of sample_prior_predictive is log_prob minus its sum."""
-        return sl.normal_lpdf(self.y, theta, self.sigma, reduce=False)
-
-    def generated_quantities(self, rng, theta):
-        z = (self.y - theta) / self.sigma
-        return {"y_rep": rng.normal(theta, self.sigma),
-                "log_lik": -0.5 * z * z - np.log(self.sigma) - _LOG_SQRT_2PI}

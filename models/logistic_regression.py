@@ -4,10 +4,28 @@ import numpy as np
 
 import stanlite as sl
 
-__all__ = ["LogisticRegression"]
+__all__ = ["LogisticRegression", "LogisticRegressionDensity"]
 
 
-class LogisticRegression(sl.Model):
+class LogisticRegressionDensity(sl.Model):
+    """:class:`LogisticRegression`'s data, parameters and log density alone: no
+    observed field, pointwise log-likelihood or generated quantities (the model the
+    sampler benchmarks time, benchmarks/nuts.py and advi.py)."""
+
+    N = sl.data.int(lower=0)
+    K = sl.data.int(lower=0)
+    X = sl.data.matrix("N", "K")
+    y = sl.data.array("N", dtype="int", lower=0, upper=1)
+
+    alpha = sl.param.real()
+    beta = sl.param.vector("K")
+
+    def log_prob(self, alpha, beta):
+        lp = sl.normal_lpdf(alpha, 0, 2.5) + sl.normal_lpdf(beta, 0, 2.5)
+        return lp + sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta)
+
+
+class LogisticRegression(LogisticRegressionDensity):
     r"""Logistic regression with weakly informative normal priors.
 
     .. math::
@@ -27,19 +45,7 @@ class LogisticRegression(sl.Model):
     Generated quantities: ``y_rep`` and ``log_lik``.
     """
 
-    N = sl.data.int(lower=0)
-    K = sl.data.int(lower=0)
-    X = sl.data.matrix("N", "K")
-    y = sl.data.array("N", dtype="int", lower=0, upper=1)
-
-    alpha = sl.param.real()
-    beta = sl.param.vector("K")
-
     observed = ("y",)                  # y_rep is its replicate (the _rep naming rule)
-
-    def log_prob(self, alpha, beta):
-        lp = sl.normal_lpdf(alpha, 0, 2.5) + sl.normal_lpdf(beta, 0, 2.5)
-        return lp + sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta)
 
     def log_likelihood(self, alpha, beta):
         """Pointwise log-likelihood (ArviZ's log_likelihood group, arviz.loo); the

@@ -350,10 +350,5 @@ class MmMultidoseSs(sl.Model):
 
 
 if __name__ == "__main__":           # regenerate the default data
-    import json
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parent / "data" / "mm_multidose_ss.json"
-    body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}"
-                      for k, v in simulate_data().items())
-    path.write_text("{\n" + body + "\n}\n", encoding="utf-8")
-    print(f"wrote {path}")
+    from stanlite.models import _write_default_data
+    print(f"wrote {_write_default_data('mm_multidose_ss', simulate_data())}")

@@ -401,9 +401,5 @@ class PkSteadyState(sl.Model):
 
 
 if __name__ == "__main__":           # regenerate the default data
-    import json
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parent / "data" / "pk_steady_state.json"
-    body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in simulate_data().items())
-    path.write_text("{\n" + body + "\n}\n", encoding="utf-8")
-    print(f"wrote {path}")
+    from stanlite.models import _write_default_data
+    print(f"wrote {_write_default_data('pk_steady_state', simulate_data())}")

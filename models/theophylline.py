@@ -339,12 +339,7 @@ class Theophylline(sl.Model):
 
 
 if __name__ == "__main__":           # regenerate the default data from ../shared
-    import json
     import pathlib
-    here = pathlib.Path(__file__).resolve().parent
-    src = here.parents[1] / "shared" / "data" / "theoph.csv"
-    d = from_csv(src)
-    body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in d.items())
-    (here / "data" / "theophylline.json").write_text("{\n" + body + "\n}\n",
-                                                     encoding="utf-8")
-    print(f"wrote {here / 'data' / 'theophylline.json'} from {src}")
+    from stanlite.models import _write_default_data
+    src = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "theoph.csv"
+    print(f"wrote {_write_default_data('theophylline', from_csv(src))} from {src}")
