@@ -27,11 +27,13 @@ Run:  python benchmarks/ad_overhead.py [--quick] [--no-models]
 
 import argparse
 import math
-import statistics
 import sys
 import time
 
 import blas_threads  # noqa: F401  (one BLAS thread; before numpy)
+import _common  # noqa: E402
+# peers: also imported from here by hessian.py and distributions.py
+from _common import blocking, fmt_time, peer_columns, peers, print_head  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 
@@ -47,41 +49,17 @@ except ImportError:                 # run from a checkout without installing
 # timing
 # ------------------------------------------------------------------------------------
 def best_time(fn, arg, budget=0.4, repeats=5):
-    """Best per-call seconds over ``repeats`` timed loops of ~budget/repeats each."""
-    fn(arg)
-    t0 = time.perf_counter()
-    fn(arg)
-    one = max(time.perf_counter() - t0, 1e-7)
-    n = max(1, int(budget / repeats / one))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn(arg)
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best
+    """Best per-call seconds of ``fn(arg)`` over ``repeats`` timed loops of
+    ~budget/repeats each (wall time: perf_counter)."""
+    return _common.best_time(fn, budget, repeats, arg=arg, clock=time.perf_counter,
+                             floor=1e-7)
 
 
 def median_times(fns, args, budget=0.5, repeats=7):
-    """Median per-call process time of each ``fns[k](args[k])``, repeats interleaved."""
-    sizes = {}
-    for k, f in fns.items():
-        a = args[k]
-        f(a)
-        t0 = time.process_time()
-        for _ in range(5):
-            f(a)
-        one = max((time.process_time() - t0) / 5, 1e-7)
-        sizes[k] = max(1, int(budget / repeats / one))
-    samples = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            a, n = args[k], sizes[k]
-            t0 = time.process_time()
-            for _ in range(n):
-                f(a)
-            samples[k].append((time.process_time() - t0) / n)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    """Median per-call process time of each ``fns[k](args[k])``, repeats interleaved
+    (each loop sized from 5 calls)."""
+    return _common.median_times(fns, args.__getitem__, budget, repeats, calls=5,
+                                floor=1e-7)
 
 
 # ------------------------------------------------------------------------------------
@@ -127,12 +105,14 @@ def hierarchical_case(J, seed=0):
     y = rng.normal(5, 10, J) + rng.normal(0, sigma)
     x0 = rng.standard_normal(J + 2) * 0.5
 
-    def f_sl(x):
-        mu, log_tau, tt = x[0], x[1], x[2:]
-        theta = mu + sl.exp(log_tau) * tt
-        r = (y - theta) / sigma
-        return (-mu * mu / 50.0 - 0.5 * log_tau * log_tau
-                - 0.5 * sl.sum(tt * tt) - 0.5 * sl.sum(r * r))
+    def density_in(xnp, yv, sv):    # in stanlite, autograd.numpy or jax.numpy
+        def f(x):
+            mu, log_tau, tt = x[0], x[1], x[2:]
+            theta = mu + xnp.exp(log_tau) * tt
+            r = (yv - theta) / sv
+            return (-mu * mu / 50.0 - 0.5 * log_tau * log_tau
+                    - 0.5 * xnp.sum(tt * tt) - 0.5 * xnp.sum(r * r))
+        return f
 
     def vg_np(x):
         mu, log_tau, tt = x[0], x[1], x[2:]
@@ -147,27 +127,11 @@ def hierarchical_case(J, seed=0):
         g[2:] = -tt + tau * rs
         return lp, g
 
-    def f_ag(anp):
-        def f(x):
-            mu, log_tau, tt = x[0], x[1], x[2:]
-            theta = mu + anp.exp(log_tau) * tt
-            r = (y - theta) / sigma
-            return (-mu * mu / 50.0 - 0.5 * log_tau * log_tau
-                    - 0.5 * anp.sum(tt * tt) - 0.5 * anp.sum(r * r))
-        return f
+    def f_peer(xnp):
+        # the data as the peer's arrays (autograd.numpy.asarray leaves numpy's as they are)
+        return density_in(xnp, xnp.asarray(y), xnp.asarray(sigma))
 
-    def f_jax(jnp):
-        yj, sj = jnp.asarray(y), jnp.asarray(sigma)
-
-        def f(x):
-            mu, log_tau, tt = x[0], x[1], x[2:]
-            theta = mu + jnp.exp(log_tau) * tt
-            r = (yj - theta) / sj
-            return (-mu * mu / 50.0 - 0.5 * log_tau * log_tau
-                    - 0.5 * jnp.sum(tt * tt) - 0.5 * jnp.sum(r * r))
-        return f
-
-    return x0, f_sl, vg_np, f_ag, f_jax
+    return x0, density_in(sl, y, sigma), vg_np, f_peer, f_peer
 
 
 LOOP = 200  # 5 operations per iteration: 1000 nodes
@@ -176,13 +140,15 @@ LOOP = 200  # 5 operations per iteration: 1000 nodes
 def scalar_loop_case():
     x0 = np.array([0.3, 0.7])
 
-    def f_sl(x):
-        a, b = x[0], x[1]
-        s = 0.0
-        for _ in range(LOOP):
-            s = s + a * b
-            a = sl.sin(a) * 0.5 + b
-        return s
+    def loop_in(xnp):               # the loop, in stanlite, autograd.numpy or jax.numpy
+        def f(x):
+            a, b = x[0], x[1]
+            s = 0.0
+            for _ in range(LOOP):
+                s = s + a * b
+                a = xnp.sin(a) * 0.5 + b
+            return s
+        return f
 
     def vg_np(x):
         # the hand-written adjoint of the same loop, on Python floats
@@ -201,27 +167,7 @@ def scalar_loop_case():
             ga = ga * 0.5 * math.cos(ai) + b
         return s, np.array([ga, gb])
 
-    def f_ag(anp):
-        def f(x):
-            a, b = x[0], x[1]
-            s = 0.0
-            for _ in range(LOOP):
-                s = s + a * b
-                a = anp.sin(a) * 0.5 + b
-            return s
-        return f
-
-    def f_jax(jnp):
-        def f(x):
-            a, b = x[0], x[1]
-            s = 0.0
-            for _ in range(LOOP):
-                s = s + a * b
-                a = jnp.sin(a) * 0.5 + b
-            return s
-        return f
-
-    return x0, f_sl, vg_np, f_ag, f_jax
+    return x0, loop_in(sl), vg_np, loop_in, loop_in
 
 
 def matrix_exp_case(seed=0):
@@ -233,17 +179,19 @@ def matrix_exp_case(seed=0):
     w = rng.uniform(0.5, 1.5, 4)
     w0, w1, w2, w3 = (float(v) for v in w)
 
-    def f_sl(x):
-        a, b, c, d = x[0], x[1], x[2], x[3]
-        amd = a - d
-        delta = sl.sqrt(amd * amd + 4.0 * b * c)
-        ch, sh = sl.cosh(0.5 * delta), sl.sinh(0.5 * delta)
-        s = sl.exp(0.5 * (a + d)) / delta
-        e11 = s * (delta * ch + amd * sh)
-        e12 = s * 2.0 * b * sh
-        e21 = s * 2.0 * c * sh
-        e22 = s * (delta * ch - amd * sh)
-        return w0 * e11 + w1 * e12 + w2 * e21 + w3 * e22
+    def entries_in(xnp):            # in stanlite, autograd.numpy or jax.numpy
+        def f(x):
+            a, b, c, d = x[0], x[1], x[2], x[3]
+            amd = a - d
+            delta = xnp.sqrt(amd * amd + 4.0 * b * c)
+            ch, sh = xnp.cosh(0.5 * delta), xnp.sinh(0.5 * delta)
+            s = xnp.exp(0.5 * (a + d)) / delta
+            e11 = s * (delta * ch + amd * sh)
+            e12 = s * 2.0 * b * sh
+            e21 = s * 2.0 * c * sh
+            e22 = s * (delta * ch - amd * sh)
+            return w0 * e11 + w1 * e12 + w2 * e21 + w3 * e22
+        return f
 
     def vg_np(x):
         # forward and the hand-written adjoint, on Python floats
@@ -272,18 +220,7 @@ def matrix_exp_case(seed=0):
         gc += 4.0 * b * gq
         return lp, np.array([gsum + gamd, gb, gc, gsum - gamd])
 
-    def f_ag(anp):
-        def f(x):
-            a, b, c, d = x[0], x[1], x[2], x[3]
-            amd = a - d
-            delta = anp.sqrt(amd * amd + 4.0 * b * c)
-            ch, sh = anp.cosh(0.5 * delta), anp.sinh(0.5 * delta)
-            s = anp.exp(0.5 * (a + d)) / delta
-            return (w0 * s * (delta * ch + amd * sh) + w1 * s * 2.0 * b * sh
-                    + w2 * s * 2.0 * c * sh + w3 * s * (delta * ch - amd * sh))
-        return f
-
-    return x0, f_sl, vg_np, f_ag, f_ag
+    return x0, entries_in(sl), vg_np, entries_in, entries_in
 
 
 CASES = [
@@ -296,33 +233,11 @@ CASES = [
 ]
 
 
-def peers():
-    out = {}
-    try:
-        import autograd
-        import autograd.numpy as anp
-        out["autograd"] = (autograd, anp)
-    except ImportError:
-        pass
-    try:
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        import jax.numpy as jnp
-        out["jax"] = (jax, jnp)
-    except ImportError:
-        pass
-    return out
-
-
 def run(quick=False):
     budget = 0.15 if quick else 0.5
     repeats = 5 if quick else 7
     ps = peers()
-    cols = ["numpy (floor)", "stanlite", "compiled"]
-    if "autograd" in ps:
-        cols.append("autograd")
-    if "jax" in ps:
-        cols += ["jax", "jax.jit"]
+    cols = peer_columns(ps, ["numpy (floor)", "stanlite", "compiled"])
     rows = []
     compile_times = []
     for name, make in CASES:
@@ -345,15 +260,8 @@ def run(quick=False):
             jax, jnp = ps["jax"]
             vg = jax.value_and_grad(f_jax(jnp))
             vgj = jax.jit(vg)
-
-            def block(fn):
-                def call(x):
-                    v, g = fn(x)
-                    g.block_until_ready()
-                    return v, g
-                return call
-            fns["jax"] = block(vg)
-            fns["jax.jit"] = block(vgj)
+            fns["jax"] = blocking(vg)
+            fns["jax.jit"] = blocking(vgj)
             args["jax"] = args["jax.jit"] = jnp.asarray(x0)
             t0 = time.process_time()
             fns["jax.jit"](args["jax.jit"])
@@ -377,14 +285,13 @@ def run(quick=False):
     head = f"{'case':<{w}}" + "".join(f"{c:>22}" for c in cols)
     print("value + gradient, median process time per call; (ratio to the hand-written "
           "numpy gradient)")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for name, times in rows:
         floor = times["numpy (floor)"]
         cells = []
         for c in cols:
             t = times[c]
-            cells.append(f"{_fmt(t)} ({t / floor:5.2f}x)")
+            cells.append(f"{fmt_time(t)} ({t / floor:5.2f}x)")
         print(f"{name:<{w}}" + "".join(f"{c:>22}" for c in cells))
     loop = dict(rows)["scalar loop 1000 ops"]
     print(f"\nper node (record + sweep), scalar loop: eager "
@@ -407,8 +314,7 @@ def zoo_table(quick=False):
           "retaped (Model's default)")
     head = (f"{'model':<28}{'dim':>4}{'grad eager':>12}{'retaped':>10}{'speed-up':>10}"
             f"{'density eager':>15}{'retaped':>10}{'speed-up':>10}{'record ms':>11}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     out = []
     for name in zoo.names():
         m = zoo.get(name)
@@ -429,18 +335,12 @@ def zoo_table(quick=False):
         eager_d = not m.compile or rt[("density", True)].fallback is not None
         sg = "   eager*" if eager_g else f"{t['ge'] / t['gc']:>8.1f}x"
         sd = "   eager*" if eager_d else f"{t['de'] / t['dc']:>8.1f}x"
-        print(f"{name:<28}{m.dim:>4}{_fmt(t['ge']):>12}{_fmt(t['gc']):>10} {sg}"
-              f"{_fmt(t['de']):>15}{_fmt(t['dc']):>10} {sd}"
+        print(f"{name:<28}{m.dim:>4}{fmt_time(t['ge']):>12}{fmt_time(t['gc']):>10} {sg}"
+              f"{fmt_time(t['de']):>15}{fmt_time(t['dc']):>10} {sd}"
               f"{t_rec * 1e3 if m.compile else float('nan'):>11.1f}")
     print("eager*: the model keeps the eager tape (compile = False), or that program "
           "does (see the README)")
     return out
-
-
-def _fmt(t):
-    if t < 1e-3:
-        return f"{t * 1e6:8.1f} us"
-    return f"{t * 1e3:8.2f} ms"
 
 
 if __name__ == "__main__":

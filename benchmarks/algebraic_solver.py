@@ -76,6 +76,8 @@ except ImportError:         # imported as a module (benchmarks/steady_state.py) 
 import numpy as np
 
 import stanlite as sl
+from _common import per_call
+from stanlite.functor.algebra_iterations import _scalar_solve, _SMat, _SVec
 from stanlite.functor.algebra_solver import algebra_solver_taped
 
 # the problem lives in the zoo (the model pk_steady_state is built on it)
@@ -88,28 +90,13 @@ from stanlite.models.pk_steady_state import (  # noqa: E402
 # the linear solve of a scalar-AD solver
 # --------------------------------------------------------------------------------------
 def scalar_solve(J, b):
-    """``J^-1 b`` by Gaussian elimination with partial pivoting on scalar nodes: what a
-    linear solve templated on a scalar AD type records (about 2 n^3 / 3 multiply-adds,
-    each a node)."""
+    """``J^-1 b`` on scalar nodes: the library's Gaussian elimination with partial
+    pivoting on scalar nodes (the scalar baseline of ``algebra_solver_taped``), applied
+    to J's and b's entries; what a linear solve templated on a scalar AD type records
+    (about 2 n^3 / 3 multiply-adds, each a node)."""
     n = sl.value_of(b).shape[0]
-    A = [[J[i, j] for j in range(n)] for i in range(n)]
-    y = [b[i] for i in range(n)]
-    for k in range(n):
-        p = max(range(k, n), key=lambda i: abs(float(sl.value_of(A[i][k]))))
-        A[k], A[p] = A[p], A[k]
-        y[k], y[p] = y[p], y[k]
-        for i in range(k + 1, n):
-            m = A[i][k] / A[k][k]
-            for j in range(k + 1, n):
-                A[i][j] = A[i][j] - m * A[k][j]
-            y[i] = y[i] - m * y[k]
-    x = [None] * n
-    for i in reversed(range(n)):
-        r = y[i]
-        for j in range(i + 1, n):
-            r = r - A[i][j] * x[j]
-        x[i] = r / A[i][i]
-    return sl.stack(x)
+    A = _SMat([[J[i, j] for j in range(n)] for i in range(n)])
+    return sl.stack(_scalar_solve(A, _SVec([b[i] for i in range(n)])).e)
 
 
 # --------------------------------------------------------------------------------------
@@ -181,13 +168,7 @@ def best_time(fn, arg, budget, repeats=5):
     if one > budget:
         return min([one] + [_once(fn, arg) for _ in range(2)])
     n = max(1, int(budget / repeats / one))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn(arg)
-        best = min(best, (time.process_time() - t0) / n)
-    return best
+    return min(per_call(fn, n, arg) for _ in range(repeats))
 
 
 def _once(fn, arg):

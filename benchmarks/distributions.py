@@ -43,9 +43,7 @@ Run:  python benchmarks/distributions.py [--quick]
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
 import blas_threads  # noqa: E402,F401  (one BLAS thread; before numpy)
 
@@ -59,7 +57,8 @@ except ImportError:                 # run from a checkout without installing
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     import stanlite as sl
 
-from ad_overhead import peers  # noqa: E402  (the same peer set, loaded once)
+import _common  # noqa: E402
+from _common import blocking, fmt_time, peer_columns, peers, print_head  # noqa: E402
 
 TARGET = ("logistic N=100000 K=50", 1.3)
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
@@ -68,27 +67,10 @@ HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 # ------------------------------------------------------------------------------------
 # timing
 # ------------------------------------------------------------------------------------
-def _loop_size(fn, arg, budget, repeats):
-    fn(arg)                                    # warm-up (and JIT compilation)
-    t0 = time.process_time()
-    fn(arg)
-    one = max(time.process_time() - t0, 1e-6)
-    return max(1, int(budget / repeats / one))
-
-
 def median_times(fns, arg_of, budget=0.5, repeats=7):
     """Median per-call process time of each ``fns[name](arg_of(name))``; the repeats of
     the different functions are interleaved."""
-    sizes = {k: _loop_size(f, arg_of(k), budget, repeats) for k, f in fns.items()}
-    samples = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            a, n = arg_of(k), sizes[k]
-            t0 = time.process_time()
-            for _ in range(n):
-                f(a)
-            samples[k].append((time.process_time() - t0) / n)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return _common.median_times(fns, arg_of, budget, repeats)
 
 
 # ------------------------------------------------------------------------------------
@@ -102,6 +84,38 @@ def _design(N, K, seed):
     return rng, x, beta, w0
 
 
+def _glm_gradient(x, r):
+    """The gradient w.r.t. (alpha, beta) of a GLM whose d lp / d eta is ``r``."""
+    g = np.empty(x.shape[1] + 1)
+    g[0] = r.sum()
+    g[1:] = x.T @ r
+    return g
+
+
+def _stanlite_pair(glm, composed, y, x, *rest):
+    """stanlite's fused GLM density of (alpha, beta) = (w[0], w[1:]) and the same density
+    composed from the linear predictor; ``rest``: the arguments after it (sigma)."""
+    def f_fused(w):
+        return glm(y, x, w[0], w[1:], *rest)
+
+    def f_composed(w):
+        return composed(y, x @ w[1:] + w[0], *rest)
+    return f_fused, f_composed
+
+
+def _glm_peer(x, y, lp_of_eta):
+    """A peer's density of (alpha, beta) = (w[0], w[1:]): ``peer(xnp, convert)`` is
+    ``lp_of_eta(xnp, y, eta)`` at eta = x beta + alpha, with x and y converted to the
+    peer's arrays once."""
+    def peer(xnp, convert):
+        xj, yj = convert(x), convert(y)
+
+        def f(w):
+            return lp_of_eta(xnp, yj, xnp.dot(xj, w[1:]) + w[0])
+        return f
+    return peer
+
+
 def logistic_case(N, K, seed=0):
     rng, x, beta, w0 = _design(N, K, seed)
     y = (rng.random(N) < expit(0.2 + x @ beta)).astype(np.int64)
@@ -111,26 +125,15 @@ def logistic_case(N, K, seed=0):
         eta = x @ w[1:] + w[0]
         lp = float(np.sum(yf * eta - np.logaddexp(0.0, eta)))
         r = yf - expit(eta)
-        g = np.empty_like(w)
-        g[0] = r.sum()
-        g[1:] = x.T @ r
-        return lp, g
+        return lp, _glm_gradient(x, r)
 
-    def f_fused(w):
-        return sl.bernoulli_logit_glm_lpmf(y, x, w[0], w[1:])
+    f_fused, f_composed = _stanlite_pair(sl.bernoulli_logit_glm_lpmf,
+                                         sl.bernoulli_logit_lpmf, y, x)
 
-    def f_composed(w):
-        return sl.bernoulli_logit_lpmf(y, x @ w[1:] + w[0])
+    def peer_lp(xnp, yj, eta):
+        return xnp.sum(yj * eta - xnp.logaddexp(0.0, eta))
 
-    def peer(xnp, convert):
-        xj, yj = convert(x), convert(yf)
-
-        def f(w):
-            eta = xnp.dot(xj, w[1:]) + w[0]
-            return xnp.sum(yj * eta - xnp.logaddexp(0.0, eta))
-        return f
-
-    return w0, vg_np, f_fused, f_composed, peer
+    return w0, vg_np, f_fused, f_composed, _glm_peer(x, yf, peer_lp)
 
 
 def normal_case(N, K, seed=1):
@@ -142,26 +145,15 @@ def normal_case(N, K, seed=1):
         z = (y - (x @ w[1:] + w[0])) / sigma
         lp = -0.5 * float(z @ z) - N * math.log(sigma) - N * HALF_LOG_TWO_PI
         r = z / sigma
-        g = np.empty_like(w)
-        g[0] = r.sum()
-        g[1:] = x.T @ r
-        return lp, g
+        return lp, _glm_gradient(x, r)
 
-    def f_fused(w):
-        return sl.normal_id_glm_lpdf(y, x, w[0], w[1:], sigma)
+    f_fused, f_composed = _stanlite_pair(sl.normal_id_glm_lpdf, sl.normal_lpdf, y, x, sigma)
 
-    def f_composed(w):
-        return sl.normal_lpdf(y, x @ w[1:] + w[0], sigma)
+    def peer_lp(xnp, yj, eta):
+        z = (yj - eta) / sigma
+        return -0.5 * xnp.sum(z * z) - N * math.log(sigma) - N * HALF_LOG_TWO_PI
 
-    def peer(xnp, convert):
-        xj, yj = convert(x), convert(y)
-
-        def f(w):
-            z = (yj - (xnp.dot(xj, w[1:]) + w[0])) / sigma
-            return -0.5 * xnp.sum(z * z) - N * math.log(sigma) - N * HALF_LOG_TWO_PI
-        return f
-
-    return w0, vg_np, f_fused, f_composed, peer
+    return w0, vg_np, f_fused, f_composed, _glm_peer(x, y, peer_lp)
 
 
 def poisson_case(N, K, seed=2):
@@ -175,26 +167,14 @@ def poisson_case(N, K, seed=2):
         u = np.exp(eta)
         lp = float(yf @ eta - u.sum()) - C
         r = yf - u
-        g = np.empty_like(w)
-        g[0] = r.sum()
-        g[1:] = x.T @ r
-        return lp, g
+        return lp, _glm_gradient(x, r)
 
-    def f_fused(w):
-        return sl.poisson_log_glm_lpmf(y, x, w[0], w[1:])
+    f_fused, f_composed = _stanlite_pair(sl.poisson_log_glm_lpmf, sl.poisson_log_lpmf, y, x)
 
-    def f_composed(w):
-        return sl.poisson_log_lpmf(y, x @ w[1:] + w[0])
+    def peer_lp(xnp, yj, eta):
+        return xnp.sum(yj * eta - xnp.exp(eta)) - C
 
-    def peer(xnp, convert):
-        xj, yj = convert(x), convert(yf)
-
-        def f(w):
-            eta = xnp.dot(xj, w[1:]) + w[0]
-            return xnp.sum(yj * eta - xnp.exp(eta)) - C
-        return f
-
-    return w0, vg_np, f_fused, f_composed, peer
+    return w0, vg_np, f_fused, f_composed, _glm_peer(x, yf, peer_lp)
 
 
 CASES = [
@@ -209,11 +189,7 @@ def run(quick=False):
     budget = 0.15 if quick else 0.6
     repeats = 5 if quick else 9
     ps = peers()
-    cols = ["numpy (floor)", "fused GLM", "composed"]
-    if "autograd" in ps:
-        cols.append("autograd")
-    if "jax" in ps:
-        cols += ["jax", "jax.jit"]
+    cols = peer_columns(ps, ["numpy (floor)", "fused GLM", "composed"])
     rows = []
     for name, make in CASES:
         w0, vg_np, f_fused, f_composed, peer = make()
@@ -226,15 +202,8 @@ def run(quick=False):
         if "jax" in ps:
             jax, jnp = ps["jax"]
             vg = jax.value_and_grad(peer(jnp, jnp.asarray))
-
-            def block(fn):
-                def call(w):
-                    v, g = fn(w)
-                    g.block_until_ready()
-                    return v, g
-                return call
-            fns["jax"] = block(vg)
-            fns["jax.jit"] = block(jax.jit(vg))
+            fns["jax"] = blocking(vg)
+            fns["jax.jit"] = blocking(jax.jit(vg))
         fns = {c: fns[c] for c in cols}
         jw0 = ps["jax"][1].asarray(w0) if "jax" in ps else None
 
@@ -254,11 +223,10 @@ def run(quick=False):
     print("value + gradient w.r.t. (alpha, beta), median process time per call; "
           "(ratio to the hand-written numpy gradient); "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for name, times in rows:
         floor = times["numpy (floor)"]
-        cells = [f"{_fmt(times[c])} ({times[c] / floor:5.2f}x)" for c in cols]
+        cells = [f"{fmt_time(times[c])} ({times[c] / floor:5.2f}x)" for c in cols]
         print(f"{name:<{w}}" + "".join(f"{c:>22}" for c in cells))
     tname, limit = TARGET
     t = dict(rows)[tname]
@@ -267,12 +235,6 @@ def run(quick=False):
     print(f"\ntarget: fused bernoulli_logit_glm, {tname.split(' ', 1)[1]}: "
           f"{ratio:.2f}x the numpy floor (limit {limit}x)  {verdict}")
     return rows, ratio
-
-
-def _fmt(t):
-    if t < 1e-3:
-        return f"{t * 1e6:8.1f} us"
-    return f"{t * 1e3:8.2f} ms"
 
 
 if __name__ == "__main__":

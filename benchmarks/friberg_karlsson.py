@@ -19,33 +19,16 @@ Run:  python benchmarks/friberg_karlsson.py [--quick]
 """
 
 import argparse
-import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blas_threads  # noqa: F401,E402  (before numpy)
+from _common import best_time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import stanlite.models as zoo  # noqa: E402
 from stanlite.models.friberg_karlsson import TRUTH, z_of  # noqa: E402
-
-
-def best_time(fn, budget=1.0, repeats=3):
-    """Best per-call CPU seconds over ``repeats`` loops (after one warm-up call)."""
-    fn()
-    t0 = time.process_time()
-    fn()
-    one = max(time.process_time() - t0, 1e-6)
-    n = max(1, int(budget / repeats / one))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.process_time() - t0) / n)
-    return best
 
 
 def counts(model, x):

@@ -26,7 +26,8 @@ import blas_threads  # noqa: F401  (before numpy)
 import numpy as np
 
 import stanlite as sl
-from ad_overhead import _fmt, best_time, peers
+from _common import fmt_time, peer_columns, peers, print_head
+from ad_overhead import best_time
 
 
 def logistic(d, N=1000, seed=0):
@@ -81,11 +82,7 @@ def student_t(d, nu=5.0, seed=0):
 def run(quick=False):
     budget = 0.15 if quick else 0.4
     ps = peers()
-    cols = ["numpy (floor)", "stanlite", "retaped"]
-    if "autograd" in ps:
-        cols.append("autograd")
-    if "jax" in ps:
-        cols += ["jax", "jax.jit"]
+    cols = peer_columns(ps, ["numpy (floor)", "stanlite", "retaped"])
     rows = []
     for model, make in (("logistic", logistic), ("student-t", student_t)):
         for d in (10, 50, 200):
@@ -117,11 +114,10 @@ def run(quick=False):
     w = 20
     head = f"{'case':<{w}}" + "".join(f"{c:>22}" for c in cols) + f"{'stanlite H/grad':>17}"
     print("Hessian, best time per call; (ratio to the hand-written numpy Hessian)")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for name, times, hg in rows:
         floor = times["numpy (floor)"]
-        cells = [f"{_fmt(times[c])} ({times[c] / floor:6.2f}x)" for c in cols]
+        cells = [f"{fmt_time(times[c])} ({times[c] / floor:6.2f}x)" for c in cols]
         print(f"{name:<{w}}" + "".join(f"{c:>22}" for c in cells) + f"{hg:>16.1f}x")
     return rows
 

@@ -25,11 +25,10 @@ Run:  python benchmarks/model_overhead.py [--quick] [--models name ...]
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
 import blas_threads  # noqa: E402,F401  (one BLAS thread; before numpy)
+import _common  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -46,28 +45,11 @@ from stanlite.autodiff import tape as _tape  # noqa: E402
 # ------------------------------------------------------------------------------------
 # timing
 # ------------------------------------------------------------------------------------
-def _loop_size(fn, arg, budget, repeats):
-    fn(arg)
-    t0 = time.process_time()
-    for _ in range(10):
-        fn(arg)
-    one = max((time.process_time() - t0) / 10, 1e-7)
-    return max(1, int(budget / repeats / one))
-
-
 def median_times(fns, arg, budget=0.5, repeats=7):
     """Median per-call process time of each ``fns[name](arg)``; the repeats of the
-    different functions are interleaved."""
-    sizes = {k: _loop_size(f, arg, budget, repeats) for k, f in fns.items()}
-    samples = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            n = sizes[k]
-            t0 = time.process_time()
-            for _ in range(n):
-                f(arg)
-            samples[k].append((time.process_time() - t0) / n)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    different functions are interleaved (each loop sized from 10 calls)."""
+    return _common.median_times(fns, lambda _: arg, budget, repeats, calls=10,
+                                floor=1e-7)
 
 
 def tape_nodes(model, x):
@@ -92,12 +74,11 @@ def tape_nodes(model, x):
 # floors: the same log densities by hand (f_sl for sl.value_and_grad; vg_np in numpy)
 # ------------------------------------------------------------------------------------
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+LOG_PI = math.log(math.pi)             # the half-Cauchy's normalisation
 
 
 def floors_eight_schools_noncentered(m):
-    y, sigma = m.y, m.sigma
-    J = m.J
-    log_pi = math.log(math.pi)
+    y, sigma, J = m.y, m.sigma, m.J
 
     def f_sl(x):
         tt, mu, log_tau = x[:J], x[J], x[J + 1]
@@ -115,7 +96,7 @@ def floors_eight_schools_noncentered(m):
         lp = (-0.5 * (tt @ tt) - J * LOG_SQRT_2PI
               - 0.5 * (r @ r) - np.sum(np.log(sigma)) - J * LOG_SQRT_2PI
               - 0.5 * (mu / 5.0) ** 2 - math.log(5.0) - LOG_SQRT_2PI
-              - log_pi - math.log(5.0) - math.log1p(u * u) + log_tau)
+              - LOG_PI - math.log(5.0) - math.log1p(u * u) + log_tau)
         rs = r / sigma                           # d lp / d theta
         g = np.empty(J + 2)
         g[:J] = -tt + tau * rs
@@ -127,9 +108,7 @@ def floors_eight_schools_noncentered(m):
 
 
 def floors_eight_schools_centered(m):
-    y, sigma = m.y, m.sigma
-    J = m.J
-    log_pi = math.log(math.pi)
+    y, sigma, J = m.y, m.sigma, m.J
 
     def f_sl(x):
         theta, mu, log_tau = x[:J], x[J], x[J + 1]
@@ -144,7 +123,7 @@ def floors_eight_schools_centered(m):
         u = tau / 5.0
         z = (theta - mu) / tau
         r = (y - theta) / sigma
-        lp = (-log_pi - math.log(5.0) - math.log1p(u * u)
+        lp = (-LOG_PI - math.log(5.0) - math.log1p(u * u)
               - 0.5 * (z @ z) - J * log_tau - J * LOG_SQRT_2PI
               - 0.5 * (r @ r) - np.sum(np.log(sigma)) - J * LOG_SQRT_2PI
               - 0.5 * (mu / 5.0) ** 2 - math.log(5.0) - LOG_SQRT_2PI + log_tau)

@@ -121,13 +121,13 @@ import math
 import os
 import pathlib
 import random
-import statistics
 import subprocess
 import sys
 import time
 import warnings
 
 import blas_threads  # noqa: E402,F401  (one BLAS thread per process; before numpy)
+from _common import median_time, print_head  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -200,23 +200,8 @@ def case_data(case):
 
 
 # ------------------------------------------------------------------------------------
-# timing helper (peers' gradients)
+# effective sample size
 # ------------------------------------------------------------------------------------
-def median_cpu_time(fn, budget=0.6, repeats=5):
-    fn()
-    t0 = time.process_time()
-    fn()
-    one = max(time.process_time() - t0, 1e-6)
-    n = max(1, int(budget / repeats / one))
-    out = []
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        out.append((time.process_time() - t0) / n)
-    return statistics.median(out)
-
-
 def min_bulk_ess(arrays):
     """min bulk ESS over every scalar element of ``{name: (chains, draws, ...)}``."""
     with warnings.catch_warnings():
@@ -300,17 +285,11 @@ def _stanlite_models():
             lp = lp + sl.std_normal_lpdf(theta_trans)
             return lp + sl.normal_lpdf(self.y, mu + tau * theta_trans, self.sigma)
 
-    class Logistic(Counting, sl.Model):
-        N = sl.data.int(lower=0)
-        K = sl.data.int(lower=0)
-        X = sl.data.matrix("N", "K")
-        y = sl.data.array("N", dtype="int", lower=0, upper=1)
-        alpha = sl.param.real()
-        beta = sl.param.vector("K")
+    # the zoo's logistic regression without its generated quantities
+    from stanlite.models.logistic_regression import LogisticRegressionDensity
 
-        def log_prob(self, alpha, beta):
-            lp = sl.normal_lpdf(alpha, 0, 2.5) + sl.normal_lpdf(beta, 0, 2.5)
-            return lp + sl.bernoulli_logit_glm_lpmf(self.y, self.X, alpha, beta)
+    class Logistic(Counting, LogisticRegressionDensity):
+        pass
 
     class Gauss(Counting, sl.Model):
         D = sl.data.int(lower=1)
@@ -396,7 +375,7 @@ def run_stanlite(case, draws, warmup, seed, opts):
                divergences=int(np.sum(fit["divergent__"])))
     x = np.asarray(fit.unconstrained_draws[0, -1], dtype=float)
     base = next(k for k in type(model).__mro__ if k.__name__ == "Model")
-    res["t_grad"] = median_cpu_time(lambda: base.log_density_gradient(model, x))
+    res["t_grad"] = median_time(lambda: base.log_density_gradient(model, x))
     # the gradient inside compiled code, as the compiled trajectory calls it: the
     # interpreter's value_grad in a numba loop over the run's distinct draws
     import kernel_timing
@@ -508,7 +487,7 @@ def run_pymc(case, draws, warmup, seed, opts):
     f.set_extra_values({})
     ip = model.initial_point()
     x = np.concatenate([np.ravel(ip[v.name]) for v in model.value_vars])
-    res["t_grad"] = median_cpu_time(lambda: f(x))
+    res["t_grad"] = median_time(lambda: f(x))
     return res
 
 
@@ -539,7 +518,7 @@ def run_nutpie(case, draws, warmup, seed, opts):
     x = np.asarray(compiled.initial_point_func(seed), dtype=float) \
         if callable(compiled.initial_point_func) else np.zeros(compiled.n_dim)
     fn = f.vm.jit_fn if not f.get_shared() else f
-    res["t_grad"] = median_cpu_time(lambda: fn(x))
+    res["t_grad"] = median_time(lambda: fn(x))
     return res
 
 
@@ -604,7 +583,7 @@ def run_numpyro(case, draws, warmup, seed, opts):
     info = initialize_model(jax.random.PRNGKey(0), model, model_args=args)
     vg = jax.jit(jax.value_and_grad(info.potential_fn))
     z = info.param_info.z
-    res["t_grad"] = median_cpu_time(lambda: jax.block_until_ready(vg(z)))
+    res["t_grad"] = median_time(lambda: jax.block_until_ready(vg(z)))
     return res
 
 
@@ -758,6 +737,13 @@ def _anchor(case, lib):
     return f"{a[0]} / {a[1]}"
 
 
+def _results(results, cases, libs):
+    """(case, library, result) in the tables' row order."""
+    for case in cases:
+        for lib in libs:
+            yield case, lib, results[case, lib]
+
+
 def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
     quick = draws < 1000 or warmup < 1000
     print(f"NUTS, 4 chains x ({warmup} warmup + {draws} draws), seed {seed}; "
@@ -768,40 +754,34 @@ def print_tables(results, libs, cases, draws, warmup, seed, missing, opts):
               "rows read 'not installed'")
     head = (f"{'posterior':<28}{'library':<15}{'min ESS':>8}{'div':>5}{'fresh s':>9}"
             f"{'ESS/s':>8}{'excl. s':>9}{'ESS/s':>8}   anchor ESS/s fresh / excl.")
-    print(head)
-    print("-" * len(head))
-    for case in cases:
-        for lib in libs:
-            r = results[case, lib]
-            if "error" in r:
-                print(f"{LABELS[case]:<28}{lib:<15}{r['error']:>47}   {_anchor(case, lib)}")
-                continue
-            print(f"{LABELS[case]:<28}{lib:<15}{r['min_ess']:>8.0f}{r['divergences']:>5}"
-                  f"{r['fresh']:>9.1f}{_fmt_rate(_rate(r, 'fresh')):>8}"
-                  f"{r['excl']:>9.1f}{_fmt_rate(_rate(r, 'excl')):>8}   "
-                  f"{_anchor(case, lib)}")
+    print_head(head)
+    for case, lib, r in _results(results, cases, libs):
+        if "error" in r:
+            print(f"{LABELS[case]:<28}{lib:<15}{r['error']:>47}   {_anchor(case, lib)}")
+            continue
+        print(f"{LABELS[case]:<28}{lib:<15}{r['min_ess']:>8.0f}{r['divergences']:>5}"
+              f"{r['fresh']:>9.1f}{_fmt_rate(_rate(r, 'fresh')):>8}"
+              f"{r['excl']:>9.1f}{_fmt_rate(_rate(r, 'excl')):>8}   "
+              f"{_anchor(case, lib)}")
     print()
     head = (f"{'posterior':<28}{'library':<15}{'grads':>10}{'steps/draw':>11}"
             f"{'us/grad':>9}{'in kernel':>10}{'CPU us/step':>12}{'in sampler':>11}"
             f"{'overhead us/step':>18}{'% of grad':>10}")
-    print(head)
-    print("-" * len(head))
-    for case in cases:
-        for lib in libs:
-            r = results[case, lib]
-            if "error" in r:
-                continue
-            ov, tg, ts = r.get("overhead"), r.get("t_grad"), r.get("t_grad_sampler")
-            cs, tk = r.get("cpu_step"), r.get("t_grad_kernel")
-            print(f"{LABELS[case]:<28}{lib:<15}{r['n_grad']:>10.0f}"
-                  f"{r['steps_per_draw']:>11.1f}"
-                  f"{(f'{tg * 1e6:.1f}' if tg else '-'):>9}"
-                  f"{(f'{tk * 1e6:.2f}' if tk else '-'):>10}"
-                  f"{(f'{cs * 1e6:.1f}' if cs else '-'):>12}"
-                  f"{(f'{ts * 1e6:.1f}' if ts else '-'):>11}"
-                  f"{(f'{ov * 1e6:.1f}' if ov is not None else '-'):>18}"
-                  f"{(f'{100 * ov / ts:.0f}%' if ov is not None and ts else '-'):>10}"
-                  + (f"   ({r['note']})" if r.get("note") else ""))
+    print_head(head)
+    for case, lib, r in _results(results, cases, libs):
+        if "error" in r:
+            continue
+        ov, tg, ts = r.get("overhead"), r.get("t_grad"), r.get("t_grad_sampler")
+        cs, tk = r.get("cpu_step"), r.get("t_grad_kernel")
+        print(f"{LABELS[case]:<28}{lib:<15}{r['n_grad']:>10.0f}"
+              f"{r['steps_per_draw']:>11.1f}"
+              f"{(f'{tg * 1e6:.1f}' if tg else '-'):>9}"
+              f"{(f'{tk * 1e6:.2f}' if tk else '-'):>10}"
+              f"{(f'{cs * 1e6:.1f}' if cs else '-'):>12}"
+              f"{(f'{ts * 1e6:.1f}' if ts else '-'):>11}"
+              f"{(f'{ov * 1e6:.1f}' if ov is not None else '-'):>18}"
+              f"{(f'{100 * ov / ts:.0f}%' if ov is not None and ts else '-'):>10}"
+              + (f"   ({r['note']})" if r.get("note") else ""))
     for case in cases:
         r = results.get((case, "numpyro"), {})
         if "compile" in r:

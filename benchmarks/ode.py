@@ -45,30 +45,12 @@ import time
 import warnings
 
 import blas_threads  # noqa: F401  (before numpy)
+from _common import best_time, print_head, zoo_ode_points
 import numpy as np
 
 import stanlite as sl
 
 TOL = 1e-6
-
-
-def best_time(fn, budget=1.0, repeats=3):
-    """Best per-call CPU seconds over ``repeats`` loops (after one warm-up call).
-
-    CPU time of the process (all its threads), not wall time: on a shared machine
-    the wall clock also counts the time other processes hold the cores."""
-    fn()
-    t0 = time.process_time()
-    fn()
-    one = max(time.process_time() - t0, 1e-6)
-    n = max(1, int(budget / repeats / one))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.process_time() - t0) / n)
-    return best
 
 
 def _fmt(t):
@@ -301,8 +283,7 @@ def pk_table(budget):
           "'compiled' (the default), 'retaped' (before), 'tape'")
     head = (f"{'method':46s} {'value':>7s} {'compiled':>9s} {'retaped':>8s} "
             f"{'tape':>8s} {'before/after':>12s}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     rows = []
     for name, solve in variants:
         f = lp(solve)
@@ -357,24 +338,16 @@ def _routes(fn, budget, names=("compiled", "retaped", "tape")):
 # ------------------------------------------------------------------------------------
 def zoo_table(quick):
     import stanlite.models as zoo
-    from stanlite.models import mm_multidose_ss as mm
-    cases = [("one_comp_mm_elim_abs", dict(k_a=1.0, K_m=2.0, V_m=3.0, sigma=0.5),
-              12 if quick else 40),
-             ("mm_multidose_ss", {k: mm.TRUTH[k] for k in ("V", "Vmax", "Km", "sigma")},
-              12 if quick else 40)]
+    n = 12 if quick else 40
     print("\nzoo ODE models: CPU ms per log-density gradient at distinct points near a "
           "typical point (a fresh model per route; best of 3 passes, routes alternated); "
           "'walk' is pk.ode's general event walk (pk/ode_plan.py off), 'retaped' the "
           "right-hand side's route before the compiled one")
     head = (f"{'model':22s} {'compiled':>9s} {'walk':>9s} {'retaped':>9s} "
             f"{'walk/compiled':>13s} {'retaped/compiled':>16s}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     rows = []
-    for name, at, n in cases:
-        rng = np.random.default_rng(0)
-        x0 = zoo.get(name).unconstrain(at)
-        xs = [x0 + rng.normal(0.0, 0.02, x0.size) for _ in range(n)]
+    for name, xs in zoo_ode_points(n, n):
         best = {"compiled": math.inf, "walk": math.inf, "retaped": math.inf}
         # warm-up as in a sampler's first iterations: the right-hand side's generated
         # code replaces the interpreter after ode_codegen.AFTER evaluations

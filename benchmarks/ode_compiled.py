@@ -30,6 +30,7 @@ import time
 import warnings
 
 import blas_threads  # noqa: F401  (before numpy)
+from _common import zoo_ode_points
 import numpy as np
 
 import stanlite as sl
@@ -138,16 +139,9 @@ def fn_rows(budget):
 
 def zoo_rows(quick):
     import stanlite.models as zoo
-    from stanlite.models import mm_multidose_ss as mm
-    cases = [("one_comp_mm_elim_abs", dict(k_a=1.0, K_m=2.0, V_m=3.0, sigma=0.5),
-              10 if quick else 40),
-             ("mm_multidose_ss", {k: mm.TRUTH[k] for k in ("V", "Vmax", "Km", "sigma")},
-              5 if quick else 20)]
     rows = []
-    for name, at, n in cases:
-        rng = np.random.default_rng(0)
-        x0 = zoo.get(name).unconstrain(at)
-        xs = [x0 + rng.normal(0.0, 0.02, x0.size) for _ in range(n)]
+    for name, xs in (zoo_ode_points(10, 5) if quick else zoo_ode_points(40, 20)):
+        n = len(xs)
         best = {"scipy": math.inf, "compiled": math.inf}
         for _ in range(2):
             for r in best:

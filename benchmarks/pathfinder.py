@@ -39,6 +39,7 @@ import time
 import warnings
 
 import blas_threads  # noqa: F401,E402  (one BLAS thread per process; before numpy)
+from _common import print_head  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -158,8 +159,7 @@ def print_table(rows, draws, paths, args):
     head = (f"{'posterior':<{w}} {'d':>3} | {'opt s':>6} {'grads':>5} | {'lap s':>6} "
             f"{'k':>5} {'mean err':>8} {'sd ratio':>8} | {'pf s':>6} {'grads':>6} "
             f"{'lp evals':>8} {'k':>5} {'mean err':>8} {'sd ratio':>8}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         ot, og, oc = r["opt"]
         lap = r["lap"]

@@ -25,31 +25,14 @@ Run:  python benchmarks/pk.py [--quick]
 """
 
 import argparse
-import math
-import time
 
 import blas_threads  # noqa: F401  (before numpy)
+from _common import best_time
 import numpy as np
 
 import stanlite as sl
 
 S, T_OBS = 10, [0.25, 0.5, 1.0, 2.0, 3.5, 5.0, 7.0, 9.0, 12.0]
-
-
-def best_time(fn, budget=1.0, repeats=3):
-    """Best per-call CPU seconds over ``repeats`` loops (after one warm-up call)."""
-    fn()
-    t0 = time.process_time()
-    fn()
-    one = max(time.process_time() - t0, 1e-6)
-    n = max(1, int(budget / repeats / one))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.process_time() - t0) / n)
-    return best
 
 
 def schedule(ss):

@@ -53,6 +53,7 @@ import time
 import warnings
 
 import blas_threads  # noqa: E402,F401  (one BLAS thread per process; before numpy)
+from _common import print_head  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -240,8 +241,7 @@ def print_table(rows, draws, warmup, seed, settings):
           "z = |ours - reference| / combined MCSE")
     head = (f"{'posterior':<{w}} {'n':>3} {'max|z| mean':>11} {'max|z| q5/50/95':>15} "
             f"{'worst quantity':<22} {'div':>5} {'time s':>7}  verdict")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         if "skipped" in r:
             print(f"{r['name']:<{w}} {'':>3} {'':>11} {'':>15} {'':<22} {'':>5} {'':>7}  "
