@@ -100,6 +100,26 @@ def test_a_bad_import_breaks_a_contract(layout, importer, line, broken, edge):
     assert broken in report and edge in report, out   # loop too: both may break)
 
 
+def test_var_and_dual_take_their_operators_from_one_table():
+    """Every operator and array method of Var and Dual is autodiff/operators.py's
+    (on their common base), none assigned by the math modules or copied by name."""
+    import stanlite  # noqa: F401  (the math package registers the primitives)
+    from stanlite.autodiff import operators
+    from stanlite.autodiff.dual import Dual
+    from stanlite.autodiff.var import Box, Var
+    for name in operators.PRIMITIVES:
+        assert name in Box.__dict__, name
+        assert name not in Dual.__dict__, name
+        if name != "__getitem__":               # Var's first-order fast path
+            assert name not in Var.__dict__, name
+    for name in ("__add__", "__mul__", "__neg__"):
+        fn = Box.__dict__[name]
+        assert fn is getattr(stanlite, operators.PRIMITIVES[name]), name   # no wrapper
+    for path in (ROOT / "stanlite" / "math").rglob("*.py"):
+        text = path.read_text()
+        assert "Var." + "__" not in text and "setattr(Dual" not in text, path
+
+
 def test_the_checkout_maps_what_pyproject_maps():
     """stanlite/__init__.py maps the root folders into the package as package-dir
     does: imported from the checkout, ``stanlite.samplers`` is samplers/."""

@@ -2,6 +2,9 @@
 
 * :mod:`.tape`       - the thread-local tape stack, nesting, the reverse sweep;
 * :mod:`.var`        - the array-valued node ``Var`` and the numpy protocols;
+* :mod:`.operators`  - the Python operators and array methods of ``Var`` and ``Dual``
+  (``+``, ``@``, ``<``, ``v[i]``, ``v.T``, ``v.sum()``...), calling the primitives
+  :mod:`stanlite.math` registers;
 * :mod:`.extend`     - defining primitives (``primitive``, ``defvjp``) and broadcasting;
 * :mod:`.dual`       - forward mode: ``Dual`` values on a ``ForwardTrace`` (vector mode);
 * :mod:`.functional` - ``grad``, ``value_and_grad``, ``vjp``, ``jacobian``, ``jvp``,
@@ -21,6 +24,7 @@ from .functional import (grad, value_and_grad, vjp, jacobian, jvp, hvp,  # noqa:
                          hessian, jacobian_forward, jacobian_reverse, grad_hessian,
                          grad_trace_mat_hessian)
 from .dual import Dual, ForwardTrace, forward_scope  # noqa: F401
+from . import operators  # noqa: F401,E402  (Var's and Dual's operators, installed on Box)
 from .check import (check_grad, assert_grad, check_jvp, assert_jvp,  # noqa: F401
                     check_hessian, assert_hessian, GradCheck)
 from .compile import compile, Compiled, CompileWarning  # noqa: F401,A004

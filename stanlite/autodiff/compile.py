@@ -89,8 +89,8 @@ class CompileWarning(UserWarning):
 # recording: the tape, the guards and the escapes seen while f runs once
 # ======================================================================================
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_HOOK_FILES = {os.path.join(_HERE, "var.py"), os.path.join(_HERE, "compile.py"),
-               os.path.join(os.path.dirname(_HERE), "math", "arithmetic.py")}
+# the files whose frames report a look at a value (the comparisons are operators.py's)
+_HOOK_FILES = {os.path.join(_HERE, f) for f in ("var.py", "compile.py", "operators.py")}
 
 
 def _where():

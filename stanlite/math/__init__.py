@@ -15,4 +15,3 @@ from . import structure, arithmetic, elementwise, reductions, linalg, special, i
 
 __all__ = (structure.__all__ + arithmetic.__all__ + elementwise.__all__
            + reductions.__all__ + linalg.__all__ + special.__all__ + incomplete.__all__)
-from . import dual_methods  # noqa: F401,E402  (operators for forward-mode duals)

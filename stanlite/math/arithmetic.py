@@ -1,6 +1,7 @@
-"""Arithmetic primitives and the operator overloads of :class:`~stanlite.Var`.
+"""Arithmetic primitives, the ones behind the operators of :class:`~stanlite.Var`.
 
-``+ - * / **``, unary ``-``, ``abs`` and the comparisons. Derivatives (elementwise,
+``+ - * / **``, unary ``-`` and ``abs`` (the operators themselves, and the
+comparisons, are in autodiff/operators.py). Derivatives (elementwise,
 broadcast; the sum back to each input's shape is done by the core):
 
     d(x + y) = dx + dy          d(x * y) = y dx + x dy
@@ -17,7 +18,8 @@ import operator
 import numpy as np
 
 from ..autodiff.extend import binary_primitive, unary_primitive
-from ..autodiff.var import UFUNCS, Var, guarded
+from ..autodiff.operators import register as register_operators
+from ..autodiff.var import UFUNCS
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 
 __all__ = ["add", "subtract", "multiply", "divide", "power", "negative", "fabs",
@@ -88,61 +90,16 @@ pow_ = power
 
 
 # -- operator overloads -------------------------------------------------------------
-# the primitives themselves are the methods (self is the first argument): no extra
-# Python frame per operator on the hot path of scalar code
-Var.__add__ = add
-Var.__radd__ = lambda self, o: add(o, self)
-Var.__sub__ = subtract
-Var.__rsub__ = lambda self, o: subtract(o, self)
-Var.__mul__ = multiply
-Var.__rmul__ = lambda self, o: multiply(o, self)
-Var.__truediv__ = divide
-Var.__rtruediv__ = lambda self, o: divide(o, self)
-Var.__pow__ = power
-Var.__rpow__ = lambda self, o: power(o, self)
-Var.__neg__ = negative
-Var.__pos__ = lambda self: self
-Var.__abs__ = lambda self: fabs(self)
-
-
-def _matmul(self, o):
-    from .linalg import matmul
-    return matmul(self, o)
-
-
-def _rmatmul(self, o):
-    from .linalg import matmul
-    return matmul(o, self)
-
-
-Var.__matmul__ = _matmul
-Var.__rmatmul__ = _rmatmul
-
-
-def _cmp(op):
-    # a comparison is a decision on values: ``guarded`` makes it a guard of sl.compile
-    def compare(self, other):
-        return guarded(op, self, other)
-    return compare
-
-
-Var.__lt__ = _cmp(operator.lt)
-Var.__le__ = _cmp(operator.le)
-Var.__gt__ = _cmp(operator.gt)
-Var.__ge__ = _cmp(operator.ge)
-Var.__eq__ = _cmp(operator.eq)
-Var.__ne__ = _cmp(operator.ne)
+# Var's and Dual's operators (autodiff/operators.py) call these primitives; ``+ - * /
+# **`` and unary ``-`` are the primitives themselves (no extra Python frame per
+# operator on the hot path of scalar code)
+register_operators(add=add, subtract=subtract, multiply=multiply, divide=divide,
+                   power=power, negative=negative, fabs=fabs)
 
 UFUNCS.update({
     np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
     np.true_divide: divide, np.power: power, np.negative: negative,
     np.absolute: fabs, np.fabs: fabs,
     np.positive: lambda x: x,
-    np.less: lambda a, b: guarded(operator.lt, a, b),
-    np.less_equal: lambda a, b: guarded(operator.le, a, b),
-    np.greater: lambda a, b: guarded(operator.gt, a, b),
-    np.greater_equal: lambda a, b: guarded(operator.ge, a, b),
-    np.equal: lambda a, b: guarded(operator.eq, a, b),
-    np.not_equal: lambda a, b: guarded(operator.ne, a, b),
-})
+})     # (the comparisons' ufuncs are the operators': autodiff/operators.py)
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
                                defjvp_all, defvjp, defvjp_all, primitive)
+from ..autodiff.operators import register as register_operators
 from ..autodiff.var import FUNCTIONS, Var, guarded, make_node, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm import program as _program
@@ -929,25 +930,8 @@ FUNCTIONS.update({
 })
 
 
-def _dot_method(self, other):
-    from .linalg import dot
-    return dot(self, other)
-
-
-Var.sum = lambda self, axis=None, keepdims=False: sum(self, axis, keepdims)
-Var.mean = lambda self, axis=None, keepdims=False: mean(self, axis, keepdims)
-Var.prod = lambda self, axis=None, keepdims=False: prod(self, axis, keepdims)
-Var.max = lambda self, axis=None, keepdims=False: max(self, axis, keepdims)
-Var.min = lambda self, axis=None, keepdims=False: min(self, axis, keepdims)
-Var.var = lambda self, axis=None, ddof=0, keepdims=False: variance(self, axis, ddof,
-                                                                    keepdims)
-Var.std = lambda self, axis=None, ddof=0, keepdims=False: sd(self, axis, ddof, keepdims)
-Var.cumsum = lambda self, axis=None: cumulative_sum(self, axis)
-Var.cumprod = lambda self, axis=None: cumprod(self, axis)
-Var.dot = _dot_method
-Var.argmax = lambda self, axis=None: guarded(lambda v: np.argmax(np.asarray(v), axis=axis),
-                                             self)
-Var.argmin = lambda self, axis=None: guarded(lambda v: np.argmin(np.asarray(v), axis=axis),
-                                             self)
-Var.argsort = lambda self, axis=-1: sort_indices_asc(self, axis)
+# the array methods of Var and Dual (autodiff/operators.py): v.sum(), v.mean(), ...
+register_operators(sum=sum, mean=mean, prod=prod, max=max, min=min, variance=variance,
+                   sd=sd, cumulative_sum=cumulative_sum, cumprod=cumprod,
+                   sort_indices_asc=sort_indices_asc)
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, defjvp, defjvp_all, defvjp,
                                primitive)
+from ..autodiff.operators import register as register_operators
 from ..autodiff.var import FUNCTIONS, Box, Var, make_node, shape_of
 # the interpreter's lowerings (autodiff/vm): data movement as one gather (movement),
 # scatter_add as a segment sum
@@ -213,7 +214,8 @@ _tag(_bp_getitem, getitem._spec, lambda node: (node.x, node.y), "getitem")
 
 
 def var_getitem(self, idx):
-    """``Var.__getitem__``: basic, integer-array and boolean-mask indexing."""
+    """``v[idx]`` of a Var (its first-order fast path): basic, integer-array and
+    boolean-mask indexing."""
     ti = type(idx)
     if ti is int or ti is slice:
         # the common case (x[0], x[2:]): nothing to check or convert
@@ -242,7 +244,13 @@ def var_getitem(self, idx):
     return getitem(self, idx)
 
 
-Var.__getitem__ = var_getitem
+def checked_getitem(x, idx):
+    """``x[idx]`` of any traced value (a ``Dual``, a ``Var`` of a lower level): the
+    index checked, then the primitive."""
+    if type(idx) is list:
+        idx = np.asarray(idx)
+    _check_index(idx)
+    return getitem(x, idx)
 
 
 # reshape is a core primitive (forward mode needs it for batch axes); re-exported here
@@ -535,23 +543,9 @@ FUNCTIONS.update({
 })
 
 
-def _T(self):
-    return transpose(self)
-
-
-Var.T = property(_T)
-Var.reshape = lambda self, *shape: reshape(
-    self, shape[0] if len(shape) == 1 else shape)
-Var.flatten = lambda self: flatten(self)
-Var.ravel = lambda self: flatten(self)
-
-
-def _transpose_method(self, *axes):
-    """``v.transpose()``, ``v.transpose(1, 0)`` or ``v.transpose((1, 0))`` (numpy's)."""
-    if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
-        axes = axes[0]
-    return transpose(self, axes or None)
-
-
-Var.transpose = _transpose_method
+# the operators and array methods of Var and Dual (autodiff/operators.py) that index
+# and reshape: ``v[i]`` (Var's first-order fast path, and the checked general form),
+# ``v.T``, ``v.reshape``, ``v.flatten``/``v.ravel``, ``v.transpose``
+register_operators(var_getitem=var_getitem, getitem=checked_getitem, reshape=reshape,
+                   transpose=transpose, flatten=flatten)
 

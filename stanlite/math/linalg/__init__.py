@@ -83,6 +83,10 @@ from .sparse import csr_matrix_times_vector, csr_extract
 from .numpy_api import norm1, norm2
 # the Cholesky, LU and triangular primitives themselves (tests lower and inspect them)
 from .solves import _cholesky, _solve, _trisolve  # noqa: F401
+from ...autodiff.operators import register as _register_operators
+
+# ``v @ w`` and ``v.dot(w)`` of traced values (autodiff/operators.py)
+_register_operators(matmul=matmul, dot=dot)
 
 __all__ = ["matmul", "dot", "crossprod", "tcrossprod", "quad_form", "quad_form_sym",
            "quad_form_diag", "diag_matrix", "diagonal", "add_diag", "diag_pre_multiply",
