@@ -31,6 +31,8 @@ import numpy as np
 from ..errors import DifferentiationError
 from .extend import (_bp_generic, _normalize, _sum_to_shape_raw, lazy_adjoint_ok,
                      node_record)
+from . import library
+from .fpstate import ignore_fp, restore_fp
 from .var import Box, Var, _strip
 
 __all__ = ["build", "NotCompilable", "kind_of"]
@@ -196,6 +198,7 @@ _RUNTIME = {
     "_dot": np.dot, "_dot_all": _dot_all, "_add_at": np.add.at, "_copy_in": _copy_in,
     "_sts": _sum_to_shape_raw, "_array_equal": np.array_equal,
     "_inf": math.inf, "_nan": math.nan, "_f64": _f64,
+    "_ignore_fp": ignore_fp, "_restore_fp": restore_fp,     # around fused kernels
 }
 
 
@@ -1016,7 +1019,7 @@ class _Gen:
         if gk == _F and type(xk) is tuple:
             self.acc(x, g, _F)
             return
-        from ..math.reductions import _expand_back
+        _expand_back = library.lookup("_expand_back")
         c = f"{self.fn(_expand_back)}({g}, {self.val(x)}, None, False)"
         probe = _expand_back(n.adj, x.value, None, False)
         self.acc(x, c, kind_of(probe))
@@ -1025,7 +1028,8 @@ class _Gen:
         p, idx = args
         if id(p) not in self.need:
             return
-        from ..math.structure import _is_basic, _scatter_add_raw
+        _is_basic = library.lookup("_is_basic")
+        _scatter_add_raw = library.lookup("_scatter_add_raw")
         g, gk = self.take(n)
         pk = self.kind(p)
         if type(pk) is not tuple:
@@ -1241,16 +1245,6 @@ _OPS = {operator.add: "+", operator.sub: "-", operator.mul: "*"}
 _CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
         operator.eq: "==", operator.ne: "!="}
 
-def _load_runtime():
-    """Fetch the fused densities' floating-point state helpers (stanlite.distributions
-    imports this package: so on first use, not at import)."""
-    if "_ignore_fp" in _RUNTIME:
-        return
-    from ..distributions.fused import _ignore_fp, _restore_fp
-    _RUNTIME["_ignore_fp"] = _ignore_fp
-    _RUNTIME["_restore_fp"] = _restore_fp
-
-
 class _Program:
     """A generated replay function and what it was made from."""
 
@@ -1267,7 +1261,6 @@ class _Program:
 
 def build(rec, inputs, output, exact=False, value_only=False, name="retaped"):
     """Generate, compile and return the replay function of ``rec`` (a _Program)."""
-    _load_runtime()
     gen = _Gen(rec, inputs, output, exact, value_only)
     body = gen.generate()
     params = ", ".join(f"{k}={k}" for k in gen.consts)

@@ -42,6 +42,7 @@ import ast
 import functools
 import types
 
+from . import library
 from .var import value_of
 
 __all__ = ["UnaryRule", "BinaryRule", "declared", "declared_binary"]
@@ -77,12 +78,11 @@ class _Rule:
     def primitive(self, fname):
         """The stanlite primitive that ``fname`` names (the declaring module first);
         ``where`` is stanlite's where (a selection, not a primitive)."""
-        import stanlite.math
         if fname == _WHERE:
-            return stanlite.math.where
+            return library.lookup("where")
         obj = self.names.get(fname)
         if getattr(obj, "_spec", None) is None:
-            obj = getattr(stanlite.math, fname, None)
+            obj = library.lookup(fname, None)     # the math package's, by name
         if getattr(obj, "_spec", None) is None:
             raise NameError(f"the derivative of '{self.name}' ({self.d!r}) calls "
                             f"{fname!r}, which is not a stanlite primitive")

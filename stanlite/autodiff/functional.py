@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DifferentiationError
+from . import library
 from .tape import gc_paused, gc_paused_nested, nested, sweep
 from .var import Box, Var, _as_float_value, shape_of
 
@@ -219,8 +220,8 @@ def jacobian_reverse(f: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
                            retain=True)
                 rows.append(_adj_or_zeros(xv))
         if any(isinstance(r, Box) for r in rows):
-            from ..math.structure import reshape, stack
-            return reshape(stack(rows), out_shape + in_shape)
+            from .extend import reshape
+            return reshape(library.lookup("stack")(rows), out_shape + in_shape)
         return np.reshape(np.array(rows, dtype=float), out_shape + in_shape)
 
     return jacobian_f
@@ -330,8 +331,7 @@ def jacobian_forward(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
         # t has shape (n,) + ys: move the input axis last
         from .extend import reshape
         if isinstance(t, Box):
-            from ..math.structure import transpose
-            tt = transpose(reshape(t, (n, -1)))
+            tt = library.lookup("transpose")(reshape(t, (n, -1)))
             return reshape(tt, ys + shape_of(xv))
         return np.reshape(np.reshape(t, (n, -1)).T, ys + shape_of(xv))
     return jacobian_f
@@ -366,8 +366,6 @@ def grad_trace_mat_hessian(f: Callable[[Any], Any]) -> Callable[[Any, Any], Any]
 
         def trace_mh(z):
             H = h(z)
-            from ..math.reductions import sum as _sum
-            from ..math.structure import transpose
-            return _sum(M * transpose(H))
+            return library.lookup("sum")(M * library.lookup("transpose")(H))
         return grad(trace_mh)(x)
     return gtmh

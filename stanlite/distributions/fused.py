@@ -61,6 +61,8 @@ import numpy as np
 
 from ..autodiff.extend import (Primitive, _call_ieee, _dispatch, _tag, accumulate,
                                defjvp_all, defvjp_all, primitive)
+from ..autodiff.fpstate import fp_ignored  # noqa: F401  (re-exported: the GLMs use it)
+from ..autodiff.fpstate import ignore_fp as _ignore_fp, restore_fp as _restore_fp
 from ..autodiff.var import Box, Var, guarded, shape_of, value_of
 from ..errors import DomainError
 
@@ -424,54 +426,6 @@ def _plain_sequence(a, integer_ok):
     if arr.dtype.kind in "iub":
         return arr if integer_ok else arr.astype(float)
     return arr if arr.dtype.kind == "f" else a
-
-
-# ``np.errstate(divide="ignore", invalid="ignore", over="ignore")`` around a kernel,
-# without the context manager's cost (a few us, paid by every density of every
-# gradient): numpy >= 2 keeps the floating-point error state in a context variable, so
-# the state is set to a derived one - computed once per base state and cached - and
-# reset afterwards. Older numpy: np.errstate itself.
-try:
-    from numpy._core.umath import _extobj_contextvar as _FP_STATE
-    from numpy._core.umath import _make_extobj
-except ImportError:                                     # pragma: no cover - numpy 1.x
-    _FP_STATE = None
-
-if _FP_STATE is not None:
-    _fp_cache = (None, None)        # (base state, the same with the three ignored)
-
-    def _ignore_fp():
-        global _fp_cache
-        base = _FP_STATE.get()
-        cached_base, derived = _fp_cache
-        if cached_base is not base:
-            derived = _make_extobj(divide="ignore", invalid="ignore", over="ignore")
-            _fp_cache = (base, derived)    # holding base keeps its identity unique
-        return _FP_STATE.set(derived)
-
-    _restore_fp = _FP_STATE.reset
-else:                                                   # pragma: no cover
-    def _ignore_fp():
-        e = np.errstate(divide="ignore", invalid="ignore", over="ignore")
-        e.__enter__()
-        return e
-
-    def _restore_fp(e):
-        e.__exit__(None, None, None)
-
-
-class fp_ignored:
-    """``with fp_ignored():`` - numpy's divide/invalid/overflow warnings off for the
-    block, like ``np.errstate`` with those three ignored at a quarter of its cost
-    (for kernels that can also be called outside a fused node)."""
-
-    __slots__ = ("_token",)
-
-    def __enter__(self):
-        self._token = _ignore_fp()
-
-    def __exit__(self, *exc):
-        _restore_fp(self._token)
 
 
 def _contract(p, t, x):

@@ -4,6 +4,14 @@ Import order matters only in that :mod:`.structure` (indexing, reshaping) and
 :mod:`.arithmetic` (the operators) come first; every other module builds on them.
 """
 
+import sys as _sys
+
+from ..autodiff import library as _library
+
+# the AD core looks up the library functions it calls by name (autodiff/library.py):
+# this package's namespace, registered before its modules fill it
+_library.register_namespace(_sys.modules[__name__])
+
 from .structure import *  # noqa: F401,F403
 from .arithmetic import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403

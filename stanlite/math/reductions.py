@@ -47,6 +47,7 @@ import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, broadcast_to, defjvp,
                                defjvp_all, defvjp, defvjp_all, primitive)
+from ..autodiff import library as _library
 from ..autodiff.operators import register as register_operators
 from ..autodiff.var import FUNCTIONS, Var, guarded, make_node, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
@@ -929,6 +930,9 @@ FUNCTIONS.update({
     np.argmax: _np_arg(np.argmax), np.argmin: _np_arg(np.argmin),
 })
 
+
+# the generated replays of sl.compile call the sum's backward helper (autodiff/codegen.py)
+_library.provide(_expand_back=_expand_back)
 
 # the array methods of Var and Dual (autodiff/operators.py): v.sum(), v.mean(), ...
 register_operators(sum=sum, mean=mean, prod=prod, max=max, min=min, variance=variance,

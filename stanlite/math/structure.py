@@ -20,6 +20,7 @@ import numpy as np
 
 from ..autodiff.extend import (_tag, accumulate, batch_shape, defjvp, defjvp_all, defvjp,
                                primitive)
+from ..autodiff import library as _library
 from ..autodiff.operators import register as register_operators
 from ..autodiff.var import FUNCTIONS, Box, Var, make_node, shape_of
 # the interpreter's lowerings (autodiff/vm): data movement as one gather (movement),
@@ -542,6 +543,9 @@ FUNCTIONS.update({
     np.swapaxes: lambda a, b, c: swapaxes(a, b, c),
 })
 
+
+# the generated replays of sl.compile call indexing's backward helpers (codegen.py)
+_library.provide(_is_basic=_is_basic, _scatter_add_raw=_scatter_add_raw)
 
 # the operators and array methods of Var and Dual (autodiff/operators.py) that index
 # and reshape: ``v[i]`` (Var's first-order fast path, and the checked general form),

@@ -63,7 +63,11 @@ is what the declarations generate, byte for byte.
 
 def _rules(binary=False):
     """The declarations with an interpreter op, by op code (all of them imported)."""
-    import stanlite.math  # noqa: F401  (every library primitive is declared)
+    # every library primitive is declared once the math package is imported (import
+    # stanlite does it, and ``python -m stanlite.autodiff.vm.generate`` imports
+    # stanlite); the core never imports it itself, it asks the registry (library.py)
+    from .. import library
+    library.lookup("log_inc_beta")   # raises, naming the fix, if it is not imported
     from ..derivative import _DECLARED, _DECLARED_BINARY
     by_op = {}
     for r in _DECLARED_BINARY if binary else _DECLARED:

@@ -32,6 +32,7 @@ import threading
 
 import numpy as np
 
+from .. import library
 from ..var import Box, Var, _strip
 from . import opcodes as O
 
@@ -346,7 +347,7 @@ def cholesky_rule(L, node, args, kw):
 
 def lchoose_sum(L, args, shape):
     """X1 of BINOMIAL_LOGIT: the constant sum lchoose(N, n) over the broadcast (data)."""
-    from ...math.special import lchoose
+    lchoose = library.lookup("lchoose")
     n, N = args[0], args[1]
     if L.traced(n) or L.traced(N):
         raise NotLowerable("a traced count")
