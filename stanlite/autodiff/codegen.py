@@ -778,7 +778,7 @@ class _Gen:
 
     def fused_forward(self, n, spec, args):
         name = self.vname[id(n)]
-        pairs, parts = n.y
+        pairs, parts = n.x[3], n.y      # a two-phase node: the partials are saved
         need = tuple(type(a) is Var and not self.value_only for a in args)
         if self.value_only and any(type(a) is Var for a in args):
             self.value_paths = True
@@ -1078,7 +1078,7 @@ class _Gen:
         self.acc(p, c, pk)
 
     def bw_fused(self, n, spec, args, kw):
-        pairs, parts = n.y
+        pairs, parts = n.x[3], n.y      # a two-phase node: the partials are saved
         pn = f"P{self.vname[id(n)][1:]}"
         todo = [(i, p) for i, p in pairs if id(p) in self.need]
         if not todo:

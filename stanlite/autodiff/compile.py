@@ -72,7 +72,7 @@ import numpy as np
 from ..errors import ArgumentError, DifferentiationError, DomainError, StanliteError
 from .codegen import NotCompilable, _p, build
 from .tape import gc_paused_nested, sweep
-from .var import Box, Var, _as_float_value, _strip, unwatch, watch
+from .var import Box, _as_float_value, _strip, make_leaf, unwatch, watch
 
 __all__ = ["compile", "Compiled", "CompileWarning"]
 
@@ -205,13 +205,7 @@ def _record_function(f, x, scalar=True):
     With ``scalar=False`` the output may be an array and there is no sweep: the
     recording's result is ``(0.0, f(x))`` (a replayed forward pass, as for a Hessian)."""
     with gc_paused_nested() as tape:
-        leaf = _new(Var)
-        leaf.value = x
-        leaf.adj = None
-        leaf.tape = tape
-        leaf.bp = None
-        leaf.x = None
-        leaf.y = None
+        leaf = make_leaf(x, tape)
         rec = _Recorder(tape)
         watch(rec)
         try:
@@ -244,7 +238,6 @@ def _record_function(f, x, scalar=True):
     return Recording(tape, nodes, [leaf], y, rec.guards, rec.escapes, (val, grad), x)
 
 
-_new = object.__new__
 
 
 # ======================================================================================

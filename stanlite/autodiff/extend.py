@@ -253,15 +253,7 @@ def _record(tape, spec, wrapped, args, kw):
     t = type(ans)
     if not (t is float or t is np.ndarray and ans.dtype == _f64_dtype and ans.ndim):
         ans = _normalize(ans)
-    n = _new(Var)
-    n.value = ans
-    n.adj = None
-    n.tape = tape
-    n.bp = _bp_generic
-    n.x = (spec, vals, kw, pairs)
-    n.y = None
-    tape.nodes.append(n)
-    return n
+    return make_node(ans, tape, _bp_generic, (spec, vals, kw, pairs), None)
 
 
 def _dispatch(spec, wrapped, args, kw):
@@ -667,7 +659,7 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
                 ans = raw(v)
             else:
                 ans = wrapped(v)
-            # inlined make_node: this is the hot path of scalar code
+            # make_node's stores inlined (var.py): this is the hot path of scalar code
             n = _new(Var)
             n.value = ans
             n.adj = None
@@ -896,7 +888,8 @@ def node_record(node):
     are the parent ``Var``s or the constants the primitive was called with.
     """
     bp = node.bp
-    if bp is _bp_generic:
+    if bp is _bp_generic or getattr(bp, "_two_phase", False):
+        # the generic layout, also that of two-phase nodes (callback.TwoPhase)
         spec, vals, kw, pairs = node.x
         args = list(vals)
         for i, p in pairs:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DifferentiationError
 from . import library
 from .tape import gc_paused, gc_paused_nested, nested, sweep
-from .var import Box, Var, _as_float_value, shape_of
+from .var import Box, _as_float_value, make_leaf, shape_of
 
 __all__ = ["grad", "value_and_grad", "vjp", "jacobian", "jvp", "hvp", "hessian",
            "jacobian_forward", "jacobian_reverse", "grad_hessian", "grad_trace_mat_hessian"]
@@ -42,14 +42,7 @@ def _adj_or_zeros(xv):
 
 def _leaf(value, tape):
     """An independent variable on ``tape`` (no checks: ``tape`` is a fresh scope)."""
-    v = _new(Var)
-    v.value = value if isinstance(value, Box) else _as_float_value(value)
-    v.adj = None
-    v.tape = tape
-    v.bp = None
-    v.x = None
-    v.y = None
-    return v
+    return make_leaf(value if isinstance(value, Box) else _as_float_value(value), tape)
 
 
 def _lift(args, argnums, tape):
@@ -62,7 +55,6 @@ def _lift(args, argnums, tape):
     return args, leaves
 
 
-_new = object.__new__
 _GC = gc_paused()
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from .tape import Tape, _state, current_tape
 
 __all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "value_type", "guarded",
-           "ones_like_value", "UFUNCS", "FUNCTIONS"]
+           "ones_like_value", "make_node", "make_leaf", "UFUNCS", "FUNCTIONS"]
 
 
 class Box:
@@ -433,7 +433,15 @@ class Var(Box):
 
 
 def make_node(value, tape, bp, x, y):
-    """Record a new node (the one allocation every primitive pays)."""
+    """Record a new node: ``value``, backward rule ``bp`` and its data ``x``, ``y``
+    (the parents, or the rule's saved data), appended to ``tape``.
+
+    The one way to make a node (the one allocation every primitive pays). Primitives
+    record through it - directly, through :func:`~stanlite.autodiff.extend.primitive`'s
+    generic route, or through :class:`~stanlite.autodiff.callback.TwoPhase`; only the
+    hottest paths of scalar code (extend.py's elementwise primitives, Var's indexing)
+    inline its stores, to save the call (tests/autodiff/test_core.py compares their
+    nodes with this)."""
     n = _new(Var)
     if type(value) is _np_float64:
         value = float(value)
@@ -445,6 +453,21 @@ def make_node(value, tape, bp, x, y):
     n.y = y
     tape.nodes.append(n)
     return n
+
+
+def make_leaf(value, tape):
+    """An independent variable holding ``value`` (already a float, a float64 array or
+    a traced value of a lower level) on ``tape``, unchecked and not on the tape's
+    node list: the leaves that the library's own drivers make on a fresh scope
+    (``Var(value)`` is the checked constructor for users)."""
+    v = _new(Var)
+    v.value = value
+    v.adj = None
+    v.tape = tape
+    v.bp = None
+    v.x = None
+    v.y = None
+    return v
 
 
 _new = object.__new__

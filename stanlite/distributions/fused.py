@@ -59,8 +59,8 @@ import weakref
 
 import numpy as np
 
-from ..autodiff.extend import (Primitive, _call_ieee, _dispatch, _tag, accumulate,
-                               defjvp_all, defvjp_all, primitive)
+from ..autodiff.callback import TwoPhase
+from ..autodiff.extend import Primitive, accumulate, defjvp_all, defvjp_all, primitive
 from ..autodiff.fpstate import fp_ignored  # noqa: F401  (re-exported: the GLMs use it)
 from ..autodiff.fpstate import ignore_fp as _ignore_fp, restore_fp as _restore_fp
 from ..autodiff.var import Box, Var, guarded, shape_of, value_of
@@ -135,8 +135,9 @@ def arity_error(name, params, got):
 
 def _define_rules(spec, kernel, nondiff):
     """The derivative rules of a fused density's primitive ``spec``, all from the one
-    kernel: its value, VJP and JVP (nested differentiation) and the tape's backward
-    rule for a first-order node (returned)."""
+    kernel: its value, VJP and JVP (nested differentiation) and the two-phase route
+    of a first-order node (returned: the kernel's partials saved by the forward pass,
+    the backward pass reads them)."""
     def value_only(*args):
         return kernel((False,) * len(args), *args)[0]
 
@@ -162,8 +163,8 @@ def _define_rules(spec, kernel, nondiff):
     spec.jvp_all = jvp_all
     spec.nondiff = tuple(sorted(nondiff))
 
-    def bp(node, g):
-        pairs, parts = node.y
+    def backward(g, parts, pairs, value, vals, kw):
+        # the forward pass saved the partials: adj_i += g * partial_i
         for i, p in pairs:
             c = parts[i]
             if type(g) is float and g == 1.0:
@@ -171,12 +172,7 @@ def _define_rules(spec, kernel, nondiff):
             else:
                 accumulate(p, g * c, fresh=type(c) is np.ndarray)
 
-    def args_of(node):
-        return node.x
-
-    _tag(bp, spec, args_of)
-    bp._bcast = False
-    return bp
+    return TwoPhase(spec, backward)
 
 
 def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
@@ -194,7 +190,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
     spec.check = check
     nondiff = frozenset(nondiff)
 
-    bp = _define_rules(spec, kernel, nondiff)
+    route = _define_rules(spec, kernel, nondiff)
 
     def general(args):
         # any nesting (values traced at a lower level, forward-mode duals, variables
@@ -209,7 +205,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
                 tape = a.tape
         if tape is None:
             return kernel((False,) * len(args), *args)[0]
-        return _dispatch(spec, wrapped, args, {})
+        return route.general(args)
 
     def wrapped(*args, reduce=True):
         # the hot path (first order): every traced argument is a Var of one tape
@@ -268,15 +264,7 @@ def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
                 value, parts = kernel(tuple(need), *vals)
             finally:
                 _restore_fp(token)
-            n = _new(Var)
-            n.value = float(value)
-            n.adj = None
-            n.tape = tape
-            n.bp = bp
-            n.x = args
-            n.y = (tuple(pairs), parts)
-            tape.nodes.append(n)
-            return n
+            return route.record(tape, float(value), vals, tuple(pairs), parts)
         except TypeError:
             if params is not None and len(args) != len(params):
                 raise arity_error(name, params, len(args)) from None
@@ -299,7 +287,6 @@ def fused(name, kernel, check=None, nondiff=(), doc=None, pointwise=None):
     return wrapped
 
 
-_new = object.__new__
 _ndarray = np.ndarray
 _f64 = np.float64
 _REDUCE = inspect.Parameter("reduce", inspect.Parameter.KEYWORD_ONLY, default=True)

@@ -83,8 +83,9 @@ import weakref
 import numpy as np
 
 from ..autodiff.dual import Dual
-from ..autodiff.extend import Primitive, _bp_generic
-from ..autodiff.var import Box, Var, make_node, shape_of
+from ..autodiff.callback import TwoPhase
+from ..autodiff.extend import Primitive, accumulate
+from ..autodiff.var import Box, Var, shape_of
 from ..errors import DifferentiationError, DomainError
 from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack, transpose
@@ -431,24 +432,27 @@ def _record(pb, xs, tape):
         # the values are traced at a lower level: the value comes from calling the node
         # again (which records those levels) and the reverse rule is written in
         # stanlite operations
-        spec = _NESTED
+        route, forward = _NESTED_NODE, _nested_forward
+    elif pb.adjoint is not None:
+        route, forward = _ADJ_NODE, _adj_forward
     else:
-        spec = _ADJ if pb.adjoint is not None else _SENS
+        route, forward = _SENS_NODE, _sens_forward
     kw = {"problem": pb, "traced": tuple(i for i, _ in pairs)}
-    Y = spec.fun(*vals, **kw)
-    return make_node(Y, tape, _bp_generic, (spec, vals, kw, pairs), None)
+    Y, saved = forward(*vals, **kw)
+    return route.record(tape, Y, vals, pairs, saved, kw)
 
 
 # --------------------------------------------------------------------------------------
 # the nodes' rules
 # --------------------------------------------------------------------------------------
-# A node recorded here is a plain primitive node (extend's _bp_generic over (spec,
-# values, kwargs, parents)), so a tape holding a solve stays a replayable record
-# (sl.compile, models' retaped gradients): a replay calls the spec's forward function
-# on new plain values and then its VJP. The forward function of a first-order node
+# A node recorded here is a two-phase node (autodiff/callback.py): its forward pass
 # computes the value *and* what the reverse rule needs in one go (the sensitivities,
-# or the forward trajectory for the adjoint method); the VJP finds them again by the
-# identity of the value it returned (_Stash) and recomputes them if it cannot.
+# or the forward trajectory for the adjoint method), saved on the node, and its
+# backward pass contracts them with the adjoint. The node is a record of the spec
+# (the primitive), so a tape holding a solve stays replayable (sl.compile, models'
+# retaped gradients): a replay calls the spec's forward function on new plain values
+# and then its VJP, which finds the saved data again by the identity of the value
+# (_Stash) and recomputes them if it cannot.
 class _Stash:
     """Data kept beside an array value for as long as that array lives."""
 
@@ -479,21 +483,34 @@ def _as_tuple(out, n):
     return tuple(_scalar(out[i]) if i in out else None for i in range(n))
 
 
-def _sens_fun(*xs, problem, traced):
-    """Value of a first-order node: the coupled solve, sensitivities stashed."""
+def _sens_forward(*xs, problem, traced):
+    """Forward pass of a first-order node: the coupled solve, ``(Y, saved)`` with the
+    sensitivities saved (and stashed beside ``Y`` for a replay's VJP)."""
     Y, S, layout = _sensitivities_plain(problem, xs, traced)
     F_ts = _f_at_outputs_plain(problem.rhs, xs, Y) if 2 in traced else None
-    _STASH.put(Y, (S, layout, F_ts))
-    return Y
+    saved = (S, layout, F_ts)
+    _STASH.put(Y, saved)
+    return Y, saved
+
+
+def _sens_fun(*xs, problem, traced):
+    """Value of a first-order node (a replay): the coupled solve, sensitivities
+    stashed."""
+    return _sens_forward(*xs, problem=problem, traced=traced)[0]
 
 
 def _sens_vjp(g, ans, *xs, problem, traced):
-    """Contract the stored sensitivities with the output adjoint ``g``:
-    ``theta_bar = sum_i g_i . S_i``, ``t_i_bar = g_i . f(t_i, Y_i)``."""
+    """The VJP of a replayed node: from the stashed sensitivities (or solved again)."""
     st = _STASH.get(ans)
     if st is None:
         return _as_tuple(_vjp_general(problem, xs, traced, g, ans), len(xs))
-    S, layout, F_ts = st
+    return _sens_saved_vjp(g, st, ans, xs, problem, traced)
+
+
+def _sens_saved_vjp(g, saved, ans, xs, problem, traced):
+    """Contract the saved sensitivities with the output adjoint ``g``:
+    ``theta_bar = sum_i g_i . S_i``, ``t_i_bar = g_i . f(t_i, Y_i)``."""
+    S, layout, F_ts = saved
     if type(g) is float:
         g = np.full(ans.shape, g)
     out = {}
@@ -512,21 +529,31 @@ def _sens_vjp(g, ans, *xs, problem, traced):
     return _as_tuple(out, len(xs))
 
 
-def _adj_fun(*xs, problem, traced):
-    """Value of a first-order ``ode_adjoint`` node: the forward solve, its dense
-    trajectory stashed for the backward pass."""
+def _adj_forward(*xs, problem, traced):
+    """Forward pass of a first-order ``ode_adjoint`` node: the forward solve, ``(Y,
+    sol)`` with its dense trajectory saved (and stashed for a replay's VJP)."""
     Y, sol = _solve(problem, xs, dense=True)
     _STASH.put(Y, sol)
-    return Y
+    return Y, sol
+
+
+def _adj_fun(*xs, problem, traced):
+    """Value of a first-order ``ode_adjoint`` node (a replay)."""
+    return _adj_forward(*xs, problem=problem, traced=traced)[0]
 
 
 def _adj_vjp(g, ans, *xs, problem, traced):
+    return _adj_saved_vjp(g, _STASH.get(ans), ans, xs, problem, traced)
+
+
+def _adj_saved_vjp(g, sol, ans, xs, problem, traced):
+    """The adjoint method's backward solve along the saved trajectory ``sol`` (solved
+    again if it is None)."""
     if type(g) is float:
         g = np.full(ans.shape, g)
     if type(g) is not np.ndarray:
         # a traced adjoint: forward sensitivities contracted in stanlite operations
         return _as_tuple(_vjp_general(problem, xs, traced, g, ans), len(xs))
-    sol = _STASH.get(ans)
     if sol is None:
         sol = _solve(problem, xs, dense=True)[1]
     return _as_tuple(_adjoint_vjp(problem, xs, traced, g, sol, ans), len(xs))
@@ -534,6 +561,12 @@ def _adj_vjp(g, ans, *xs, problem, traced):
 
 def _nested_fun(*xs, problem, traced):
     return _ode(problem, xs)
+
+
+def _nested_forward(*xs, problem, traced):
+    """Forward pass of a node over values traced at a lower level: nothing saved
+    (the reverse rule is written in stanlite operations)."""
+    return _ode(problem, xs), None
 
 
 def _nested_vjp(g, ans, *xs, problem, traced):
@@ -551,6 +584,29 @@ def _spec(name, fun, vjp_all):
 _SENS = _spec("ode (forward sensitivities)", _sens_fun, _sens_vjp)
 _ADJ = _spec("ode (adjoint method)", _adj_fun, _adj_vjp)
 _NESTED = _spec("ode (nested)", _nested_fun, _nested_vjp)
+
+
+def _backward(saved_vjp):
+    """The backward pass of a two-phase ODE node from ``saved_vjp(g, saved, ans, xs,
+    problem, traced)``: each traced input's contribution added to its adjoint."""
+    def backward(g, saved, parents, value, vals, kw):
+        cs = saved_vjp(g, saved, value, tuple(vals), **kw)
+        for i, p in parents:
+            if cs[i] is None:
+                raise DifferentiationError(
+                    f"argument {i} of an ODE solve is not differentiable (its VJP gave "
+                    "no contribution) but received a traced value")
+            accumulate(p, cs[i])
+    return backward
+
+
+def _nested_saved_vjp(g, saved, ans, xs, problem, traced):
+    return _nested_vjp(g, ans, *xs, problem=problem, traced=traced)
+
+
+_SENS_NODE = TwoPhase(_SENS, _backward(_sens_saved_vjp))
+_ADJ_NODE = TwoPhase(_ADJ, _backward(_adj_saved_vjp))
+_NESTED_NODE = TwoPhase(_NESTED, _backward(_nested_saved_vjp))
 
 
 # --------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ import numpy as np
 from ..autodiff.compile import CompileWarning, compile
 from ..autodiff.dual import Dual, forward_scope
 from ..autodiff.tape import gc_paused_nested, sweep
-from ..autodiff.var import Box, Var, shape_of
+from ..autodiff.var import Box, Var, make_leaf, shape_of
 from ..errors import DifferentiationError, ModelError
 from ..math.reductions import sum as _sum
 from ..math.structure import concatenate, reshape, stack
@@ -602,21 +602,13 @@ def _leaf(value, tape):
     float arrays: the integrator's state or a traced input's value)."""
     if type(value) is not float and type(value) is not np.ndarray:
         return Var(value, tape)
-    v = _new(Var)
-    v.value = value
-    v.adj = None
-    v.tape = tape
-    v.bp = None
-    v.x = None
-    v.y = None
-    return v
+    return make_leaf(value, tape)
 
 
 def _size(v):
     return v.size if type(v) is np.ndarray else 1
 
 
-_new = object.__new__
 
 
 def _describe(out):
