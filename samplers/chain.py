@@ -36,7 +36,10 @@ from . import nuts, nuts_jit
 from .adaptation import (DualAveraging, GradientAdaptation, Welford, init_stepsize,
                          window_ends)
 from .hamiltonian import Point, make_metric
-from .static_hmc import static_hmc as _static_hmc
+from .inits import initial_point
+from .kernels import kernel
+from .settings import ChainSettings
+from .static_hmc import static_hmc as _static_hmc  # noqa: F401  (chain._static_hmc)
 
 __all__ = ["ChainState", "initialize", "run", "STAT_NAMES"]
 
@@ -45,48 +48,43 @@ STAT_NAMES = ("lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog_
               "divergent__", "energy__", "energy_error__", "max_energy_error__")
 
 
-def _initial_point(model, init, rng, tries=100):
-    """The chain's starting point ``(q, lp, grad)`` from ``init`` (uniform(-2, 2) on
-    the unconstrained space, a radius, a possibly partial dict, a vector): the
-    rules every method shares, in :func:`.inits.initial_point`."""
-    from .inits import initial_point
-    return initial_point(model, init, rng, tries=tries, what="the chain")
-
-
-def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
-               metric="diag_e", inv_metric=None, stepsize=1.0, adapt_delta=0.8,
-               max_treedepth=10, sampler="nuts", init=None, save_warmup=False,
-               adapt=True, sampler_options=None, adaptation="stan"):
+def initialize(model, chain_id, seed_seq, *, init=None, settings=None, **options):
     """A fresh chain: its generator from ``seed_seq`` (one spawned SeedSequence per
-    chain), its initial point, and empty adaptation state. ``adaptation``: "stan"
+    chain), its initial point (:func:`.inits.initial_point`, the routine every
+    method shares), and empty adaptation state.
+
+    ``settings``: the run's :class:`.settings.ChainSettings`; or, for a chain made
+    directly, its fields as keywords (``num_warmup``, ``num_draws``, ``metric``,
+    ``sampler``, ``adaptation``, ...), checked here. ``adaptation``: "stan"
     (windowed variances) or "nutpie" / "nutpie-lowrank" (draws and gradients,
     :class:`.adaptation.GradientAdaptation`; the low-rank one adapts a dense metric,
     whatever ``metric`` says, and starts from ``inv_metric`` as a diagonal if that is
     a vector)."""
+    if settings is None:
+        settings = ChainSettings(**options)
+    elif options:
+        raise TypeError(f"initialize: settings and {sorted(options)} both given")
+    s = settings
     rng = np.random.Generator(np.random.PCG64(seed_seq))
-    q, lp, g = _initial_point(model, init, rng)
+    q, lp, g = initial_point(model, init, rng, what="the chain")
     dim = model.dim
-    grad_adapt = None
-    if adaptation != "stan" and sampler != "rhmc":
+    metric, inv_metric, grad_adapt = s.metric, s.inv_metric, None
+    if s.adaptation != "stan":
         metric, inv_metric, grad_adapt = _grad_adaptation(
-            dim, num_warmup if adapt else 0, adaptation, q, g, inv_metric)
-    met = make_metric(metric, dim, inv_metric)
-    ends, (init_buf, term_buf, _) = window_ends(num_warmup) \
-        if adapt and grad_adapt is None else ([], (0, 0, 0))
-    if sampler == "rhmc":
-        # the SoftAbs metric follows the local Hessian (rhmc.py): the step size
-        # adapts, and SoftAbs's alpha at the ends of Stan's windows when it is "auto"
-        from .rhmc import check_options, make_kernel
-        sampler_options = check_options(sampler_options)
-        met, metric = make_kernel(dim, sampler_options)[0], "softabs"
-        if not met.adapts_alpha:
-            ends = []
+            dim, s.num_warmup if s.adapt else 0, s.adaptation, q, g, inv_metric)
+    # a chain's own copy: the Riemannian kernel keeps its chosen alpha in it
+    sampler_options = None if s.sampler_options is None else dict(s.sampler_options)
+    met, metric, at_windows = s.kernel.init(dim, metric, inv_metric, sampler_options)
+    ends, (init_buf, term_buf, _) = window_ends(s.num_warmup) \
+        if s.adapt and grad_adapt is None else ([], (0, 0, 0))
+    if not at_windows:
+        ends = []
     state = ChainState(
-        chain_id=chain_id, iteration=0, num_warmup=num_warmup, num_draws=num_draws,
-        thin=thin, save_warmup=save_warmup, sampler=sampler, metric=metric,
-        inv_metric=np.array(met.inv, copy=True), stepsize=float(stepsize),
-        adapt=adapt and num_warmup > 0, adapt_delta=adapt_delta,
-        max_treedepth=max_treedepth, window_ends=ends, init_buffer=init_buf,
+        chain_id=chain_id, iteration=0, num_warmup=s.num_warmup, num_draws=s.num_draws,
+        thin=s.thin, save_warmup=s.save_warmup, sampler=s.sampler, metric=metric,
+        inv_metric=np.array(met.inv, copy=True), stepsize=float(s.stepsize),
+        adapt=s.adapt and s.num_warmup > 0, adapt_delta=s.adapt_delta,
+        max_treedepth=s.max_treedepth, window_ends=ends, init_buffer=init_buf,
         term_buffer=term_buf, q=q, lp=lp, grad=g, rng_state=None,
         da=None, welford=None, stepsize_initialized=False,
         draws=[], warmup_draws=[], stats={k: [] for k in STAT_NAMES},
@@ -94,9 +92,9 @@ def initialize(model, chain_id, seed_seq, *, num_warmup, num_draws, thin=1,
         rejected_draws=[],
         gq_seed=None,
         sampler_options=sampler_options,
-        adaptation=adaptation if sampler != "rhmc" else "stan",
+        adaptation=s.adaptation,
         grad_adapt=grad_adapt and grad_adapt.to_dict())
-    da = DualAveraging(delta=adapt_delta)
+    da = DualAveraging(delta=s.adapt_delta)
     state.da = _da_dict(da)
     w = Welford(dim, dense=metric == "dense_e")
     state.welford = _welford_dict(w)
@@ -158,14 +156,9 @@ class _Live:
         dim = model.dim
         self.rng = np.random.Generator(np.random.PCG64())
         self.rng.bit_generator.state = state.rng_state
-        if state.sampler == "rhmc":
-            from .rhmc import make_kernel
-            self.metric, self.kernel = make_kernel(dim, getattr(state, "sampler_options",
-                                                                None))
-        else:
-            self.metric = make_metric(state.metric, dim, state.inv_metric)
-            # NUTS without its own errstate: the run sets it once
-            self.kernel = nuts._transition if state.sampler == "nuts" else _static_hmc
+        self.kernel_of = kernel(state.sampler)
+        # (the transition without its own errstate: the run sets it once)
+        self.metric, self.kernel = self.kernel_of.live(dim, state)
         self.da = _da_from(state.da)
         self.welford = _welford_from(state.welford, dim)
         # nutpie's adaptation (a state saved before it existed has no such field)
@@ -177,7 +170,7 @@ class _Live:
         self.eps_ready = state.stepsize_initialized   # the step-size search was made
         # segments of compiled iterations (NUTS, a Euclidean metric, numba, a
         # retaped model): their next length (grown up to SEGMENT_SECONDS' worth)
-        self.segments = (state.sampler == "nuts" and nuts.use_jit
+        self.segments = (self.kernel_of.segments and nuts.use_jit
                          and hasattr(self.metric, "whitened_steps")
                          and nuts_jit._compiled(model) is not None)
         self.seg_len = 1
@@ -290,12 +283,7 @@ def _warmup_end(model, state, live, i):
     sets the metric from its variance estimate and searches the step size again; the
     last warmup iteration fixes the step size at its average."""
     if i in live.ends and live.gadapt is None:
-        if state.sampler == "rhmc":
-            live.metric.adapt_alpha()       # from the warmup's Hessians (rhmc.py)
-        else:
-            inv = live.welford.regularized()
-            live.welford.restart()
-            live.metric = make_metric(state.metric, model.dim, inv)
+        live.metric = live.kernel_of.window_end(model, state, live)
         live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
         live.da.restart(live.eps)
     if i == state.num_warmup - 1:

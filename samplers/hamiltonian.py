@@ -37,7 +37,7 @@ from scipy.linalg import solve_triangular
 from stanlite.errors import DomainError
 
 __all__ = ["Point", "UnitMetric", "DiagMetric", "DenseMetric", "make_metric",
-           "leapfrog", "log_density_point", "RejectedPoint", "TransitionInfo",
+           "leapfrog", "RejectedPoint", "TransitionInfo",
            "rejection_reason", "NON_FINITE_DENSITY"]
 
 #: what a failing log density may raise instead of returning NaN: the proposal is
@@ -120,21 +120,6 @@ class TransitionInfo:
         # why the failed steps failed: None, or {rejection_reason: count} (n_failed
         # in all); a failed step ends a trajectory, so it holds one reason at most
         self.rejected = rejected
-
-
-def log_density_point(model, q):
-    """``(lp, grad)`` at ``q``; a failure or non-finite value gives ``-inf``
-    (rejected by every transition), with the reason as third element."""
-    try:
-        # numpy's overflow/invalid warnings are noise here: a non-finite value is
-        # simply a rejected point (as Stan treats it)
-        with np.errstate(all="ignore"):
-            lp, g = model.log_density_gradient(q)
-    except RejectedPoint as e:
-        return -np.inf, np.full(q.shape, np.nan), e
-    if not np.isfinite(lp) or not np.all(np.isfinite(g)):
-        return -np.inf, g, None
-    return lp, g, None
 
 
 class UnitMetric:

@@ -29,7 +29,8 @@ from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
 
-__all__ = ["initial_point", "per_run", "check_init", "check_names", "optimum_point"]
+__all__ = ["initial_point", "per_run", "check_init", "check_names", "optimum_point",
+           "safe_log_density_gradient"]
 
 #: how an error about one parameter's value starts, after "init" (or "init[2]")
 _LABEL = " for {name!r} ({decl})"
@@ -160,7 +161,7 @@ def _point_maker(model, init, radius):
     return (lambda rng: x), False
 
 
-def _log_density_gradient(model, x, jacobian):
+def safe_log_density_gradient(model, x, jacobian):
     """``(lp, grad, error)``; ``lp = -inf`` where the density fails or is not finite.
     (Here rather than in optimize.py, which uses it too: a chain's initial point then
     does not import the optimizers, ~10-20 ms of a small run's first ``sample``.)"""
@@ -192,7 +193,7 @@ def initial_point(model, init, rng, *, jacobian=True, radius=2.0, tries=100,
     n_try = tries if random else 1
     for _ in range(n_try):
         x = make(rng)
-        lp, g, err = _log_density_gradient(model, x, jacobian)
+        lp, g, err = safe_log_density_gradient(model, x, jacobian)
         if math.isfinite(lp):
             return x, lp, g
         last = (x, g, err)

@@ -81,7 +81,7 @@ from stanlite import arguments as args
 from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
-from .inits import _log_density_gradient, check_names, initial_point, optimum_point
+from .inits import check_names, initial_point, optimum_point, safe_log_density_gradient
 from .progress import Bar, wanted
 
 __all__ = ["optimize", "laplace", "OptimizationResult", "initial_point"]
@@ -131,7 +131,7 @@ class Objective:
         if hit is not None:
             return hit
         self.n_evals += 1
-        lp, g, _ = _log_density_gradient(self.model, x, self.jacobian)
+        lp, g, _ = safe_log_density_gradient(self.model, x, self.jacobian)
         if math.isfinite(lp):
             out = (-lp, -g)
             if self.best is None or out[0] < self.best[0]:
@@ -382,7 +382,7 @@ def run_newton(model, x0, lp0, g0, *, jacobian, max_iter, criteria, verbose=Fals
             trace.code = "no_progress"
             trace.message = "no step along the Newton direction increases the log density"
             break
-        lp_new, g_new, _ = _log_density_gradient(model, new, jacobian)
+        lp_new, g_new, _ = safe_log_density_gradient(model, new, jacobian)
         trace.n_evals += 1
         dx = trace.add(new, -lp_new, -g_new, trace.n_evals)
         # relative gradient with the modified Hessian at the previous point: g' H~^-1 g

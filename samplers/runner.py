@@ -355,17 +355,17 @@ class _Interrupts:
                   "their draws are kept", file=sys.stderr, flush=True)
 
 
-def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
-                  metric="diag_e", adapt_delta=0.8, max_treedepth=10, init=None, thin=1,
-                  save_warmup=False, progress=True, parallel=True, executor=None,
-                  sampler="nuts", inv_metric=None, stepsize=1.0, resume_from=None,
-                  sampler_options=None, blas_threads=None, max_workers=None,
-                  adaptation="stan"):
+def sample_chains(model, settings, *, chains=4, seed=None, init=None, progress=True,
+                  parallel=True, executor=None, resume_from=None, blas_threads=None,
+                  max_workers=None):
     """Run the chains; returns ``(states, seeds, interrupted)``.
 
-    ``blas_threads``: BLAS threads per chain; ``None`` means 1, in worker processes
-    and in this process alike (restored after the run). ``max_workers``: processes of
-    the runner's own pool (default: one per chain, at most one per core)."""
+    ``settings``: the run's :class:`.settings.ChainSettings`, what every chain shares
+    (a resumed run keeps its chains' own and takes only ``num_draws``: it extends
+    them). ``init``: one per chain (:func:`.inits.per_run`). ``blas_threads``: BLAS
+    threads per chain; ``None`` means 1, in worker processes and in this process
+    alike (restored after the run). ``max_workers``: processes of the runner's own
+    pool (default: one per chain, at most one per core)."""
     # the arguments were checked by Model.sample (stanlite/arguments.py)
     _check_not_importing_main()
     if resume_from is not None:
@@ -374,7 +374,7 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
         states = [_chain.ChainState.from_dict(copy.deepcopy(s.to_dict())) for s in
                   resume_from.chain_states]
         for s in states:
-            s.num_draws = max(draws, s.num_draws) if draws is not None else s.num_draws
+            s.num_draws = max(settings.num_draws, s.num_draws)
         chains = len(states)
         gq_seeds = resume_from.gq_seeds
         init_kwargs = [None] * chains
@@ -383,16 +383,11 @@ def sample_chains(model, *, chains=4, draws=1000, warmup=1000, seed=None,
         chain_seeds, gq_root = ss.spawn(chains), ss.spawn(1)[0]
         gq_seeds = gq_root.spawn(chains)
         states = [None] * chains
-        init_kwargs = [dict(chain_id=c, seed_seq=chain_seeds[c], num_warmup=warmup,
-                            num_draws=draws, thin=thin, metric=metric,
-                            inv_metric=inv_metric, stepsize=stepsize,
-                            adapt_delta=adapt_delta, max_treedepth=max_treedepth,
-                            sampler=sampler, init=_chain_init(init, c),
-                            save_warmup=save_warmup, sampler_options=sampler_options,
-                            adaptation=adaptation)
+        init_kwargs = [dict(chain_id=c, seed_seq=chain_seeds[c], settings=settings,
+                            init=_chain_init(init, c))
                        for c in range(chains)]
     total = (states[0].num_warmup + states[0].num_draws) if states[0] is not None else \
-        warmup + draws
+        settings.num_warmup + settings.num_draws
     bars = _Progress(chains, total, wanted(progress))
     executor = _as_executor(executor)
     with _Interrupts() as intr:
@@ -566,7 +561,8 @@ def _small_run(model, states, init_kwargs, bars, intr, threads, max_workers):
     _compile_once(model)
     _warm()                             # not in the probe's time (the pool's anyway)
     todo = [(s.num_warmup + s.num_draws - s.iteration) if s is not None else
-            kw["num_warmup"] + kw["num_draws"] for s, kw in zip(states, init_kwargs)]
+            kw["settings"].num_warmup + kw["settings"].num_draws
+            for s, kw in zip(states, init_kwargs)]
     left = sum(todo)
     if not left:
         return SERIAL                   # (a resumed run with nothing left to do)

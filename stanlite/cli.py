@@ -486,7 +486,8 @@ def _add_sample(sub):
                    help="target acceptance statistic (default: the sampler's own, 0.8 "
                    "for NUTS and static HMC, 0.99 for RHMC)")
     s.add_argument("--max-treedepth", type=_positive, default=10)
-    s.add_argument("--sampler", choices=["nuts", "hmc", "rhmc"], default="nuts",
+    from .samplers.kernels import NAMES as SAMPLERS     # the kernel registry's names
+    s.add_argument("--sampler", choices=SAMPLERS, default="nuts",
                    help="NUTS (default), static HMC, or Riemannian HMC (SoftAbs metric)")
     s.add_argument("--save-warmup", action="store_true",
                    help="keep the warmup draws (the file's warmup_posterior group)")

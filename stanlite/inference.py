@@ -136,32 +136,19 @@ def sample(model: Model, chains: int = 4, draws: int | None = None, warmup: int 
     elif draws is None:
         draws = 1000
     # every argument checked here, before a chain starts (stanlite/arguments.py)
-    a = _sample_arguments(
+    settings, run = _sample_arguments(
         model, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
         adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
         save_warmup=save_warmup, progress=progress, parallel=parallel,
         sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
         blas_threads=blas_threads, max_workers=max_workers, executor=executor,
-        data_changed_ok=data_changed_ok, adaptation=adaptation, unknown=unknown,
+        data_changed_ok=data_changed_ok, adaptation=adaptation,
+        sampler_options=sampler_options, unknown=unknown,
         resumed=resume_from is not None)
-    chains, draws, warmup, seed, adapt_delta, max_treedepth, init, thin, \
-        stepsize, inv_metric, blas_threads, max_workers = (a[k] for k in (
-            "chains", "draws", "warmup", "seed", "adapt_delta", "max_treedepth",
-            "init", "thin", "stepsize", "inv_metric", "blas_threads", "max_workers"))
-    if sampler_options is not None and sampler != "rhmc":
-        raise ArgumentError(f"sampler_options are for sampler='rhmc', not {sampler!r}")
-    if sampler == "rhmc":
-        from .samplers.rhmc import check_options
-        check_options(sampler_options)          # a bad option fails here, not in a worker
-    states, gq_seeds, interrupted = sample_chains(
-        model, chains=chains, draws=draws, warmup=warmup, seed=seed, metric=metric,
-        adapt_delta=adapt_delta, max_treedepth=max_treedepth, init=init, thin=thin,
-        save_warmup=save_warmup, progress=progress, parallel=parallel,
-        executor=executor, sampler=sampler, inv_metric=inv_metric, stepsize=stepsize,
-        resume_from=resume_from, sampler_options=sampler_options,
-        blas_threads=blas_threads, max_workers=max_workers, adaptation=a["adaptation"])
-    return Fit(model, states, gq_seeds, interrupted=interrupted, method=sampler,
-               max_treedepth=max_treedepth)
+    states, gq_seeds, interrupted = sample_chains(model, settings, resume_from=resume_from,
+                                                  **run)
+    return Fit(model, states, gq_seeds, interrupted=interrupted, method=settings.sampler,
+               max_treedepth=settings.max_treedepth)
 
 
 def generate_quantities(model: Model, fit: Fit, seed: int | None = None) -> Fit:
@@ -267,68 +254,42 @@ def _check_resume_from(fit):
 
 
 def _sample_arguments(model, resumed, **a):
-    """:meth:`Model.sample`'s arguments checked (:mod:`stanlite.arguments`) and in the
-    form the runner takes; ``init`` becomes one init per chain (each checked)."""
+    """:meth:`Model.sample`'s arguments checked (:mod:`stanlite.arguments`): the
+    chains' :class:`~stanlite.samplers.settings.ChainSettings` (checked as it is
+    made) and the run's own arguments in the form the runner takes; ``init``
+    becomes one init per chain (each checked)."""
     from . import arguments as A
     from .samplers.inits import per_run
+    from .samplers.settings import SAMPLER_DEFAULT, ChainSettings
     # a typo (draw=) names the closest argument, as the other methods do
     A.no_unknown("sample", a.pop("unknown"), sample)
-    a["chains"] = A.positive_int("chains", a["chains"])
-    a["draws"] = A.nonneg_int("draws", a["draws"])
-    a["warmup"] = A.nonneg_int("warmup", a["warmup"])
-    a["thin"] = A.positive_int("thin", a["thin"])
-    a["seed"] = A.seed("seed", a["seed"], sequence=False)
-    metric = A.choice("metric", a["metric"], ("diag_e", "dense_e", "unit_e"))
-    sampler = A.choice("sampler", a["sampler"], ("nuts", "hmc", "rhmc"))
-    if a["adapt_delta"] is _DEFAULT_DELTA:          # not given: the sampler's own
-        a["adapt_delta"] = 0.8
-        if sampler == "rhmc":       # (importing rhmc costs ~20 ms: only for it)
-            from .samplers.rhmc import ADAPT_DELTA
-            a["adapt_delta"] = ADAPT_DELTA
-    a["adapt_delta"] = A.unit_interval("adapt_delta", a["adapt_delta"])
-    # 2**30 leapfrog steps a transition is already past any useful run; the
-    # trajectory workspace is sized by the depth, so a huge one fails here
-    a["max_treedepth"] = A.integer("max_treedepth", a["max_treedepth"], 1, 30)
-    a["stepsize"] = A.positive_real("stepsize", a["stepsize"])
-    for k in ("save_warmup", "progress", "parallel", "data_changed_ok"):
+    chains = A.positive_int("chains", a["chains"])
+    seed = A.seed("seed", a["seed"], sequence=False)
+    delta = a["adapt_delta"]
+    settings = ChainSettings(
+        num_warmup=a["warmup"], num_draws=a["draws"], thin=a["thin"],
+        sampler=a["sampler"], metric=a["metric"], inv_metric=a["inv_metric"],
+        stepsize=a["stepsize"], max_treedepth=a["max_treedepth"],
+        # not given: the sampler's own (ChainSettings asks the kernel)
+        adapt_delta=SAMPLER_DEFAULT if delta is _DEFAULT_DELTA else delta,
+        save_warmup=a["save_warmup"], adaptation=a["adaptation"],
+        sampler_options=a["sampler_options"], dim=model.dim)
+    for k in ("progress", "parallel", "data_changed_ok"):
         A.boolean(k, a[k])
-    A.executor("executor", a.pop("executor"))      # (the runner converts a Client)
+    A.executor("executor", a["executor"])      # (the runner converts a Client)
+    run = dict(chains=chains, seed=seed, progress=a["progress"], parallel=a["parallel"],
+               executor=a["executor"])
     for k in ("blas_threads", "max_workers"):      # None: the runner's default
-        if a[k] is not None:
-            a[k] = A.positive_int(k, a[k])
-    a["adaptation"] = _adaptation_argument(a["adaptation"], metric, sampler)
-    if sampler != "rhmc":               # rhmc's metric is the local Hessian's SoftAbs
-        a["inv_metric"] = A.inv_metric("inv_metric", a["inv_metric"], metric, model.dim)
-    kept = -(-a["draws"] // a["thin"]) + (a["warmup"] if a["save_warmup"] else 0)
-    A.fits_in_memory("chains x draws / thin" + (" (+ warmup)" if a["save_warmup"] else ""),
-                     a["chains"] * kept, model.dim + 9)    # the draw and its 9 statistics
-    if not resumed:                     # a resumed chain has its point already
-        # one init for all chains, or a list: one per chain (the runner picks them)
-        a["init"] = per_run(model, a["init"], a["chains"], "chains")
-    return a
-
-
-def _adaptation_argument(adaptation, metric, sampler):
-    """``adaptation`` checked against ``metric`` and ``sampler``: nutpie's adapts a
-    diagonal metric (its low-rank variant a dense one, from ``diag_e`` or
-    ``dense_e``), and not the Riemannian sampler's, which has no metric to adapt."""
-    from . import arguments as A
-    from .samplers.adaptation import ADAPTATIONS
-    adaptation = A.choice("adaptation", adaptation, ADAPTATIONS)
-    if adaptation == "stan":
-        return adaptation
-    if sampler == "rhmc":
-        raise ArgumentError(f"adaptation={adaptation!r} adapts a Euclidean metric; "
-                            "sampler='rhmc' follows the local Hessian and adapts only the "
-                            "step size: leave adaptation out (or 'stan')")
-    allowed = ("diag_e", "dense_e") if adaptation == "nutpie-lowrank" else ("diag_e",)
-    if metric not in allowed:
-        hint = " (adaptation='nutpie-lowrank' adapts a dense one)" \
-            if metric == "dense_e" else ""
-        raise ArgumentError(f"adaptation={adaptation!r} adapts metric "
-                            f"{' or '.join(map(repr, allowed))}, got metric={metric!r}"
-                            f"{hint}")
-    return adaptation
+        run[k] = None if a[k] is None else A.positive_int(k, a[k])
+    kept = -(-settings.num_draws // settings.thin) + \
+        (settings.num_warmup if settings.save_warmup else 0)
+    A.fits_in_memory("chains x draws / thin" + (" (+ warmup)" if settings.save_warmup
+                                                else ""),
+                     chains * kept, model.dim + 9)    # the draw and its 9 statistics
+    # a resumed chain has its point already; else one init for all chains, or a
+    # list: one per chain (the runner picks them)
+    run["init"] = None if resumed else per_run(model, a["init"], chains, "chains")
+    return settings, run
 
 
 #: The methods ``Model`` gets from this layer: the only list of the front doors.

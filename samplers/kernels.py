@@ -1,0 +1,140 @@
+"""The transition kernels a chain runs, and the one registry that names them.
+
+A kernel is what ``sampler=`` chooses: it says how a chain's metric starts
+(:meth:`Kernel.init`), how it is rebuilt from a saved chain state
+(:meth:`Kernel.live`), what a transition is (the ``step`` :meth:`Kernel.live`
+returns, ``step(model, metric, z, eps, rng, max_depth) -> (point, TransitionInfo)``),
+and what warmup adapts at the end of a slow window (:meth:`Kernel.window_end`).
+The chain (:mod:`.chain`) is the loop around them - step-size adaptation, windows,
+draws and their statistics - and never asks which sampler it runs.
+
+:data:`KERNELS` is the only place that knows the names ``"nuts"``, ``"hmc"`` and
+``"rhmc"``: the front door's checks (:mod:`.settings`), the chain, the command line
+and the fits' files all go through it. Adding a sampler is adding a class here.
+
+The modules behind the kernels (NUTS and its compiled tree, the Riemannian metric)
+are imported when a chain starts, not with this module: the command line and the
+argument checks read the registry without loading numba.
+"""
+
+__all__ = ["Kernel", "KERNELS", "NAMES", "kernel"]
+
+
+class Kernel:
+    """A Euclidean kernel (a metric the user chooses with ``metric=``/``inv_metric=``
+    and warmup adapts, by Stan's windows or nutpie's ``adaptation=``); subclasses
+    give the transition (:meth:`transition`)."""
+
+    #: the name ``sampler=`` gives it (the registry's key)
+    name = None
+    #: whether ``metric=``, ``inv_metric=`` and ``adaptation=`` apply to it
+    euclidean = True
+    #: ``adapt_delta`` when the user gives none (Stan's)
+    default_adapt_delta = 0.8
+    #: whether a chain may run it in compiled segments (:func:`.nuts_jit.segment`)
+    segments = False
+
+    def check_options(self, options):
+        """``sampler_options`` checked and completed with their defaults (an
+        :class:`~stanlite.ArgumentError` naming the option); a Euclidean kernel
+        takes none."""
+        if options is not None:
+            from stanlite.errors import ArgumentError
+            raise ArgumentError(f"sampler_options are for sampler='rhmc', not "
+                                f"{self.name!r}")
+        return None
+
+    def transition(self):
+        """The step function ``step(model, metric, z, eps, rng, max_depth)``."""
+        raise NotImplementedError
+
+    def init(self, dim, metric, inv_metric, options):
+        """A new chain's ``(metric object, metric kind, adapts at window ends)``
+        from the settings (nutpie's adaptation has set ``metric``/``inv_metric``
+        already: :func:`.chain.initialize`)."""
+        from .hamiltonian import make_metric
+        return make_metric(metric, dim, inv_metric), metric, True
+
+    def live(self, dim, state):
+        """``(metric, step)`` of a chain from its state (:class:`.chain._Live`)."""
+        from .hamiltonian import make_metric
+        return make_metric(state.metric, dim, state.inv_metric), self.transition()
+
+    def window_end(self, model, state, live):
+        """The metric after a slow window of Stan's warmup ends: the window's
+        regularised variances (the Welford accumulator restarts)."""
+        from .hamiltonian import make_metric
+        inv = live.welford.regularized()
+        live.welford.restart()
+        return make_metric(state.metric, model.dim, inv)
+
+
+class Nuts(Kernel):
+    """The No-U-Turn sampler (Stan's multinomial NUTS, :mod:`.nuts`); with the
+    model's gradient in the compiled interpreter its iterations run in compiled
+    segments (:mod:`.nuts_jit`)."""
+
+    name = "nuts"
+    segments = True
+
+    def transition(self):
+        from . import nuts
+        # without its own errstate: chain.run sets it once for the whole run
+        return nuts._transition
+
+
+class StaticHmc(Kernel):
+    """Static HMC (Stan's ``static_hmc``, :mod:`.static_hmc`)."""
+
+    name = "hmc"
+
+    def transition(self):
+        from .static_hmc import static_hmc
+        return static_hmc
+
+
+class SoftAbsNuts(Kernel):
+    """Riemannian HMC with the SoftAbs metric of the local Hessian (:mod:`.rhmc`):
+    NUTS trajectories, or static ones (``sampler_options["num_steps"]``). No
+    Euclidean metric: warmup adapts the step size and, when ``alpha`` is "auto",
+    SoftAbs's alpha at the ends of Stan's windows."""
+
+    name = "rhmc"
+    euclidean = False
+
+    @property
+    def default_adapt_delta(self):
+        # (importing rhmc costs ~20 ms: only when this sampler is asked for)
+        from .rhmc import ADAPT_DELTA
+        return ADAPT_DELTA
+
+    def check_options(self, options):
+        from .rhmc import check_options
+        return check_options(options)
+
+    def init(self, dim, metric, inv_metric, options):
+        # the options are the chain's own dict: make_kernel keeps the chosen alpha
+        # in it, so that a resumed chain uses the same metric
+        from .rhmc import make_kernel
+        met = make_kernel(dim, options)[0]
+        return met, "softabs", met.adapts_alpha
+
+    def live(self, dim, state):
+        from .rhmc import make_kernel
+        return make_kernel(dim, getattr(state, "sampler_options", None))
+
+    def window_end(self, model, state, live):
+        live.metric.adapt_alpha()       # from the warmup's Hessians (rhmc.py)
+        return live.metric
+
+
+#: sampler name -> kernel: the only place that knows the names
+KERNELS = {k.name: k for k in (Nuts(), StaticHmc(), SoftAbsNuts())}
+#: the names ``sampler=`` accepts, in the order error messages list them
+NAMES = tuple(KERNELS)
+
+
+def kernel(name):
+    """The kernel ``sampler=name`` runs (a KeyError for an unknown name: the front
+    door has checked it, :mod:`.settings`)."""
+    return KERNELS[name]
