@@ -309,7 +309,7 @@ def single_path(model, index, seed_seq, *, init, init_radius, max_lbfgs_iters,
 
 def _psis(log_ratios):
     """``(normalised smoothed log weights, k-hat)``; non-finite ratios get weight 0."""
-    from stanlite.fit import _arviz
+    from stanlite.fit_tables import _arviz
     r = np.asarray(log_ratios, dtype=np.float64)
     ok = np.isfinite(r)
     lw = np.full(r.shape, -np.inf)

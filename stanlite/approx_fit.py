@@ -60,7 +60,8 @@ its result the same way, from unconstrained draws::
 
 import numpy as np
 
-from .fit import Fit, _arviz, output_arrays
+from .fit import Fit
+from .fit_tables import _arviz, output_arrays
 
 __all__ = ["ApproximateFit", "pareto_k_threshold"]
 
