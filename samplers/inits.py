@@ -13,6 +13,14 @@
 * for methods with several runs (chains, paths), a list or tuple of the above, one
   per run (:func:`per_run`).
 
+:func:`initial_point` is the one routine that reads ``init``: a chain
+(:func:`.chain.initialize`), the optimizers, ADVI and each Pathfinder path call it,
+so a partial dict, a radius or a vector starts every method the same way (they
+differ only in ``jacobian``, the density whose finiteness is checked, and in
+``radius``, ``init_radius`` where a method has one). A chain once read a dict as
+complete and refused a partial one (issue 23, section 3.4 of the architecture
+review); sharing this routine, it reads it as above, as the optimizer does.
+
 Everything about the given values is checked before anything runs, each error an
 :class:`~stanlite.ArgumentError` naming the parameter: an unknown name (with the
 closest known one), a wrong shape, a value outside the support ("init for 'sigma'

@@ -46,8 +46,9 @@ SAMPLER_DEFAULT = _SamplerDefault()
 class ChainSettings:
     """The validated options every chain of a run shares (their meanings:
     :func:`stanlite.inference.sample`). ``adapt_delta=SAMPLER_DEFAULT``: the
-    sampler's own default. ``dim``: the model's number of unconstrained coordinates, against which
-    ``inv_metric`` is checked (None: not checked; a chain made directly, in tests).
+    sampler's own default. ``dim``: the model's number of unconstrained
+    coordinates, against which ``inv_metric`` is checked (None: not checked; a
+    chain made directly, in tests).
     ``adapt=False`` runs warmup without adaptation (a chain made directly)."""
 
     num_warmup: int = 1000

@@ -23,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -220,8 +221,8 @@ def _check_resume_settings(st0, **given):
                             "chain of the run resume_from continues: resume_from "
                             "continues or extends a run (draws at least "
                             f"{st0.num_draws}), it does not shorten it")
-    defaults = {"warmup": 1000, "metric": "diag_e", "adapt_delta": _DEFAULT_DELTA,
-                "adaptation": "stan"}
+    # (the defaults of sample's signature: the option list is not spelled out again)
+    defaults = {k: p.default for k, p in inspect.signature(sample).parameters.items()}
     run = {"warmup": st0.num_warmup, "metric": getattr(st0, "metric", None),
            "adapt_delta": getattr(st0, "adapt_delta", None),
            "adaptation": getattr(st0, "adaptation", "stan")}
