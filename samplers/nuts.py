@@ -52,20 +52,17 @@ calls. The Python tree below then serves the Riemannian metric.
 
 import math
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
 from . import nuts_jit
 from .hamiltonian import Point, RejectedPoint, TransitionInfo, rejection_reason
+from .nuts_algebra import (energy_error, log_sum_exp, merge_no_uturn, multinomial,
+                           no_uturn, progressive)
 
 
-__all__ = ["transition", "TransitionInfo"]
-
-
-def _lse(a, b, exp=math.exp, log1p=math.log1p):
-    # log(e^a + e^b); every log weight here is finite (a state with an infinite
-    # energy is a divergence and never merged)
-    return a + log1p(exp(b - a)) if a > b else b + log1p(exp(a - b))
+__all__ = ["transition", "TransitionInfo", "UTurnSummary"]
 
 
 def _uniforms(rng, n=16):
@@ -77,6 +74,39 @@ def _uniforms(rng, n=16):
         n *= 2
 
 
+class UTurnSummary(NamedTuple):
+    """What a run of states (a subtree, the trajectory so far) carries for the U-turn
+    checks of its merges (:mod:`.nuts_algebra`): the sum of its momenta, its two end
+    states' momenta and velocities, and the scalars the checks are built from by
+    linearity. "beg" is the end the run started from, "end" the one it grew to."""
+
+    rho: np.ndarray             # the sum of the momenta
+    p_beg: np.ndarray           # momentum and velocity of the first state
+    v_beg: np.ndarray
+    p_end: np.ndarray           # ... and of the last
+    v_end: np.ndarray
+    k_beg: float                # v . p of the first and of the last state
+    k_end: float
+    d_beg: float                # v . rho at the first and at the last state
+    d_end: float
+
+    def reversed(self):
+        """The same run read from its other end."""
+        return _summary(UTurnSummary, (self.rho, self.p_end, self.v_end, self.p_beg,
+                                       self.v_beg, self.k_end, self.k_beg, self.d_end,
+                                       self.d_beg))
+
+
+# a summary from a tuple of its fields in order: a third of the cost of the class's
+# keyword-checking constructor, and summaries are made once per state
+_summary = tuple.__new__
+
+
+def _single(p, v, k):
+    """The summary of a single state."""
+    return _summary(UTurnSummary, (p, p, v, p, v, k, k, k, k))
+
+
 def _pair(pa, va, ka, pb, vb, kb):
     """The U-turn summary of two adjacent single states ``a`` then ``b``, or None:
     their cross checks are the whole check again, and ``v_a . p_b = v_b . p_a`` when
@@ -84,31 +114,30 @@ def _pair(pa, va, ka, pb, vb, kb):
     x = va.dot(pb)
     d_beg = ka + x
     d_end = kb + (x if va is pa and vb is pb else vb.dot(pa))
-    if d_beg > 0.0 and d_end > 0.0:
-        return (pa + pb, pa, va, pb, vb, ka, kb, d_beg, d_end)
+    if no_uturn(d_beg, d_end):
+        return _summary(UTurnSummary, (pa + pb, pa, va, pb, vb, ka, kb, d_beg, d_end))
     return None
 
 
 def _merge(a, b):
     """The U-turn summary of subtree ``a`` followed by ``b`` (``a``'s last state next
-    to ``b``'s first), or None when the merged trajectory makes a U-turn.
-
-    A summary is ``(rho, p_beg, v_beg, p_end, v_end, k_beg, k_end, d_beg, d_end)``
-    with ``k = v . p`` of an end state and ``d = v . rho`` (module docstring)."""
-    rho_a, pab, vab, pae, vae, kab, kae, dab, dae = a
-    rho_b, pbb, vbb, pbe, vbe, kbb, kbe, dbb, dbe = b
-    if pab is pae and pbb is pbe:
-        return _pair(pab, vab, kab, pbb, vbb, kbb)
+    to ``b``'s first), or None when the merged trajectory makes a U-turn: each of
+    the six products of :func:`.nuts_algebra.merge_no_uturn` is a summary's scalar
+    plus one dot product (no vector sum). (Summaries are unpacked by position, in
+    :class:`UTurnSummary`'s field order: any 9-tuple in that order serves.)"""
+    rho_a, a_p_beg, a_v_beg, a_p_end, a_v_end, a_k_beg, a_k_end, a_d_beg, _ = a
+    rho_b, b_p_beg, b_v_beg, b_p_end, b_v_end, b_k_beg, b_k_end, _, b_d_end = b
+    if a_p_beg is a_p_end and b_p_beg is b_p_end:
+        return _pair(a_p_beg, a_v_beg, a_k_beg, b_p_beg, b_v_beg, b_k_beg)
     # ndarray.dot: a third of the call cost of ``@`` on short vectors (the matmul
     # ufunc's dispatch), and these dot products are most of a merge's work
-    d_beg = dab + vab.dot(rho_b)
-    d_end = dbe + vbe.dot(rho_a)
-    if (d_beg > 0.0 and d_end > 0.0
-            # a extended by b's first state
-            and dab + vab.dot(pbb) > 0.0 and kbb + vbb.dot(rho_a) > 0.0
-            # b extended by a's last state
-            and kae + vae.dot(rho_b) > 0.0 and dbe + vbe.dot(pae) > 0.0):
-        return (rho_a + rho_b, pab, vab, pbe, vbe, kab, kbe, d_beg, d_end)
+    d_beg = a_d_beg + a_v_beg.dot(rho_b)
+    d_end = b_d_end + b_v_end.dot(rho_a)
+    if merge_no_uturn(d_beg, d_end,
+                      a_d_beg + a_v_beg.dot(b_p_beg), b_k_beg + b_v_beg.dot(rho_a),
+                      a_k_end + a_v_end.dot(rho_b), b_d_end + b_v_end.dot(a_p_end)):
+        return _summary(UTurnSummary, (rho_a + rho_b, a_p_beg, a_v_beg, b_p_end,
+                                       b_v_end, a_k_beg, b_k_end, d_beg, d_end))
     return None
 
 
@@ -116,19 +145,20 @@ def _merge_pairs(a, b):
     """:func:`_merge` of two pairs of states ``(a0, a1)`` then ``(b0, b1)``: when
     ``v`` is ``p`` (the whitened momentum) its six dot products are sums of the four
     ``a_i . b_j``, since ``rho_a = a0 + a1`` and ``rho_b = b0 + b1``."""
-    rho_a, a0, va0, a1, va1, ka0, ka1, da0, da1 = a
-    rho_b, b0, vb0, b1, vb1, kb0, kb1, db0, db1 = b
-    if va0 is not a0 or vb0 is not b0:
+    rho_a, a0, a_v_beg, a1, _, a_k_beg, a_k_end, a_d_beg, _ = a
+    rho_b, b0, b_v_beg, b1, _, b_k_beg, b_k_end, _, b_d_end = b
+    if a_v_beg is not a0 or b_v_beg is not b0:
         return _merge(a, b)
     g00 = a0.dot(b0)
     g01 = a0.dot(b1)
     g11 = a1.dot(b1)
-    d_beg = da0 + g00 + g01
-    d_end = db1 + g01 + g11
-    if d_beg > 0.0 and d_end > 0.0 and da0 + g00 > 0.0 and db1 + g11 > 0.0:
-        g10 = a1.dot(b0)
-        if kb0 + g00 + g10 > 0.0 and ka1 + g10 + g11 > 0.0:
-            return (rho_a + rho_b, a0, va0, b1, vb1, ka0, kb1, d_beg, d_end)
+    g10 = a1.dot(b0)
+    d_beg = a_d_beg + g00 + g01
+    d_end = b_d_end + g01 + g11
+    if merge_no_uturn(d_beg, d_end, a_d_beg + g00, b_k_beg + g00 + g10,
+                      a_k_end + g10 + g11, b_d_end + g11):
+        return _summary(UTurnSummary, (rho_a + rho_b, a0, a0, b1, b1, a_k_beg, b_k_end,
+                                       d_beg, d_end))
     return None
 
 
@@ -245,7 +275,6 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
             z0 = Point(*z0)
         return z0, TransitionInfo(0.0, 0, 0, False, math.inf, 0, math.nan, 0.0)
     uniform = _uniforms(rng).__next__
-    exp, log1p = math.exp, math.log1p
     n_leapfrog = 0
     sum_metro = 0.0
     max_err = 0.0
@@ -256,7 +285,7 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
 
     def build(depth):
         """A subtree of ``2^depth`` new states from the current end:
-        ``(proposal, log weight, U-turn summary)``, or None when it diverged or made
+        ``(proposal, log weight, UTurnSummary)``, or None when it diverged or made
         a U-turn (the whole transition stops).
 
         Stan's recursion, unrolled: states come in pairs, and after pair ``c`` the
@@ -264,25 +293,18 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
         one bits (a binary counter), in the order the recursion merges them."""
         nonlocal n_leapfrog, sum_metro, max_err, max_abs, divergent, n_failed, rejected
         size = 1 << depth
-        pending = []
+        pending = []                # (proposal, log weight, summary) of each level
         for i in range(size):
             prop, h, p, v, k = leaf()
             err = h - H0
-            if err > 0.0:
-                if err > max_abs:
-                    max_abs = max_err = err
-                if err > max_delta_h:
-                    divergent = True
-                    if prop is None:
-                        n_failed += 1
-                        rejected = {p: 1}
-                    n_leapfrog += i + 1
-                    return None
-                sum_metro += exp(-err)
-            else:
-                sum_metro += 1.0
-                if -err > max_abs:
-                    max_abs, max_err = -err, err
+            divergent, sum_metro, max_abs, max_err = energy_error(
+                err, sum_metro, max_abs, max_err, max_delta_h)
+            if divergent:
+                if prop is None:
+                    n_failed += 1
+                    rejected = {p: 1}
+                n_leapfrog += i + 1
+                return None
             if not i & 1:
                 prop_a, lw_a, pa, va, ka = prop, -err, p, v, k
                 continue
@@ -292,12 +314,8 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
             if summary is None:
                 n_leapfrog += i + 1
                 return None
-            # multinomial: the final half's proposal with probability
-            # W_final / W_subtree (here and in every merge below); lw = log W_subtree
-            # (_lse written out: this runs once per state)
-            lw = -err
-            lw = lw + log1p(exp(lw_a - lw)) if lw > lw_a else lw_a + log1p(exp(lw - lw_a))
-            if uniform() >= exp(-err - lw):
+            lw, keep_a = multinomial(lw_a, -err, uniform())
+            if keep_a:
                 prop = prop_a
             c = i >> 1
             merge = _merge_pairs                     # the first merge joins two pairs
@@ -308,23 +326,20 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
                 if summary is None:
                     n_leapfrog += i + 1
                     return None
-                lw_all = (lw + log1p(exp(lw_a - lw)) if lw > lw_a
-                          else lw_a + log1p(exp(lw - lw_a)))
-                if uniform() >= exp(lw - lw_all):
+                lw, keep_a = multinomial(lw_a, lw, uniform())
+                if keep_a:
                     prop = prop_a
-                lw = lw_all
                 c >>= 1
             pending.append((prop, lw, summary))
         n_leapfrog += size
         if size == 1:
-            return prop_a, lw_a, (pa, pa, va, pa, va, ka, ka, ka, ka)
+            return prop_a, lw_a, _single(pa, va, ka)
         return pending[0]
 
     sample = z0
-    # the trajectory's U-turn summary, its "end" the forward end when end_forward
-    traj = (p0, p0, v0, p0, v0, k0, k0, k0, k0)
-    end_forward = True
-    log_w = 0.0                                       # the initial point: exp(H0 - H0)
+    traj = _single(p0, v0, k0)      # the trajectory's summary, "end" the growing end
+    end_forward = True              # whether that end is the forward one
+    log_w = 0.0                     # the initial point's weight: exp(H0 - H0)
     depth = 0
     while depth < max_depth:
         forward = uniform() > 0.5
@@ -334,13 +349,12 @@ def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
             break
         depth += 1
         prop, lw_sub, u = sub
-        # biased progressive sampling: prefer the new subtree
-        if lw_sub > log_w or uniform() < exp(lw_sub - log_w):
+        sure, p = progressive(log_w, lw_sub)
+        if sure or uniform() < p:
             sample = prop
-        log_w = _lse(log_w, lw_sub)
+        log_w = log_sum_exp(log_w, lw_sub)
         if forward is not end_forward:          # the end the subtree grew from
-            rho, pb, vb, pe, ve, kb, ke, db, de = traj
-            traj = (rho, pe, ve, pb, vb, ke, kb, de, db)
+            traj = traj.reversed()
             end_forward = forward
         # at depth 2: the start point and one state, then a pair
         traj = (_merge_pairs if depth == 2 else _merge)(traj, u)
