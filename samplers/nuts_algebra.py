@@ -47,7 +47,9 @@ except ImportError:
 def log_sum_exp(a, b):
     """``log(e^a + e^b)``; every log weight of a tree is finite (a state with an
     infinite energy is a divergence, never merged)."""
-    return a + math.log1p(math.exp(b - a)) if a > b else b + math.log1p(math.exp(a - b))
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
 
 
 @_jitable

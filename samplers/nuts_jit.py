@@ -26,7 +26,9 @@ costs ~0.3 us.
 State lives in three arrays so that a call passes few objects: ``W`` (rows of length
 ``dim``: the two ends of the trajectory, the proposals, the U-turn summaries of the
 pending subtrees), ``S`` (float scalars) and ``I`` (integer scalars); their layouts
-are the constants below. The random numbers are drawn in Python from the chain's
+are the named tuples ``ROW``, ``SC``, ``CNT`` below (a subtree's record: ``SUB``,
+``SUB_S``). The decisions - U-turn checks, multinomial and progressive draws, the
+energy error's bookkeeping - are :mod:`.nuts_algebra`'s, the Python tree's. The random numbers are drawn in Python from the chain's
 generator - the momentum, then uniforms in batches that the kernel consumes in order
 (it asks for more, returning ``_NEED_UNIFORMS``, when fewer remain than one call may
 use) - so a seed reproduces a chain exactly, and an interrupted chain resumes
@@ -56,9 +58,13 @@ import os
 import threading
 import time
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .hamiltonian import Point, RejectedPoint, TransitionInfo, rejection_reason
+from .nuts_algebra import (energy_error, log_sum_exp, merge_no_uturn, multinomial,
+                           no_uturn, progressive)
 
 __all__ = ["available", "transition", "warm", "gate", "compiled_seconds"]
 
@@ -84,27 +90,103 @@ def available():
 
 
 # ---- workspace layout ---------------------------------------------------------------
-# rows of W: the trajectory's two ends (position, momentum, the last half kick);
-# _END_FWD + 0/1/2 and _END_BWD + 0/1/2
-_END_FWD, _END_BWD = 0, 3
-_SQ, _SG = 6, 7                 # the sample's position and gradient
-_AQ, _AG, _AP = 8, 9, 10        # the first state of a pair: position, gradient, momentum
-_CQ, _CG = 11, 12               # the current subtree's proposal
-_CR, _CB, _CE = 13, 14, 15      # the current subtree's summary: rho, p at its two ends
-_TR = 16                        # the trajectory's rho; its end momenta: I[_T_BEG], I[_T_END]
-_TB0, _TE0 = 17, 18
-_LEVEL0, _PER_LEVEL = 19, 5     # pending subtree l: rho, p_beg, p_end, proposal q, grad
+# State lives in three arrays (few objects to pass at a call): W, rows of length dim;
+# S, float scalars; I, integer scalars. Their layouts are the named tuples below, the
+# only place that knows an offset; numba reads a global tuple as a constant, so
+# ``W[ROW.sample_q, j]`` compiles as a literal index would.
+class _Rows(NamedTuple):
+    """Rows of W."""
+    end_fwd: int        # the forward end: position, momentum, last half kick (+0, +1, +2)
+    end_bwd: int        # the backward end, likewise (the end being extended: I.forward)
+    sample_q: int       # the sample: position and gradient
+    sample_grad: int
+    first_q: int        # the first state of a pair: position, gradient, momentum
+    first_grad: int
+    first_p: int
+    current: int        # the subtree being completed: a subtree record (SUB)
+    traj_rho: int       # the trajectory's rho, and its two end momenta (+0, +1; which
+    traj_p: int         # is its "beg" and which its "end": I[CNT.traj_beg], traj_end)
+    levels: int         # the pending subtree of level l: a record at levels + l * SUB_ROWS
 
-# S: float scalars
-(_H0, _SUM_METRO, _MAX_ERR, _MAX_ABS, _LOG_W, _S_LP, _S_H, _A_LP, _A_H, _A_K, _A_LW,
- _C_LP, _C_H, _C_LW, _C_KB, _C_KE, _C_DB, _C_DE, _T_KB, _T_KE, _T_DB, _T_DE,
- _MAX_DH, _ACCEPT) = range(24)
-_S_LEVEL0, _S_PER_LEVEL = 24, 7  # pending l: lp, h, lw, k_beg, k_end, d_beg, d_end
 
-# I: integer scalars
-(_N_LEAPFROG, _DEPTH, _DIVERGENT, _N_FAILED, _FORWARD, _END_FORWARD, _SIZE, _INDEX,
- _N_PENDING, _T_BEG, _T_END, _U, _U_END, _MAX_DEPTH, _SAMPLE_MOVED) = range(15)
-_N_INT = 15
+class _SubtreeRows(NamedTuple):
+    """A subtree record's rows, from its first: its U-turn summary's rho and end
+    momenta, its proposal's position and gradient."""
+    rho: int
+    p_beg: int
+    p_end: int
+    q: int
+    grad: int
+
+
+class _SubtreeScalars(NamedTuple):
+    """A subtree record's scalars in S, from its first: the proposal's log density
+    and energy, the subtree's log weight, then its U-turn summary (SUMMARY)."""
+    lp: int
+    h: int
+    lw: int
+    summary: int
+
+
+class _Summary(NamedTuple):
+    """A U-turn summary's scalars in S, from its first (nuts.UTurnSummary's)."""
+    k_beg: int
+    k_end: int
+    d_beg: int
+    d_end: int
+
+
+class _Scalars(NamedTuple):
+    """S: float scalars; after them the pending levels' scalars, then the uniforms."""
+    h0: int             # the start's Hamiltonian
+    sum_metro: int      # the acceptance statistic's sum, the largest |H - H0|, its value
+    max_err: int
+    max_abs: int
+    log_w: int          # the trajectory's log weight
+    sample_lp: int      # the sample's log density and energy
+    sample_h: int
+    first_lp: int       # the first state of a pair: log density, energy, v.p, log weight
+    first_h: int
+    first_k: int
+    first_lw: int
+    current: int        # the current subtree's scalars (SUB_SCALARS of them)
+    traj: int           # the trajectory's U-turn summary (a _Summary)
+    max_delta_h: int
+    accept: int         # the transition's acceptance statistic
+    levels: int         # pending level l's scalars at levels + l * SUB_SCALARS
+
+
+class _Counters(NamedTuple):
+    """I: integer scalars."""
+    n_leapfrog: int
+    depth: int
+    divergent: int
+    n_failed: int
+    forward: int        # the direction of the subtree being built
+    end_forward: int    # whether the trajectory's "end" is its forward end
+    size: int           # the subtree's number of states, and the index of the next
+    index: int
+    n_pending: int      # pending subtrees
+    traj_beg: int       # the rows of the trajectory's end momenta
+    traj_end: int
+    u: int              # the next uniform in S, and the end of the uniforms
+    u_end: int
+    max_depth: int
+    sample_moved: int   # whether the sample is not the start point
+
+
+SUB = _SubtreeRows(*range(5))
+SUB_ROWS = len(SUB)
+SUB_S = _SubtreeScalars(0, 1, 2, 3)
+SUMMARY = _Summary(*range(4))
+SUB_SCALARS = 3 + len(SUMMARY)
+ROW = _Rows(end_fwd=0, end_bwd=3, sample_q=6, sample_grad=7, first_q=8, first_grad=9,
+            first_p=10, current=11, traj_rho=11 + SUB_ROWS, traj_p=12 + SUB_ROWS,
+            levels=14 + SUB_ROWS)
+SC = _Scalars(*range(11), current=11, traj=11 + SUB_SCALARS, max_delta_h=15 + SUB_SCALARS,
+              accept=16 + SUB_SCALARS, levels=17 + SUB_SCALARS)
+CNT = _Counters(*range(15))
+_N_INT = len(CNT)
 
 _DONE, _NEED_UNIFORMS, _BAD_GRADIENT = -1, -2, -3
 
@@ -138,8 +220,8 @@ def _workspace(dim, max_depth):
     enough for several calls (one may use up to ``max_depth + 3``)."""
     levels = max_depth + 1
     n_uniforms = max(32, 2 * (max_depth + 3))
-    return (np.zeros((_LEVEL0 + _PER_LEVEL * levels, dim)),
-            np.zeros(_S_LEVEL0 + _S_PER_LEVEL * levels + n_uniforms),
+    return (np.zeros((ROW.levels + SUB_ROWS * levels, dim)),
+            np.zeros(SC.levels + SUB_SCALARS * levels + n_uniforms),
             np.zeros(_N_INT, dtype=np.int64), n_uniforms)
 
 
@@ -209,20 +291,17 @@ def _kick_dense(W, M, g, dst):
 
 
 @_inline
-def _lse(a, b):
-    return a + math.log1p(math.exp(b - a)) if a > b else b + math.log1p(math.exp(a - b))
-
-
-@_inline
-def _merge_ok(W, ra, ba, ea, kab, kae, dab, dae, rb, bb, eb, kbb, kbe, dbb, dbe):
-    """The U-turn checks of subtree a followed by b (rows of rho and the end
-    momenta, k = p.p of the ends, d = p.rho at the ends); by linearity each
-    check is one dot product (nuts._merge). Returns (ok, d_beg, d_end)."""
-    d_beg = dab + _dot(W, ba, rb)
-    d_end = dbe + _dot(W, eb, ra)
-    ok = (d_beg > 0.0 and d_end > 0.0
-          and dab + _dot(W, ba, bb) > 0.0 and kbb + _dot(W, bb, ra) > 0.0
-          and kae + _dot(W, ea, rb) > 0.0 and dbe + _dot(W, eb, ea) > 0.0)
+def _merge_ok(W, S, ra, ba, ea, sa, rb, bb, eb, sb):
+    """The U-turn checks of subtree a followed by b, each given by the rows of its
+    rho and end momenta and the offset in S of its summary's scalars; by linearity
+    each of the six products is a scalar plus one dot product (nuts._merge).
+    Returns (ok, d_beg, d_end)."""
+    d_a_beg, d_b_end = S[sa + SUMMARY.d_beg], S[sb + SUMMARY.d_end]
+    d_beg = d_a_beg + _dot(W, ba, rb)
+    d_end = d_b_end + _dot(W, eb, ra)
+    ok = merge_no_uturn(d_beg, d_end,
+                        d_a_beg + _dot(W, ba, bb), S[sb + SUMMARY.k_beg] + _dot(W, bb, ra),
+                        S[sa + SUMMARY.k_end] + _dot(W, ea, rb), d_b_end + _dot(W, eb, ea))
     return ok, d_beg, d_end
 
 
@@ -230,8 +309,8 @@ def _merge_ok(W, ra, ba, ea, kab, kae, dab, dae, rb, bb, eb, kbb, kbe, dbb, dbe)
 def _step_from_end(W, I, M):
     """Half kick and drift at the end being extended; returns the row of the new
     position (the caller evaluates the gradient there)."""
-    e = _END_FWD if I[_FORWARD] else _END_BWD
-    sign = 1.0 if I[_FORWARD] else -1.0
+    e = ROW.end_fwd if I[CNT.forward] else ROW.end_bwd
+    sign = 1.0 if I[CNT.forward] else -1.0
     n = W.shape[1]
     for j in range(n):
         W[e + 1, j] += sign * W[e + 2, j]
@@ -241,17 +320,17 @@ def _step_from_end(W, I, M):
 
 @_inline
 def _take_uniform(S, I):
-    k = I[_U]
-    I[_U] = k + 1
+    k = I[CNT.u]
+    I[CNT.u] = k + 1
     return S[k]
 
 
 @_inline
 def _start_subtree(W, S, I, M):
-    I[_FORWARD] = 1 if _take_uniform(S, I) > 0.5 else 0
-    I[_SIZE] = 1 << I[_DEPTH]
-    I[_INDEX] = 0
-    I[_N_PENDING] = 0
+    I[CNT.forward] = 1 if _take_uniform(S, I) > 0.5 else 0
+    I[CNT.size] = 1 << I[CNT.depth]
+    I[CNT.index] = 0
+    I[CNT.n_pending] = 0
     return _step_from_end(W, I, M)
 
 
@@ -270,29 +349,30 @@ def _begin(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h):
         H0 = math.inf
     S[:] = 0.0
     I[:] = 0
-    S[_H0] = H0
-    S[_MAX_DH] = max_delta_h
-    S[_S_LP] = lp0
-    S[_S_H] = H0
-    I[_MAX_DEPTH] = max_depth
+    S[SC.h0] = H0
+    S[SC.max_delta_h] = max_delta_h
+    S[SC.sample_lp] = lp0
+    S[SC.sample_h] = H0
+    I[CNT.max_depth] = max_depth
     u0 = S.shape[0] - u.shape[0]
     for j in range(u.shape[0]):
         S[u0 + j] = u[j]
-    I[_U], I[_U_END] = u0, S.shape[0]
-    for e in (_END_FWD, _END_BWD):
+    I[CNT.u], I[CNT.u_end] = u0, S.shape[0]
+    for e in (ROW.end_fwd, ROW.end_bwd):
         for j in range(n):
             W[e, j] = q0[j]
             W[e + 1, j] = p0[j]
-    _kick(W, M, g0, _END_FWD + 2)
-    _copy_row(W, _END_FWD + 2, _END_BWD + 2)
+    _kick(W, M, g0, ROW.end_fwd + 2)
+    _copy_row(W, ROW.end_fwd + 2, ROW.end_bwd + 2)
     # the trajectory so far, the start point: rho = p0 at both ends
     for j in range(n):
-        W[_TR, j] = p0[j]
-        W[_TB0, j] = p0[j]
-        W[_TE0, j] = p0[j]
-    I[_T_BEG], I[_T_END] = _TB0, _TE0
-    S[_T_KB] = S[_T_KE] = S[_T_DB] = S[_T_DE] = k0
-    I[_END_FORWARD] = 1
+        W[ROW.traj_rho, j] = p0[j]
+        W[ROW.traj_p, j] = p0[j]
+        W[ROW.traj_p + 1, j] = p0[j]
+    I[CNT.traj_beg], I[CNT.traj_end] = ROW.traj_p, ROW.traj_p + 1
+    for f in range(len(SUMMARY)):
+        S[SC.traj + f] = k0
+    I[CNT.end_forward] = 1
     if max_depth < 1 or H0 == math.inf:     # (no energy error can be measured)
         return _finish(S, I)
     return _start_subtree(W, S, I, M)
@@ -300,9 +380,135 @@ def _begin(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h):
 
 @_inline
 def _finish(S, I):
-    n = I[_N_LEAPFROG]
-    S[_ACCEPT] = S[_SUM_METRO] / n if n else 0.0
+    n = I[CNT.n_leapfrog]
+    S[SC.accept] = S[SC.sum_metro] / n if n else 0.0
     return _DONE
+
+
+@_inline
+def _copy_record(W, S, rows, scalars, to_rows, to_scalars):
+    """Copy a subtree record (its rows in W, its scalars in S)."""
+    for f in range(SUB_ROWS):
+        _copy_row(W, rows + f, to_rows + f)
+    for f in range(SUB_SCALARS):
+        S[to_scalars + f] = S[scalars + f]
+
+
+@_inline
+def _set_proposal(W, S, scalars, q_row, g, lp, h):
+    """The current subtree's proposal: the position in row ``q_row``, gradient
+    ``g``, log density and energy."""
+    c = ROW.current
+    _copy_row(W, q_row, c + SUB.q)
+    for j in range(W.shape[1]):
+        W[c + SUB.grad, j] = g[j]
+    S[scalars + SUB_S.lp], S[scalars + SUB_S.h] = lp, h
+
+
+@_inline
+def _pair_into_current(W, S, I, e, g, lp, h, k, lw_b):
+    """The pair of the first state (rows first_*) and the state at end ``e``
+    becomes the current subtree: the U-turn check first (a pair that turns is
+    discarded whole: False, its proposal needs no draw), then the multinomial
+    draw of its proposal."""
+    n = W.shape[1]
+    c, sc = ROW.current, SC.current
+    x = _dot(W, ROW.first_p, e + 1)
+    d_beg = S[SC.first_k] + x
+    d_end = k + x
+    if not no_uturn(d_beg, d_end):
+        return False
+    for j in range(n):
+        W[c + SUB.rho, j] = W[ROW.first_p, j] + W[e + 1, j]
+    _copy_row(W, ROW.first_p, c + SUB.p_beg)
+    _copy_row(W, e + 1, c + SUB.p_end)
+    s = sc + SUB_S.summary
+    S[s + SUMMARY.k_beg], S[s + SUMMARY.k_end] = S[SC.first_k], k
+    S[s + SUMMARY.d_beg], S[s + SUMMARY.d_end] = d_beg, d_end
+    lw, keep_first = multinomial(S[SC.first_lw], lw_b, _take_uniform(S, I))
+    if keep_first:
+        _copy_row(W, ROW.first_q, c + SUB.q)
+        _copy_row(W, ROW.first_grad, c + SUB.grad)
+        S[sc + SUB_S.lp], S[sc + SUB_S.h] = S[SC.first_lp], S[SC.first_h]
+    else:
+        _set_proposal(W, S, sc, e, g, lp, h)
+    S[sc + SUB_S.lw] = lw
+    return True
+
+
+@_inline
+def _merge_pending(W, S, I, i):
+    """Stan's recursion unrolled: after pair ``c = i >> 1``, merge as many pending
+    subtrees into the current one as c has trailing one bits. False at a U-turn."""
+    n = W.shape[1]
+    c, sc = ROW.current, SC.current
+    cs = sc + SUB_S.summary
+    k = i >> 1
+    while k & 1:
+        lev = I[CNT.n_pending] - 1
+        r0 = ROW.levels + SUB_ROWS * lev
+        s0 = SC.levels + SUB_SCALARS * lev
+        ps = s0 + SUB_S.summary
+        good, d_beg, d_end = _merge_ok(W, S, r0 + SUB.rho, r0 + SUB.p_beg, r0 + SUB.p_end,
+                                       ps, c + SUB.rho, c + SUB.p_beg, c + SUB.p_end, cs)
+        if not good:
+            return False
+        for j in range(n):
+            W[c + SUB.rho, j] += W[r0 + SUB.rho, j]
+        _copy_row(W, r0 + SUB.p_beg, c + SUB.p_beg)
+        S[cs + SUMMARY.k_beg] = S[ps + SUMMARY.k_beg]
+        S[cs + SUMMARY.d_beg], S[cs + SUMMARY.d_end] = d_beg, d_end
+        lw, keep_first = multinomial(S[s0 + SUB_S.lw], S[sc + SUB_S.lw],
+                                     _take_uniform(S, I))
+        if keep_first:
+            _copy_row(W, r0 + SUB.q, c + SUB.q)
+            _copy_row(W, r0 + SUB.grad, c + SUB.grad)
+            S[sc + SUB_S.lp], S[sc + SUB_S.h] = S[s0 + SUB_S.lp], S[s0 + SUB_S.h]
+        S[sc + SUB_S.lw] = lw
+        k >>= 1
+        I[CNT.n_pending] = lev
+    return True
+
+
+@_inline
+def _subtree_done(W, S, I, M):
+    """The current subtree is complete: it joins the trajectory (biased progressive
+    sampling of the proposal, the U-turn checks of the whole); returns the row of
+    the next subtree's first position, or _DONE."""
+    n = W.shape[1]
+    c, sc = ROW.current, SC.current
+    I[CNT.n_leapfrog] += I[CNT.size]
+    I[CNT.depth] += 1
+    lw_sub = S[sc + SUB_S.lw]
+    log_w = S[SC.log_w]
+    sure, p = progressive(log_w, lw_sub)
+    if sure or _take_uniform(S, I) < p:
+        _copy_row(W, c + SUB.q, ROW.sample_q)
+        _copy_row(W, c + SUB.grad, ROW.sample_grad)
+        S[SC.sample_lp], S[SC.sample_h] = S[sc + SUB_S.lp], S[sc + SUB_S.h]
+        I[CNT.sample_moved] = 1
+    S[SC.log_w] = log_sum_exp(log_w, lw_sub)
+    t = SC.traj
+    if I[CNT.forward] != I[CNT.end_forward]:
+        # the trajectory's "end" is the one the subtree grew from
+        I[CNT.traj_beg], I[CNT.traj_end] = I[CNT.traj_end], I[CNT.traj_beg]
+        S[t + SUMMARY.k_beg], S[t + SUMMARY.k_end] = S[t + SUMMARY.k_end], S[t + SUMMARY.k_beg]
+        S[t + SUMMARY.d_beg], S[t + SUMMARY.d_end] = S[t + SUMMARY.d_end], S[t + SUMMARY.d_beg]
+        I[CNT.end_forward] = I[CNT.forward]
+    tb, te = I[CNT.traj_beg], I[CNT.traj_end]
+    cs = sc + SUB_S.summary
+    good, d_beg, d_end = _merge_ok(W, S, ROW.traj_rho, tb, te, t,
+                                   c + SUB.rho, c + SUB.p_beg, c + SUB.p_end, cs)
+    if not good:
+        return _finish(S, I)
+    for j in range(n):
+        W[ROW.traj_rho, j] += W[c + SUB.rho, j]
+    _copy_row(W, c + SUB.p_end, te)
+    S[t + SUMMARY.k_end] = S[cs + SUMMARY.k_end]
+    S[t + SUMMARY.d_beg], S[t + SUMMARY.d_end] = d_beg, d_end
+    if I[CNT.depth] >= I[CNT.max_depth]:
+        return _finish(S, I)
+    return _start_subtree(W, S, I, M)
 
 
 @_jit
@@ -312,11 +518,11 @@ def _advance(W, S, I, M, g, lp):
     Returns the row of the next position, or _DONE, or - before changing anything -
     _NEED_UNIFORMS when fewer remain than this call may use (one for the pair, one
     per merge, one for the progressive draw, one for the next direction)."""
-    if I[_U] + I[_DEPTH] + 3 > I[_U_END]:
+    if I[CNT.u] + I[CNT.depth] + 3 > I[CNT.u_end]:
         return _NEED_UNIFORMS
     n = W.shape[1]
-    e = _END_FWD if I[_FORWARD] else _END_BWD
-    sign = 1.0 if I[_FORWARD] else -1.0
+    e = ROW.end_fwd if I[CNT.forward] else ROW.end_bwd
+    sign = 1.0 if I[CNT.forward] else -1.0
     h = math.inf
     k = 0.0
     ok = -math.inf < lp < math.inf
@@ -331,141 +537,46 @@ def _advance(W, S, I, M, g, lp):
         if not (-math.inf < h < math.inf):
             h = math.inf
             ok = False
-    i = I[_INDEX]
-    H0 = S[_H0]
-    err = h - H0
-    if err > 0.0:
-        if err > S[_MAX_ABS]:
-            S[_MAX_ABS] = err
-            S[_MAX_ERR] = err
-        if err > S[_MAX_DH]:
-            I[_DIVERGENT] = 1
-            I[_N_FAILED] += 0 if ok else 1
-            I[_N_LEAPFROG] += i + 1
-            return _finish(S, I)
-        S[_SUM_METRO] += math.exp(-err)
-    else:
-        S[_SUM_METRO] += 1.0
-        if -err > S[_MAX_ABS]:
-            S[_MAX_ABS] = -err
-            S[_MAX_ERR] = err
-    size = I[_SIZE]
+    i = I[CNT.index]
+    err = h - S[SC.h0]
+    divergent, S[SC.sum_metro], S[SC.max_abs], S[SC.max_err] = energy_error(
+        err, S[SC.sum_metro], S[SC.max_abs], S[SC.max_err], S[SC.max_delta_h])
+    if divergent:
+        I[CNT.divergent] = 1
+        I[CNT.n_failed] += 0 if ok else 1
+        I[CNT.n_leapfrog] += i + 1
+        return _finish(S, I)
     if not i & 1:
         # the first state of a pair (or a subtree of one state)
-        _copy_row(W, e, _AQ)
+        _copy_row(W, e, ROW.first_q)
         for j in range(n):
-            W[_AG, j] = g[j]
-        _copy_row(W, e + 1, _AP)
-        S[_A_LP], S[_A_H], S[_A_K], S[_A_LW] = lp, h, k, -err
-        if size > 1:
-            I[_INDEX] = i + 1
+            W[ROW.first_grad, j] = g[j]
+        _copy_row(W, e + 1, ROW.first_p)
+        S[SC.first_lp], S[SC.first_h], S[SC.first_k], S[SC.first_lw] = lp, h, k, -err
+        if I[CNT.size] > 1:
+            I[CNT.index] = i + 1
             return _step_from_end(W, I, M)
-        _copy_row(W, _AQ, _CQ)
-        _copy_row(W, _AG, _CG)
-        _copy_row(W, _AP, _CR)
-        _copy_row(W, _AP, _CB)
-        _copy_row(W, _AP, _CE)
-        S[_C_LP], S[_C_H], S[_C_LW] = lp, h, -err
-        S[_C_KB] = S[_C_KE] = S[_C_DB] = S[_C_DE] = k
-    else:
-        # a pair: a (rows _A*) then this state; the U-turn checks first (a pair
-        # that turns is discarded whole, its proposal needs no draw)
-        x = _dot(W, _AP, e + 1)
-        d_beg = S[_A_K] + x
-        d_end = k + x
-        if not (d_beg > 0.0 and d_end > 0.0):
-            I[_N_LEAPFROG] += i + 1
-            return _finish(S, I)
-        for j in range(n):
-            W[_CR, j] = W[_AP, j] + W[e + 1, j]
-        _copy_row(W, _AP, _CB)
-        _copy_row(W, e + 1, _CE)
-        S[_C_KB], S[_C_KE], S[_C_DB], S[_C_DE] = S[_A_K], k, d_beg, d_end
-        # multinomial: this state with probability W_state / W_pair
-        lw_a = S[_A_LW]
-        lw = _lse(-err, lw_a)
-        if _take_uniform(S, I) >= math.exp(-err - lw):
-            _copy_row(W, _AQ, _CQ)
-            _copy_row(W, _AG, _CG)
-            S[_C_LP], S[_C_H] = S[_A_LP], S[_A_H]
-        else:
-            _copy_row(W, e, _CQ)
-            for j in range(n):
-                W[_CG, j] = g[j]
-            S[_C_LP], S[_C_H] = lp, h
-        # Stan's recursion unrolled: after pair c, merge as many pending
-        # subtrees as c has trailing one bits
-        c = i >> 1
-        while c & 1:
-            lev = I[_N_PENDING] - 1
-            r0 = _LEVEL0 + _PER_LEVEL * lev
-            s0 = _S_LEVEL0 + _S_PER_LEVEL * lev
-            good, d_beg, d_end = _merge_ok(
-                W, r0, r0 + 1, r0 + 2, S[s0 + 3], S[s0 + 4], S[s0 + 5], S[s0 + 6],
-                _CR, _CB, _CE, S[_C_KB], S[_C_KE], S[_C_DB], S[_C_DE])
-            if not good:
-                I[_N_LEAPFROG] += i + 1
-                return _finish(S, I)
-            for j in range(n):
-                W[_CR, j] += W[r0, j]
-            _copy_row(W, r0 + 1, _CB)
-            S[_C_KB], S[_C_DB], S[_C_DE] = S[s0 + 3], d_beg, d_end
-            lw_p = S[s0 + 2]
-            lw_all = _lse(lw, lw_p)
-            if _take_uniform(S, I) >= math.exp(lw - lw_all):
-                _copy_row(W, r0 + 3, _CQ)
-                _copy_row(W, r0 + 4, _CG)
-                S[_C_LP], S[_C_H] = S[s0], S[s0 + 1]
-            lw = lw_all
-            c >>= 1
-            I[_N_PENDING] = lev
-        S[_C_LW] = lw
-        if i + 1 < size:
-            lev = I[_N_PENDING]
-            r0 = _LEVEL0 + _PER_LEVEL * lev
-            s0 = _S_LEVEL0 + _S_PER_LEVEL * lev
-            _copy_row(W, _CR, r0)
-            _copy_row(W, _CB, r0 + 1)
-            _copy_row(W, _CE, r0 + 2)
-            _copy_row(W, _CQ, r0 + 3)
-            _copy_row(W, _CG, r0 + 4)
-            S[s0], S[s0 + 1], S[s0 + 2] = S[_C_LP], S[_C_H], lw
-            S[s0 + 3], S[s0 + 4] = S[_C_KB], S[_C_KE]
-            S[s0 + 5], S[s0 + 6] = S[_C_DB], S[_C_DE]
-            I[_N_PENDING] = lev + 1
-            I[_INDEX] = i + 1
-            return _step_from_end(W, I, M)
-    # the subtree is complete (rows _C*)
-    I[_N_LEAPFROG] += size
-    I[_DEPTH] += 1
-    lw_sub = S[_C_LW]
-    log_w = S[_LOG_W]
-    # biased progressive sampling: prefer the new subtree
-    if lw_sub > log_w or _take_uniform(S, I) < math.exp(lw_sub - log_w):
-        _copy_row(W, _CQ, _SQ)
-        _copy_row(W, _CG, _SG)
-        S[_S_LP], S[_S_H] = S[_C_LP], S[_C_H]
-        I[_SAMPLE_MOVED] = 1
-    S[_LOG_W] = _lse(log_w, lw_sub)
-    if I[_FORWARD] != I[_END_FORWARD]:
-        # the trajectory's "end" is the one the subtree grew from
-        I[_T_BEG], I[_T_END] = I[_T_END], I[_T_BEG]
-        S[_T_KB], S[_T_KE] = S[_T_KE], S[_T_KB]
-        S[_T_DB], S[_T_DE] = S[_T_DE], S[_T_DB]
-        I[_END_FORWARD] = I[_FORWARD]
-    tb, te = I[_T_BEG], I[_T_END]
-    good, d_beg, d_end = _merge_ok(
-        W, _TR, tb, te, S[_T_KB], S[_T_KE], S[_T_DB], S[_T_DE],
-        _CR, _CB, _CE, S[_C_KB], S[_C_KE], S[_C_DB], S[_C_DE])
-    if not good:
+        c, sc = ROW.current, SC.current
+        for f in (SUB.rho, SUB.p_beg, SUB.p_end):
+            _copy_row(W, ROW.first_p, c + f)
+        _set_proposal(W, S, sc, ROW.first_q, g, lp, h)
+        S[sc + SUB_S.lw] = -err
+        for f in range(len(SUMMARY)):
+            S[sc + SUB_S.summary + f] = k
+        return _subtree_done(W, S, I, M)
+    if not (_pair_into_current(W, S, I, e, g, lp, h, k, -err)
+            and _merge_pending(W, S, I, i)):
+        I[CNT.n_leapfrog] += i + 1
         return _finish(S, I)
-    for j in range(n):
-        W[_TR, j] += W[_CR, j]
-    _copy_row(W, _CE, te)
-    S[_T_KE], S[_T_DB], S[_T_DE] = S[_C_KE], d_beg, d_end
-    if I[_DEPTH] >= I[_MAX_DEPTH]:
-        return _finish(S, I)
-    return _start_subtree(W, S, I, M)
+    if i + 1 < I[CNT.size]:
+        # the current subtree waits at the next level for its sibling
+        lev = I[CNT.n_pending]
+        _copy_record(W, S, ROW.current, SC.current, ROW.levels + SUB_ROWS * lev,
+                     SC.levels + SUB_SCALARS * lev)
+        I[CNT.n_pending] = lev + 1
+        I[CNT.index] = i + 1
+        return _step_from_end(W, I, M)
+    return _subtree_done(W, S, I, M)
 
 
 @_jit
@@ -565,13 +676,13 @@ def _refill_from(rng, S, I, n_uniforms):
     """:func:`_refill`, drawing from the chain's generator inside compiled code (the
     same numbers as ``rng.random(n)``)."""
     end = S.shape[0]
-    first, start = end - n_uniforms, I[_U]
+    first, start = end - n_uniforms, I[CNT.u]
     left = end - start
     for j in range(left):                   # (forwards: start >= first)
         S[first + j] = S[start + j]
     for j in range(first + left, end):
         S[j] = rng.random()
-    I[_U] = first
+    I[CNT.u] = first
 
 
 @_jit
@@ -619,29 +730,29 @@ def _segment(rp, W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n_iter, adapt,
                 r = _advance(W, S, I, M, gbuf, box[0])
             else:
                 return k, SEGMENT_HANDOFF, total    # (_BAD_GRADIENT: not here)
-        if I[_N_FAILED]:
+        if I[CNT.n_failed]:
             return k, SEGMENT_HANDOFF, total    # (the Python path names the reason)
-        h0 = S[_H0]
+        h0 = S[SC.h0]
         energy = h0
-        if I[_SAMPLE_MOVED]:
+        if I[CNT.sample_moved]:
             for j in range(q.shape[0]):
-                q[j] = W[_SQ, j]
-                g[j] = W[_SG, j]
-            lp[0] = S[_S_LP]
-            energy = S[_S_H]
+                q[j] = W[ROW.sample_q, j]
+                g[j] = W[ROW.sample_grad, j]
+            lp[0] = S[SC.sample_lp]
+            energy = S[SC.sample_h]
         for j in range(q.shape[0]):
             draws[k, j] = q[j]
         fs[k, _F_LP] = lp[0]
-        fs[k, _F_ACCEPT] = S[_ACCEPT]
+        fs[k, _F_ACCEPT] = S[SC.accept]
         fs[k, _F_EPS] = eps
         fs[k, _F_ENERGY] = energy
         fs[k, _F_ENERGY_ERROR] = energy - h0
-        fs[k, _F_MAX_ERROR] = S[_MAX_ERR]
-        js[k, _J_DEPTH] = I[_DEPTH]
-        js[k, _J_LEAPFROG] = I[_N_LEAPFROG]
-        js[k, _J_DIVERGENT] = I[_DIVERGENT]
+        fs[k, _F_MAX_ERROR] = S[SC.max_err]
+        js[k, _J_DEPTH] = I[CNT.depth]
+        js[k, _J_LEAPFROG] = I[CNT.n_leapfrog]
+        js[k, _J_DIVERGENT] = I[CNT.divergent]
         if adapt:
-            ad[_D_EPS] = _da_update(ad, S[_ACCEPT])
+            ad[_D_EPS] = _da_update(ad, S[SC.accept])
             if w_lo <= first + k < w_hi:
                 _welford_add(ad, mean, m2, q)
         total += n_eval
@@ -757,11 +868,11 @@ def _refill(S, I, n_uniforms, rng):
     """Move the unused uniforms to the front of their room at the end of S and draw
     the rest."""
     end = S.shape[0]
-    first, start = end - n_uniforms, int(I[_U])
+    first, start = end - n_uniforms, int(I[CNT.u])
     left = end - start
     S[first:first + left] = S[start:end].copy()
     S[first + left:end] = _uniform_batch(rng, n_uniforms - left)
-    I[_U] = first
+    I[CNT.u] = first
 
 
 def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
@@ -841,21 +952,21 @@ def _bad_gradient(g, q, dim):
 def _result(z, W, S, I, cg, n_kernel, err, lp, g):
     """``(sample, TransitionInfo)`` of a finished transition; the spot checks of the
     interpreter's program continue at the sample."""
-    s = S[:_S_LEVEL0].tolist()          # (one conversion, not one per number)
+    s = S[:SC.levels].tolist()          # (one conversion, not one per number)
     i = I.tolist()
-    if i[_SAMPLE_MOVED]:
-        sample = Point(W[_SQ].copy(), None, s[_S_LP], W[_SG].copy(), None, s[_S_H])
+    if i[CNT.sample_moved]:
+        sample = Point(W[ROW.sample_q].copy(), None, s[SC.sample_lp], W[ROW.sample_grad].copy(), None, s[SC.sample_h])
     else:
-        sample = Point(z.q, None, z.lp, z.grad, None, s[_H0], z.aux)
+        sample = Point(z.q, None, z.lp, z.grad, None, s[SC.h0], z.aux)
     if n_kernel:
         cg.kernel_replays(n_kernel, sample.q)
     energy = sample.h
-    n_failed = i[_N_FAILED]
+    n_failed = i[CNT.n_failed]
     # a failed step ends the trajectory: the failure is the last evaluation's
     rejected = {rejection_reason(err, lp, g): n_failed} if n_failed else None
     return sample, TransitionInfo(
-        s[_ACCEPT], i[_N_LEAPFROG], i[_DEPTH], bool(i[_DIVERGENT]), energy, n_failed,
-        energy - s[_H0], s[_MAX_ERR], rejected)
+        s[SC.accept], i[CNT.n_leapfrog], i[CNT.depth], bool(i[CNT.divergent]), energy, n_failed,
+        energy - s[SC.h0], s[SC.max_err], rejected)
 
 
 # ---- segments in threads: the gate ------------------------------------------------------
