@@ -137,7 +137,7 @@ class UnitMetric:
         # diagonal metrics, a matrix product for the dense one)
         self._L, self._LT, self._apply = L, L.T, apply
         self._steps = (None, None)
-        self._jit_steps = None          # the compiled tree's copy of L (nuts_jit._steps)
+        self._whitened_factor = None
 
     def whitened_steps(self, eps):
         """``(eps L, eps/2 L^T, apply)`` for the leapfrog in the whitened momentum
@@ -149,6 +149,19 @@ class UnitMetric:
         if c[0] != eps:
             c = self._steps = (eps, (eps * self._L, (0.5 * eps) * self._LT, self._apply))
         return c[1]
+
+    def whitened_factor(self):
+        """``L`` stacked over ``L^T / 2`` (each one row for the diagonal metrics) as
+        one C-contiguous array: :meth:`whitened_steps` at ``eps`` is ``eps`` times
+        it, and the compiled tree (:mod:`.nuts_jit`) multiplies it by its step
+        sizes itself. Made once per factor: after :meth:`set` it is a new array."""
+        f = self._whitened_factor
+        if f is None:
+            dim = self.dim
+            f = np.concatenate((np.reshape(self._L, (-1, dim)),
+                                np.reshape(0.5 * self._LT, (-1, dim))))
+            f = self._whitened_factor = np.ascontiguousarray(f, dtype=float)
+        return f
 
     def sample_momentum(self, rng):
         return rng.standard_normal(self.dim)

@@ -62,7 +62,7 @@ from .nuts_algebra import (energy_error, log_sum_exp, merge_no_uturn, multinomia
                            no_uturn, progressive)
 
 
-__all__ = ["transition", "TransitionInfo", "UTurnSummary"]
+__all__ = ["transition", "TransitionInfo", "UTurnSummary", "NutsKernel"]
 
 
 def _uniforms(rng, n=16):
@@ -255,10 +255,52 @@ def transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
 use_jit = nuts_jit.available()
 
 
+class NutsKernel:
+    """One chain's NUTS transitions with ``metric``: the tree is chosen once, here -
+    the compiled one (:mod:`.nuts_jit`) for a Euclidean metric when numba is in
+    use, else the Python one - and the compiled tree's :class:`.nuts_jit.Workspace`
+    belongs to this object (one per chain), not to the metric.
+
+    >>> from stanlite.samplers.hamiltonian import DiagMetric
+    >>> kernel = NutsKernel(DiagMetric(2))
+    >>> kernel.compiled == (use_jit and nuts_jit.available())
+    True
+    """
+
+    __slots__ = ("metric", "compiled", "workspace")
+
+    def __init__(self, metric):
+        self.metric = metric
+        self.compiled = use_jit and hasattr(metric, "whitened_steps")
+        self.workspace = nuts_jit.Workspace() if self.compiled else None
+
+    def transition(self, model, z, eps, rng, max_depth=10, max_delta_h=1000.0):
+        """:func:`transition` with this kernel's metric, without the errstate (the
+        chain sets it once for a run)."""
+        if self.compiled:
+            return nuts_jit.transition(model, self.metric, z, eps, rng, max_depth,
+                                       max_delta_h, self.workspace)
+        return _python_tree(model, self.metric, z, eps, rng, max_depth, max_delta_h)
+
+    def segment(self, model, rng, z, eps, n, **options):
+        """:func:`.nuts_jit.segment` in this kernel's workspace (None: no compiled
+        segment can run; the Python tree serves)."""
+        if not self.compiled:
+            return None
+        return nuts_jit.segment(model, self.metric, rng, z, eps, n,
+                                workspace=self.workspace, **options)
+
+
 def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
-    # transition() without the errstate (chain.run sets it once for the whole run)
+    # transition() without the errstate (chain.run sets it once for the whole run);
+    # the compiled tree's workspace is then nuts_jit.workspace_of(metric)
     if use_jit and hasattr(metric, "whitened_steps"):
         return nuts_jit.transition(model, metric, z, eps, rng, max_depth, max_delta_h)
+    return _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h)
+
+
+def _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h):
+    """The Python tree (any metric: see :func:`transition`)."""
     # the integrator: ``z0`` the start point with its Hamiltonian ``h``, ``p0, v0,
     # k0 = v0 . p0`` its momentum, and two functions, ``turn(forward)`` (integrate
     # from that end of the trajectory from now on) and ``leaf()``, one step from
