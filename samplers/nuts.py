@@ -22,19 +22,21 @@ One transition from point ``z`` with step size ``eps``:
 
 The tree is Stan's ``base_nuts`` recursion, unrolled into a loop (the same merges in
 the same order); the random choices use the chain's own generator, so a seed
-reproduces a chain exactly.
+reproduces a chain exactly. Its decisions - the energy error and divergence, the
+multinomial and progressive draws, the U-turn criterion and a merge's three checks -
+are the functions of :mod:`.nuts_algebra`, which the compiled tree calls too.
 
 How it is made cheap (in Python every numpy call costs ~0.3 us on short vectors,
 a function call ~0.1 us; both are counted here):
 
-* Two integrators feed the same tree code (:func:`_transition`). A Euclidean
+* Two integrators feed the same tree code (:func:`_python_tree`). A Euclidean
   metric (``whitened_steps``) is integrated inline in the whitened momentum
   ``p~ = L^T p`` (:mod:`.hamiltonian`), where the velocity is ``p~`` itself: six
   numpy calls a step, no point objects. Any other metric (the Riemannian one) goes
   through its ``start`` / ``step`` methods.
 * The U-turn dot products are computed by linearity. A subtree carries, besides
   ``rho``, the products ``d = v . rho`` at its two ends and ``k = v . p`` of its two
-  end states; merging ``A`` (built first) with ``B``,
+  end states (:class:`UTurnSummary`); merging ``A`` (built first) with ``B``,
 
       v_Abeg . (rho_A + rho_B)   = d_Abeg + v_Abeg . rho_B
       v_Bbeg . (rho_A + p_Bbeg)  = v_Bbeg . rho_A + k_Bbeg          (and so on)
@@ -47,7 +49,8 @@ a function call ~0.1 us; both are counted here):
 With numba installed (a dependency; ``STANLITE_JIT=0`` turns it off) a Euclidean
 metric's transition goes instead to :mod:`.nuts_jit`, the same tree with everything
 between two gradient calls compiled: one call a leapfrog step instead of ten numpy
-calls. The Python tree below then serves the Riemannian metric.
+calls. The Python tree below then serves the Riemannian metric. A chain's
+:class:`NutsKernel` makes that choice once and owns the compiled tree's workspace.
 """
 
 import math
@@ -165,7 +168,7 @@ def _merge_pairs(a, b):
 def _whitened(model, metric, z, eps, rng, add=operator.add, sub=operator.sub,
               inf=math.inf):
     """The leapfrog of a Euclidean metric in the whitened momentum, inline:
-    ``(z0, p0, v0, k0, leaf, turn)`` (see :func:`_transition`)."""
+    ``(z0, p0, v0, k0, leaf, turn)`` (see :func:`_python_tree`)."""
     drift, half, apply = metric.whitened_steps(eps)
     grad = model.log_density_gradient
     p0 = rng.standard_normal(metric.dim)
@@ -211,7 +214,7 @@ def _whitened(model, metric, z, eps, rng, add=operator.add, sub=operator.sub,
 
 def _stepped(model, metric, z, eps, rng, inf=math.inf):
     """Any metric through its ``start`` / ``step`` (the Riemannian one):
-    ``(z0, p0, v0, k0, leaf, turn)`` (see :func:`_transition`)."""
+    ``(z0, p0, v0, k0, leaf, turn)`` (see :func:`_python_tree`)."""
     z0 = metric.start(model, z, rng)
     cur = other = z0
     e = eps

@@ -274,6 +274,10 @@ if njit is not None:
     # but numba keys that cache on this file alone: drop it when the interpreter's
     # source changes
     _vm.drop_stale_cache([_trajectory, _open, _segment], "nuts_jit")
+    # and the tree's (_begin, _advance) and the decisions they inline
+    from . import nuts_algebra as _algebra, nuts_tree_jit as _tree
+    _tree.drop_stale_cache([_trajectory, _open, _segment], "nuts_jit",
+                           [_tree.__file__, _algebra.__file__])
 
 _NO_GRADIENT = np.zeros(0)          # what a failed evaluation passes (never read)
 

@@ -491,17 +491,58 @@ def _advance(W, S, I, M, g, lp):
         S[sc + SUB_S.lw] = -err
         for f in range(len(SUMMARY)):
             S[sc + SUB_S.summary + f] = k
-        return _subtree_done(W, S, I, M)
-    if not (_pair_into_current(W, S, I, e, g, lp, h, k, -err)
-            and _merge_pending(W, S, I, i)):
-        I[CNT.n_leapfrog] += i + 1
-        return _finish(S, I)
-    if i + 1 < I[CNT.size]:
-        # the current subtree waits at the next level for its sibling
-        lev = I[CNT.n_pending]
-        _copy_record(W, S, ROW.current, SC.current, ROW.levels + SUB_ROWS * lev,
-                     SC.levels + SUB_SCALARS * lev)
-        I[CNT.n_pending] = lev + 1
-        I[CNT.index] = i + 1
-        return _step_from_end(W, I, M)
+    else:
+        if not (_pair_into_current(W, S, I, e, g, lp, h, k, -err)
+                and _merge_pending(W, S, I, i)):
+            I[CNT.n_leapfrog] += i + 1
+            return _finish(S, I)
+        if i + 1 < I[CNT.size]:
+            # the current subtree waits at the next level for its sibling
+            lev = I[CNT.n_pending]
+            _copy_record(W, S, ROW.current, SC.current, ROW.levels + SUB_ROWS * lev,
+                         SC.levels + SUB_SCALARS * lev)
+            I[CNT.n_pending] = lev + 1
+            I[CNT.index] = i + 1
+            return _step_from_end(W, I, M)
+    # (one place, so that the completed subtree's code is inlined once)
     return _subtree_done(W, S, I, M)
+
+
+def drop_stale_cache(dispatchers, tag, paths):
+    """Drop numba's on-disk cache of ``dispatchers`` when the source files ``paths``
+    they depend on changed since it was written (their hash is kept beside the
+    cache, ``<tag>.<name>.nuts-deps``). numba keys a cached function on its own
+    file's time stamp only, but a function carries the machine code of what it
+    calls: :mod:`.nuts_algebra`'s functions inlined here, this module's
+    :func:`_advance` in :mod:`.nuts_jit`'s loops. (Call it before their first
+    call: at import.)"""
+    if njit is None:
+        return
+    import hashlib
+    import os
+    try:
+        h = hashlib.sha256()
+        for path in paths:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        digest = h.hexdigest()
+        for d in dispatchers:
+            cache = d._cache
+            stamp = os.path.join(cache._cache_path, f"{tag}.{d.__name__}.nuts-deps")
+            try:
+                with open(stamp) as f:
+                    old = f.read().strip()
+            except OSError:
+                old = None
+            if old != digest:
+                cache.flush()
+                os.makedirs(cache._cache_path, exist_ok=True)
+                with open(stamp, "w") as f:
+                    f.write(digest)
+    except (OSError, AttributeError):
+        pass                    # no cache to protect (or an unwritable one)
+
+
+if njit is not None:
+    from . import nuts_algebra as _algebra
+    drop_stale_cache([_begin, _advance], "nuts_tree_jit", [_algebra.__file__])
