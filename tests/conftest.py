@@ -28,6 +28,14 @@ os.environ["STANLITE_POOL_COST"] = "0"
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# Models and helpers shared by several test files (tests/support/testkit.py), importable
+# as ``testkit``: the tests are not a package (--import-mode=importlib). That folder, not
+# tests/ itself, goes on the path: tests/' subfolders would become top-level names.
+SUPPORT = pathlib.Path(__file__).resolve().parent / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
+collect_ignore = ["support"]        # imported as ``testkit``, not collected a second time
+
 SHARED = pathlib.Path(os.environ.get("STANLITE_REFERENCE_DATA")
                       or pathlib.Path(__file__).resolve().parents[2] / "shared")
 

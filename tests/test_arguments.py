@@ -14,16 +14,7 @@ import pytest
 import stanlite as sl
 from stanlite import arguments as A
 
-
-class Normal(sl.Model):
-    N = sl.data.int(lower=0)
-    y = sl.data.vector("N")
-    mu = sl.param.real()
-    sigma = sl.param.real(lower=0)
-
-    def log_prob(self, mu, sigma):
-        return (sl.normal_lpdf(self.y, mu, sigma) + sl.normal_lpdf(mu, 0, 10)
-                + sl.normal_lpdf(sigma, 0, 5))
+from testkit import Normal
 
 
 @pytest.fixture(scope="module")

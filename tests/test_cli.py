@@ -60,6 +60,15 @@ def model_file(tmp_path):
     return path, data
 
 
+def _assert_is_the_direct_fit(path, **kw):
+    """The fit saved at ``path`` has the draws of eight_schools_noncentered sampled
+    here, serially, with ``kw``: the command's arguments reached the sampler."""
+    direct = get("eight_schools_noncentered").sample(progress=False, parallel=False, **kw)
+    loaded = sl.load_fit(path)
+    for k in direct.names:
+        np.testing.assert_array_equal(loaded[k], direct[k])
+
+
 # ---- sample ------------------------------------------------------------------------------
 def test_sample_zoo_model_prints_summary_and_diagnostics_and_saves(tmp_path):
     out_file = tmp_path / "fit.nc"
@@ -72,12 +81,7 @@ def test_sample_zoo_model_prints_summary_and_diagnostics_and_saves(tmp_path):
     assert "theta[8]" in text and "divergen" in text and "R-hat" in text
     assert f"wrote {out_file}" in text
     # the arguments reached the sampler: the same fit as in Python
-    direct = get("eight_schools_noncentered").sample(chains=2, draws=40, warmup=40,
-                                                      seed=5, progress=False,
-                                                      parallel=False)
-    loaded = sl.load_fit(out_file)
-    for k in direct.names:
-        np.testing.assert_array_equal(loaded[k], direct[k])
+    _assert_is_the_direct_fit(out_file, chains=2, draws=40, warmup=40, seed=5)
 
 
 def test_sample_file_model_with_data_and_sampler_options(model_file, tmp_path):
@@ -424,12 +428,7 @@ def test_a_save_failing_after_sampling_keeps_the_draws(tmp_path, monkeypatch, ca
                    f"left on device); the fit was saved to '{fallback}' instead\n")
     assert "ess_bulk" in text and "R-hat" in text and f"wrote {fallback}" in text
     assert (cwd / "fit.nc").read_bytes() == b"the user's own file" and not output.exists()
-    direct = get("eight_schools_noncentered").sample(chains=1, draws=10, warmup=10,
-                                                      seed=3, progress=False,
-                                                      parallel=False)
-    loaded = sl.load_fit(fallback)
-    for k in direct.names:
-        np.testing.assert_array_equal(loaded[k], direct[k])
+    _assert_is_the_direct_fit(fallback, chains=1, draws=10, warmup=10, seed=3)
 
 
 def test_a_save_failing_everywhere_but_the_temporary_folder(tmp_path, monkeypatch, capsys):

@@ -15,20 +15,13 @@ import pytest
 
 import stanlite as sl
 
+from testkit import central_jacobian
+
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 if not (BENCH / "steady_state.py").exists():
     pytest.skip("benchmarks/steady_state.py is not present", allow_module_level=True)
 sys.path.insert(0, str(BENCH))
 ss = importlib.import_module("steady_state")
-
-
-def central_jacobian(fn, x, h=1e-6):
-    cols = []
-    for i in range(len(x)):
-        e = np.zeros_like(x)
-        e[i] = h
-        cols.append((np.asarray(fn(x + e)) - np.asarray(fn(x - e))) / (2 * h))
-    return np.stack(cols, axis=-1)
 
 
 @pytest.mark.parametrize("n_patients", [1, 2])

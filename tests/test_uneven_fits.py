@@ -11,35 +11,18 @@ import pytest
 
 import stanlite as sl
 
-
-class _Stop(sl.Model):
-    """Raises KeyboardInterrupt (a Ctrl-C's effect) once, at its ``limit``-th call."""
-    y = sl.data.real()
-    mu = sl.param.real()
-    calls = [0]
-    limit = [None]
-    compile = False     # log_prob counts its calls: no retaping
-
-    def log_prob(self, mu):
-        _Stop.calls[0] += 1
-        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
-            _Stop.limit[0] = None
-            raise KeyboardInterrupt
-        return sl.normal_lpdf(self.y, mu, 1.0) + sl.normal_lpdf(mu, 0.0, 1.0)
-
-    def generated_quantities(self, rng, mu):
-        return {"y_rep": rng.normal(mu, 1.0)}
+from testkit import StopOnce
 
 
 def _interrupted(limit, **kw):
-    m = _Stop(y=0.4)
-    _Stop.calls[0] = 0
-    _Stop.limit[0] = limit
+    m = StopOnce(y=0.4)
+    StopOnce.calls[0] = 0
+    StopOnce.limit[0] = limit
     kw = {**dict(chains=2, draws=30, warmup=200, seed=5, progress=False,
                  parallel=False), **kw}
     with pytest.warns(RuntimeWarning, match="interrupted"):
         fit = m.sample(**kw)
-    _Stop.limit[0] = None
+    StopOnce.limit[0] = None
     return m, fit
 
 
@@ -71,9 +54,9 @@ def _uneven():
     kw = dict(chains=2, draws=100, warmup=100, seed=5, progress=False, parallel=False)
     calls = []
     for n in (1, 2):
-        _Stop.calls[0], _Stop.limit[0] = 0, None
-        _Stop(y=0.4).sample(**{**kw, "chains": n})
-        calls.append(_Stop.calls[0])
+        StopOnce.calls[0], StopOnce.limit[0] = 0, None
+        StopOnce(y=0.4).sample(**{**kw, "chains": n})
+        calls.append(StopOnce.calls[0])
     m, fit = _interrupted(calls[0] + int(0.8 * (calls[1] - calls[0])), **kw)
     lengths = [len(s.draws) for s in fit.chain_states]
     assert lengths[0] == 100 and 4 <= lengths[1] < 100, lengths
@@ -134,7 +117,7 @@ def test_diagnose_tells_divergences_at_rejections_from_step_size_ones():
 
 # ---- I: resume_from keeps the run's settings --------------------------------------------
 def test_resume_refuses_fewer_draws_and_other_settings():
-    m = _Stop(y=0.4)
+    m = StopOnce(y=0.4)
     fit = m.sample(chains=1, draws=20, warmup=20, seed=2, progress=False, parallel=False)
     with pytest.raises(sl.ArgumentError, match=r"draws=5 is fewer than the 20 draws"):
         m.sample(resume_from=fit, draws=5, progress=False)
@@ -153,14 +136,14 @@ def test_resume_refuses_fewer_draws_and_other_settings():
 
 def test_cli_prints_a_fit_without_draws(tmp_path, monkeypatch, capsys):
     from stanlite import cli
-    monkeypatch.setattr(cli, "build_model", lambda name, data: _Stop(y=0.4))
-    _Stop.calls[0], _Stop.limit[0] = 0, 50       # Ctrl-C long before warmup ends
+    monkeypatch.setattr(cli, "build_model", lambda name, data: StopOnce(y=0.4))
+    StopOnce.calls[0], StopOnce.limit[0] = 0, 50       # Ctrl-C long before warmup ends
     out = tmp_path / "x.nc"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # the interrupt's warning
         code = cli.main(["sample", "stop", "--chains", "2", "--warmup", "200", "--draws",
                          "30", "--serial", "--no-progress", "--output", str(out)])
-    _Stop.limit[0] = None
+    StopOnce.limit[0] = None
     printed = capsys.readouterr().out
     assert code == 0, capsys.readouterr().err
     assert "No draws to summarise yet." in printed and "no draws yet" in printed

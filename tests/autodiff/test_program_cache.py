@@ -18,21 +18,10 @@ import stanlite as sl
 from stanlite.autodiff import program_cache as PC
 from stanlite.autodiff.vm import kernel
 
+from testkit import Loop
+
 C = importlib.import_module("stanlite.autodiff.compile")     # (not sl.compile)
 pytestmark = pytest.mark.skipif(not kernel.available(), reason="needs numba")
-
-
-class Loop(sl.Model):
-    N = sl.data.int(lower=0)
-    y = sl.data.vector("N")
-    mu = sl.param.real()
-    sigma = sl.param.real(lower=0)
-
-    def log_prob(self, mu, sigma):
-        lp = sl.normal_lpdf(mu, 0, 5) + sl.normal_lpdf(sigma, 0, 2)
-        for v in self.y:
-            lp = lp + sl.normal_lpdf(v, mu, sigma)
-        return lp
 
 
 Y = [0.1, 0.5, -1.0, 2.0, 0.3]

@@ -9,6 +9,8 @@ from scipy.special import expit
 
 import stanlite as sl
 
+from testkit import ordinal_cases, ordered_reference
+
 
 def ints(rng, lo, hi, size):
     return rng.integers(lo, hi + 1, size=size)
@@ -97,33 +99,12 @@ def test_multinomial(check, rng):
 
 
 def _ol_ref(k, eta, c):
-    c = np.asarray(c, dtype=float)
-    K = c.shape[-1] + 1
-    cc = np.concatenate([np.full(c.shape[:-1] + (1,), -np.inf), c,
-                         np.full(c.shape[:-1] + (1,), np.inf)], axis=-1)
-    k = np.asarray(k)
-    eta = np.asarray(eta, dtype=float)
-    shape = np.broadcast_shapes(k.shape, eta.shape, c.shape[:-1])
-    k, eta = np.broadcast_to(k, shape), np.broadcast_to(eta, shape)
-    cc = np.broadcast_to(cc, shape + (K + 1,))
-    lo = np.take_along_axis(cc, (k - 1)[..., None], -1)[..., 0]
-    hi = np.take_along_axis(cc, k[..., None], -1)[..., 0]
-    return np.log(expit(eta - lo) - expit(eta - hi))
+    return ordered_reference(expit, k, eta, c)
 
 
 def test_ordered_logistic(check, rng):
-    c = np.array([-1.2, -0.1, 0.7, 1.9])
-    k = np.array([1, 2, 3, 4, 5, 5, 1, 3])
-    eta = rng.normal(size=8)
-    check.all(sl.ordered_logistic_lpmf, _ol_ref, (k, eta, c), (1, 2))
-    check.all(sl.ordered_logistic_lpmf, _ol_ref, (k, 0.3, c), (1, 2))
-    check.all(sl.ordered_logistic_lpmf, _ol_ref, (3, 0.3, c), (1, 2))
-    # one row of cut points per outcome
-    c2 = np.sort(rng.normal(size=(8, 4)), axis=1)
-    check.all(sl.ordered_logistic_lpmf, _ol_ref, (k, eta, c2), (1, 2))
-    # K = 2 (a single cut point: logistic regression)
-    check.all(sl.ordered_logistic_lpmf, _ol_ref, (np.array([1, 2, 2]), eta[:3], [0.4]),
-              (1, 2))
+    for args in ordinal_cases(rng).values():
+        check.all(sl.ordered_logistic_lpmf, _ol_ref, args, (1, 2))
 
 
 def test_ordered_logistic_far_cutpoints():

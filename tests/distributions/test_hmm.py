@@ -9,6 +9,8 @@ import pytest
 
 import stanlite as sl
 
+from testkit import check_model_gradient
+
 
 def _problem(K, N, seed=0):
     rng = np.random.default_rng(seed)
@@ -129,13 +131,7 @@ def test_inside_a_model_gradient_and_vm_fallback():
     rng = np.random.default_rng(9)
     for _ in range(3):
         x = rng.normal(size=m.dim)
-        lp, g = m.log_density_gradient(x)       # retaped (replayed) after the first call
-        eager = m._gradient(x, True)
-        assert lp == eager[0] and np.array_equal(g, eager[1])
-        h = 1e-6
-        fd = [(m.log_density(x + h * e) - m.log_density(x - h * e)) / (2 * h)
-              for e in np.eye(m.dim)]
-        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+        check_model_gradient(m, x, rtol=1e-6, atol=1e-7)
     # no interpreter lowering: the model falls back to the Python replay, and says so
     r = m.compiled_gradient()
     assert not r.compiled and "hmm_marginal" in r.vm_skipped

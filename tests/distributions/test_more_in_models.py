@@ -8,6 +8,8 @@ import numpy as np
 
 import stanlite as sl
 
+from testkit import check_model_gradient
+
 
 class _Ordinal(sl.Model):
     N = sl.data.int(lower=1)
@@ -50,13 +52,7 @@ def test_recorded_gradient_and_fallback():
     rng = np.random.default_rng(4)
     for scale in (0.3, 3.0, 0.3):          # far predictors flip ordered_probit's tails
         x = rng.normal(size=m.dim) * scale
-        lp, g = m.log_density_gradient(x)
-        eager = m._gradient(x, True)
-        assert lp == eager[0] and np.array_equal(g, eager[1])
-        h = 1e-6
-        fd = [(m.log_density(x + h * e) - m.log_density(x - h * e)) / (2 * h)
-              for e in np.eye(m.dim)]
-        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+        check_model_gradient(m, x, rtol=1e-6, atol=1e-6)
     r = m.compiled_gradient()
     assert not r.compiled and "ordered_probit_lpmf" in r.vm_skipped
 

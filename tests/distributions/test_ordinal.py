@@ -7,46 +7,26 @@ import scipy.stats as st
 
 import stanlite as sl
 
+from testkit import ordinal_cases, ordered_reference
+
 
 def _op_ref(k, eta, c):
-    c = np.asarray(c, dtype=float)
-    K = c.shape[-1] + 1
-    pad = c.shape[:-1] + (1,)
-    cc = np.concatenate([np.full(pad, -np.inf), c, np.full(pad, np.inf)], axis=-1)
-    k = np.asarray(k)
-    eta = np.asarray(eta, dtype=float)
-    shape = np.broadcast_shapes(k.shape, eta.shape, c.shape[:-1])
-    k, eta = np.broadcast_to(k, shape), np.broadcast_to(eta, shape)
-    cc = np.broadcast_to(cc, shape + (K + 1,))
-    lo = np.take_along_axis(cc, (k - 1)[..., None], -1)[..., 0]
-    hi = np.take_along_axis(cc, k[..., None], -1)[..., 0]
-    return np.log(st.norm.cdf(eta - lo) - st.norm.cdf(eta - hi))
+    return ordered_reference(st.norm.cdf, k, eta, c)
 
 
 def test_ordered_probit(check, rng):
-    c = np.array([-1.2, -0.1, 0.7, 1.9])
-    k = np.array([1, 2, 3, 4, 5, 5, 1, 3])
-    eta = rng.normal(size=8)
-    check.all(sl.ordered_probit_lpmf, _op_ref, (k, eta, c), (1, 2))
-    check.all(sl.ordered_probit_lpmf, _op_ref, (k, 0.3, c), (1, 2))
-    check.all(sl.ordered_probit_lpmf, _op_ref, (3, 0.3, c), (1, 2))
-    c2 = np.sort(rng.normal(size=(8, 4)), axis=1)          # one row per outcome
-    check.all(sl.ordered_probit_lpmf, _op_ref, (k, eta, c2), (1, 2))
-    check.all(sl.ordered_probit_lpmf, _op_ref, (np.array([1, 2, 2]), eta[:3], [0.4]),
-              (1, 2))
+    for args in ordinal_cases(rng).values():
+        check.all(sl.ordered_probit_lpmf, _op_ref, args, (1, 2))
     # a middle category on either side (u, v swapped where a + b > 0)
     check.all(sl.ordered_probit_lpmf, _op_ref, (np.array([2, 2]), np.array([-2.5, 2.5]),
                                                  np.array([-0.3, 0.6])), (1, 2))
 
 
 def test_ordered_probit_pointwise(check, rng):
-    c = np.array([-1.2, -0.1, 0.7, 1.9])
-    k = np.array([1, 2, 3, 4, 5, 5, 1, 3])
-    eta = rng.normal(size=8)
-    check.pointwise(sl.ordered_probit_lpmf, _op_ref, (k, eta, c), (1, 2))
-    check.pointwise(sl.ordered_probit_lpmf, _op_ref, (k, 0.3, c), (1, 2))
-    c2 = np.sort(rng.normal(size=(8, 4)), axis=1)
-    check.pointwise(sl.ordered_probit_lpmf, _op_ref, (k, eta, c2), (1, 2))
+    cases = ordinal_cases(rng)
+    for name in ("vectors", "scalar eta", "cut points per outcome"):
+        check.pointwise(sl.ordered_probit_lpmf, _op_ref, cases[name], (1, 2))
+    k, eta, c = cases["vectors"]
     assert isinstance(sl.ordered_probit_lpmf(2, 0.3, c, reduce=False), float)
     w = rng.uniform(0.5, 1.5, 8)
     check.nested(lambda *a: sl.sum(w * sl.ordered_probit_lpmf(*a, reduce=False)),

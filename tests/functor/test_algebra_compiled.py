@@ -12,6 +12,8 @@ import stanlite as sl
 from stanlite.autodiff.vm import kernel
 from stanlite.functor import ode_compiled, ode_rhs
 
+from testkit import one_compartment, one_compartment_exact
+
 A = importlib.import_module("stanlite.functor.algebra_solver")
 
 pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba not available")
@@ -26,23 +28,6 @@ def fresh(monkeypatch):
 
 def _evaluators(cache):
     return [e[1] for k, e in cache._cache.items() if k[0] == "compiled" and e[1] is not None]
-
-
-def one_compartment(x, theta):
-    """The AD review's steady state of one patient (closed-form evolution over tau)."""
-    k1, k2, D, tau = theta[0], theta[1], theta[2], theta[3]
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    g = x[0] + D
-    return sl.stack([g * e1 - x[0],
-                     x[1] * e2 + g * k1 / (k1 - k2) * (e2 - e1) - x[1]])
-
-
-def one_compartment_exact(theta):
-    k1, k2, D, tau = theta[0], theta[1], theta[2], theta[3]
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    gut = D * e1 / (1.0 - e1)
-    central = (gut + D) * k1 / (k1 - k2) * (e2 - e1) / (1.0 - e2)
-    return sl.stack([gut, central])
 
 
 def test_plain_iterations_use_the_compiled_residual_and_jacobian(fresh, monkeypatch):

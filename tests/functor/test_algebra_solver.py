@@ -7,6 +7,8 @@ import pytest
 import stanlite as sl
 from stanlite.functor.algebra_solver import algebra_solver_taped
 
+from testkit import central_jacobian, check_retaped, fd_grad_trace_hessian, one_compartment, one_compartment_exact
+
 METHODS = ["powell", "newton"]
 
 
@@ -40,28 +42,6 @@ def random_M(rng, n=4):
     return M / np.linalg.norm(M, 2) * 2.5           # ||0.3 M||_2 = 0.75
 
 
-def one_compartment(x, theta):
-    """Steady state of a one-compartment model with first-order absorption (the AD
-    review's experiment for one patient): x = F_tau(x + D e_gut), theta = (k1, k2, D,
-    tau); the evolution over tau is in closed form."""
-    k1, k2, D, tau = theta[0], theta[1], theta[2], theta[3]
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    g = x[0] + D
-    return sl.stack([g * e1 - x[0],
-                     x[1] * e2 + g * k1 / (k1 - k2) * (e2 - e1) - x[1]])
-
-
-def one_compartment_exact(theta):
-    k1, k2, D, tau = theta[0], theta[1], theta[2], theta[3]
-    e1, e2 = sl.exp(-k1 * tau), sl.exp(-k2 * tau)
-    gut = D * e1 / (1.0 - e1)
-    central = (gut + D) * k1 / (k1 - k2) * (e2 - e1) / (1.0 - e2)
-    return sl.stack([gut, central])
-
-
-# --------------------------------------------------------------------------------------
-# values and first derivatives against closed forms
-# --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("method", METHODS)
 def test_scalar_root_and_derivatives_closed_form(method):
     for theta in (0.3, 8.0, 50.0):
@@ -188,11 +168,7 @@ def test_grad_trace_mat_hessian_for_riemannian_hmc(rng):
 
     def h(t):
         return sl.sum(sl.sin(sl.algebra_solver(monotone, np.zeros(3), t, M)))
-    H = sl.hessian(h)
-
-    def d(e, s):
-        return (np.sum(W * H(theta + s * e)) - np.sum(W * H(theta - s * e))) / (2 * s)
-    fd = np.array([(4 * d(e, 5e-5) - d(e, 1e-4)) / 3 for e in np.eye(3)])
+    fd = fd_grad_trace_hessian(sl.hessian(h), theta, W)
     np.testing.assert_allclose(sl.grad_trace_mat_hessian(h)(theta, W), fd, rtol=1e-6,
                                atol=1e-8)
 
@@ -390,13 +366,7 @@ def test_retaped_gradient_matches_eager(rng):
 
     def h(t):
         return sl.sum(sl.sin(sl.algebra_solver(monotone, np.zeros(3), t, M)))
-    c = sl.compile(h, np.zeros(3))
-    for _ in range(3):
-        theta = rng.standard_normal(3)
-        v, g = c(theta)
-        v0, g0 = sl.value_and_grad(h)(theta)
-        np.testing.assert_allclose(v, v0, rtol=1e-14)
-        np.testing.assert_allclose(g, g0, rtol=1e-12)
+    check_retaped(h, np.zeros(3), [rng.standard_normal(3) for _ in range(3)])
 
 
 # --------------------------------------------------------------------------------------
@@ -563,15 +533,6 @@ def central_differences(fn, x, h=1e-6):
         e[i] = h
         g[i] = (float(sl.value_of(fn(x + e))) - float(sl.value_of(fn(x - e)))) / (2 * h)
     return g
-
-
-def central_jacobian(fn, x, h=1e-6):
-    cols = []
-    for i in range(len(x)):
-        e = np.zeros_like(x)
-        e[i] = h
-        cols.append((np.asarray(fn(x + e)) - np.asarray(fn(x - e))) / (2 * h))
-    return np.stack(cols, axis=-1)
 
 
 def test_argument_jacobians_from_the_compiled_program_match_differences(rng):

@@ -19,6 +19,8 @@ from scipy.linalg import expm, expm_frechet
 
 import stanlite as sl
 
+from testkit import central_gradient
+
 TIGHT = dict(rel_tol=1e-11, abs_tol=1e-11)
 # second derivatives integrate systems of N (1 + K) (1 + n) states: a little looser
 MEDIUM = dict(rel_tol=1e-9, abs_tol=1e-9)
@@ -46,17 +48,6 @@ SECOND_ORDER = {
     "bdf": lambda *a: sl.ode_bdf(*a, **MEDIUM),
     "adjoint": lambda *a: sl.ode_adjoint(*a, **ADJ_MEDIUM),
 }
-
-
-def fd_grad(fun, x, h=1e-5):
-    """Central differences of a plain scalar function of a vector."""
-    x = np.asarray(x, dtype=float)
-    g = np.empty(x.size)
-    for i in range(x.size):
-        e = np.zeros(x.size)
-        e[i] = h
-        g[i] = (fun(x + e) - fun(x - e)) / (2 * h)
-    return g
 
 
 def fd_jac(fun, x, h=1e-4):
@@ -310,7 +301,7 @@ def test_nonlinear_gradient_against_finite_differences(name, solve, seed):
     def L(x):
         return sl.sum(solve(mm_pk, x[:2], x[2], x[3:6], x[6:], dose) * W)
     g = sl.grad(L)(x)
-    np.testing.assert_allclose(g, fd_grad(L, x, h=1e-4), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(g, central_gradient(L, x, h=1e-4), rtol=1e-6, atol=1e-7)
 
 
 def test_sensitivities_adjoint_and_forward_mode_agree():
@@ -432,7 +423,7 @@ def test_robertson_gradient_bdf_against_differences_and_adjoint():
         return lambda logk: sl.sum(solve(robertson, ROB_Y0, 0.0, ROB_TS, logk) * W)
     bdf = L(lambda *a: sl.ode_bdf(*a, rel_tol=1e-10, abs_tol=1e-14))
     g = sl.grad(bdf)(ROB_LOGK)
-    np.testing.assert_allclose(g, fd_grad(bdf, ROB_LOGK, h=1e-5), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(g, central_gradient(bdf, ROB_LOGK, h=1e-5), rtol=1e-5, atol=1e-8)
     tol = dict(rel_tol_forward=1e-10, abs_tol_forward=1e-14, rel_tol_backward=1e-10,
                abs_tol_backward=1e-10, rel_tol_quadrature=1e-10, abs_tol_quadrature=1e-10)
     g_adj = sl.grad(L(lambda *a: sl.ode_adjoint(*a, solver_forward="bdf", **tol)))(ROB_LOGK)
@@ -489,7 +480,7 @@ def test_repeated_output_times_and_traced_values_in_lists():
 
     def exact(x):
         return sum((x[0] + 2.0) * np.exp(-x[2] * t) for t in (x[1], x[1], 1.5))
-    np.testing.assert_allclose(sl.grad(L)(x), fd_grad(exact, x, h=1e-6), rtol=1e-7)
+    np.testing.assert_allclose(sl.grad(L)(x), central_gradient(exact, x, h=1e-6), rtol=1e-7)
 
 
 def test_list_of_traced_scalars_as_an_argument_is_one_vector():
@@ -668,7 +659,7 @@ def test_model_with_an_ode_gradient_and_hessian():
     x = m.unconstrain(dict(ka=1.2, ke=0.3, sigma=0.2))
     lp, g = m.log_density_gradient(x)
     assert lp == pytest.approx(m.log_density(x), rel=1e-8)
-    np.testing.assert_allclose(g, fd_grad(m.log_density, x, h=1e-5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g, central_gradient(m.log_density, x, h=1e-5), rtol=1e-5, atol=1e-6)
     _, _, H = m.log_density_hessian(x)
     Hfd = fd_jac(lambda z: m.log_density_gradient(z)[1], x, h=1e-4)
     np.testing.assert_allclose(H, (Hfd + Hfd.T) / 2, rtol=1e-4, atol=1e-5)

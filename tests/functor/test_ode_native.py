@@ -12,6 +12,8 @@ from stanlite.autodiff.vm import kernel
 from stanlite.functor import ode as ode_mod
 from stanlite.functor import ode_compiled, ode_native, ode_rhs, ode_steppers
 
+from testkit import count_calls
+
 pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba not available")
 
 TIGHT = dict(rel_tol=1e-10, abs_tol=1e-10)
@@ -220,13 +222,7 @@ def test_guard_paths_stay_compiled(compiled_only, method):
 
 
 def test_the_switch_forces_scipys_route(monkeypatch):
-    calls = []
-    real = ode_mod.integrate
-
-    def spy(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-    monkeypatch.setattr(ode_mod, "integrate", spy)
+    calls = count_calls(monkeypatch, ode_mod, "integrate")
     monkeypatch.setattr(ode_native, "ENABLED", False)
     sl.ode_rk45(lambda t, y, k: -k * y, [1.0], 0.0, [1.0], 0.5)
     assert calls

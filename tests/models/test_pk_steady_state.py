@@ -15,20 +15,9 @@ import stanlite as sl
 import stanlite.models as zoo
 from stanlite.models import pk_steady_state as pk
 
-
-def central_fd_jacobian(f, x, h=1e-6):
-    """Central differences of a vector function (step relative to each input)."""
-    cols = []
-    for i in range(len(x)):
-        e = np.zeros_like(x)
-        e[i] = h * max(1.0, abs(x[i]))
-        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * e[i]))
-    return np.column_stack(cols)
+from testkit import central_jacobian
 
 
-# --------------------------------------------------------------------------------------
-# the problem
-# --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 2, 7, 14])
 def test_troughs_at_the_population_values_match_the_review_formulas(n):
     x = pk.steady_state(pk.population_theta(n, random=False))
@@ -92,7 +81,7 @@ def test_transfer_keeps_its_digits_when_the_rates_meet():
 def test_sensitivities_match_finite_differences_and_the_closed_form(n):
     theta = pk.population_theta(n)
     exact = sl.jacobian(pk.steady_state_exact)(theta)          # AD of the closed form
-    fd = central_fd_jacobian(lambda t: pk.steady_state(t), theta)
+    fd = central_jacobian(lambda t: pk.steady_state(t), theta, relative=True)
     rev = sl.jacobian_reverse(pk.steady_state)(theta)
     fwd = sl.jacobian_forward(pk.steady_state)(theta)
     ad_j = sl.jacobian_reverse(lambda t: pk.steady_state(t, jac_x=False))(theta)

@@ -134,6 +134,19 @@ SCENARIOS = {
 }
 
 
+
+def one_cpt_scenario(name):
+    """SCENARIOS[name] for a model of two states (gut, central: onecpt's): the records
+    of the peripheral compartment and of none (cmt <= 0) go to the central one, F and
+    tlag keep their first two entries."""
+    d, F, tlag = SCENARIOS[name]
+    d = dict(d)
+    d["cmt"] = [min(c, 2) if c > 0 else 2 for c in d["cmt"]]
+    F = F[:2] if F is not None else None
+    tlag = tlag[:2] if tlag is not None else None
+    return d, F, tlag
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.parametrize("model", ["onecpt", "twocpt", "linode"])
 def test_against_the_event_simulator(name, model):

@@ -10,6 +10,8 @@ import stanlite as sl
 from stanlite.functor import ode_native
 from stanlite.pk.coupled import _OneCpt, _TwoCpt, pk_amounts, projectors
 
+from testkit import check_directions, events_from_rows
+
 TIGHT = dict(rel_tol=1e-10, abs_tol=1e-10)
 
 
@@ -95,9 +97,7 @@ def schedule():
         (2, 0.0, 1, 120.0, 1, 0.0, 12.0, 1), (2, 2.0, 0, 0, 2, 0, 0, 0),
         (2, 7.0, 0, 0, 2, 0, 0, 0), (2, 13.0, 0, 0, 2, 0, 0, 0),
         (2, 30.0, 0, 0, 2, 0, 0, 0)]
-    a = np.array(rows, dtype=float)
-    return sl.pk.events(id=a[:, 0], time=a[:, 1], evid=a[:, 2], amt=a[:, 3],
-                        cmt=a[:, 4], rate=a[:, 5], ii=a[:, 6], addl=a[:, 7])
+    return events_from_rows(rows)
 
 
 PK = np.array([[10.0, 15.0, 35.0, 105.0, 2.0], [8.0, 12.0, 30.0, 90.0, 1.3]])
@@ -137,16 +137,9 @@ def _loss(out, w):
     return sl.sum(out * w)
 
 
-def _check_directions(fun, x, g, h=1e-6, k=2, seed=0, rtol=2e-5, mask=None):
-    """g . v against the central difference of fun along v, for k random directions
-    (restricted to ``mask``)."""
-    rng = np.random.default_rng(seed)
-    for _ in range(k):
-        v = rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x))
-        if mask is not None:
-            v = v * mask
-        fd = (float(fun(x + h * v)) - float(fun(x - h * v))) / (2 * h)
-        assert float(np.sum(g * v)) == pytest.approx(fd, rel=rtol, abs=1e-6)
+def _check_directions(fun, x, g, **kw):
+    """g . v against the central difference of fun along v, for random directions."""
+    check_directions(fun, x, g, rtol=2e-5, atol=1e-6, **kw)
 
 
 W = np.random.default_rng(3).uniform(0.5, 1.5, (16, 5))

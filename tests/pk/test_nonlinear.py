@@ -12,7 +12,7 @@ from scipy.integrate import solve_ivp
 import stanlite as sl
 from stanlite.errors import SolverError
 
-from .test_analytic import CL, KA, SCENARIOS, V, sched
+from .test_analytic import CL, KA, SCENARIOS, V, one_cpt_scenario, sched
 
 
 def one(t, x, th):
@@ -33,11 +33,7 @@ TOL = dict(rel_tol=1e-10, abs_tol=1e-10)
 @pytest.mark.parametrize("name", ["addl", "lag and F", "resets",
                                   "doses and observations at equal times"])
 def test_against_the_closed_form(name):
-    d, F, tlag = SCENARIOS[name]
-    d = dict(d)
-    d["cmt"] = [min(c, 2) if c > 0 else 2 for c in d["cmt"]]
-    F = F[:2] if F is not None else None
-    tlag = tlag[:2] if tlag is not None else None
+    d, F, tlag = one_cpt_scenario(name)
     ev = sl.pk.events(**d)
     A = sl.pk.ode(one, 2, ev, TH1, F=F, tlag=tlag, **TOL)
     B = sl.pk.onecpt(ev, CL, V, KA, F=F, tlag=tlag)

@@ -9,6 +9,8 @@ from scipy.linalg import expm
 
 import stanlite as sl
 
+from testkit import check_directions, events_from_rows
+
 TIGHT = dict(rel_tol=1e-10, abs_tol=1e-10)
 
 
@@ -19,9 +21,7 @@ def schedule():
             (1, 9.0, 0, 0, 2, 0, 0, 0), (1, 15.0, 0, 0, 2, 0, 0, 0),
             (2, 0.0, 1, 80.0, 1, 0, 0, 0), (2, 2.0, 0, 0, 2, 0, 0, 0),
             (2, 8.0, 0, 0, 2, 0, 0, 0)]
-    a = np.array(rows, dtype=float)
-    return sl.pk.events(id=a[:, 0], time=a[:, 1], evid=a[:, 2], amt=a[:, 3],
-                        cmt=a[:, 4], rate=a[:, 5], ii=a[:, 6], addl=a[:, 7])
+    return events_from_rows(rows)
 
 
 CL = np.array([5.0, 5.0, 6.0, 7.0, 4.0, 5.5, 3.0, 3.0, 3.5])
@@ -132,14 +132,8 @@ def test_steady_state_uses_its_records_row():
     assert B[2, 1] < A[2, 1]                                # faster clearance after
 
 
-def _check(fun, x, g, h=1e-6, k=2, mask=None, seed=0):
-    rng = np.random.default_rng(seed)
-    for _ in range(k):
-        v = rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x))
-        if mask is not None:
-            v = v * mask
-        fd = (float(fun(x + h * v)) - float(fun(x - h * v))) / (2 * h)
-        assert float(np.sum(g * v)) == pytest.approx(fd, rel=1e-6, abs=1e-7)
+def _check(fun, x, g, **kw):
+    check_directions(fun, x, g, rtol=1e-6, atol=1e-7, **kw)
 
 
 W = np.random.default_rng(1).uniform(0.5, 1.5, (9, 2))

@@ -13,7 +13,7 @@ import stanlite as sl
 from stanlite.errors import DataError, SolverError
 from stanlite.pk import population as pop
 
-from .test_analytic import CL, KA, SCENARIOS, V
+from .test_analytic import CL, KA, SCENARIOS, V, one_cpt_scenario
 
 TOL = dict(rel_tol=1e-10, abs_tol=1e-10)
 # the scenarios of the closed-form tests the fast route covers (no steady states)
@@ -69,11 +69,7 @@ def per_subject(n_subjects, seed=4):
 
 @pytest.mark.parametrize("name", PLAIN)
 def test_against_the_closed_form_and_pk_ode(name):
-    d, F, tlag = SCENARIOS[name]
-    d = dict(d)
-    d["cmt"] = [min(c, 2) if c > 0 else 2 for c in d["cmt"]]
-    F = F[:2] if F is not None else None
-    tlag = tlag[:2] if tlag is not None else None
+    d, F, tlag = one_cpt_scenario(name)
     ev = sl.pk.events(**population(d, 3))
     cl, v, ka = per_subject(3)
     theta = np.stack([ka, cl / v], axis=1)

@@ -12,6 +12,8 @@ import stanlite as sl
 from stanlite.functor import ode_compiled, ode_native
 from stanlite.models.pk_steady_state import steady_state_exact
 
+from testkit import central_jacobian
+
 pss = importlib.import_module("stanlite.pk.steady_state")
 
 
@@ -28,15 +30,6 @@ def trough(p, method="rk45"):
 
 def exact(p):
     return steady_state_exact(p)
-
-
-def central_jacobian(fn, x, h=1e-5):
-    cols = []
-    for i in range(len(x)):
-        e = np.zeros_like(x)
-        e[i] = h * max(1.0, abs(x[i]))
-        cols.append((np.asarray(fn(x + e)) - np.asarray(fn(x - e))) / (2 * e[i]))
-    return np.stack(cols, axis=-1)
 
 
 @pytest.fixture
@@ -57,7 +50,7 @@ def test_bolus_steady_state_jacobian_in_every_input(method, before):
     J = sl.jacobian(lambda p: trough(p, method))(P)
     J_exact = sl.jacobian(exact)(P)
     np.testing.assert_allclose(J, J_exact, rtol=1e-6)
-    np.testing.assert_allclose(J, central_jacobian(lambda p: trough(p, method), P),
+    np.testing.assert_allclose(J, central_jacobian(lambda p: trough(p, method), P, h=1e-5, relative=True),
                                rtol=1e-5, atol=1e-7 * np.abs(J).max())
     np.testing.assert_allclose(sl.value_of(trough(P, method)), exact(P), rtol=1e-8)
     before()
@@ -114,7 +107,7 @@ def test_callable_guess_is_called_with_the_parameters():
     th = np.array([0.5, 0.2])
     g = sl.grad(conc)(th)
     assert seen and all(np.array_equal(s, th) for s in seen)
-    np.testing.assert_allclose(g, central_jacobian(lambda t: np.array([conc(t)]), th)[0],
+    np.testing.assert_allclose(g, central_jacobian(lambda t: np.array([conc(t)]), th, h=1e-5, relative=True)[0],
                                rtol=1e-5)
     with pytest.raises(ValueError, match="ss_guess\\(theta\\) must return a vector of 2"):
         sl.pk.ode(oral, 2, ev, th, ss_guess=lambda t: np.zeros(3))

@@ -30,6 +30,8 @@ import stanlite as sl
 from stanlite.autodiff.var import value_of
 from stanlite.samplers import nuts_jit, runner
 
+from testkit import count_calls, killed_on_exit, wait_ok
+
 pytestmark = pytest.mark.skipif(not nuts_jit.available(),
                                 reason="numba not installed or STANLITE_JIT=0")
 
@@ -107,14 +109,7 @@ def where(monkeypatch):
 @pytest.fixture
 def threaded(monkeypatch):
     """The runs that went to threads (a list growing by one per run)."""
-    runs = []
-    real = runner._run_threads
-
-    def spy(*a, **k):
-        runs.append(1)
-        return real(*a, **k)
-    monkeypatch.setattr(runner, "_run_threads", spy)
-    return runs
+    return count_calls(monkeypatch, runner, "_run_threads")
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -299,17 +294,13 @@ def test_ctrl_c_stops_chains_in_threads_and_keeps_their_draws(tmp_path):
     env = {**os.environ, runner.POOL_COST_ENV: "1e9"}
     p = subprocess.Popen([sys.executable, str(script), str(out)], env=env, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with killed_on_exit(p):
         for _ in range(2):              # the warm-up run's threads, then the run's
             assert p.stdout.readline().strip() == "THREADS", p.communicate()[1][-2000:]
         time.sleep(1.0)
         t_signal = time.time()
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, err[-3000:]
+        _, err = wait_ok(p)
     r = json.loads(out.read_text())
     assert r["interrupted"]
     its = r["iterations"]

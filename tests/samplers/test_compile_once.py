@@ -18,26 +18,14 @@ import stanlite as sl
 from stanlite.autodiff.vm import kernel
 from stanlite.samplers import runner
 
+from testkit import Loop
+
 C = importlib.import_module("stanlite.autodiff.compile")     # (not sl.compile)
 needs_vm = pytest.mark.skipif(not kernel.available(), reason="needs numba")
 needs_fork = pytest.mark.skipif("fork" not in mp.get_all_start_methods(),
                                 reason="needs fork")
 
 KW = dict(draws=30, warmup=30, seed=7, progress=False)
-
-
-class Loop(sl.Model):
-    """A Stan-style scalar loop (lowers to the interpreter)."""
-    N = sl.data.int(lower=0)
-    y = sl.data.vector("N")
-    mu = sl.param.real()
-    sigma = sl.param.real(lower=0)
-
-    def log_prob(self, mu, sigma):
-        lp = sl.normal_lpdf(mu, 0, 5) + sl.normal_lpdf(sigma, 0, 2)
-        for v in self.y:
-            lp = lp + sl.normal_lpdf(v, mu, sigma)
-        return lp
 
 
 class Branchy(sl.Model):

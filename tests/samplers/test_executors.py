@@ -20,6 +20,8 @@ import pytest
 import stanlite as sl
 from stanlite.samplers import runner
 
+from testkit import killed_on_exit, wait_ok
+
 MODEL = '''
 import json, sys
 import numpy as np
@@ -286,7 +288,7 @@ def test_ctrl_c_under_an_executor_stops_running_chains_queued_ones_do_not_start(
     p = subprocess.Popen([sys.executable, str(script), kind], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                          env={**os.environ, "MARKS": str(marks)})
-    try:
+    with killed_on_exit(p):
         while "SAMPLING" not in p.stdout.readline():
             assert p.poll() is None, p.stderr.read()[-3000:]
         # both workers' chains are sampling (a loaded machine may take seconds to
@@ -298,11 +300,7 @@ def test_ctrl_c_under_an_executor_stops_running_chains_queued_ones_do_not_start(
         time.sleep(0.5)
         t_signal = time.time()
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, err[-3000:]
+        out, err = wait_ok(p)
     r = json.loads(out.strip().splitlines()[-1])
     assert r["interrupted"]
     it = r["iterations"]

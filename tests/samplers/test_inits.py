@@ -5,6 +5,7 @@ from the run's own generator) by every method and by the CLI's ``--init``,
 reproducibly under a fixed seed; a retry redraws only the missing parameters; a list
 gives one init per chain."""
 
+import inspect
 import io
 import json
 import re
@@ -15,6 +16,8 @@ import pytest
 import stanlite as sl
 from stanlite import cli
 from stanlite.samplers.inits import initial_point
+
+import testkit
 
 
 class Constrained(sl.Model):
@@ -247,20 +250,9 @@ def test_partial_init_with_a_bound_depending_on_a_missing_parameter():
 
 
 # ---- the CLI's --init ------------------------------------------------------------------------
-MODEL_SRC = '''
-import stanlite as sl
-
-
-class Normal(sl.Model):
-    N = sl.data.int(lower=0)
-    y = sl.data.vector("N")
-    mu = sl.param.real()
-    sigma = sl.param.real(lower=0)
-
-    def log_prob(self, mu, sigma):
-        return (sl.normal_lpdf(self.y, mu, sigma) + sl.normal_lpdf(mu, 0, 10)
-                + sl.normal_lpdf(sigma, 0, 5))
-'''
+# the model file of the CLI tests: the normal model of tests/support/testkit.py (not
+# this file's Normal)
+MODEL_SRC = "import stanlite as sl\n\n\n" + inspect.getsource(testkit.Normal)
 
 
 @pytest.fixture()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import stanlite as sl
+from stanlite.models.neal_funnel import NealFunnel
 from stanlite.samplers import nuts, rhmc
 from stanlite.samplers.hamiltonian import Point
 from stanlite.samplers.rhmc import (Geometry, SoftAbsMetric, softabs, softabs_derivative,
@@ -29,16 +30,6 @@ class Banana(sl.Model):
     def log_prob(self, x):
         return (sl.normal_lpdf(x[0], 0.0, 1.0)
                 + sl.normal_lpdf(x[1], self.b * (x[0] ** 2 - 1.0), self.s))
-
-
-class Funnel(sl.Model):
-    """Neal's funnel: v ~ N(0, 3), x_i ~ N(0, e^(v/2))."""
-    D = sl.data.int(lower=2)
-    v = sl.param.real()
-    x = sl.param.vector(lambda D: D - 1)
-
-    def log_prob(self, v, x):
-        return sl.normal_lpdf(v, 0.0, 3.0) + sl.normal_lpdf(x, 0.0, sl.exp(v / 2))
 
 
 class CorrGauss(sl.Model):
@@ -191,7 +182,7 @@ def test_momentum_is_drawn_from_the_metric(rng):
                                           ("funnel", 1.0), ("funnel", 0.3),
                                           ("protocol", 1.0)])
 def test_hamiltonian_gradient_matches_central_differences(target, alpha, rng):
-    m = {"banana": Banana(b=1.5, s=0.4), "funnel": Funnel(D=4),
+    m = {"banana": Banana(b=1.5, s=0.4), "funnel": NealFunnel(D=4),
          "protocol": ProtocolBanana()}[target]
     met = SoftAbsMetric(m.dim, alpha=alpha)
     for _ in range(3):
@@ -334,7 +325,7 @@ def test_ode_super_node_model_hamiltonian_gradient(rng):
 def test_one_sweep_equals_grad_trace_mat_hessian(rng):
     """The recorded Hessian swept with cotangent M is sl.grad_trace_mat_hessian of the
     potential; several sweeps over one recording give independent answers."""
-    m = Funnel(D=5)
+    m = NealFunnel(D=5)
     q = rng.normal(size=5)
     U = lambda x: -m._log_density(x)              # noqa: E731
     with rhmc._HessianTape(m._log_density, q) as rec:
@@ -350,7 +341,7 @@ def test_one_sweep_equals_grad_trace_mat_hessian(rng):
 def test_retaped_sweeps_and_hessians_equal_the_tape(rng):
     """The compiled program of (q, M) -> tr(M H(q)) gives the recorded tape's sweeps,
     and a retaped RHMC run the eager one's draws (Hessians equal to 1e-12)."""
-    m = Funnel(D=5)
+    m = NealFunnel(D=5)
     metric = SoftAbsMetric(5)
     for q in rng.normal(size=(3, 5)):
         rec = metric._tape(m, q)
@@ -380,7 +371,7 @@ def _tight(dim, alpha=1.0):
 
 @pytest.mark.parametrize("target", ["banana", "funnel"])
 def test_integrator_is_reversible(target, rng):
-    m = Banana(b=1.5, s=0.4) if target == "banana" else Funnel(D=4)
+    m = Banana(b=1.5, s=0.4) if target == "banana" else NealFunnel(D=4)
     met = _tight(m.dim)
     q = rng.normal(size=m.dim) * 0.5
     z0 = met.start(m, _point(met, m, q, np.zeros(m.dim)), rng)
@@ -404,7 +395,7 @@ def test_integrator_is_reversible(target, rng):
 
 @pytest.mark.parametrize("target", ["banana", "funnel"])
 def test_integrator_preserves_volume(target, rng):
-    m = Banana(b=1.5, s=0.4) if target == "banana" else Funnel(D=3)
+    m = Banana(b=1.5, s=0.4) if target == "banana" else NealFunnel(D=3)
     met = _tight(m.dim)
     n = m.dim
     x0 = np.concatenate([rng.normal(size=n) * 0.5, rng.normal(size=n)])
@@ -425,7 +416,7 @@ def test_integrator_preserves_volume(target, rng):
 
 
 def test_integrator_is_second_order(rng):
-    m = Funnel(D=4)
+    m = NealFunnel(D=4)
     met = _tight(m.dim)
     z0 = met.start(m, _point(met, m, [-1.0, 0.3, -0.2, 0.5], np.zeros(4)), rng)
     errs = []
@@ -439,7 +430,7 @@ def test_integrator_is_second_order(rng):
 
 
 def test_fixed_point_failure_is_a_divergence(rng):
-    m = Funnel(D=5)
+    m = NealFunnel(D=5)
     met = SoftAbsMetric(m.dim, max_fixed_point=5)
     q = np.array([-3.0, 0.1, -0.1, 0.2, 0.05])
     z = met.start(m, _point(met, m, q, np.zeros(5)), rng)
@@ -601,7 +592,7 @@ def test_rhmc_banana_moments():
 def test_rhmc_funnel_v_is_exact_normal():
     """The funnel's v is N(0, 3) exactly, at RHMC's defaults: its mean, variance and
     the neck's mass P(v < -5) within Monte Carlo standard errors, few divergences."""
-    fit = Funnel(D=10).sample(chains=2, draws=600, warmup=300, seed=5, sampler="rhmc",
+    fit = NealFunnel(D=10).sample(chains=2, draws=600, warmup=300, seed=5, sampler="rhmc",
                               progress=False)
     v = fit["v"]
     _assert_moments(v, 0.0, 3.0)

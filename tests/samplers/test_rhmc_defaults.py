@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import stanlite as sl
+from stanlite.models.neal_funnel import NealFunnel
 from stanlite.samplers import rhmc
 from stanlite.samplers.hamiltonian import Point
 from stanlite.samplers.rhmc import ALPHA_SCALE, SoftAbsMetric, auto_alpha, make_kernel
@@ -22,16 +23,6 @@ class Gauss(sl.Model):
 
     def log_prob(self, x):
         return -0.5 * sl.sum(self.prec * x * x)
-
-
-class Funnel(sl.Model):
-    """Neal's funnel: v ~ N(0, 3), x_i ~ N(0, e^(v/2))."""
-    D = sl.data.int(lower=2)
-    v = sl.param.real()
-    x = sl.param.vector(lambda D: D - 1)
-
-    def log_prob(self, v, x):
-        return sl.normal_lpdf(v, 0.0, 3.0) + sl.normal_lpdf(x, 0.0, sl.exp(v / 2))
 
 
 def test_alpha_follows_the_hessian_scale():
@@ -72,7 +63,7 @@ def test_chosen_alpha_is_kept_in_the_chain_state(tmp_path):
 
 def _failing_single_step():
     """A funnel point, momentum and step size where one implicit step fails."""
-    m = Funnel(D=5)
+    m = NealFunnel(D=5)
     q = np.array([-0.9, -0.07, 0.32, 0.05, -0.27])
     lp, g = m.log_density_gradient(q)
     met = SoftAbsMetric(5, alpha=12.0, max_halvings=0)
@@ -145,7 +136,7 @@ def test_failures_a_smaller_step_does_not_cure_do_not_collapse_the_step_size(
 
 @pytest.mark.slow
 def test_funnel_at_defaults_has_no_divergences_and_exact_v():
-    m = Funnel(D=10)
+    m = NealFunnel(D=10)
     fit = m.sample(chains=2, warmup=200, draws=300, seed=11, progress=False,
                    parallel=False, sampler="rhmc")
     assert int(np.sum(fit.sampler_stats["divergent__"])) == 0

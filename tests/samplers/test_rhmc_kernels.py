@@ -7,21 +7,11 @@ import math
 import numpy as np
 import pytest
 
-import stanlite as sl
+from stanlite.models.neal_funnel import NealFunnel
 from stanlite.samplers import rhmc
 from stanlite.samplers import rhmc_kernels as K
 from stanlite.samplers.hamiltonian import Point
 from stanlite.samplers.rhmc import Geometry, SoftAbsMetric
-
-
-class Funnel(sl.Model):
-    """Neal's funnel: v ~ N(0, 3), x_i ~ N(0, e^(v/2))."""
-    D = sl.data.int(lower=2)
-    v = sl.param.real()
-    x = sl.param.vector(lambda D: D - 1)
-
-    def log_prob(self, v, x):
-        return sl.normal_lpdf(v, 0.0, 3.0) + sl.normal_lpdf(x, 0.0, sl.exp(v / 2))
 
 
 def _indefinite(rng, n):
@@ -82,7 +72,7 @@ def test_fixed_points_restart_without_a_misleading_predictor():
     """A step whose momentum iteration starts from a far-off predictor (the last
     step's force) is solved again from the plain start: the same step as without
     the predictor, where it used to be a divergence."""
-    m = Funnel(D=5)
+    m = NealFunnel(D=5)
     q = np.array([-0.5, 0.3, -0.2, 0.4, 0.1])
     lp, g = m.log_density_gradient(q)
     met = SoftAbsMetric(5, alpha=10.0, max_halvings=0)

@@ -23,6 +23,8 @@ import pytest
 
 import stanlite as sl
 
+from testkit import StopOnce, killed_on_exit, wait_ok
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 SCRIPT = textwrap.dedent('''
@@ -85,7 +87,7 @@ def _interrupt(tmp_path, mode, pause, warmup, draws, n_signals=1, group=False,
     p = subprocess.Popen([sys.executable, str(script), mode, str(out), str(pause),
                           str(warmup), str(draws)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+    with killed_on_exit(p):
         seen, t_first = "", None
         while f"START {wait_for}" not in seen:
             line = p.stdout.readline()
@@ -103,11 +105,7 @@ def _interrupt(tmp_path, mode, pause, warmup, draws, n_signals=1, group=False,
         for _ in range(n_signals - 1):
             time.sleep(0.05)
             p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, err[-3000:]
+        _, err = wait_ok(p)
     return json.loads(out.read_text()), err, t_signal, t_signal - t_first
 
 
@@ -171,40 +169,21 @@ def test_second_ctrl_c_while_collecting_keeps_the_draws(tmp_path):
 
 
 # ---- in-process: unequal chains, never-started chains, resume ------------------------------
-class _StopOnce(sl.Model):
-    """Raises KeyboardInterrupt (a Ctrl-C's effect) once, at its ``limit``-th call."""
-    y = sl.data.real()
-    mu = sl.param.real()
-    calls = [0]
-    limit = [None]
-    compile = False     # log_prob counts its calls: no retaping
-
-    def log_prob(self, mu):
-        _StopOnce.calls[0] += 1
-        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
-            _StopOnce.limit[0] = None
-            raise KeyboardInterrupt
-        return sl.normal_lpdf(self.y, mu, 1.0) + sl.normal_lpdf(mu, 0.0, 1.0)
-
-    def generated_quantities(self, rng, mu):
-        return {"y_rep": rng.normal(mu, 1.0)}
-
-
 @pytest.mark.parametrize("parallel", [False, True])
 def test_resume_continues_every_chain_also_unstarted(parallel):
-    m = _StopOnce(y=0.4)
+    m = StopOnce(y=0.4)
     kw = dict(chains=3, draws=60, warmup=40, seed=21, progress=False)
-    _StopOnce.limit[0] = None
+    StopOnce.limit[0] = None
     full = m.sample(parallel=False, **kw)
     # stop late in the second chain (serially: the third never starts); the
     # evaluations each chain takes, from runs of the first one and the first two
     calls = []
     for n in (1, 2):
-        _StopOnce.calls[0] = 0
+        StopOnce.calls[0] = 0
         m.sample(parallel=False, **{**kw, "chains": n})
-        calls.append(_StopOnce.calls[0])
-    _StopOnce.calls[0] = 0
-    _StopOnce.limit[0] = calls[0] + int(0.8 * (calls[1] - calls[0]))
+        calls.append(StopOnce.calls[0])
+    StopOnce.calls[0] = 0
+    StopOnce.limit[0] = calls[0] + int(0.8 * (calls[1] - calls[0]))
     with pytest.warns(RuntimeWarning, match=r"chain\(s\) 2 \(0-based, as "
                                             r"fit.draws\(chain=i\)\) had not started"):
         part = m.sample(parallel=False, **kw)
@@ -232,8 +211,8 @@ def test_resume_continues_every_chain_also_unstarted(parallel):
 
 
 def test_draws_of_a_chain_checks_its_argument():
-    m = _StopOnce(y=0.4)
-    _StopOnce.limit[0] = None
+    m = StopOnce(y=0.4)
+    StopOnce.limit[0] = None
     fit = m.sample(chains=2, draws=10, warmup=10, seed=1, progress=False, parallel=False)
     assert set(fit.draws(chain=1)) >= {"mu", "y_rep", "lp__", "divergent__"}
     np.testing.assert_array_equal(fit.draws(chain=1)["mu"], fit["mu"][1])

@@ -11,6 +11,8 @@ import pytest
 import stanlite as sl
 from stanlite.samplers import runner
 
+from testkit import count_calls
+
 
 class _Gauss(sl.Model):
     x = sl.param.vector(2)
@@ -37,10 +39,7 @@ def test_a_finished_pool_is_left_to_exit_and_joined_before_the_next(monkeypatch)
 
 def test_the_blas_controller_is_made_once_per_process(monkeypatch):
     import threadpoolctl
-    made = []
-    real = threadpoolctl.ThreadpoolController
-    monkeypatch.setattr(threadpoolctl, "ThreadpoolController",
-                        lambda: made.append(1) or real())
+    made = count_calls(monkeypatch, threadpoolctl, "ThreadpoolController")
     monkeypatch.setattr(runner, "_BLAS", [None, -1])
     for _ in range(3):
         with runner.blas_limit(1):
@@ -54,10 +53,7 @@ def test_the_blas_controller_is_made_again_only_after_a_compiled_module(monkeypa
     import sys
     import threadpoolctl
     import types
-    made = []
-    real = threadpoolctl.ThreadpoolController
-    monkeypatch.setattr(threadpoolctl, "ThreadpoolController",
-                        lambda: made.append(1) or real())
+    made = count_calls(monkeypatch, threadpoolctl, "ThreadpoolController")
     monkeypatch.setattr(runner, "_BLAS", [None, -1])
     runner._blas_controller()
     py = types.ModuleType("_stanlite_test_pure")

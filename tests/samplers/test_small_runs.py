@@ -16,6 +16,8 @@ import pytest
 import stanlite as sl
 from stanlite.samplers import runner
 
+from testkit import count_calls
+
 
 class _Normal(sl.Model):
     y = sl.data.vector(3)
@@ -44,14 +46,7 @@ def _same(a, b):
 @pytest.fixture
 def pools(monkeypatch):
     """The calls to the runner's pool (a list that grows by one per pool run)."""
-    made = []
-    real = runner._run_pool
-
-    def spy(*a, **k):
-        made.append(1)
-        return real(*a, **k)
-    monkeypatch.setattr(runner, "_run_pool", spy)
-    return made
+    return count_calls(monkeypatch, runner, "_run_pool")
 
 
 def _fake_clocks(monkeypatch, tick):
