@@ -45,90 +45,17 @@ from typing import Any
 
 import numpy as np
 
-from .autodiff.extend import reshape
 from .autodiff.functional import hessian
-from .autodiff.tape import gc_paused_nested, sweep
+from .autodiff.recording import value_and_grad_pieces
 from .autodiff.var import Box, Var, shape_of, value_of
 from .config import switched_off
 from .declarations import (DataDecl, ParamDecl, TransformedDataDecl, argument_names,
                            validate_transformed)
-from .errors import DataError, DifferentiationError, ModelError
+from .errors import DataError, ModelError
+from .layout import ParamLayout, _plain, element_names
 from .stan_json import read_object, stan_json_value
 
 __all__ = ["Model", "element_names"]
-
-
-def element_names(name, shape):
-    """Stan-style element names in row-major order: ``theta[1]``, ``L[2,1]``."""
-    if not shape:
-        return [name]
-    idx = np.indices(shape).reshape(len(shape), -1).T + 1
-    return [f"{name}[{','.join(map(str, i))}]" for i in idx]
-
-
-class _ParamSlot:
-    """One parameter: its place in the unconstrained vector and how to constrain it.
-
-    ``bounds`` holds the evaluated bounds when they are fixed (numbers, data, absent),
-    ``None`` when some bound depends on earlier parameters (evaluated per point);
-    ``shaped`` is the transform's shortcut for fixed numeric bounds (it takes the free
-    values already shaped like the parameter), ``None`` where there is none.
-    """
-
-    __slots__ = ("name", "decl", "transform", "shape", "start", "stop", "bounds",
-                 "shaped", "kind", "free_shape")
-
-    def __init__(self, name, decl, shape, start):
-        self.name = name
-        self.decl = decl
-        self.transform = decl.transform()
-        self.shape = shape
-        self.start = start
-        self.stop = start + self.transform.free_size(shape)
-        self.bounds = None
-        self.shaped = None
-        self.kind = _FREE
-        self.free_shape = None
-
-    def plan(self, data, param_names):
-        """Fix what does not change between evaluations (bounds given as numbers,
-        data names or callables of data only: evaluated once, here) and choose how
-        the free values are cut from the vector."""
-        fixed = True
-        for k in self.transform.bound_names:
-            b = getattr(self.decl, k)
-            if isinstance(b, str):
-                fixed = fixed and b in data and b not in param_names
-            elif callable(b):
-                fixed = fixed and all(n in data and n not in param_names
-                                      for n in argument_names(b))
-        if fixed:
-            self.bounds = self.decl.bound_args(data)
-            fast = self.transform.shaped_constrain(self.shape, *self.bounds)
-            if fast is not None:
-                self.shaped, self.free_shape = fast
-                if self.free_shape == ():
-                    self.kind = _SCALAR
-                elif len(self.free_shape) > 1:
-                    self.kind = _SHAPED
-                # else _FREE: the free vector is already in the shape it takes
-
-    def piece(self, x):
-        """This parameter's part of the unconstrained point ``x`` (plain or traced),
-        in the form its constrain step takes."""
-        kind = self.kind
-        if kind == _SCALAR:
-            if type(x) is np.ndarray:
-                return float(x[self.start])
-            return x[self.start]
-        p = x[self.start:self.stop]
-        if kind == _SHAPED:
-            fs = self.free_shape
-            return p.reshape(fs) if type(p) is np.ndarray else reshape(p, fs)
-        return p
-
-
-_FREE, _SCALAR, _SHAPED = 0, 1, 2      # how a parameter's free values are cut from x
 
 
 def _is_skeleton(cls):
@@ -246,27 +173,11 @@ class Model:
             setattr(self, decl.attr, env[name])
         scope.update(self._run_transformed_data(scope))
         self._scope = scope
-        slots = []
-        k = 0
-        for name, decl in self._param_decls.items():
-            shape = decl.shape(scope)              # sizes named, memory checked
-            decl.free_size(shape)                  # a shape the constraint can take
-            s = _ParamSlot(name, decl, shape, k)
-            k = s.stop
-            slots.append(s)
-        self._slots = slots
-        self.dim = k
-        names = frozenset(s.name for s in slots)
-        refs = names | frozenset(s.decl.attr for s in slots)
-        for s in slots:
-            s.decl.check_bounds(s.shape, scope, refs)  # data bounds: now, not at a gradient
-            s.plan(scope, refs)
-        self._param_set = names
+        layout = self._layout = ParamLayout(self._param_decls, scope)
+        self.dim = layout.dim
+        self._param_set = layout.names
         # Python argument name -> Stan name, for parameters named with name=
-        self._aliases = {s.decl.attr: s.name for s in slots if s.decl.attr != s.name}
-        # the env of data and earlier parameters is built per point only if some bound
-        # is a function of earlier parameters
-        self._dynamic = any(s.bounds is None for s in slots)
+        self._aliases = layout.aliases
         self._lp_args = self._signature(self.log_prob)
         # None as an argument list means "takes **kwargs": give it everything
         self._has_tp = self._has("transformed_parameters")
@@ -385,30 +296,21 @@ class Model:
 
     def param_shapes(self):
         """``{name: shape}`` of the (constrained) parameters, in declaration order."""
-        return {s.name: s.shape for s in self._slots}
+        return self._layout.shapes()
+
+    @property
+    def _slots(self):
+        """The parameters' places in the unconstrained vector (stanlite/layout.py)."""
+        return self._layout.slots
 
     def _constrain(self, x, jacobian):
-        return self._constrain_pieces([s.piece(x) for s in self._slots], jacobian)
+        layout = self._layout
+        return layout.constrain_pieces(layout.pieces(x), jacobian)
 
     def _constrain_pieces(self, pieces, jacobian):
         """The constrained parameters (dict) and the summed log-Jacobian, from each
-        parameter's part of the unconstrained point (:meth:`_ParamSlot.piece`)."""
-        env = dict(self._scope) if self._dynamic else None
-        params = {}
-        lj = 0.0
-        for s, xi in zip(self._slots, pieces):
-            if s.shaped is not None:
-                y, j = s.shaped(xi)
-            else:
-                bounds = s.bounds if s.bounds is not None else s.decl.bound_args(env)
-                y, j = s.transform.constrain(xi, s.shape, *bounds)
-            # zeros (unbounded parameters) are not added: lj + 0.0 is lj
-            if jacobian and not (type(j) is float and j == 0.0):
-                lj = j if type(lj) is float and lj == 0.0 else lj + j
-            if env is not None:
-                env[s.name] = env[s.decl.attr] = y
-            params[s.name] = y
-        return params, lj
+        parameter's part of the unconstrained point (:meth:`ParamLayout.pieces`)."""
+        return self._layout.constrain_pieces(pieces, jacobian)
 
     def _pick(self, names, avail, what):
         if names is None:
@@ -449,7 +351,7 @@ class Model:
         return tp
 
     def _log_density(self, x, jacobian=True):
-        return self._log_density_pieces([s.piece(x) for s in self._slots], jacobian)
+        return self._log_density_pieces(self._layout.pieces(x), jacobian)
 
     def _log_density_pieces(self, pieces, jacobian):
         params, lj = self._constrain_pieces(pieces, jacobian)
@@ -516,7 +418,7 @@ class Model:
         return self._retaped_for(jacobian)(x)
 
     def compiled_gradient(self, jacobian=True):
-        """The retaped gradient object (autodiff/compile.py) for samplers that run its
+        """The retaped gradient object (stanlite/model_retape.py) for samplers that run its
         interpreter program inside their own compiled loop (``kernel_program()``,
         ``kernel_replays(n, x)``), or None when the model is not retaped."""
         if not self.compile:
@@ -545,13 +447,13 @@ class Model:
 
     def _retaped_for(self, key):
         """The retaped gradient (key: ``jacobian``) or density (``("density",
-        jacobian)``) of this model, made at first use (autodiff/compile.py)."""
+        jacobian)``) of this model, made at first use (stanlite/model_retape.py)."""
         retaped = self.__dict__.get("_retaped")
         if retaped is None:
             retaped = self.__dict__["_retaped"] = {}
         r = retaped.get(key)
         if r is None:
-            from .autodiff.compile import ModelDensity, ModelGradient
+            from .model_retape import ModelDensity, ModelGradient
             r = retaped[key] = (ModelDensity(self, key[1]) if type(key) is tuple
                                 else ModelGradient(self, key))
             # the prior (log_prob - sum(log_likelihood), workflow.py) may cancel beyond
@@ -559,81 +461,22 @@ class Model:
             r.quiet = r.quiet or self._prior_only
         return r
 
-    def _gradient(self, x, jacobian, record=False):
-        """The eager tape's gradient at a checked point; ``record=True``: the recording
-        (tape, leaves, guards, result) that autodiff/compile.py generates code from."""
-        # sl.value_and_grad, with one independent variable per parameter (its part of
-        # x, already shaped) instead of one for x and a slicing node per parameter
-        slots = self._slots
-        with gc_paused_nested() as tape:
-            leaves = []
-            for s in slots:
-                v = _new(Var)
-                v.value = s.piece(x)
-                v.adj = None
-                v.tape = tape
-                v.bp = None
-                v.x = None
-                v.y = None
-                leaves.append(v)
-            if record:
-                from .autodiff.compile import recording
-                with recording(tape) as rec:
-                    lp = self._log_density_pieces(leaves, jacobian)
-                nodes = tape.nodes
-            else:
-                lp = self._log_density_pieces(leaves, jacobian)
-            g = np.zeros(self.dim)
-            if isinstance(lp, Box) and lp.tape is tape:
-                if type(lp.value) is not float and lp.shape != ():
-                    raise DifferentiationError(
-                        f"grad requires a scalar output, got shape {lp.shape}; "
-                        "use sl.jacobian for vector outputs")
-                lp.adj = 1.0
-                sweep(tape.nodes)
-                val = lp.value
-                for s, v in zip(slots, leaves):
-                    a = v.adj
-                    if a is not None:
-                        if s.kind == _SCALAR:
-                            g[s.start] = a
-                        else:
-                            g[s.start:s.stop] = a if type(a) is float else np.ravel(a)
-            else:
-                if shape_of(lp) != ():
-                    raise DifferentiationError(
-                        f"grad requires a scalar output, got shape {shape_of(lp)}")
-                val = lp
-        if type(val) is not float and not isinstance(val, Box):
-            val = float(val)
-        if record:
-            from .autodiff.compile import Recording
-            return Recording(tape, nodes, leaves, lp, rec.guards, rec.escapes,
-                             (float(val), g), x.copy())
-        return float(val), g
-
-    def _retape_plan(self):
-        """Per parameter: (how its leaf's value is cut from ``x`` as source code,
-        start, stop, scalar?) - for the generated gradient code (autodiff/compile.py)."""
-        plan = []
-        for s in self._slots:
-            if s.kind == _SCALAR:
-                expr = f"x.item({s.start})"
-            elif s.kind == _SHAPED:
-                expr = f"x[{s.start}:{s.stop}].reshape({tuple(s.free_shape)!r})"
-            else:
-                expr = f"x[{s.start}:{s.stop}]"
-            plan.append((expr, s.start, s.stop, s.kind == _SCALAR))
-        return plan
+    def _gradient(self, x, jacobian):
+        """The eager tape's ``(value, gradient)`` at a checked point, one tape variable
+        per parameter (its piece of ``x``, already shaped: the layout's ``inputs``),
+        as the retaped gradient records it (stanlite/model_retape.py)."""
+        return value_and_grad_pieces(
+            lambda pieces: self._log_density_pieces(pieces, jacobian), x,
+            self._layout.inputs)
 
     def __getstate__(self):
         # the interpreter programs travel as arrays (spawned workers, Dask tasks replay
-        # without recording: autodiff/compile.py portable_programs); generated Python
+        # without recording: stanlite/model_retape.py portable_programs); generated Python
         # and Hessians are recorded again where the model is used
         state = self.__dict__.copy()
         retaped = state.pop("_retaped", None)
         if retaped:
-            from .autodiff.compile import portable_programs
+            from .model_retape import portable_programs
             shipped = portable_programs(retaped)
             if shipped:
                 state["_retaped_portable"] = shipped
@@ -643,7 +486,7 @@ class Model:
         shipped = state.pop("_retaped_portable", None)
         self.__dict__.update(state)
         if shipped:
-            from .autodiff.compile import adopt_programs
+            from .model_retape import adopt_programs
             adopt_programs(self, shipped)
 
     def __copy__(self):
@@ -700,74 +543,13 @@ class Model:
                      strict=False):
         """:meth:`unconstrain`, its errors of class ``error`` starting with ``label``
         (formatted with the parameter's ``name`` and declaration ``decl``); ``strict``
-        also rejects booleans and infinite values (an init: Stan would reject it at
-        the first evaluation, less clearly)."""
-        if not isinstance(values, dict):
-            raise error(f"{label.format(name='values', decl='')}: expected a dict of "
-                        f"parameter values, got {type(values).__name__}"
-                        if strict else f"unconstrain expects a dict of parameter values, "
-                        f"got {type(values).__name__}")
-        if fill is not None:
-            fill = np.asarray(fill, dtype=np.float64)
-            if fill.shape != (self.dim,):
-                raise ValueError(f"fill must be an unconstrained point of shape "
-                                 f"({self.dim},), got {fill.shape}")
-        env = dict(self._scope)
-        out = np.empty(self.dim)
-        for s in self._slots:
-            bounds = [_plain(b) for b in s.decl.bound_args(env)]
-            if s.name not in values:
-                if fill is None:
-                    raise error(f"{label.format(name=s.name, decl=s.decl.describe(s.shape))}"
-                                f" has no value (expected {s.decl.describe(s.shape)})")
-                out[s.start:s.stop] = fill[s.start:s.stop]
-                if self._dynamic:          # later bounds may depend on this parameter
-                    piece = s.piece(fill)
-                    y, _ = (s.shaped(piece) if s.shaped is not None else
-                            s.transform.constrain(piece, s.shape, *bounds))
-                    env[s.name] = env[s.decl.attr] = _plain(y)
-                continue
-            where = label.format(name=s.name, decl=s.decl.describe(s.shape))
-            raw = values[s.name]
-            if strict and _masked(raw):
-                # np.asarray would read the hidden values under the mask
-                raise error(f"{where}: has masked (missing) values, which are not "
-                            "supported: give every value")
-            try:
-                v = np.asarray(raw, dtype=np.float64)
-            except OverflowError:
-                raise error(f"{where}: {raw!r} is too large for a float64") from None
-            except (TypeError, ValueError):
-                raise error(f"{where}: expected real values, got {raw!r}") from None
-            if strict and _not_numbers(raw):
-                raise error(f"{where}: expected real values, got {raw!r}")
-            if v.shape != s.shape:
-                if v.size == 1 and int(np.prod(s.shape, dtype=np.int64)) == 1:
-                    v = v.reshape(s.shape)
-                else:
-                    raise error(f"{where}: expected shape {s.shape}, got {v.shape}")
-            if strict and np.isinf(v).any():
-                i = np.unravel_index(np.argmax(np.isinf(v)), v.shape)
-                at = f"element {list(i)} " if v.ndim else ""
-                raise error(f"{where}: must be finite, but {at}is {v[i]}")
-            msg = s.transform.check(v if v.ndim else float(v), s.shape, *bounds)
-            if msg:
-                raise error(f"{where}: {msg}")
-            out[s.start:s.stop] = s.transform.unconstrain(v if v.ndim else float(v),
-                                                           s.shape, *bounds)
-            if strict and not np.all(np.isfinite(out[s.start:s.stop])):
-                raise error(f"{where}: {_plain(v)} is on the boundary of the support (its "
-                            "unconstrained value is infinite); give a value strictly "
-                            "inside")
-            env[s.name] = env[s.decl.attr] = v if v.ndim else float(v)
-        return out
+        also rejects booleans and infinite values (see :meth:`ParamLayout.unconstrain`)."""
+        return self._layout.unconstrain(values, fill, label, error, strict)
 
     def param_names(self, include_tp: bool = False, include_gq: bool = False) -> list[str]:
         """Element names of the parameters (then transformed parameters and generated
         quantities if asked), Stan-style and 1-based: ``['mu', 'theta[1]', ...]``."""
-        names = []
-        for s in self._slots:
-            names += element_names(s.name, s.shape)
+        names = self._layout.param_names()
         if include_tp or include_gq:
             tp, gq = self.output_shapes()
             for part, inc in ((tp, include_tp), (gq, include_gq)):
@@ -778,12 +560,7 @@ class Model:
 
     def unconstrained_param_names(self):
         """Names of the unconstrained coordinates (``theta[1]`` ... per free entry)."""
-        names = []
-        for s in self._slots:
-            n = s.stop - s.start
-            names += [s.name] if (n == 1 and not s.shape) else \
-                [f"{s.name}[{i + 1}]" for i in range(n)]
-        return names
+        return self._layout.unconstrained_param_names()
 
     # ---- output: transformed parameters and generated quantities on plain floats ------
     def transformed_values(self, x):
@@ -853,28 +630,9 @@ class Model:
         parameters, generated quantities: computed per draw), a bound depends on
         other parameters, or a transform is not elementwise (simplex, Cholesky
         factors, ...)."""
-        if self._has_tp or self._has_gq or self._dynamic or not _own_outputs(type(self)):
+        if self._has_tp or self._has_gq or not _own_outputs(type(self)):
             return None
-        if any(s.shaped is None or not getattr(s.shaped, "elementwise", False)
-               for s in self._slots):
-            return None
-        n = X.shape[0]
-        out = {}
-        for s in self._slots:
-            cols = X[:, s.start:s.stop]
-            f = s.shaped
-            if getattr(f, "identity", False):
-                y = cols.copy()
-            elif s.kind == _SCALAR:
-                xs = cols[:, 0].tolist()
-                each = getattr(f, "scalars", None)     # (the same numbers, cheaper)
-                y = np.array(each(xs) if each is not None else [f(v)[0] for v in xs],
-                             dtype=float)
-            else:
-                y = np.asarray(f(np.ascontiguousarray(cols).reshape(
-                    (n,) + tuple(s.free_shape)))[0], dtype=float)
-            out[s.name] = y.reshape((n,) + tuple(s.shape))
-        return out
+        return self._layout.constrain_draws(X)
 
     def output_shapes(self):
         """``({tp name: shape}, {gq name: shape})``, found by one evaluation at the
@@ -917,8 +675,7 @@ class Model:
     pathfinder = _FrontDoor("pathfinder")
 
     def __repr__(self):
-        ps = ", ".join(f"{s.name}: {s.decl.describe(s.shape)}" for s in self._slots)
-        return f"<{type(self).__name__} dim={self.dim} ({ps})>"
+        return f"<{type(self).__name__} dim={self.dim} ({self._layout.describe()})>"
 
 
 # ---- the prior's log density (a model's log_prior, or log_prob minus its likelihood):
@@ -989,37 +746,11 @@ def _describe_value(v):
     return f"a {name} ({r if len(r) <= 40 else r[:37] + '...'})"
 
 
-def _masked(raw):
-    """Whether ``raw`` is a masked array or holds ``np.ma.masked`` elements."""
-    if isinstance(raw, np.ma.MaskedArray):
-        return True
-    if isinstance(raw, (list, tuple)):
-        return any(_masked(e) for e in raw)
-    return False
-
-
-def _not_numbers(raw):
-    """Whether ``raw`` holds strings or booleans, which ``np.asarray(raw, float)``
-    would silently read as numbers ("0" -> 0.0, True -> 1.0)."""
-    if isinstance(raw, np.ndarray) and raw.dtype.kind != "O":
-        return raw.dtype.kind in "USb"
-    # lists (a list of numbers and True is a float array to numpy), objects
-    return any(isinstance(e, (str, bytes, bool, np.bool_))
-               for e in np.asarray(raw, dtype=object).ravel())
-
-
 def _own_outputs(cls):
     """Whether ``cls`` reports its draws with Model's own ``output`` and
     ``generated_values`` (the shortcuts of a fit's draws rely on them)."""
     return cls.output is Model.output and cls.generated_values is Model.generated_values \
         and cls._constrain is Model._constrain and cls.constrain is Model.constrain
-
-
-def _plain(v):
-    v = value_of(v)
-    if isinstance(v, np.ndarray):
-        return v.copy()
-    return float(v) if isinstance(v, (float, int, np.floating, np.integer)) else v
 
 
 def _plain_quantity(v):

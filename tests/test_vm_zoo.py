@@ -23,6 +23,7 @@ import stanlite.models as zoo
 from stanlite.autodiff.vm import kernel
 
 C = sys.modules["stanlite.autodiff.compile"]
+import stanlite.model_retape as MR  # noqa: E402  (ModelGradient, ModelDensity)
 
 # the models that must run in the interpreter (issue 20); others may, as rules are added
 REQUIRED_VM = ["ark", "eight_schools_centered", "eight_schools_noncentered", "garch",
@@ -54,9 +55,9 @@ def _support_points(m, k=3, seed=0, scale=0.3):
 def _unverified(m):
     """Install unverified retaped gradients and density on model ``m``."""
     m.__dict__["_retaped"] = {
-        True: C.ModelGradient(m, True, verify=False),
-        False: C.ModelGradient(m, False, verify=False),
-        ("density", True): C.ModelDensity(m, True, verify=False)}
+        True: MR.ModelGradient(m, True, verify=False),
+        False: MR.ModelGradient(m, False, verify=False),
+        ("density", True): MR.ModelDensity(m, True, verify=False)}
     return m._retaped
 
 
@@ -214,6 +215,7 @@ import numpy as np
 import stanlite.autodiff.compile
 import stanlite.models as zoo
 from stanlite.autodiff.vm import kernel
+import stanlite.model_retape as MR
 C = sys.modules["stanlite.autodiff.compile"]
 spec = json.loads(sys.stdin.read())
 out = {"available": kernel.available(), "bad": [], "compiled": []}
@@ -223,8 +225,8 @@ for name, (pts, with_hessian) in spec.items():
         continue
     eager = zoo.get(name)
     eager.compile = False
-    m.__dict__["_retaped"] = {True: C.ModelGradient(m, True, verify=False),
-                              ("density", True): C.ModelDensity(m, True, verify=False)}
+    m.__dict__["_retaped"] = {True: MR.ModelGradient(m, True, verify=False),
+                              ("density", True): MR.ModelDensity(m, True, verify=False)}
     f = lambda z: m._log_density(z, True)
     h = None
     for x in map(np.array, pts):

@@ -60,7 +60,6 @@ True
 
 import math
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -69,10 +68,11 @@ import warnings
 
 import numpy as np
 
-from ..errors import ArgumentError, DifferentiationError, DomainError, StanliteError
+from ..errors import ArgumentError, DomainError, StanliteError
 from .codegen import NotCompilable, _p, build
-from .tape import gc_paused_nested, sweep
-from .var import Box, _as_float_value, _strip, make_leaf, unwatch, watch
+from .recording import (Recording, _record_function, _short, cut_pieces,  # noqa: F401
+                        piece_expression, record_pieces, recording)
+from .var import Box, _as_float_value, _strip
 
 __all__ = ["compile", "Compiled", "CompileWarning"]
 
@@ -83,161 +83,6 @@ _F64_DTYPE = np.dtype(np.float64)
 
 class CompileWarning(UserWarning):
     """``sl.compile`` (or a model's retaped gradient) fell back to the eager tape."""
-
-
-# ======================================================================================
-# recording: the tape, the guards and the escapes seen while f runs once
-# ======================================================================================
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# the files whose frames report a look at a value (the comparisons are operators.py's)
-_HOOK_FILES = {os.path.join(_HERE, f) for f in ("var.py", "compile.py", "operators.py")}
-
-
-def _where():
-    """``file:line (function)`` of the code that looked at a value (the hooks skipped)."""
-    f = sys._getframe(2)
-    while f is not None and os.path.abspath(f.f_code.co_filename) in _HOOK_FILES:
-        f = f.f_back
-    if f is None:
-        return "?"
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} ({f.f_code.co_name})"
-
-
-def _on_tape(x, tape):
-    """The variable of ``tape`` that ``x`` is or carries (nested tracing), or None."""
-    while isinstance(x, Box):
-        if x.tape is tape:
-            return x
-        x = x.value
-    return None
-
-
-class _Guard:
-    __slots__ = ("pos", "fn", "args", "result", "where")
-
-    def __init__(self, pos, fn, args, result, where):
-        self.pos = pos              # nodes recorded before it: its place in the replay
-        self.fn = fn
-        self.args = args            # Vars of the tape, or plain constants
-        self.result = result
-        self.where = where
-
-    def describe(self):
-        name = getattr(self.fn, "__name__", repr(self.fn))
-        return f"{name}(...) -> {_short(self.result)} at {self.where}"
-
-
-def _short(r):
-    if isinstance(r, np.ndarray):
-        return f"array{r.shape}"
-    s = repr(r)
-    return s if len(s) < 40 else s[:37] + "..."
-
-
-class _Recorder:
-    """The watcher of one recording (see var.watch): collects guards and escapes."""
-
-    def __init__(self, tape):
-        self.tape = tape
-        self.guards = []
-        self.escapes = []
-
-    def guard(self, fn, args, result):
-        tape = self.tape
-        found = False
-        out = []
-        for a in args:
-            v = _on_tape(a, tape)
-            if v is not None:
-                found = True
-                out.append(v)
-            else:
-                out.append(_strip(a))
-        if found:
-            if isinstance(result, np.ndarray):
-                result = result.copy()
-            self.guards.append(_Guard(len(tape.nodes), fn, tuple(out), result, _where()))
-
-    def escape(self, x, how):
-        if _on_tape(x, self.tape) is not None:
-            self.escapes.append(f"{how} at {_where()}")
-
-
-class Recording:
-    """One run of f on the tape: nodes, inputs (leaves), output, guards, escapes, and
-    the eager value and gradient at that point."""
-
-    __slots__ = ("tape", "nodes", "inputs", "output", "guards", "escapes", "result",
-                 "x")
-
-    def __init__(self, tape, nodes, inputs, output, guards, escapes, result, x):
-        self.tape = tape
-        self.nodes = nodes
-        self.inputs = inputs
-        self.output = output
-        self.guards = guards
-        self.escapes = escapes
-        self.result = result
-        self.x = x
-
-
-class recording:
-    """Context for code that records a gradient itself (``Model``): ``with
-    recording(tape) as rec: ...`` collects guards and escapes on ``tape``."""
-
-    __slots__ = ("rec",)
-
-    def __init__(self, tape):
-        self.rec = _Recorder(tape)
-
-    def __enter__(self):
-        watch(self.rec)
-        return self.rec
-
-    def __exit__(self, *exc):
-        unwatch(self.rec)
-        return False
-
-
-def _record_function(f, x, scalar=True):
-    """Run ``f`` at ``x`` on a fresh tape, watched; sweep eagerly. -> Recording
-
-    With ``scalar=False`` the output may be an array and there is no sweep: the
-    recording's result is ``(0.0, f(x))`` (a replayed forward pass, as for a Hessian)."""
-    with gc_paused_nested() as tape:
-        leaf = make_leaf(x, tape)
-        rec = _Recorder(tape)
-        watch(rec)
-        try:
-            y = f(leaf)
-        finally:
-            unwatch(rec)
-        nodes = tape.nodes
-        if not scalar:
-            out = np.array(_strip(y), dtype=float)
-            return Recording(tape, nodes, [leaf], y, rec.guards, rec.escapes, (0.0, out),
-                             x)
-        if isinstance(y, Box) and y.tape is tape:
-            if type(y.value) is not float and y.shape != ():
-                raise DifferentiationError(
-                    f"grad requires a scalar output, got shape {y.shape}; "
-                    "use sl.jacobian for vector outputs")
-            y.adj = 1.0
-            sweep(nodes)
-            val = y.value
-            a = leaf.adj
-            grad = (0.0 if type(x) is float else np.zeros(x.shape)) if a is None else a
-        else:
-            if np.shape(y) != ():
-                raise DifferentiationError(
-                    f"grad requires a scalar output, got shape {np.shape(y)}")
-            val = _strip(y)
-            grad = 0.0 if type(x) is float else np.zeros(x.shape)
-    if type(val) is not float:
-        val = float(val)
-    return Recording(tape, nodes, [leaf], y, rec.guards, rec.escapes, (val, grad), x)
-
-
 
 
 # ======================================================================================
@@ -826,35 +671,77 @@ class Compiled(_Retaped):
     tape's forward-over-reverse (nested AD is not retaped).
     """
 
-    def __init__(self, f, example_x, max_recordings=8, verify=True, exact=False,
-                 backend=None):
+    def __init__(self, f, example_x=None, max_recordings=8, verify=True, exact=False,
+                 backend=None, inputs=None, value_only=False):
         if not callable(f):
             raise TypeError(f"sl.compile: f must be callable, got {type(f).__name__}")
         what = f"sl.compile({getattr(f, '__qualname__', repr(f))})"
         super().__init__(what, max_recordings, verify, exact, backend)
         self.f = f
         self._hessian = None
+        if value_only:
+            self.value_only = True
+        #: the pieces f takes (``[(start, stop, shape)]``), or None: f takes x itself
+        self.inputs = None if inputs is None else _pieces_layout(inputs)
+        if inputs is not None:      # x: a vector as long as the pieces reach
+            self._shape = (max((stop for _, stop, _ in self.inputs), default=0),)
+        if example_x is None:
+            if inputs is None:
+                raise TypeError("sl.compile: example_x is needed (it may be None only "
+                                "with inputs=: then the first call records)")
+            return
         if isinstance(example_x, Box):
             raise TypeError("sl.compile: example_x must be a plain float or array (it is "
                             "traced); compile outside the differentiation")
-        x = _input(example_x)
+        x = _input(example_x) if inputs is None else self._point(example_x)
         rec = self._record(x)
-        self._add(rec, _key(x))
+        self._add(rec, self._key_of(x))
 
     def __call__(self, x):
-        if type(x) is _ndarray and x.dtype is _F64_DTYPE and x.ndim:
-            return self._fast_call(x, x.shape)
-        if isinstance(x, Box):
-            # inside another differentiation: the eager tape nests, the replay does not
-            from .functional import value_and_grad
-            return value_and_grad(self.f)(x)
+        if self.inputs is not None:
+            if type(x) is not _ndarray or x.shape != self._shape or \
+                    x.dtype is not _F64_DTYPE:
+                if isinstance(x, Box):
+                    return self._nested(x)
+                x = self._point(x)
+            r = self._fast_call(x, None)
+        elif type(x) is _ndarray and x.dtype is _F64_DTYPE and x.ndim:
+            r = self._fast_call(x, x.shape)
+        elif isinstance(x, Box):
+            return self._nested(x)
+        else:
+            x = _input(x)
+            r = self._fast_call(x, _key(x))
+        return r[0] if self.value_only else r
+
+    def _nested(self, x):
+        # inside another differentiation: the eager tape nests, the replay does not
+        from .functional import value_and_grad
+        if self.value_only:
+            return self.whole(x)
+        return value_and_grad(self.whole)(x)
+
+    def whole(self, x):
+        """``f`` as a function of ``x`` itself (with ``inputs``: of its pieces)."""
+        return self.f(x) if self.inputs is None else self.f(cut_pieces(x, self.inputs))
+
+    def _point(self, x):
+        """``x`` as a float vector that ``inputs`` cut (a TypeError if it is not)."""
         x = _input(x)
-        return self._fast_call(x, _key(x))
+        if type(x) is float or x.shape != self._shape:
+            raise TypeError(f"{self.what}: the argument must be a float vector of shape "
+                            f"{self._shape} (the inputs' layout), got shape "
+                            f"{np.shape(x)}")
+        return x
+
+    def _key_of(self, x):
+        # with inputs there is one input shape: the key None (portable() states)
+        return None if self.inputs is not None else _key(x)
 
     def hvp(self, x, v):
         """``H(x) v`` by the eager tape (forward-over-reverse; not retaped)."""
         from .functional import hvp
-        return hvp(self.f)(x, v)
+        return hvp(self.whole)(x, v)
 
     def hessian(self, x):
         """``H(x)``, retaped: the forward-over-reverse Hessian (``sl.hessian(f)``) is
@@ -874,23 +761,46 @@ class Compiled(_Retaped):
         if h is None:
             with self._lock:
                 if self._hessian is None:
-                    self._hessian = CompiledHessian(self.f, x, self.max_recordings,
+                    self._hessian = CompiledHessian(self.whole, x, self.max_recordings,
                                                     self.verify, backend=self.backend)
                 h = self._hessian
         return h(x)
 
     def _record(self, x):
-        return _record_function(self.f, x)
+        if self.inputs is not None:
+            rec = record_pieces(self.f, x, self.inputs)
+        else:
+            rec = _record_function(self.f, x)
+        if self.value_only:
+            rec.result = (rec.result[0], None)
+        return rec
 
     def _eager(self, x):
+        if self.value_only:
+            return float(_strip(self.whole(x))), None
+        if self.inputs is not None:
+            return record_pieces(self.f, x, self.inputs, record=False)
         from .functional import value_and_grad
         return value_and_grad(self.f)(x)
 
+    def _reference(self, x):
+        if self.value_only:
+            # the value on the tape, which the program replays (a super node may
+            # compute its value on plain inputs another way: an ODE solver's steps)
+            if self.inputs is not None:
+                return record_pieces(self.f, x, self.inputs, record=False)[0], None
+            return _record_function(self.f, x).result[0], None
+        return self._eager(x)
+
     def _io(self, rec):
+        if self.inputs is not None:
+            return self._pieces_io(rec)
         leaf = rec.inputs[0]
         shape = np.shape(leaf.value)
 
         def output(gen, value, adjs):
+            if self.value_only:
+                return [f"return (_float({value}), None)"]
             st = adjs[0]
             if st is None:
                 grad = f"_zeros({shape!r})" if shape else "0.0"
@@ -901,7 +811,36 @@ class Compiled(_Retaped):
             return [f"return ({value}, {grad})"]
         return [(leaf, "x")], output
 
+    def _pieces_io(self, rec):
+        """The generated code's inputs (each piece cut from ``x``) and its return: the
+        pieces' adjoints written into one gradient vector."""
+        layout = self.inputs
+        inputs = [(leaf, piece_expression(*piece))
+                  for leaf, piece in zip(rec.inputs, layout)]
+        dim = self._shape[0]
+
+        def output(gen, value, adjs):
+            if self.value_only:
+                return [f"return (_float({value}), None)"]
+            lines = [f"g = _zeros({dim})"]
+            for st, (start, stop, shape) in zip(adjs, layout):
+                if st is None:
+                    continue
+                if shape == ():
+                    lines.append(f"g[{start}] = {st.expr}")
+                elif type(st.kind) is tuple and len(st.kind) > 1:
+                    lines.append(f"g[{start}:{stop}] = {_p(st.expr)}.ravel()")
+                else:
+                    lines.append(f"g[{start}:{stop}] = {st.expr}")
+            lines.append(f"return (_float({value}), g)")
+            return lines
+        return inputs, output
+
     def _vm_io(self, rec):
+        if self.inputs is not None:
+            leaves = [(leaf, start, np.shape(leaf.value))
+                      for leaf, (start, _, _) in zip(rec.inputs, self.inputs)]
+            return leaves, rec.output, None, None
         leaf = rec.inputs[0]
         shape = np.shape(leaf.value)
         if type(rec.x) is not float and len(shape) == 1:
@@ -910,7 +849,7 @@ class Compiled(_Retaped):
         def post(fn):               # the gradient in the input's own shape
             def replay(x):
                 r = fn(x)
-                if type(r) is tuple:
+                if type(r) is tuple and r[1] is not None:
                     g = r[1]
                     return r[0], (float(g[0]) if not shape else g.reshape(shape))
                 return r
@@ -1006,9 +945,29 @@ def _key(x):
     return () if type(x) is float else x.shape
 
 
-def compile(f: "Callable[[Any], Any]", example_x: "Any", *, max_recordings: int = 8,
-            verify: bool = True, exact: bool = False, backend: "str | None" = None
-            ) -> "Compiled":
+def _pieces_layout(inputs):
+    """``inputs`` checked: ``[(start, stop, shape)]`` of ints, each piece holding
+    ``stop - start`` values. -> a list of tuples"""
+    out = []
+    for piece in inputs:
+        try:
+            start, stop, shape = piece
+            start, stop, shape = int(start), int(stop), tuple(int(n) for n in shape)
+        except (TypeError, ValueError):
+            raise TypeError(f"sl.compile: inputs must be (start, stop, shape) triples, "
+                            f"got {piece!r}") from None
+        size = int(np.prod(shape, dtype=np.int64))
+        if not 0 <= start <= stop or stop - start != size:
+            raise ValueError(f"sl.compile: the input piece {piece!r} does not hold "
+                             f"{size} value(s) of x")
+        out.append((start, stop, shape))
+    return out
+
+
+def compile(f: "Callable[[Any], Any]", example_x: "Any" = None, *,
+            max_recordings: int = 8, verify: bool = True, exact: bool = False,
+            backend: "str | None" = None, inputs: "list | None" = None,
+            value_only: bool = False) -> "Compiled":
     """Record ``f`` at ``example_x`` and compile the tape: ``x -> (f(x), grad f(x))``.
 
     ``f`` maps a float or float array to a scalar, written with stanlite operations
@@ -1036,142 +995,26 @@ def compile(f: "Callable[[Any], Any]", example_x: "Any", *, max_recordings: int 
     ``"auto"`` is ``"python"``. ``compiled`` says whether the interpreter runs,
     ``vm_skipped`` why it does not.
 
+    ``inputs``: ``f`` takes pieces of ``x`` instead of ``x`` - a list, one piece per
+    ``(start, stop, shape)`` given: ``x[start:stop]`` in ``shape``, a float where the
+    shape is ``()`` - and ``x`` is a float vector as long as the pieces reach; the
+    gradient is still ``x``'s (each piece's at its place, zeros where no piece is).
+    How a model's log density is compiled (``Model.log_density_gradient``: one piece
+    per parameter, ``ParamLayout.inputs`` in stanlite/layout.py), with one tape
+    variable per piece and no slicing nodes. ``example_x`` may then be None: the
+    first call records. ``value_only``: ``x -> f(x)`` alone, the forward pass replayed
+    without adjoints (checked against the value on the eager tape).
+
     >>> import numpy as np, stanlite as sl
     >>> y = np.array([0.5, -1.0, 2.0])
     >>> vg = sl.compile(lambda m: sl.normal_lpdf(y, m[0], sl.exp(m[1])), np.zeros(2))
     >>> v, g = vg(np.array([0.3, 0.1]))
     >>> round(v, 6), np.round(g, 6)
     (-4.948084, array([0.491238, 0.782536]))
+    >>> vp = sl.compile(lambda p: p[0] * sl.sum(p[1] ** 2), inputs=[(0, 1, ()),
+    ...                 (1, 3, (2,))], backend="python")
+    >>> vp(np.array([2.0, 1.0, 3.0]))
+    (20.0, array([10.,  4., 12.]))
     """
     return Compiled(f, example_x, max_recordings=max_recordings, verify=verify,
-                    exact=exact, backend=backend)
-
-
-# ======================================================================================
-# a model's log-density gradient (Model.log_density_gradient)
-# ======================================================================================
-class ModelGradient(_Retaped):
-    """``Model.log_density_gradient`` retaped: ``x -> (lp, gradient)`` for one model and
-    one ``jacobian`` setting. The model records itself (``model._gradient(x, jacobian,
-    record=True)``, one leaf per parameter) and says how each parameter's piece is cut
-    from ``x`` (``model._retape_plan()``); the gradient vector is assembled in the
-    generated code."""
-
-    def __init__(self, model, jacobian, max_recordings=8, verify=True, exact=False):
-        super().__init__(f"{type(model).__name__}.log_density_gradient",
-                         max_recordings, verify, exact)
-        self.model = model
-        self.jacobian = jacobian
-
-    def __call__(self, x):
-        return self._fast_call(x, None)
-
-    def _record(self, x):
-        return self.model._gradient(x, self.jacobian, record=True)
-
-    def _eager(self, x):
-        return self.model._gradient(x, self.jacobian)
-
-    def _cache_what(self):
-        return ("density" if self.value_only else "gradient", bool(self.jacobian))
-
-    _disk_key = False       # the disk cache's key (program_cache.py), once computed
-
-    def _cache_key(self):
-        if self._disk_key is False:
-            from .program_cache import directory, model_key
-            if directory() is None or self.backend == "python":
-                return None
-            self._disk_key = model_key(self.model, self._cache_what())
-        return self._disk_key
-
-    def _load_cached(self):
-        from .program_cache import load
-        st = load(self._cache_key())
-        return st is not None and self._adopt(st, fresh=True)
-
-    def _store_cached(self):
-        from .program_cache import store
-        key = self._cache_key()
-        if key is not None and self._programs.get(None):
-            store(key, self.portable())
-
-    def _vm_io(self, rec):
-        plan = self.model._retape_plan()
-        leaves = [(leaf, start, np.shape(leaf.value))
-                  for leaf, (_, start, _, _) in zip(rec.inputs, plan)]
-        return leaves, rec.output, None, None
-
-    def _io(self, rec):
-        plan = self.model._retape_plan()
-        dim = self.model.dim
-        inputs = [(leaf, expr) for leaf, (expr, _, _, _) in zip(rec.inputs, plan)]
-
-        def output(gen, value, adjs):
-            if self.value_only:
-                return [f"return (_float({value}), None)"]
-            lines = [f"g = _zeros({dim})"]
-            for st, (_, start, stop, scalar) in zip(adjs, plan):
-                if st is None:
-                    continue
-                if scalar:
-                    lines.append(f"g[{start}] = {st.expr}")
-                elif type(st.kind) is tuple and len(st.kind) > 1:
-                    lines.append(f"g[{start}:{stop}] = {_p(st.expr)}.ravel()")
-                else:
-                    lines.append(f"g[{start}:{stop}] = {st.expr}")
-            lines.append(f"return (_float({value}), g)")
-            return lines
-        return inputs, output
-
-
-class ModelDensity(ModelGradient):
-    """``Model.log_density`` retaped: the forward pass alone (fused densities asked for
-    no partials), recorded on the tape like the gradient and checked against the
-    tape's value at the first replay: it equals ``log_density_gradient(x)[0]``."""
-
-    value_only = True
-
-    def __init__(self, model, jacobian, max_recordings=8, verify=True, exact=False):
-        super().__init__(model, jacobian, max_recordings, verify, exact)
-        self.what = f"{type(model).__name__}.log_density"
-
-    def __call__(self, x):
-        return self._fast_call(x, None)[0]
-
-    def _record(self, x):
-        rec = self.model._gradient(x, self.jacobian, record=True)
-        rec.result = (rec.result[0], None)
-        return rec
-
-    def _eager(self, x):
-        return float(_strip(self.model._log_density(x, self.jacobian))), None
-
-    def _reference(self, x):
-        # the value on the tape, which the program replays (a super node may compute
-        # its value on plain inputs another way: an ODE solver's steps differ)
-        return self.model._gradient(x, self.jacobian)[0], None
-
-
-def portable_programs(retaped):
-    """A model's retaped gradients and densities (``Model._retaped``) as
-    :meth:`_Retaped.portable` states, by key: what its pickle carries (Model.__getstate__)
-    so that a spawned worker or a Dask task replays without recording. The Hessians
-    are left out (recorded again where used)."""
-    out = {}
-    for key, r in retaped.items():
-        if isinstance(r, ModelGradient):
-            st = r.portable()
-            if st["programs"] or st["fallback"] is not None:
-                out[key] = st
-    return out
-
-
-def adopt_programs(model, shipped):
-    """The other side of :func:`portable_programs`: ``model`` (just unpickled) takes
-    the states over; one made by another interpreter version is dropped (recorded
-    again at first use)."""
-    for key, st in shipped.items():
-        r = model._retaped_for(key)
-        if not r._adopt(st):
-            model.__dict__["_retaped"].pop(key, None)
+                    exact=exact, backend=backend, inputs=inputs, value_only=value_only)

@@ -56,8 +56,8 @@ MAX_ENTRIES = 256
 
 _OFF = ("", "0", "off", "false", "no", "none")
 #: instance attributes every model derives from its class and data (not hashed)
-_DERIVED = frozenset(("_retaped", "_slots", "_shapes", "_param_set", "_lp_args",
-                      "_tp_args", "_gq_args", "_jit_context"))
+_DERIVED = frozenset(("_retaped", "_slots", "_layout", "_shapes", "_param_set",
+                      "_lp_args", "_tp_args", "_gq_args", "_jit_context"))
 _digests = {}
 
 

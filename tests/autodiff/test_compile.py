@@ -18,6 +18,7 @@ from stanlite.autodiff.var import guarded
 from stanlite.autodiff.vm import kernel as vm_kernel
 
 C = sys.modules["stanlite.autodiff.compile"]
+import stanlite.model_retape as MR  # noqa: E402  (ModelGradient, ModelDensity)
 
 
 def same(r, e):
@@ -628,7 +629,7 @@ def test_model_opt_out_branches_and_pickling():
     # interpreter programs travel with the pickle (as arrays), generated Python does not
     m2 = pickle.loads(pickle.dumps(m))
     n = m._retaped[True].programs if m._retaped[True].compiled else 0
-    assert len(m2.__dict__.get("_retaped", {}).get(True, C.ModelGradient(m2, True))
+    assert len(m2.__dict__.get("_retaped", {}).get(True, MR.ModelGradient(m2, True))
                ._programs.get(None, ())) == n
     assert same(m2.log_density_gradient(np.array([0.5])), (-0.5, np.array([-1.0])))
     recorded = m2._retaped[True].recordings

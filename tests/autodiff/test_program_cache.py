@@ -21,6 +21,7 @@ from stanlite.autodiff.vm import kernel
 from testkit import Loop
 
 C = importlib.import_module("stanlite.autodiff.compile")     # (not sl.compile)
+MR = importlib.import_module("stanlite.model_retape")       # ModelGradient
 pytestmark = pytest.mark.skipif(not kernel.available(), reason="needs numba")
 
 
@@ -39,7 +40,7 @@ def cache(tmp_path, monkeypatch):
 def count(monkeypatch):
     """Recordings and eager evaluations of models' gradients, counted."""
     n = {"record": 0, "eager": 0}
-    record, eager = C.ModelGradient._record, C.ModelGradient._eager
+    record, eager = MR.ModelGradient._record, MR.ModelGradient._eager
 
     def counted_record(self, x):
         n["record"] += 1
@@ -48,8 +49,8 @@ def count(monkeypatch):
     def counted_eager(self, x):
         n["eager"] += 1
         return eager(self, x)
-    monkeypatch.setattr(C.ModelGradient, "_record", counted_record)
-    monkeypatch.setattr(C.ModelGradient, "_eager", counted_eager)
+    monkeypatch.setattr(MR.ModelGradient, "_record", counted_record)
+    monkeypatch.setattr(MR.ModelGradient, "_eager", counted_eager)
     return n
 
 

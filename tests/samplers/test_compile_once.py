@@ -21,6 +21,7 @@ from stanlite.samplers import runner
 from testkit import Loop
 
 C = importlib.import_module("stanlite.autodiff.compile")     # (not sl.compile)
+MR = importlib.import_module("stanlite.model_retape")       # ModelGradient
 needs_vm = pytest.mark.skipif(not kernel.available(), reason="needs numba")
 needs_fork = pytest.mark.skipif("fork" not in mp.get_all_start_methods(),
                                 reason="needs fork")
@@ -51,20 +52,20 @@ def forbid_recording(monkeypatch):
     """Recording a model's gradient raises (a worker must replay what it received)."""
     def refuse(self, x):
         raise AssertionError("recorded again")
-    monkeypatch.setattr(C.ModelGradient, "_record", refuse)
+    monkeypatch.setattr(MR.ModelGradient, "_record", refuse)
 
 
 @pytest.fixture
 def shared_count(monkeypatch):
     """Recordings of a model's gradient counted across forked processes."""
     count = mp.get_context("fork").Value("i", 0)
-    record = C.ModelGradient._record
+    record = MR.ModelGradient._record
 
     def counted(self, x):
         with count.get_lock():
             count.value += 1
         return record(self, x)
-    monkeypatch.setattr(C.ModelGradient, "_record", counted)
+    monkeypatch.setattr(MR.ModelGradient, "_record", counted)
     return count
 
 
@@ -129,7 +130,7 @@ def test_a_pickled_model_replays_without_recording(monkeypatch):
     m = _loop().precompile()
     x = np.array([0.3, -0.2])
     m.log_density(x)                                    # the density's program too
-    monkeypatch.setattr(C.ModelGradient, "_record", _refuse)
+    monkeypatch.setattr(MR.ModelGradient, "_record", _refuse)
     m2 = pickle.loads(pickle.dumps(m))
     r, r2 = m.compiled_gradient(), m2.compiled_gradient()
     assert r2.compiled and (r2.recordings, r2._replays, r2._next_check) == \
@@ -152,7 +153,7 @@ def _refuse(self, x):
 def test_a_chain_of_a_pickled_model_does_not_record(monkeypatch):
     # what a spawned worker or a Dask task runs, in this process
     m = _loop().precompile()
-    monkeypatch.setattr(C.ModelGradient, "_record", _refuse)
+    monkeypatch.setattr(MR.ModelGradient, "_record", _refuse)
     st = runner._received(runner._run_remote(
         pickle.loads(pickle.dumps(m)), None,
         dict(chain_id=0, seed_seq=np.random.SeedSequence(3), num_warmup=20, num_draws=20,
