@@ -23,7 +23,7 @@ BSD-3 (Copyright (c) 2011-2024, Stan Developers and their Assignees); see
 
 import importlib
 import importlib.resources
-import json
+from stanlite.stan_json import read_object
 
 __all__ = ["names", "get", "model_class", "default_data", "UnknownModelError"]
 
@@ -77,7 +77,8 @@ def default_data(name):
     _check(name)
     text = importlib.resources.files(__name__).joinpath("data", f"{name}.json") \
         .read_text(encoding="utf-8")
-    return json.loads(text)
+    return read_object(text, f"the zoo's data file {name}.json", "field: value pairs",
+                       text=True)
 
 
 def _write_default_data(name, data):

@@ -10,8 +10,9 @@ heap for reuse. Only glibc is affected; elsewhere this does nothing. Set
 
 import ctypes
 import ctypes.util
-import os
 import sys
+
+from .config import setting
 
 __all__ = ["tune_allocator"]
 
@@ -34,5 +35,5 @@ def tune_allocator(threshold=512 * 1024 * 1024):
     return bool(ok1 and ok2)
 
 
-if not os.environ.get("STANLITE_NO_MALLOPT"):
+if not setting("STANLITE_NO_MALLOPT"):
     tune_allocator()

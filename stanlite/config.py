@@ -1,9 +1,12 @@
 """The environment switches: every ``STANLITE_*`` variable stanlite reads, in one table.
 
 Each is read where it acts (most once, when its module is imported: set them before
-``import stanlite``); :data:`SWITCHES` says what each does and where it is read, and
+``import stanlite``), always through this module - :func:`setting` (a value),
+:func:`switched_off` (an on/off switch), :func:`user_cache_home` (the platform's
+cache directory) are the library's only readings of the environment.
+:data:`SWITCHES` says what each does and where it is read, and
 tests/test_architecture.py checks that no module reads a ``STANLITE_*`` variable this
-table does not declare. :func:`switched_off` is the one reading of an on/off switch.
+table does not declare.
 
 >>> sorted(SWITCHES)[:3]
 ['STANLITE_BACKEND', 'STANLITE_CACHE_DIR', 'STANLITE_COMPILE']
@@ -12,8 +15,9 @@ True
 """
 
 import os
+import sys
 
-__all__ = ["SWITCHES", "switched_off"]
+__all__ = ["SWITCHES", "setting", "switched_off", "user_cache_home"]
 
 #: name -> (what it does, where it is read)
 SWITCHES = {
@@ -50,10 +54,27 @@ SWITCHES = {
 _OFF = ("0", "false", "no", "off")
 
 
-def switched_off(name, default="1", environ=None):
-    """Whether the on/off switch ``name`` (declared in :data:`SWITCHES`) is set to
-    0, false, no or off (any case, spaces ignored) in ``environ`` (the process's)."""
+def setting(name, default="", environ=None):
+    """The value of switch ``name`` (declared in :data:`SWITCHES`) in ``environ`` (the
+    process's), ``default`` where it is not set."""
     if name not in SWITCHES:
         raise KeyError(f"{name} is not declared in stanlite/config.py SWITCHES")
     environ = os.environ if environ is None else environ
-    return environ.get(name, default).strip().lower() in _OFF
+    return environ.get(name, default)
+
+
+def switched_off(name, default="1", environ=None):
+    """Whether the on/off switch ``name`` (declared in :data:`SWITCHES`) is set to
+    0, false, no or off (any case, spaces ignored) in ``environ`` (the process's)."""
+    return setting(name, default, environ).strip().lower() in _OFF
+
+
+def user_cache_home(environ=None, platform=None):
+    """The platform's directory for users' caches: ``%LOCALAPPDATA%`` on Windows, else
+    ``$XDG_CACHE_HOME`` or ``~/.cache`` (where the program cache goes by default)."""
+    environ = os.environ if environ is None else environ
+    platform = sys.platform if platform is None else platform
+    if platform == "win32" and environ.get("LOCALAPPDATA"):
+        return environ["LOCALAPPDATA"]
+    return environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                         ".cache")

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import os
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -53,7 +52,7 @@ from .declarations import (DataDecl, ParamDecl, TransformedDataDecl, argument_na
                            validate_transformed)
 from .errors import DataError, ModelError
 from .layout import ParamLayout, _plain, element_names
-from .stan_json import read_object, stan_json_value
+from .stan_json import read_data, stan_json_value
 
 __all__ = ["Model", "element_names"]
 
@@ -245,7 +244,7 @@ class Model:
         fields the model does not declare are ignored, as CmdStan ignores them (but a
         missing field with a near namesake among them is reported as a likely typo);
         ``overrides`` replace fields and, like keyword data, must be declared."""
-        d = _read_json_data(source)
+        d = read_data(source)
         _check_json_typos(cls, d, overrides)
         try:
             d = {k: stan_json_value(v) for k, v in d.items() if k in cls._data_decls}
@@ -761,7 +760,7 @@ def _plain_quantity(v):
     return _plain(v)
 
 
-# ---- data: field names and JSON ------------------------------------------------------
+# ---- data: field names --------------------------------------------------------------
 def _positional_data(cls, args, data):
     """``Model(data_dict)`` (cmdstanpy's habit) reads the dict as keyword data (keywords
     given too replace its fields); any other positional argument is a DataError."""
@@ -852,18 +851,3 @@ def _close_name(name, candidates):
     by_lower = {c.lower(): c for c in candidates}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
     return by_lower[close[0]] if close else None
-
-
-def _read_json_data(source):
-    """The data dict of ``source``: a dict, a JSON string or a path to a JSON file;
-    each failure is a DataError naming the file and what is wrong."""
-    if isinstance(source, Mapping):
-        return dict(source)
-    if isinstance(source, os.PathLike):
-        source = os.fspath(source)
-    if not isinstance(source, str):
-        raise DataError(f"from_json takes a path, a JSON string or a dict, got "
-                        f"{type(source).__name__}")
-    if source.lstrip()[:1] in ("{", "["):
-        return read_object(source, "the JSON data", "field: value pairs", text=True)
-    return read_object(source, f"data file {source!r}", "field: value pairs")

@@ -1,7 +1,8 @@
 """Stan's JSON, read as CmdStan reads it: one reader for data files and init files.
 
 :meth:`Model.from_json <stanlite.Model.from_json>` (data) and the command line's
-``--init`` (parameter values) read JSON here, so both give the same errors for the
+``--init`` (parameter values) and the zoo's default data (stanlite.models) read
+JSON here, so both give the same errors for the
 same faults - a missing file, a directory, text that is not UTF-8 or not JSON, a key
 given twice (json keeps the last silently; CmdStan refuses it), nesting too deep, a
 top level that is not an object - each naming the file. A UTF-8 byte-order mark is
@@ -17,12 +18,30 @@ floats.
 """
 
 import json
+import os
+from collections.abc import Mapping
 
 import numpy as np
 
 from .errors import DataError
 
-__all__ = ["read_object", "stan_json_value"]
+__all__ = ["read_data", "read_object", "stan_json_value"]
+
+
+def read_data(source):
+    """The data dict of ``source`` (what :meth:`Model.from_json
+    <stanlite.Model.from_json>` takes): a dict, a JSON string or a path to a JSON
+    file; each failure is a DataError naming the file and what is wrong."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        raise DataError(f"from_json takes a path, a JSON string or a dict, got "
+                        f"{type(source).__name__}")
+    if source.lstrip()[:1] in ("{", "["):
+        return read_object(source, "the JSON data", "field: value pairs", text=True)
+    return read_object(source, f"data file {source!r}", "field: value pairs")
 
 
 def read_object(source, where, holds, error=DataError, text=False):

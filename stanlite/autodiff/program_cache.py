@@ -42,6 +42,7 @@ import zipfile
 import numpy as np
 
 from .._version import __version__
+from ..config import setting, user_cache_home
 
 __all__ = ["ENV", "KEY_STATE", "directory", "model_key", "load", "store", "source_digest",
            "package_digest"]
@@ -63,15 +64,10 @@ _digests = {}
 
 def directory():
     """The cache's directory, or None when it is turned off."""
-    v = os.environ.get(ENV)
+    v = setting(ENV, None)
     if v is not None:
         return None if v.strip().lower() in _OFF else v
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        base = os.environ["LOCALAPPDATA"]
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-            os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "stanlite", "programs")
+    return os.path.join(user_cache_home(), "stanlite", "programs")
 
 
 def source_digest(paths):

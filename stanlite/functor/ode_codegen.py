@@ -53,6 +53,7 @@ import time
 import numpy as np
 
 from ..autodiff.vm import kernel as _k, opcodes as O
+from ..config import setting
 
 __all__ = ["generate", "source", "Pending", "wait", "MAX_ROWS", "AFTER", "BACKGROUND",
            "STATS"]
@@ -61,7 +62,7 @@ __all__ = ["generate", "source", "Pending", "wait", "MAX_ROWS", "AFTER", "BACKGR
 MAX_ROWS = 600
 #: right-hand side evaluations in the interpreter before its programs are generated
 #: (``STANLITE_ODE_CODEGEN_AFTER``; ``off`` never generates)
-_env = os.environ.get("STANLITE_ODE_CODEGEN_AFTER", "20000").strip().lower()
+_env = setting("STANLITE_ODE_CODEGEN_AFTER", "20000").strip().lower()
 AFTER = None if _env in ("off", "none", "no") else int(_env)
 #: compile in a separate process while the interpreter goes on (see the module's doc)
 BACKGROUND = os.environ.get("STANLITE_ODE_CODEGEN_BACKGROUND", "1").strip().lower() \

@@ -22,17 +22,16 @@ Switch: ``STANLITE_ODE=scipy`` in the environment, or ``ENABLED = False`` here,
 forces scipy's route (the benchmarks compare both).
 """
 
-import os
-
 import numpy as np
 
+from ..config import setting
 from ..errors import SolverError
 from . import ode_integrate as _oi
 
 __all__ = ["solve", "ENABLED", "STATS"]
 
 #: try the compiled integrator first (False: scipy's stepper always)
-ENABLED = os.environ.get("STANLITE_ODE", "").lower() != "scipy"
+ENABLED = setting("STANLITE_ODE").lower() != "scipy"
 #: solves done here, and solves handed back to scipy's route (by reason)
 STATS = {"compiled": 0, "redone": 0}
 

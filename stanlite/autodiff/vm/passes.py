@@ -29,10 +29,9 @@ in the environment switches them off too (to compare, or to debug a lowering);
 compaction) are described at their section below.
 """
 
-import os
-
 import numpy as np
 
+from ...config import setting, switched_off
 from . import opcodes as O
 
 __all__ = ["optimise", "enabled"]
@@ -58,13 +57,12 @@ _KNOWN = _SHAREABLE | _GUARDS | {O.SUMN, O.MVN_CHOLESKY, O.CHOLESKY}
 
 
 def enabled():
-    return os.environ.get("STANLITE_VM_PASSES", "1").strip().lower() not in (
-        "0", "false", "no", "off")
+    return not switched_off("STANLITE_VM_PASSES")
 
 
 def _all_passes():
     """``STANLITE_VM_PASSES=4``: passes 1-4 only (to compare with passes 5-6)."""
-    return os.environ.get("STANLITE_VM_PASSES", "1").strip() != "4"
+    return setting("STANLITE_VM_PASSES", "1").strip() != "4"
 
 
 def _reads(row):

@@ -12,12 +12,13 @@ as plain Python (a debugging aid; see :func:`.kernel.available`).
 """
 
 import math
-import os
+
+from ...config import switched_off
 
 __all__ = []
 
 try:
-    if os.environ.get("STANLITE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
+    if switched_off("STANLITE_JIT"):
         raise ImportError("disabled by STANLITE_JIT")
     from numba import njit
 except ImportError:
