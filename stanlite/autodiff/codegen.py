@@ -23,197 +23,24 @@ a sum of squares becomes one dot product.
 
 import builtins
 import math
-import operator
-import warnings
 
 import numpy as np
 
 from ..errors import DifferentiationError
-from .extend import (_bp_generic, _normalize, _sum_to_shape_raw, lazy_adjoint_ok,
-                     node_record)
+from .codegen_nodes import (NotCompilable, _cse_key, _family, _is, _probe, _probe_call,
+                            _probe_vjp)
+from .codegen_runtime import _RUNTIME
+from .codegen_text import (_CMP, _F, _N, _O, _OPS, _arith_kind, _atomic, _fold, _p,
+                           _pairwise_agrees, _pairwise_expr, _subscript, kind_of)
+from .extend import lazy_adjoint_ok, node_record
 from . import library
-from .fpstate import ignore_fp, restore_fp
 from .var import Box, Var, _strip
 
 __all__ = ["build", "NotCompilable", "kind_of"]
 
 # ======================================================================================
-# kinds: what a value is at runtime, which decides the code (as it decides the
-# eager tape's branches)
-# ======================================================================================
-# "F": a Python float, "N": a numpy float64 scalar, a tuple: an ndarray of that shape,
-# "O": anything else (handled by runtime helpers)
-_F, _N, _O = "F", "N", "O"
-_f64 = np.float64
-_ndarray = np.ndarray
-_F64_DTYPE = np.dtype(np.float64)
-
-
-def kind_of(v):
-    t = type(v)
-    if t is float:
-        return _F
-    if t is np.ndarray:
-        return v.shape
-    if t is _f64:
-        return _N
-    return _O
-
-
-def _arith_kind(*ks):
-    """Kind of ``a op b`` (+ - * /, numpy broadcasting) from the operands' kinds."""
-    shapes = [k for k in ks if type(k) is tuple]
-    if shapes:
-        s = np.broadcast_shapes(*shapes)
-        return s if s else _N
-    if _O in ks:
-        return _O
-    return _N if _N in ks else _F
-
-
-_IDENT = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789")
-
-
-def _atomic(e):
-    """Is expression ``e`` a name or a literal (safe to repeat, no parentheses)?"""
-    return all(c in _IDENT or c == "." for c in e) and not e[0].isdigit() or _is_num(e)
-
-
-def _is_num(e):
-    try:
-        float(e)
-        return not e.startswith("-")
-    except ValueError:
-        return False
-
-
-def _p(e):
-    return e if _atomic(e) else f"({e})"
-
-
-def _pairwise_expr(t, n):
-    """numpy's pairwise sum of the ``n`` floats of list ``t``, as an expression."""
-    e = [f"{t}[{i}]" for i in range(n)]
-    if n < 8:
-        return " + ".join(e)
-    r = e[:8]
-    i = 8
-    while i < n - n % 8:
-        r = [f"({r[j]} + {e[i + j]})" for j in range(8)]
-        i += 8
-    out = f"(({r[0]} + {r[1]}) + ({r[2]} + {r[3]})) + (({r[4]} + {r[5]}) + ({r[6]} + {r[7]}))"
-    return " + ".join([f"({out})"] + e[i:])
-
-
-def _pairwise_agrees():
-    """Does this numpy sum short float64 vectors in the order ``_pairwise_expr`` writes?
-    (Checked once per process, at the first short sum a program writes - not at import:
-    its ~320 small ``eval`` calls cost ~20 ms that a first draw from a cached program
-    never needs; if not, sums stay numpy calls.)"""
-    ok = _PAIRWISE_OK[0]
-    if ok is None:
-        ok = _PAIRWISE_OK[0] = _pairwise_check()
-    return ok
-
-
-def _pairwise_check():
-    rng = np.random.default_rng(12345)
-    for n in range(1, 17):
-        for _ in range(20):
-            a = rng.standard_normal(n) * 10.0 ** rng.uniform(-8, 8, n)
-            t = a.tolist()      # noqa: F841 (read by the expression)
-            if eval(_pairwise_expr("t", n), {"t": t}) != float(a.sum()):
-                return False
-    return True
-
-
-_PAIRWISE_OK = [None]        # _pairwise_agrees(), once known
-
-_LITERAL = set("0123456789.e+-*/() ")
-
-
-def _fold(e):
-    """A Python-float expression of literals only (``(-1.0) * 0.5``) evaluated now, as
-    the replay would (the same IEEE operations), as a literal; else None."""
-    if not e or not set(e) <= _LITERAL:
-        return None
-    try:
-        v = eval(e, {"__builtins__": {}})       # noqa: S307 (digits and operators only)
-    except Exception:
-        return None
-    if type(v) is not float or not math.isfinite(v):
-        return None
-    return repr(v)
-
-
-# ======================================================================================
-# runtime helpers used by the generated code (each mirrors an eager-tape step)
-# ======================================================================================
-def _norm(ans):
-    """extend._record's normalisation of a primitive's result."""
-    t = type(ans)
-    if t is float or t is np.ndarray and ans.ndim and ans.dtype == _f64:
-        return ans
-    return _normalize(ans)
-
-
-def _same(a, b):
-    """Did a guard give the same result as when it was recorded?"""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(a, b)
-    if type(a) is tuple and type(b) is tuple:
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    try:
-        return bool(a == b) or (a != a and b != b)
-    except (TypeError, ValueError):
-        return False
-
-
-def _dot_all(g, v):
-    return float(np.dot(g.ravel(), v.ravel()))
-
-
-def _copy_in(a, shape):
-    """_bp_getitem: an adjoint buffer the sweep owns, from a borrowed/lazy one."""
-    if type(a) is float:
-        return np.full(shape, a)
-    return np.array(a, dtype=float)
-
-
-def _shaped_partials(P, shapes):
-    """A fused kernel's partials with each array one of its recorded shape: a kernel
-    may give a scalar partial where an argument is an array (``0.0`` beside a log
-    density of -inf: poisson_lpmf at lambda = inf); the eager tape broadcasts it, the
-    replay's rules were written for the recorded kind."""
-    P = list(P)
-    for i, shape in shapes:
-        if type(P[i]) is not np.ndarray:
-            P[i] = np.full(shape, P[i], dtype=float)
-    return P
-
-
-_RUNTIME = {
-    "_np": np, "_ndarray": np.ndarray, "_shaped_partials": _shaped_partials, "_math": math, "_float": float, "_norm": _norm, "_same": _same,
-    "_zeros": np.zeros, "_full": np.full, "_array": np.array, "_matmul": np.matmul,
-    "_dot": np.dot, "_dot_all": _dot_all, "_add_at": np.add.at, "_copy_in": _copy_in,
-    "_sts": _sum_to_shape_raw, "_array_equal": np.array_equal,
-    "_inf": math.inf, "_nan": math.nan, "_f64": _f64,
-    "_ignore_fp": ignore_fp, "_restore_fp": restore_fp,     # around fused kernels
-}
-
-
-# ======================================================================================
 # code generation
 # ======================================================================================
-class NotCompilable(Exception):
-    """A node or guard that has no replay rule (the eager tape is used). ``quiet``: not
-    a problem of the function, only a replay that would not be faster."""
-
-    def __init__(self, msg, quiet=False):
-        super().__init__(msg)
-        self.quiet = quiet
-
-
 class _Adj:
     """The adjoint of one variable during generation: an expression (a name, or - for
     scalars - a deferred sum), its kind, and whether the buffer is this sweep's own.
@@ -1138,112 +965,6 @@ class _Gen:
             c = f"{self.fn(vjp, 'vjp')}({argl})"
             self.acc(p, c, kind_of(_probe_call(vjp, n, plain, kw)))
 
-
-def _cse_key(spec, args, kw, names):
-    """A hashable key of a primitive call: traced arguments by the name of their value,
-    numbers and index tuples by value (``repr``: 0.0 and -0.0 differ), other objects
-    by identity."""
-    parts = [spec]
-    for a in list(args) + list(kw.items()):
-        t = type(a)
-        if t is Var:
-            parts.append(("v", names.get(id(a), id(a))))
-        elif t in (float, int, bool, str) or a is None:
-            parts.append(("c", t, repr(a)))
-        elif t is tuple or t is slice:
-            r = repr(a)
-            if "array" in r or "<" in r:
-                parts.append(("o", id(a)))
-            else:
-                parts.append(("c", t, r))
-        else:
-            parts.append(("o", id(a)))
-    return tuple(parts)
-
-
-def _is(spec, kind):
-    """Does ``spec`` declare that it is numpy's operation ``kind`` (extend.definline)?"""
-    inl = spec.inline
-    return inl is not None and inl.kind == kind
-
-
-# the replay rules that mirror the tape's fast rules of a declared form (fast_rules.py:
-# + - *), not the generated ones from the VJPs
-_FORM_RULES = {"linear": "linear", "bilinear": "mul"}
-
-
-def _family(n, spec):
-    bp = n.bp
-    if bp is _bp_generic:
-        return "generic"
-    if spec.kernel is not None:
-        return "fused"
-    form = getattr(bp, "_form", None)       # the layout of the node (extend._tag)
-    if form == "binary_own":
-        declared = getattr(spec.derivative, "form", None)
-        rule = None if declared is None else _FORM_RULES.get(declared[0])
-        if rule is None:
-            raise NotCompilable(f"hand-written backward rules of '{spec.name}'")
-        return rule
-    if form is None:
-        raise NotCompilable(f"no replay rule for nodes of '{spec.name}' "
-                            f"({getattr(bp, '__name__', bp)})")
-    return form
-
-
-def _quiet(fn, *args, **kw):
-    """Evaluate ``fn`` once for the kind of its result (warnings and fp errors off)."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            return fn(*args, **kw)
-        except (ArithmeticError, ValueError):
-            return None
-
-
-def _probe(spec, n, args):
-    vals = [a.value if type(a) is Var else a for a in args]
-    if spec.op is not None:
-        return _quiet(spec.op, *vals)
-    return _quiet(spec.fun, *vals)
-
-
-def _probe_vjp(vjp, n, vals):
-    return _quiet(vjp, n.adj, n.value, *vals)
-
-
-def _probe_call(fn, n, vals, kw):
-    return _quiet(fn, n.adj, n.value, *vals, **kw)
-
-
-def _subscript(idx):
-    """``idx`` as subscript source (``3``, ``2:``, ``1, ::2``), or None if it is not
-    made of ints, slices, None and Ellipsis."""
-    items = idx if type(idx) is tuple else (idx,)
-    out = []
-    for it in items:
-        t = type(it)
-        if t is int:
-            out.append(repr(it))
-        elif t is slice:
-            parts = [("" if v is None else repr(v)) for v in (it.start, it.stop, it.step)]
-            if not all(v is None or type(v) is int for v in (it.start, it.stop, it.step)):
-                return None
-            out.append(":".join(parts[:2]) + (f":{parts[2]}" if it.step is not None else ""))
-        elif it is None:
-            out.append("None")
-        elif it is Ellipsis:
-            out.append("...")
-        else:
-            return None
-    if type(idx) is tuple:
-        return ", ".join(out) + ("," if len(out) == 1 else "") if out else "()"
-    return out[0]
-
-
-_OPS = {operator.add: "+", operator.sub: "-", operator.mul: "*"}
-_CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
-        operator.eq: "==", operator.ne: "!="}
 
 class _Program:
     """A generated replay function and what it was made from."""
