@@ -10,8 +10,6 @@ point as its constrain step takes it. What is the model's own: the name in warni
 a model's pickle carries (:func:`portable_programs`, :func:`adopt_programs`).
 """
 
-import functools
-
 from .autodiff.compile import Compiled
 
 __all__ = ["ModelGradient", "ModelDensity", "portable_programs", "adopt_programs"]
@@ -23,8 +21,9 @@ class ModelGradient(Compiled):
     cache)."""
 
     def __init__(self, model, jacobian, max_recordings=8, verify=True, exact=False):
-        super().__init__(functools.partial(model._log_density_pieces, jacobian=jacobian),
-                         None, max_recordings, verify, exact,
+        def log_density(pieces):
+            return model._log_density_pieces(pieces, jacobian)
+        super().__init__(log_density, None, max_recordings, verify, exact,
                          inputs=model._layout.inputs)
         self.what = f"{type(model).__name__}.log_density_gradient"
         self.model = model
