@@ -39,9 +39,9 @@ SWITCHES = {
     "STANLITE_ODE_CODEGEN_AFTER": ("right-hand-side evaluations before an ODE's "
                                    "program is generated (off: never)",
                                    "stanlite/functor/ode_codegen.py, at import"),
-    "STANLITE_ODE_CODEGEN_BACKGROUND": ("0: compile an ODE's generated code in this "
-                                        "process, at once (default: in another "
-                                        "process, the interpreter meanwhile)",
+    "STANLITE_ODE_CODEGEN_BACKGROUND": ("0/false/no/off: an ODE's generated program is "
+                                        "compiled in the solving process, not in "
+                                        "another one meanwhile",
                                         "stanlite/functor/ode_codegen.py, at import"),
     "STANLITE_NO_MALLOPT": ("set: leave glibc's allocator thresholds alone",
                             "stanlite/_memory.py, at import"),

@@ -53,7 +53,7 @@ import time
 import numpy as np
 
 from ..autodiff.vm import kernel as _k, opcodes as O
-from ..config import setting
+from ..config import setting, switched_off
 
 __all__ = ["generate", "source", "Pending", "wait", "MAX_ROWS", "AFTER", "BACKGROUND",
            "STATS"]
@@ -65,8 +65,7 @@ MAX_ROWS = 600
 _env = setting("STANLITE_ODE_CODEGEN_AFTER", "20000").strip().lower()
 AFTER = None if _env in ("off", "none", "no") else int(_env)
 #: compile in a separate process while the interpreter goes on (see the module's doc)
-BACKGROUND = os.environ.get("STANLITE_ODE_CODEGEN_BACKGROUND", "1").strip().lower() \
-    not in ("0", "off", "no", "false")
+BACKGROUND = not switched_off("STANLITE_ODE_CODEGEN_BACKGROUND")
 #: programs generated, bundles refused (an instruction without a rule here), compiles
 #: started in another process
 STATS = {"generated": 0, "refused": 0, "background": 0}
