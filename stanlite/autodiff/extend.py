@@ -685,35 +685,14 @@ def elementwise_unary(name, raw, vjp, scalar=None, scalar_vjp=None):
     return wrapped
 
 
-def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=None,
-                       scalar_vjps=(None, None)):
-    """A broadcasting binary primitive with one VJP per argument.
+def _binary_backward_rules(spec, svjp, sx, sy):
+    """The three generated backward rules of a binary primitive (both arguments traced,
+    only x, only y), built once per definition by ``elementwise_binary``.
 
-    ``op``, if given, must work on traced values directly (a Python operator such as
-    ``operator.mul``); it then skips one dispatch on the values. ``scalar_vjp(g, ans,
-    x, y) -> (cx, cy)`` is the pair of VJPs on plain floats (scalar fast path).
-    ``bps``, optional, replaces the three generated backward rules (both traced,
-    only x, only y) by hand-written ones for the hottest operators; they must fall
-    back to ``spec.vjps`` for anything but plain floats. ``scalar_vjps``, optional: the
-    VJP of each argument alone on plain floats (where only one argument is traced:
-    the other derivative is not computed), unguarded (an exception falls back to
-    ``spec.vjps`` on numpy scalars).
+    On plain floats they use the scalar VJPs (``svjp`` the pair, ``sx``/``sy`` one
+    argument alone) and fall back to ``spec.vjps`` on the IEEE path; ``spec.vjps`` is
+    read at backward time, not captured, as ``defvjp`` may replace it later.
     """
-    spec = Primitive(name, raw, broadcasting=True)
-    spec.vjps = (vjp_x, vjp_y)
-    svjp = scalar_vjp
-    sx = scalar_vjps[0] or (svjp and (lambda g, ans, x, y: svjp(g, ans, x, y)[0]))
-    sy = scalar_vjps[1] or (svjp and (lambda g, ans, x, y: svjp(g, ans, x, y)[1]))
-    new = _new
-
-    spec.scalar_vjp = scalar_vjp
-    spec.op = op          # None: the values go through ``raw``
-    if op is None:
-        def op(a, b):
-            if isinstance(a, Box) or isinstance(b, Box):
-                return wrapped(a, b)
-            return raw(a, b)
-
     def bp_xy(node, g):
         x = node.x
         y = node.y
@@ -766,7 +745,41 @@ def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=No
             return
         accumulate(y, _call_ieee(spec.vjps[1], g, node.value, (c, yv), {}))
 
-    if bps is not None:
+    return bp_xy, bp_x, bp_y
+
+
+def elementwise_binary(name, raw, vjp_x, vjp_y, op=None, scalar_vjp=None, bps=None,
+                       scalar_vjps=(None, None)):
+    """A broadcasting binary primitive with one VJP per argument.
+
+    ``op``, if given, must work on traced values directly (a Python operator such as
+    ``operator.mul``); it then skips one dispatch on the values. ``scalar_vjp(g, ans,
+    x, y) -> (cx, cy)`` is the pair of VJPs on plain floats (scalar fast path).
+    ``bps``, optional, replaces the three generated backward rules (both traced,
+    only x, only y) by hand-written ones for the hottest operators; they must fall
+    back to ``spec.vjps`` for anything but plain floats. ``scalar_vjps``, optional: the
+    VJP of each argument alone on plain floats (where only one argument is traced:
+    the other derivative is not computed), unguarded (an exception falls back to
+    ``spec.vjps`` on numpy scalars).
+    """
+    spec = Primitive(name, raw, broadcasting=True)
+    spec.vjps = (vjp_x, vjp_y)
+    svjp = scalar_vjp
+    sx = scalar_vjps[0] or (svjp and (lambda g, ans, x, y: svjp(g, ans, x, y)[0]))
+    sy = scalar_vjps[1] or (svjp and (lambda g, ans, x, y: svjp(g, ans, x, y)[1]))
+    new = _new
+
+    spec.scalar_vjp = scalar_vjp
+    spec.op = op          # None: the values go through ``raw``
+    if op is None:
+        def op(a, b):
+            if isinstance(a, Box) or isinstance(b, Box):
+                return wrapped(a, b)
+            return raw(a, b)
+
+    if bps is None:
+        bp_xy, bp_x, bp_y = _binary_backward_rules(spec, svjp, sx, sy)
+    else:
         bp_xy, bp_x, bp_y = bps(spec)
     form = "binary" if bps is None else "binary_own"
     _tag(bp_xy, spec, _args_xy, form)
