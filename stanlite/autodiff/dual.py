@@ -215,12 +215,6 @@ class forward_scope:
         return self.trace
 
     def __exit__(self, *exc):
-        from .tape import _state
-        trace = self.trace
-        trace.open = False
-        stack = _state.stack
-        while stack and stack[-1] is not trace:
-            stack.pop().open = False
-        if stack:
-            stack.pop()
+        from .tape import pop_scope
+        pop_scope(self.trace)
         return False

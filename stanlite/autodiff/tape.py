@@ -135,6 +135,34 @@ def current_tape():
     return stack[-1]
 
 
+def pop_scope(scope):
+    """Close ``scope`` (a tape or a forward trace) and pop it off this thread's stack,
+    with any inner scope left open above it by an abandoned generator."""
+    scope.open = False
+    stack = _state.stack
+    while stack and stack[-1] is not scope:
+        stack.pop().open = False
+    if stack:
+        stack.pop()
+
+
+def _pause_gc():
+    # re-entrant: the collector's state is saved by the outermost pause, restored by
+    # its resume
+    st = _state
+    if st.gc_depth == 0:
+        st.gc_was = gc.isenabled()
+        gc.disable()
+    st.gc_depth += 1
+
+
+def _resume_gc():
+    st = _state
+    st.gc_depth -= 1
+    if st.gc_depth == 0 and st.gc_was:
+        gc.enable()
+
+
 class nested:
     """Open a nested recording scope; its memory is released on exit.
 
@@ -167,15 +195,9 @@ class nested:
 
     def __exit__(self, *exc):
         tape = self.tape
-        tape.open = False
         tape.nodes = []
         tape.owned = {}
-        stack = _state.stack
-        # pop this tape (and any inner scope left open by an abandoned generator)
-        while stack and stack[-1] is not tape:
-            stack.pop().open = False
-        if stack:
-            stack.pop()
+        pop_scope(tape)
         return False
 
 
@@ -184,6 +206,8 @@ class gc_paused_nested(nested):
 
     __slots__ = ()
 
+    # _pause_gc and _resume_gc written out: every gradient of the functionals opens
+    # this scope, and the two calls cost ~0.1 us of a small model's ~4 us
     def __enter__(self):
         tape = nested.__enter__(self)
         st = _state
@@ -213,18 +237,11 @@ class gc_paused:
     __slots__ = ()
 
     def __enter__(self):
-        st = _state
-        if st.gc_depth == 0:
-            st.gc_was = gc.isenabled()
-            gc.disable()
-        st.gc_depth += 1
+        _pause_gc()
         return self
 
     def __exit__(self, *exc):
-        st = _state
-        st.gc_depth -= 1
-        if st.gc_depth == 0 and st.gc_was:
-            gc.enable()
+        _resume_gc()
         return False
 
 
