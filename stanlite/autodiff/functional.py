@@ -58,6 +58,25 @@ def _lift(args, argnums, tape):
 _GC = gc_paused()
 
 
+def sweep_scalar(y, tape):
+    """Sweep ``tape`` from ``y`` (adjoint 1.0) if ``y`` is recorded on it: True;
+    False for an output that does not depend on the leaves (a zero gradient). A
+    non-scalar output is an error either way. (value_and_grad's and the recordings'
+    one reverse sweep, recording.py.)"""
+    if isinstance(y, Box) and y.tape is tape:
+        if type(y.value) is not float and y.shape != ():
+            raise DifferentiationError(
+                f"grad requires a scalar output, got shape {y.shape}; "
+                "use sl.jacobian for vector outputs")
+        y.adj = 1.0
+        sweep(tape.nodes)           # the collector is paused by the caller's scope
+        return True
+    if shape_of(y) != ():
+        raise DifferentiationError(
+            f"grad requires a scalar output, got shape {shape_of(y)}")
+    return False
+
+
 def _argnums(argnum):
     return (argnum,) if isinstance(argnum, int) else tuple(argnum)
 
@@ -88,13 +107,7 @@ def value_and_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0
             else:
                 args, leaves = _lift(args, nums, tape)
             y = f(*args)
-            if isinstance(y, Box) and y.tape is tape:
-                if type(y.value) is not float and y.shape != ():
-                    raise DifferentiationError(
-                        f"grad requires a scalar output, got shape {y.shape}; "
-                        "use sl.jacobian for vector outputs")
-                y.adj = 1.0
-                sweep(tape.nodes)           # the collector is paused by _GC
+            if sweep_scalar(y, tape):
                 val = y.value
                 if single:
                     a = leaf.adj
@@ -102,9 +115,6 @@ def value_and_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0
                 else:
                     grads = tuple(_adj_or_zeros(v) for v in leaves)
             else:
-                if shape_of(y) != ():
-                    raise DifferentiationError(
-                        f"grad requires a scalar output, got shape {shape_of(y)}")
                 grads = tuple(_zeros(v.shape) for v in leaves)
                 val = y
         if type(val) is not float and not isinstance(val, Box):
@@ -188,9 +198,9 @@ def jacobian_reverse(f: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
     Example
     -------
     >>> import numpy as np, stanlite as sl
-    >>> sl.jacobian(lambda x: x ** 2)(np.array([1.0, 3.0]))
-    array([[2., 0.],
-           [0., 6.]])
+    >>> sl.jacobian_reverse(lambda x: sl.sum(x) * x)(np.array([1.0, 3.0]))
+    array([[5., 1.],
+           [3., 7.]])
     """
     def jacobian_f(x):
         with nested() as tape, gc_paused():

@@ -22,10 +22,10 @@ import sys
 
 import numpy as np
 
-from ..errors import DifferentiationError
 from .extend import reshape
-from .tape import gc_paused_nested, sweep
-from .var import Box, _strip, make_leaf, shape_of, unwatch, watch
+from .functional import sweep_scalar
+from .tape import gc_paused_nested
+from .var import Box, _strip, make_leaf, unwatch, watch
 
 __all__ = ["Recording", "recording", "record_pieces", "value_and_grad_pieces",
            "cut_pieces", "piece_expression"]
@@ -165,20 +165,11 @@ def _record_function(f, x, scalar=True):
             out = np.array(_strip(y), dtype=float)
             return Recording(tape, nodes, [leaf], y, rec.guards, rec.escapes, (0.0, out),
                              x)
-        if isinstance(y, Box) and y.tape is tape:
-            if type(y.value) is not float and y.shape != ():
-                raise DifferentiationError(
-                    f"grad requires a scalar output, got shape {y.shape}; "
-                    "use sl.jacobian for vector outputs")
-            y.adj = 1.0
-            sweep(nodes)
+        if sweep_scalar(y, tape):
             val = y.value
             a = leaf.adj
             grad = (0.0 if type(x) is float else np.zeros(x.shape)) if a is None else a
         else:
-            if np.shape(y) != ():
-                raise DifferentiationError(
-                    f"grad requires a scalar output, got shape {np.shape(y)}")
             val = _strip(y)
             grad = 0.0 if type(x) is float else np.zeros(x.shape)
     if type(val) is not float:
@@ -232,13 +223,7 @@ def record_pieces(f, x, inputs, record=True):
         else:
             lp = f(leaves)
         g = np.zeros(x.shape[0])
-        if isinstance(lp, Box) and lp.tape is tape:
-            if type(lp.value) is not float and lp.shape != ():
-                raise DifferentiationError(
-                    f"grad requires a scalar output, got shape {lp.shape}; "
-                    "use sl.jacobian for vector outputs")
-            lp.adj = 1.0
-            sweep(tape.nodes)
+        if sweep_scalar(lp, tape):
             val = lp.value
             for (start, stop, shape), v in zip(inputs, leaves):
                 a = v.adj
@@ -248,9 +233,6 @@ def record_pieces(f, x, inputs, record=True):
                     else:
                         g[start:stop] = a if type(a) is float else np.ravel(a)
         else:
-            if shape_of(lp) != ():
-                raise DifferentiationError(
-                    f"grad requires a scalar output, got shape {shape_of(lp)}")
             val = lp
     if type(val) is not float and not isinstance(val, Box):
         val = float(val)
