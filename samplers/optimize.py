@@ -272,6 +272,21 @@ def _report(trace, verbose, refresh, out=None):
               file=out)
 
 
+def _end_iteration(trace, verdict, max_iter, verbose, refresh, on_iteration):
+    """The end of one iteration, the same for every method: Stan's ``verdict`` (or
+    ``max_iter`` once reached) recorded in the trace, the iteration line printed and
+    ``on_iteration`` called, in that order (the callback sees the final code). Returns
+    the verdict (None: go on)."""
+    if verdict is None and trace.iterations >= max_iter:
+        verdict = ("max_iter", f"reached iter = {max_iter} iterations")
+    if verdict is not None:
+        trace.code, trace.message = verdict
+    _report(trace, verbose, refresh)
+    if on_iteration is not None:
+        on_iteration(trace)
+    return verdict
+
+
 def run_quasi_newton(obj, x0, f0, g0, *, method="lbfgs", max_iter=2000, criteria=None,
                      history_size=5, verbose=False, refresh=100, on_iteration=None):
     """Minimise ``obj`` (an :class:`Objective`) from ``x0`` with scipy's L-BFGS-B or
@@ -287,15 +302,9 @@ def run_quasi_newton(obj, x0, f0, g0, *, method="lbfgs", max_iter=2000, criteria
         x = np.array(intermediate_result.x, dtype=np.float64)
         f, g = obj.lookup(x)
         dx = trace.add(x, f, g, obj.n_evals)
-        verdict = criteria.check(trace.fs[-2], f, g, dx,
-                                 lbfgs_inverse_hessian_product(trace.pairs, g))
-        if verdict is None and trace.iterations >= max_iter:
-            verdict = ("max_iter", f"reached iter = {max_iter} iterations")
-        if verdict is not None:
-            trace.code, trace.message = verdict
-        _report(trace, verbose, refresh)
-        if on_iteration is not None:
-            on_iteration(trace)
+        verdict = _end_iteration(trace, criteria.check(
+            trace.fs[-2], f, g, dx, lbfgs_inverse_hessian_product(trace.pairs, g)),
+            max_iter, verbose, refresh, on_iteration)
         if verdict is not None:
             raise StopIteration
 
@@ -387,14 +396,8 @@ def run_newton(model, x0, lp0, g0, *, jacobian, max_iter, criteria, verbose=Fals
         dx = trace.add(new, -lp_new, -g_new, trace.n_evals)
         # relative gradient with the modified Hessian at the previous point: g' H~^-1 g
         Hg = V @ ((V.T @ g_new) / w)
-        verdict = criteria.check(trace.fs[-2], -lp_new, g_new, dx, Hg)
-        if verdict is None and trace.iterations >= max_iter:
-            verdict = ("max_iter", f"reached iter = {max_iter} iterations")
-        if verdict is not None:
-            trace.code, trace.message = verdict
-        _report(trace, verbose, refresh)
-        if on_iteration is not None:
-            on_iteration(trace)
+        verdict = _end_iteration(trace, criteria.check(trace.fs[-2], -lp_new, g_new, dx, Hg),
+                                 max_iter, verbose, refresh, on_iteration)
         x, lp, g = new, lp_new, g_new
         if verdict is not None:
             break
