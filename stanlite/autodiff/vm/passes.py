@@ -173,22 +173,7 @@ def _cse(g, out_off):
     changed = False
     for row in g.rows:
         if changed:
-            fields = _reads(row)
-            if row[O.OP] == O.STUDENT_T:
-                fields = fields + (O.X1,)
-            new = None
-            for f in fields:
-                v = row[f]
-                if v < top and rm[v] != v:
-                    if new is None:
-                        new = list(row)
-                    new[f] = int(rm[v])
-            if new is not None:
-                row = tuple(new)
-            t = g.table(row)
-            if t is not None:
-                m = t < top
-                t[m] = rm[t[m]]
+            row = _remap_row(g, row, rm, top)
         op = row[O.OP]
         if op in _SHAREABLE:
             if op == O.GATHER:
@@ -545,26 +530,29 @@ def _remap_rows(g, rows, rm):
         rma = np.arange(top, dtype=np.int64)
         keys = np.fromiter(rm.keys(), dtype=np.int64, count=len(rm))
         rma[keys] = np.fromiter(rm.values(), dtype=np.int64, count=len(rm))
-    out = []
-    for row in rows:
-        fields = _reads(row)
-        if row[O.OP] == O.STUDENT_T:
-            fields = fields + (O.X1,)
-        new = None
-        for f in fields:
-            v = row[f]
-            if v < top and rma[v] != v:
-                if new is None:
-                    new = list(row)
-                new[f] = int(rma[v])
-        if new is not None:
-            row = tuple(new)
-        t = g.table(row)
-        if t is not None and t.size:
-            m = t < top
-            t[m] = rma[t[m]]
-        out.append(row)
-    return out
+    return [_remap_row(g, row, rma, top) for row in rows]
+
+
+def _remap_row(g, row, rm, top):
+    """``row`` with its reads of slots below ``top`` pointed through ``rm`` (an array:
+    new = rm[old]), a new tuple if any changed; its gather table remapped in place."""
+    fields = _reads(row)
+    if row[O.OP] == O.STUDENT_T:
+        fields = fields + (O.X1,)
+    new = None
+    for f in fields:
+        v = row[f]
+        if v < top and rm[v] != v:
+            if new is None:
+                new = list(row)
+            new[f] = int(rm[v])
+    if new is not None:
+        row = tuple(new)
+    t = g.table(row)
+    if t is not None and t.size:
+        m = t < top
+        t[m] = rm[t[m]]
+    return row
 
 
 def _apply(g, rows, seg, new, drop, rm):
