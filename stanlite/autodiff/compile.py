@@ -882,6 +882,9 @@ def _backend(backend):
 
 
 def _input(x):
+    # the two common cases of var._as_float_value written out: every call of a
+    # compiled function converts its argument, and the call saved is a few percent of
+    # a small model's compiled gradient
     t = type(x)
     if t is float:
         return x
