@@ -302,6 +302,12 @@ class Model:
         """The parameters' places in the unconstrained vector (stanlite/layout.py)."""
         return self._layout.slots
 
+    @property
+    def _dynamic(self):
+        """Whether some parameter's bounds depend on another parameter (then a partial
+        ``init`` can only be checked once the rest is drawn: samplers/inits.py)."""
+        return self._layout.dynamic
+
     def _constrain(self, x, jacobian):
         layout = self._layout
         return layout.constrain_pieces(layout.pieces(x), jacobian)
