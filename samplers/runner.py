@@ -53,6 +53,7 @@ import warnings
 
 import numpy as np
 
+from stanlite.config import setting
 from stanlite.errors import RemoteError, StanliteError
 
 from . import chain as _chain
@@ -633,7 +634,7 @@ def _in_process(seconds, workers, cost):
 
 
 def _pool_cost():
-    v = os.environ.get(POOL_COST_ENV, "").strip()
+    v = setting(POOL_COST_ENV).strip()
     if not v:
         return POOL_COST
     try:
@@ -729,7 +730,7 @@ def _start_method():
     set (``multiprocessing.set_start_method``), else fork where it exists."""
     import multiprocessing as mp
     methods = mp.get_all_start_methods()
-    want = os.environ.get(START_METHOD_ENV, "").strip().lower() or \
+    want = setting(START_METHOD_ENV).strip().lower() or \
         mp.get_start_method(allow_none=True)
     if want:
         if want not in methods:
