@@ -324,7 +324,8 @@ def _segment(model, state, live, stop, seconds):
         live.seg_skip -= 1
         return None
     if adapt and live.gadapt is not None or \
-            not nuts_jit.segment_ready(model, live.metric, state.max_treedepth):
+            not nuts_jit.segment_ready(model, live.metric, state.max_treedepth,
+                                       live.kernel.own()):
         return None
     end = min(stop, num_warmup) if warm else stop
     if adapt:
@@ -339,7 +340,7 @@ def _segment(model, state, live, stop, seconds):
     while True:
         seg = nuts_jit.segment(model, live.metric, live.rng, live.z, live.eps, n,
                                state.max_treedepth, live.da if adapt else None,
-                               live.welford, window, i)
+                               live.welford, window, i, workspace=live.kernel.own())
         if seg is None or seg.status != nuts_jit.SEGMENT_HANDOFF:
             break
         handed = True

@@ -79,8 +79,9 @@ class Nuts(Kernel):
 
     def transition(self):
         from . import nuts
-        # without its own errstate: chain.run sets it once for the whole run
-        return nuts._transition
+        # one per chain, with the chain's own workspace; without its own errstate:
+        # chain.run sets it once for the whole run
+        return nuts.ChainTransition()
 
 
 class StaticHmc(Kernel):

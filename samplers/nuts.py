@@ -294,6 +294,33 @@ class NutsKernel:
                                 workspace=self.workspace, **options)
 
 
+class ChainTransition:
+    """One chain's NUTS transition function (the signature of :func:`_transition`)
+    with the compiled tree's :class:`.nuts_jit.Workspace` its own, made at first use
+    and reused by every transition and segment of the chain, whatever metric the
+    chain's warmup moves to (the workspace checks the metric's whitened factor at
+    each use): the chain, not its metric, owns the scratch space (issue 23, point 5).
+    """
+
+    __slots__ = ("workspace",)
+
+    def __init__(self):
+        self.workspace = None
+
+    def own(self):
+        """This chain's workspace (made at the first call)."""
+        ws = self.workspace
+        if ws is None:
+            ws = self.workspace = nuts_jit.Workspace()
+        return ws
+
+    def __call__(self, model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
+        if use_jit and hasattr(metric, "whitened_steps"):
+            return nuts_jit.transition(model, metric, z, eps, rng, max_depth,
+                                       max_delta_h, self.own())
+        return _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h)
+
+
 def _transition(model, metric, z, eps, rng, max_depth=10, max_delta_h=1000.0):
     # transition() without the errstate (chain.run sets it once for the whole run);
     # the compiled tree's workspace is then nuts_jit.workspace_of(metric)

@@ -9,16 +9,7 @@ import pytest
 
 from stanlite.samplers import hamiltonian, nuts, nuts_algebra, nuts_jit
 from stanlite.samplers.hamiltonian import Point
-
-
-class _CorrGauss:
-    def __init__(self, S):
-        self.P = np.linalg.inv(S)
-        self.dim = len(S)
-
-    def log_density_gradient(self, q):
-        g = -self.P @ q
-        return 0.5 * float(q @ g), g
+from testkit import CorrGauss as _CorrGauss
 
 
 _S = np.array([[4.0, 1.8, 0.3], [1.8, 1.0, 0.2], [0.3, 0.2, 0.25]])
@@ -74,3 +65,30 @@ def test_multinomial_and_progressive_draws():
     assert not sure and p == pytest.approx(0.25)
     # a huge new weight is sure without computing exp of the difference
     assert nuts_algebra.progressive(0.0, 5000.0) == (True, 1.0)
+
+
+@pytest.mark.skipif(not nuts_jit.available(), reason="numba not installed or STANLITE_JIT=0")
+def test_a_chain_runs_in_its_own_workspace_not_one_looked_up_by_metric(monkeypatch):
+    # chain.py's transitions and compiled segments go through the chain's
+    # ChainTransition (kernels.Nuts makes one per chain): the by-metric fallback
+    # (nuts_jit.workspace_of) is never consulted, and the chain's draws are those of
+    # a chain that used it (the workspace is scratch space only)
+    import stanlite.models as zoo
+    m = zoo.get("eight_schools_noncentered")
+    kw = dict(chains=1, warmup=150, draws=50, seed=5, progress=False, parallel=False)
+    before = m.sample(**kw).draws(0)
+
+    def refuse(metric):
+        raise AssertionError("a chain looked its workspace up by its metric")
+    monkeypatch.setattr(nuts_jit, "workspace_of", refuse)
+    made = []
+    real = nuts.ChainTransition.own
+
+    def own(self):
+        made.append(id(self))
+        return real(self)
+    monkeypatch.setattr(nuts.ChainTransition, "own", own)
+    after = m.sample(**kw).draws(0)
+    assert made and len(set(made)) == 1            # one chain, one workspace owner
+    for k in before:
+        np.testing.assert_array_equal(before[k], after[k], err_msg=k)
