@@ -518,29 +518,8 @@ def drop_stale_cache(dispatchers, tag, paths):
     call: at import.)"""
     if njit is None:
         return
-    import hashlib
-    import os
-    try:
-        h = hashlib.sha256()
-        for path in paths:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        digest = h.hexdigest()
-        for d in dispatchers:
-            cache = d._cache
-            stamp = os.path.join(cache._cache_path, f"{tag}.{d.__name__}.nuts-deps")
-            try:
-                with open(stamp) as f:
-                    old = f.read().strip()
-            except OSError:
-                old = None
-            if old != digest:
-                cache.flush()
-                os.makedirs(cache._cache_path, exist_ok=True)
-                with open(stamp, "w") as f:
-                    f.write(digest)
-    except (OSError, AttributeError):
-        pass                    # no cache to protect (or an unwritable one)
+    from stanlite.autodiff.vm.stale_cache import flush_when_changed
+    flush_when_changed(dispatchers, tag, paths, "nuts-deps")
 
 
 if njit is not None:

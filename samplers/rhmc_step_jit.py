@@ -316,3 +316,15 @@ def implicit_step(q0, p0, grad0, Q, f, finv, J, force, has_force, dv, dv_scale, 
     Q1[:, :] = Qn
     J1[:, :] = Jn
     return OK, lp1, logdet
+
+
+if njit is not None:
+    # the SoftAbs kernels (rhmc_kernels.py) are compiled into this module's cached
+    # machine code, but numba keys that cache on this file alone: drop it when they
+    # (or the interpreter they call) change
+    from stanlite.autodiff.vm.stale_cache import flush_when_changed as _flush_when_changed
+    _dispatchers = [d for d in list(globals().values())
+                    if hasattr(d, "_cache") and hasattr(d, "py_func")]
+    _vm.drop_stale_cache(_dispatchers, "rhmc_step_jit")
+    _flush_when_changed(_dispatchers, "rhmc_step_jit", [_K.__file__], "rhmc-deps")
+

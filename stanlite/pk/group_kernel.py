@@ -98,5 +98,9 @@ def run(fp, ci, cf, cur, where, dim, n, k, ptr, idx, val, subjects, op_ptr, kind
 
 
 # the loop carries the interpreter's machine code in its numba cache (see
-# ode_steppers): drop it when the interpreter's source changes
+# ode_steppers): drop it when the interpreter's source changes - and the steppers'
+# (dopri, bdf, inlined into it), whose file numba does not watch for this one
 _dp._k.drop_stale_cache([run], "group_kernel")
+if _dp._k.njit is not None:
+    from ..autodiff.vm.stale_cache import flush_when_changed as _flush_when_changed
+    _flush_when_changed([run], "group_kernel", [_dp.__file__], "ode-deps")

@@ -33,7 +33,6 @@ callers do not select this backend then, see :func:`available`).
 """
 
 import math
-import os
 
 import numpy as np
 
@@ -357,31 +356,12 @@ def drop_stale_cache(dispatchers, tag):
     hash is kept beside the cache (``<tag>.vm-deps``)."""
     if njit is None:
         return
-    import hashlib
     from . import opcodes, scalar as _scalar, unary_generated as _generated
     from . import binary_generated as _generated2, ops_generated as _ops
-    try:
-        h = hashlib.sha256()
-        for path in (__file__, opcodes.__file__, _scalar.__file__, _generated.__file__,
-                     _generated2.__file__, _ops.__file__):
-            with open(path, "rb") as f:
-                h.update(f.read())
-        digest = h.hexdigest()
-        for d in dispatchers:
-            cache = d._cache
-            stamp = os.path.join(cache._cache_path, f"{tag}.{d.__name__}.vm-deps")
-            try:
-                with open(stamp) as f:
-                    old = f.read().strip()
-            except OSError:
-                old = None
-            if old != digest:
-                cache.flush()
-                os.makedirs(cache._cache_path, exist_ok=True)
-                with open(stamp, "w") as f:
-                    f.write(digest)
-    except (OSError, AttributeError):
-        pass                    # no cache to protect (or an unwritable one)
+    from .stale_cache import flush_when_changed
+    flush_when_changed(dispatchers, tag,
+                       (__file__, opcodes.__file__, _scalar.__file__, _generated.__file__,
+                        _generated2.__file__, _ops.__file__), "vm-deps")
 
 
 def warm():
