@@ -13,6 +13,7 @@ import scipy.stats as st
 import stanlite as sl
 from stanlite.samplers import adaptation, hamiltonian, nuts, nuts_jit
 from stanlite.samplers.hamiltonian import Point
+from testkit import CorrGauss as _CorrGauss
 
 
 def _ess(x):
@@ -149,17 +150,6 @@ def test_nuts_transition_on_protocol_object(rng):
         assert_mean_within_mcse(d[..., j], 0.0, 1.0)
         assert_sd_within_mcse(d[..., j], 1.0)
 
-
-class _CorrGauss:
-    """A correlated Gaussian through the log-density protocol."""
-
-    def __init__(self, S):
-        self.P = np.linalg.inv(S)
-        self.dim = len(S)
-
-    def log_density_gradient(self, q):
-        g = -self.P @ q
-        return 0.5 * float(q @ g), g
 
 
 def _reference_tree(m, Minv, q0, p0, eps, forward, max_depth=10):

@@ -58,6 +58,18 @@ class StopOnce(sl.Model):
 
 
 # ---- closed forms ------------------------------------------------------------------------
+class CorrGauss:
+    """A correlated Gaussian N(0, S) through the log-density protocol (no Model)."""
+
+    def __init__(self, S):
+        self.P = np.linalg.inv(S)
+        self.dim = len(S)
+
+    def log_density_gradient(self, q):
+        g = -self.P @ q
+        return 0.5 * float(q @ g), g
+
+
 def one_compartment(x, theta):
     """Steady state of a one-compartment model with first-order absorption (the AD
     review's experiment for one patient): x = F_tau(x + D e_gut), theta = (k1, k2, D,
