@@ -354,6 +354,11 @@ def zoo_table(quick):
         m = zoo.get(name)
         for x in xs * (1 if quick else 4):
             m.log_density_gradient(x)
+        # (it compiles in another process while the interpreter goes on: wait for it,
+        # so that a first run on an empty numba cache times the generated code too)
+        from stanlite.functor import ode_codegen
+        ode_codegen.wait()
+        m.log_density_gradient(xs[0])
         for _ in range(3):
             for route in best:
                 with _route(route):
