@@ -910,12 +910,13 @@ def _pieces_layout(inputs):
             start, stop, shape = piece
             start, stop, shape = int(start), int(stop), tuple(int(n) for n in shape)
         except (TypeError, ValueError):
-            raise TypeError(f"sl.compile: inputs must be (start, stop, shape) triples, "
-                            f"got {piece!r}") from None
+            raise ArgumentError(f"sl.compile: inputs must be (start, stop, shape) "
+                                f"triples of integers, got {piece!r}") from None
         size = int(np.prod(shape, dtype=np.int64))
         if not 0 <= start <= stop or stop - start != size:
-            raise ValueError(f"sl.compile: the input piece {piece!r} does not hold "
-                             f"{size} value(s) of x")
+            raise ArgumentError(f"sl.compile: the inputs piece {piece!r} does not hold "
+                                f"its shape's {size} value(s) of x (need 0 <= start <= "
+                                f"stop and stop - start == {size})")
         out.append((start, stop, shape))
     return out
 

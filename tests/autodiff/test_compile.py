@@ -722,3 +722,22 @@ def test_a_bad_backend_is_an_argument_error_naming_it(monkeypatch):
     monkeypatch.setenv("STANLITE_BACKEND", "fast")
     with pytest.raises(sl.ArgumentError, match="STANLITE_BACKEND must be one of.*'fast'"):
         sl.compile(f, np.ones(2))
+
+
+def test_inputs_pieces_give_the_gradient_of_x_and_refuse_a_bad_layout():
+    # f takes the pieces of x (a scalar and a 2x2 matrix); the gradient is x's, the
+    # closed form d/da [a * sum(M^2)] = sum(M^2), d/dM = 2 a M
+    f = sl.compile(lambda p: p[0] * sl.sum(p[1] ** 2), inputs=[(0, 1, ()), (1, 5, (2, 2))])
+    x = np.array([1.5, 0.3, -0.7, 2.0, 0.1])
+    for point in (x, x[::-1].copy()):
+        lp, g = f(point)
+        M = point[1:].reshape(2, 2)
+        assert lp == pytest.approx(point[0] * np.sum(M ** 2), rel=1e-15)
+        np.testing.assert_allclose(g, np.r_[np.sum(M ** 2), 2 * point[0] * M.ravel()],
+                                   rtol=1e-14)
+    for bad, match in [([(0, 1, ()), (1, 4, (2, 2))], "does not hold its shape's 4"),
+                       ([(2, 1, ())], "0 <= start <= stop"),
+                       ([(0, 1)], "triples of integers, got \\(0, 1\\)"),
+                       (["ab"], "triples of integers")]:
+        with pytest.raises(sl.ArgumentError, match=match):
+            sl.compile(lambda p: p[0], inputs=bad)
