@@ -41,7 +41,7 @@ from ..autodiff.extend import Primitive, _bp_generic
 from ..autodiff.var import Box, Var, make_node
 from ..errors import DataError, DifferentiationError
 from ..functor import ode_native as _native
-from ..functor.ode import _Problem, _solve
+from ..functor.ode import _Problem, _Stash, _solve
 from ..functor.ode_integrate import Control
 from ..functor.ode_rhs import OdeRHS
 from .dosing import check_compartments, expand, plan
@@ -445,26 +445,8 @@ def _pool(n):
 # --------------------------------------------------------------------------------------
 # the node
 # --------------------------------------------------------------------------------------
-class _Stash:
-    """The sensitivities of the last values returned (by identity), for the VJP."""
-
-    def __init__(self):
-        self._d = {}
-
-    def put(self, Y, S):
-        import weakref
-        d = self._d
-        k = id(Y)
-
-        def drop(_, k=k):
-            d.pop(k, None)
-        d[k] = (weakref.ref(Y, drop), S)
-
-    def get(self, Y):
-        e = self._d.get(id(Y))
-        return e[1] if e is not None and e[0]() is Y else None
-
-
+# the sensitivities of the last values returned, kept beside them (by identity) for
+# the VJP: the ODE node's stash (functor/ode.py), as pk/ode_plan.py's
 _STASH = _Stash()
 
 
