@@ -35,9 +35,9 @@ from .fused import check_finite, check_positive, fused, pointwise
 from .multivariate import (HALF_LOG_TWO_PI, LOG_TWO, _arr, _bartlett, _centered, _chol,
                            _check_cholesky_factor, _check_nu_dims,
                            _check_scalar, _check_symmetric, _inv_from_chol,
-                           _lkj_log_const, _lmgamma, _log_diag_sum, _mst_kernel,
-                           _mst_terms, _mT, _mvn_draws, _out, _per_vector, _rows, _square,
-                           _vector_checks)
+                           _lkj_log_const, _lmgamma, _log_diag_sum, _mst_draws,
+                           _mst_kernel, _mst_rng_args, _mst_terms, _mT, _out, _per_vector,
+                           _square, _vector_checks)
 from .rng import as_generator
 
 __all__ = ["multi_normal_prec_lpdf",
@@ -153,15 +153,9 @@ def multi_student_t_cholesky_rng(nu, mu, L, rng=None):
     fn = "multi_student_t_cholesky_rng"
     L = np.asarray(value_of(L), dtype=float)
     K = _square(fn, "L", L)
-    nu = np.asarray(value_of(nu), dtype=float)
-    _check_scalar(fn, "nu", nu)
-    mu = np.asarray(value_of(mu), dtype=float)
-    n = _rows(fn, "mu", mu, K)
-    check_finite(fn, "mu", mu)
+    nu, mu, n = _mst_rng_args(fn, nu, mu, K)
     _check_cholesky_factor(fn, "L", L)
-    g = as_generator(rng)
-    w = float(nu) / g.chisquare(float(nu), size=() if n is None else (n,))
-    return _mvn_draws(mu, L, g, np.sqrt(w))
+    return _mst_draws(nu, mu, L, n, rng)
 
 
 # --------------------------------------------------------------------------------------

@@ -514,13 +514,24 @@ def multi_student_t_rng(nu, mu, Sigma, rng=None):
     fn = "multi_student_t_rng"
     Sigma = np.asarray(value_of(Sigma), dtype=float)
     K = _square(fn, "Sigma", Sigma)
+    nu, mu, n = _mst_rng_args(fn, nu, mu, K)
+    _check_symmetric(fn, "Sigma", Sigma)
+    return _mst_draws(nu, mu, _chol(fn, "Sigma", Sigma), n, rng)
+
+
+def _mst_rng_args(fn, nu, mu, K):
+    """``(nu, mu, n)`` of a multivariate Student-t rng, checked (after the scale's
+    shape, before its values): ``n`` the number of vectors in ``mu`` (None: one)."""
     nu = np.asarray(value_of(nu), dtype=float)
     _check_scalar(fn, "nu", nu)
     mu = np.asarray(value_of(mu), dtype=float)
     n = _rows(fn, "mu", mu, K)
     check_finite(fn, "mu", mu)
-    _check_symmetric(fn, "Sigma", Sigma)
-    L = _chol(fn, "Sigma", Sigma)
+    return nu, mu, n
+
+
+def _mst_draws(nu, mu, L, n, rng):
+    """``mu + sqrt(w) L z`` with ``w = nu / chi2_nu``, one ``w`` per vector."""
     g = as_generator(rng)
     w = float(nu) / g.chisquare(float(nu), size=() if n is None else (n,))
     return _mvn_draws(mu, L, g, np.sqrt(w))
