@@ -39,7 +39,7 @@ import numpy as np
 from scipy.linalg.lapack import dgesv as _dgesv
 
 from ..autodiff.extend import broadcast_to, defjvp, defvjp, primitive
-from ..autodiff.var import Box, shape_of, value_of
+from ..autodiff.var import Box, as_numbers, shape_of, value_of
 from ..math.linalg import matmul
 from ..math.structure import concatenate, transpose
 
@@ -255,12 +255,7 @@ def _check_square(fname, name, x):
 
 
 def _as_input(x):
-    if isinstance(x, Box):
-        return x
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"expected an array of numbers, got {type(x).__name__}") from None
+    return as_numbers(x, "expected an array of numbers", TypeError)
 
 
 def matrix_exp(A):

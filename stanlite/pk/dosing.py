@@ -23,7 +23,7 @@ its own doses.
 
 import numpy as np
 
-from ..autodiff.var import Box, guarded, shape_of
+from ..autodiff.var import Box, as_numbers, guarded, shape_of
 from ..errors import DataError, DomainError
 from ..math.structure import where
 
@@ -146,17 +146,6 @@ def check_compartments(ev, n_cmt, who):
                         f"{int(ev.cmt[i])}: unknown compartment (the model has {n_cmt}: "
                         f"1..{n_cmt})")
     ev._cache[key] = True
-
-
-def as_numbers(x, what, error=ValueError):
-    """``x`` as float64 (a traced value as it is); ``error(f"{what}, got <type>")``
-    when it is not numbers (``what`` names it and what it must be)."""
-    if isinstance(x, Box):
-        return x
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise error(f"{what}, got {type(x).__name__}") from None
 
 
 # --------------------------------------------------------------------------------------
