@@ -893,6 +893,19 @@ def _one_size(kind, K, more):
         raise ModelError(f"{kind} takes one size, got {len(more) + 1} ({sizes}); {_ARRAY_HINT}")
 
 
+def _sized(kind, doc):
+    """The declaration of ``sl.param``'s one-size type ``kind`` (a simplex, an ordered
+    vector, a correlation matrix...: all K-sized, declared alike), as a static method
+    ``kind(K, *more, array=None, name=None)`` with the docstring ``doc``."""
+    def declare(K, *more, array=None, name=None):
+        _one_size(kind, K, more)
+        return ParamDecl(kind, (K,), array=array, name=name)
+    declare.__name__ = kind
+    declare.__qualname__ = f"_ParamNamespace.{kind}"
+    declare.__doc__ = doc
+    return staticmethod(declare)
+
+
 class _ParamNamespace:
     """``sl.param``: declarations of a model's parameters block.
 
@@ -935,37 +948,18 @@ class _ParamNamespace:
             dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         return ParamDecl("array", dims, lower, upper, offset, multiplier, name=name)
 
-    @staticmethod
-    def simplex(K, *more, array=None, name=None):
-        """A K-simplex (non-negative, sums to one); K-1 free parameters."""
-        _one_size("simplex", K, more)
-        return ParamDecl("simplex", (K,), array=array, name=name)
-
-    @staticmethod
-    def ordered(K, *more, array=None, name=None):
-        """A strictly increasing K-vector."""
-        _one_size("ordered", K, more)
-        return ParamDecl("ordered", (K,), array=array, name=name)
-
-    @staticmethod
-    def positive_ordered(K, *more, array=None, name=None):
-        """A strictly increasing K-vector of positive values."""
-        _one_size("positive_ordered", K, more)
-        return ParamDecl("positive_ordered", (K,), array=array, name=name)
-
-    @staticmethod
-    def unit_vector(K, *more, array=None, name=None):
-        """A K-vector of unit Euclidean length."""
-        _one_size("unit_vector", K, more)
-        return ParamDecl("unit_vector", (K,), array=array, name=name)
-
-    @staticmethod
-    def sum_to_zero_vector(K, *more, array=None, name=None):
+    # the one-size types: ``kind(K, *more, array=None, name=None)``
+    simplex = _sized("simplex", "A K-simplex (non-negative, sums to one); K-1 free "
+                     "parameters.")
+    ordered = _sized("ordered", "A strictly increasing K-vector.")
+    positive_ordered = _sized("positive_ordered",
+                              "A strictly increasing K-vector of positive values.")
+    unit_vector = _sized("unit_vector", "A K-vector of unit Euclidean length.")
+    sum_to_zero_vector = _sized(
+        "sum_to_zero_vector",
         """A K-vector summing to zero (Stan 2.36's isometric transform, K-1 free
         parameters; no Jacobian term: a standard normal on the free parameters is
-        a normal of marginal variance (K-1)/K on each element)."""
-        _one_size("sum_to_zero_vector", K, more)
-        return ParamDecl("sum_to_zero_vector", (K,), array=array, name=name)
+        a normal of marginal variance (K-1)/K on each element).""")
 
     @staticmethod
     def stochastic_matrix(rows, columns, kind="row", *, array=None, name=None):
@@ -991,11 +985,8 @@ class _ParamNamespace:
         return ParamDecl("column_stochastic_matrix", (rows, columns), array=array,
                          name=name)
 
-    @staticmethod
-    def cholesky_factor_corr(K, *more, array=None, name=None):
-        """The Cholesky factor of a K x K correlation matrix."""
-        _one_size("cholesky_factor_corr", K, more)
-        return ParamDecl("cholesky_factor_corr", (K,), array=array, name=name)
+    cholesky_factor_corr = _sized("cholesky_factor_corr",
+                                  "The Cholesky factor of a K x K correlation matrix.")
 
     @staticmethod
     def cholesky_factor_cov(M, N=None, *, array=None, name=None):
@@ -1003,17 +994,9 @@ class _ParamNamespace:
         return ParamDecl("cholesky_factor_cov", (M,) if N is None else (M, N),
                          array=array, name=name)
 
-    @staticmethod
-    def corr_matrix(K, *more, array=None, name=None):
-        """A K x K correlation matrix."""
-        _one_size("corr_matrix", K, more)
-        return ParamDecl("corr_matrix", (K,), array=array, name=name)
-
-    @staticmethod
-    def cov_matrix(K, *more, array=None, name=None):
-        """A K x K covariance matrix (symmetric positive definite)."""
-        _one_size("cov_matrix", K, more)
-        return ParamDecl("cov_matrix", (K,), array=array, name=name)
+    corr_matrix = _sized("corr_matrix", "A K x K correlation matrix.")
+    cov_matrix = _sized("cov_matrix",
+                        "A K x K covariance matrix (symmetric positive definite).")
 
 
 data = _DataNamespace(DataDecl)
