@@ -340,13 +340,8 @@ class Model:
     def _transformed(self, params):
         if not self._has_tp:
             return {}
-        tp = self.transformed_parameters(**self._pick(self._tp_args, params,
-                                                      "transformed_parameters"))
-        if tp is None:
-            return {}
-        if not isinstance(tp, dict):
-            raise ModelError("transformed_parameters must return a dict of name -> value, "
-                             f"got {type(tp).__name__}")
+        tp = _block_dict("transformed_parameters", self.transformed_parameters(
+            **self._pick(self._tp_args, params, "transformed_parameters")))
         if self._param_set.isdisjoint(tp):
             return tp
         clash = set(tp) & set(params)
@@ -587,13 +582,8 @@ class Model:
         if not self._has_gq:
             return {}
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        gq = self.generated_quantities(gen, **self._pick(self._gq_args, avail,
-                                                         "generated_quantities"))
-        if gq is None:
-            return {}
-        if not isinstance(gq, dict):
-            raise ModelError("generated_quantities must return a dict of name -> value, got "
-                             f"{type(gq).__name__}")
+        gq = _block_dict("generated_quantities", self.generated_quantities(
+            gen, **self._pick(self._gq_args, avail, "generated_quantities")))
         return {k: _plain_quantity(v) for k, v in gq.items()}
 
     def output(self, x, rng=None, include_tp=True, include_gq=True):
@@ -756,6 +746,18 @@ def _own_outputs(cls):
     ``generated_values`` (the shortcuts of a fit's draws rely on them)."""
     return cls.output is Model.output and cls.generated_values is Model.generated_values \
         and cls._constrain is Model._constrain and cls.constrain is Model.constrain
+
+
+def _block_dict(block, out):
+    """What the model's block ``block`` (transformed_parameters, generated_quantities)
+    returned, as its dict of name -> value: None is an empty one, anything else but a
+    dict a ModelError."""
+    if out is None:
+        return {}
+    if not isinstance(out, dict):
+        raise ModelError(f"{block} must return a dict of name -> value, got "
+                         f"{type(out).__name__}")
+    return out
 
 
 def _plain_quantity(v):
