@@ -75,6 +75,16 @@ class _Rule:
 
     variables = _VARS
 
+    def __init__(self, name, d, names, op, kernel, fwd):
+        self.name = name
+        self.d = d
+        self.names = names
+        self.op = op
+        self.kernel = kernel
+        self.fwd = fwd
+        self.prim = None            # set by extend.unary_primitive/binary_primitive
+        self._helpers = None
+
     def primitive(self, fname):
         """The stanlite primitive that ``fname`` names (the declaring module first);
         ``where`` is stanlite's where (a selection, not a primitive)."""
@@ -152,14 +162,7 @@ class UnaryRule(_Rule):
     declaring module's namespace (its ``globals()``)."""
 
     def __init__(self, name, d, names, op=None, kernel=None, fwd=None):
-        self.name = name
-        self.d = d
-        self.names = names
-        self.op = op
-        self.kernel = kernel
-        self.fwd = fwd
-        self.prim = None            # set by extend.unary_primitive
-        self._helpers = None
+        super().__init__(name, d, names, op, kernel, fwd)
         self.tree = _parse(name, d, names)
         self.calls = sorted({n.func.id for n in ast.walk(self.tree)
                              if isinstance(n, ast.Call)})
@@ -204,18 +207,11 @@ class BinaryRule(_Rule):
     variables = _VARS2
 
     def __init__(self, name, ds, names, op=None, kernel=None, fwd=None, special=None):
-        self.name = name
         self.ds = tuple(ds)
-        self.d = self.ds
-        self.names = names
-        self.op = op
-        self.kernel = kernel
-        self.fwd = fwd
-        self.prim = None            # set by extend.binary_primitive
+        super().__init__(name, self.ds, names, op, kernel, fwd)
         # (form, signs) of a lowering hint (extend.binary_primitive's form=, checked
         # against the derivatives: fast_rules.form_of), None without one
         self.form = None
-        self._helpers = None
         self.trees = tuple(None if d is None else _parse(name, d, names, _VARS2)
                            for d in self.ds)
         self.special = {float(k): _parse(name, d, names, _VARS2)
