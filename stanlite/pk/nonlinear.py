@@ -27,6 +27,9 @@ Everything - ``theta``, doses, times, ``ii``, ``F``, ``tlag``, rates - is
 differentiable through the two super nodes, in reverse and forward mode.
 """
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from ..autodiff.var import Box, guarded, shape_of
@@ -42,17 +45,19 @@ __all__ = ["ode", "events_of_subjects"]
 _RESET, _SS, _DOSE, _OUT, _STOP = 0, 1, 2, 3, 4   # order of a record's parts at its time
 
 
+@dataclass(eq=False, slots=True)      # (as before: events compare by identity)
 class _Event:
-    __slots__ = ("time", "rec", "part", "kind", "cmt", "value", "key")
-
-    def __init__(self, time, rec, part, kind, cmt=None, value=None, key=None):
-        self.time = time
-        self.rec = rec
-        self.part = part
-        self.kind = kind
-        self.cmt = cmt
-        self.value = value
-        self.key = key
+    """One event of a subject's timeline: at ``time`` (maybe traced), part ``part``
+    (_RESET...) of record ``rec``; ``kind`` what happens, in compartment ``cmt``, with
+    ``value`` (an amount, a rate, a steady-state item) and ``key`` (the infusion it
+    starts or stops)."""
+    time: Any
+    rec: int
+    part: int
+    kind: str
+    cmt: Any = None
+    value: Any = None
+    key: Any = None
 
 
 def _order(times, recs, parts):

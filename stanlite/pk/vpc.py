@@ -21,6 +21,8 @@ spread due to doses and covariates differing between subjects within a bin.
 (matplotlib, imported only then).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import DataError
@@ -28,6 +30,7 @@ from ..errors import DataError
 __all__ = ["vpc", "VPCResult"]
 
 
+@dataclass(eq=False, repr=False)    # (arrays: compared by identity; __repr__ below)
 class VPCResult:
     """The numbers of a VPC (see :func:`vpc`). Arrays over ``n_bins`` time bins and the
     ``n_probs`` percentiles ``probs``:
@@ -43,17 +46,15 @@ class VPCResult:
       when ``pred`` was given), for the plot.
     """
 
-    def __init__(self, edges, x, n_obs, probs, ci, observed, simulated, observations,
-                 pred_corrected):
-        self.edges = edges
-        self.x = x
-        self.n_obs = n_obs
-        self.probs = probs
-        self.ci = ci
-        self.observed = observed
-        self.simulated = simulated
-        self.observations = observations
-        self.pred_corrected = pred_corrected
+    edges: np.ndarray
+    x: np.ndarray
+    n_obs: np.ndarray
+    probs: np.ndarray
+    ci: float
+    observed: np.ndarray
+    simulated: np.ndarray
+    observations: tuple
+    pred_corrected: bool
 
     @property
     def outside(self):
