@@ -102,6 +102,26 @@ def sweep(nodes):
             node.bp(node, g)
 
 
+def sweep_rows(tape, nodes, out, leaves, n):
+    """The rows of the Jacobian of ``out``, an ``n``-vector recorded as ``nodes`` on
+    ``tape``, with respect to ``leaves``: one reverse sweep per row, seeded with the
+    unit vector ``e_i`` after clearing what the last sweep left (adjoints, the
+    tape's owned buffers). Yields ``(i, adjoints)``, ``adjoints[k]`` what reached
+    ``leaves[k]`` (None: nothing). (Callers pause the garbage collector, as for
+    :func:`sweep`.)"""
+    for i in range(n):
+        for node in nodes:
+            node.adj = None
+        for leaf in leaves:
+            leaf.adj = None
+        tape.owned = {}
+        seed = np.zeros(n)
+        seed[i] = 1.0
+        out.adj = seed
+        sweep(nodes)
+        yield i, [leaf.adj for leaf in leaves]
+
+
 def _retired(node, g):
     raise DifferentiationError("this node's recording was released")
 

@@ -38,7 +38,7 @@ import numpy as np
 from ..autodiff.codegen import NotCompilable
 from ..autodiff.compile import (CompileWarning, Recording, _close, _Retaped,
                                 _record_function)
-from ..autodiff.tape import sweep
+from ..autodiff.tape import sweep_rows
 from ..autodiff.var import Box, Var
 from ..autodiff.vm.opcodes import DOMAIN, OK
 
@@ -125,17 +125,9 @@ class CompiledRHS(_Retaped):
             nodes = rec.nodes
             if self.forward_pays is None:
                 self.forward_pays = rhs_prefers_forward(n, nodes)
-            for i in range(n):
-                for node in nodes:
-                    node.adj = None
-                leaf.adj = None
-                tape.owned = {}
-                seed = np.zeros(n)
-                seed[i] = 1.0
-                out.adj = seed
-                sweep(nodes)
-                if leaf.adj is not None:
-                    J[i] = leaf.adj
+            for i, (g,) in sweep_rows(tape, nodes, out, (leaf,), n):
+                if g is not None:
+                    J[i] = g
         f = rec.result[1]
         return Recording(tape, rec.nodes, rec.inputs, out, rec.guards, rec.escapes,
                          (0.0, np.concatenate([f, J.ravel()])), x)

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..autodiff.compile import CompileWarning, compile
 from ..autodiff.dual import Dual, forward_scope
-from ..autodiff.tape import gc_paused_nested, sweep
+from ..autodiff.tape import gc_paused_nested, sweep, sweep_rows
 from ..autodiff.var import Box, Var, make_leaf, shape_of
 from ..errors import DifferentiationError, ModelError
 from ..math.reductions import sum as _sum
@@ -210,24 +210,10 @@ class OdeRHS:
             nodes = tape.nodes
             if self._forward is None:
                 self._choose(nodes)
-            for i in range(n):
-                if i:
-                    # another sweep over the same recording: clear what the last left
-                    for node in nodes:
-                        node.adj = None
-                    yl.adj = None
-                    for leaf in leaves:
-                        leaf.adj = None
-                    tape.owned = {}
-                seed = np.zeros(n)
-                seed[i] = 1.0
-                out.adj = seed
-                sweep(nodes)
-                g = yl.adj
-                if g is not None:
-                    Jy[i] = g
-                for leaf, J in zip(leaves, Jp):
-                    g = leaf.adj
+            for i, (gy, *gp) in sweep_rows(tape, nodes, out, [yl] + leaves, n):
+                if gy is not None:
+                    Jy[i] = gy
+                for g, J in zip(gp, Jp):
                     if g is not None:
                         J[i] = g.ravel() if type(g) is np.ndarray else g
         return fval, Jy, Jp
