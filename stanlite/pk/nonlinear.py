@@ -225,6 +225,39 @@ def _timeline(ev, p, d, s, sys_):
     return evs, order, rank, ghosts
 
 
+def walk(evs, order, rank, epoch, running, pending, flush, act):
+    """A subject's events ``evs`` in ``order`` as every interpreter of a timeline takes
+    them (:func:`_subject` solving; :func:`.population._plan_subject` and
+    :func:`.ode_plan._build` planning): an output waits in ``pending`` as ``(record,
+    time, rank)``; a dose or infusion of a record before the last reset (the epoch,
+    first the subject's first record) is cancelled; any other event first
+    ``flush(time, rank)``es up to its time (the outputs waiting at that very time
+    come first: they precede in the order), then ``act(event)`` does the
+    interpreter's part, then the running infusions ``{key: (source record, cmt,
+    rate)}`` are kept: started, stopped, those before a reset dropped. Last, the
+    outputs still waiting are flushed."""
+    for k in order:
+        e = evs[k]
+        if e.kind == "out":
+            pending.append((e.rec, e.time, rank[k]))
+            continue
+        if e.kind in ("bolus", "start", "stop") and e.rec < epoch:
+            continue                  # cancelled by a reset
+        flush(e.time, rank[k])
+        act(e)
+        if e.kind == "reset":
+            for key in [key for key, v in running.items() if v[0] < e.rec]:
+                del running[key]      # (in place: the interpreter's rates() read it)
+            epoch = e.rec
+        elif e.kind == "start":
+            running[e.key] = (e.rec, e.cmt, e.value)
+        elif e.kind == "stop":
+            running.pop(e.key, None)
+    if pending:
+        last = pending[-1]
+        flush(last[1], last[2])
+
+
 def check_call(who, f, n_cmt, method, events, theta):
     """The checks of :func:`ode`'s arguments (shared with the population solver):
     ``(n_cmt, theta)`` with ``theta`` a float array (or traced)."""
@@ -252,12 +285,11 @@ def _subject(ev, p, d, s, theta, sys_, rows):
     a = int(ev.start[s])
     t = ev.time
     evs, order, rank, ghosts = _timeline(ev, p, d, s, sys_)
-    # the state, the running infusions {key: (source record, cmt, rate)}, the epoch
+    # the state, the running infusions {key: (source record, cmt, rate)}
     x = np.zeros(n)
     t_cur = _sel(t, a)
     t_cur_v = rank[order[0]] if order else 0       # ranks of times stand for them
     running = {}
-    epoch = a
     pending = []                      # (record, time) waiting for the next integration
 
     def rates():
@@ -289,20 +321,10 @@ def _subject(ev, p, d, s, theta, sys_, rows):
         x = Y[len(later)]
         t_cur, t_cur_v = t_to, t_to_v
 
-    for k in order:
-        e = evs[k]
-        ev_v = rank[k]
-        if e.kind == "out":
-            pending.append((e.rec, e.time, ev_v))
-            continue
-        if e.kind in ("bolus", "start", "stop") and e.rec < epoch:
-            continue                  # cancelled by a reset
-        # outputs waiting at this very time come first (they precede in the order)
-        flush(e.time, ev_v)
+    def act(e):
+        nonlocal x
         if e.kind == "reset":
             x = np.zeros(n)
-            running = {kk: v for kk, v in running.items() if v[0] >= e.rec}
-            epoch = e.rec
         elif e.kind == "ss":
             q = e.value
             xs, const_rate = sys_.steady_state(ev, p, d, q, theta)
@@ -313,10 +335,5 @@ def _subject(ev, p, d, s, theta, sys_, rows):
                 running[key] = (e.rec, e.cmt, R)
         elif e.kind == "bolus":
             x = x + _unit(e.value, e.cmt, n)
-        elif e.kind == "start":
-            running[e.key] = (e.rec, e.cmt, e.value)
-        elif e.kind == "stop":
-            running.pop(e.key, None)
-    if pending:
-        last = pending[-1]
-        flush(last[1], last[2])
+
+    walk(evs, order, rank, a, running, pending, flush, act)

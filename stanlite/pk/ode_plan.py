@@ -75,13 +75,12 @@ def _applies(events, p, theta, sys_, extras):
 def _build(events, p, sys_):
     """The plan of a one-subject bolus schedule: the operations of the event walk of
     :func:`.nonlinear._subject` on plain times, in its order."""
-    from .nonlinear import _timeline
+    from .nonlinear import _timeline, walk
     d = expand(events, p, sys_.n, sys_.who)
     evs, order, rank, _ = _timeline(events, p, d, 0, sys_)
     ops = []
     t_cur = float(events.time[0])
     cur_v = rank[order[0]] if order else 0
-    epoch = 0
     pending = []
 
     def flush(t_to, to_v):
@@ -97,28 +96,19 @@ def _build(events, p, sys_):
         ops.append(("evolve", t_cur, ts, np.array([i for i, _ in later], dtype=int)))
         t_cur, cur_v = float(t_to), to_v
 
-    for k in order:
-        e = evs[k]
-        if e.kind == "out":
-            pending.append((e.rec, e.time, rank[k]))
-            continue
-        if e.kind == "bolus" and e.rec < epoch:
-            continue                    # cancelled by a reset
-        flush(e.time, rank[k])
+    def act(e):
         if e.kind == "reset":
             ops.append(("reset",))
-            epoch = e.rec
         elif e.kind == "ss":
             q = e.value
             A = float(d.ss_amount if np.ndim(d.ss_amount) == 0 else d.ss_amount[q])
             ii = float(d.ss_ii if np.ndim(d.ss_ii) == 0 else d.ss_ii[q])
             ops.append(("ss", int(p.ss_cmt[q]), A, ii, int(p.ss_type[q]),
                         _where(events, p, q)))
-        else:                           # a bolus
+        else:                           # a bolus (no infusions here: _applies)
             ops.append(("bolus", e.cmt, float(e.value)))
-    if pending:
-        last = pending[-1]
-        flush(last[1], last[2])
+
+    walk(evs, order, rank, 0, {}, pending, flush, act)
     return ops
 
 

@@ -46,7 +46,7 @@ from ..functor.ode_integrate import Control
 from ..functor.ode_rhs import OdeRHS
 from .dosing import check_compartments, expand, plan
 from .events import EventSchedule, _check_values
-from .nonlinear import _timeline, check_call, ode
+from .nonlinear import _timeline, check_call, ode, walk
 from .steady_state import _rhs
 
 __all__ = ["ode_group"]
@@ -221,7 +221,6 @@ def _plan_subject(pl, ev, p, d, s, n):
     t_cur_v = rank[order[0]] if order else 0
     pl.t_start.append(t_cur)
     running = {}
-    epoch = a
     pending = []
     shown = [None]                      # the rate vector of the last RATE row
 
@@ -255,27 +254,13 @@ def _plan_subject(pl, ev, p, d, s, n):
         ops.append((SOLVE, start, len(pl.ts), 0.0))
         t_cur, t_cur_v = float(t_to), t_to_v
 
-    for k in order:
-        e = evs[k]
-        if e.kind == "out":
-            pending.append((e.rec, float(e.time), rank[k]))
-            continue
-        if e.kind in ("bolus", "start", "stop") and e.rec < epoch:
-            continue                    # cancelled by a reset
-        flush(float(e.time), rank[k])
+    def act(e):
         if e.kind == "reset":
             ops.append((RESET, 0, 0, 0.0))
-            running = {kk: v for kk, v in running.items() if v[0] >= e.rec}
-            epoch = e.rec
         elif e.kind == "bolus":
             ops.append((BOLUS, e.cmt, 0, float(e.value)))
-        elif e.kind == "start":
-            running[e.key] = (e.rec, e.cmt, e.value)
-        elif e.kind == "stop":
-            running.pop(e.key, None)
-    if pending:
-        last = pending[-1]
-        flush(last[1], last[2])
+
+    walk(evs, order, rank, a, running, pending, flush, act)
     pl.op_ptr.append(len(ops))
 
 
