@@ -33,15 +33,6 @@ __all__ = ["Box", "Var", "shape_of", "is_box", "value_of", "value_type", "guarde
            "ones_like_value", "make_node", "make_leaf", "UFUNCS", "FUNCTIONS"]
 
 
-def _refused(how):
-    """A number conversion of Box (``__float__``...): the error of
-    :func:`_conversion_error` for ``how``, raised from the conversion itself (the
-    frame that _where counts from to name the user's call site)."""
-    def conversion(self, *ndigits):             # (round(v, ndigits) passes one)
-        raise _conversion_error(self, how)
-    return conversion
-
-
 class Box:
     """Base of every traced value (reverse ``Var``, forward ``Dual``): what they share
     - introspection, truth value, and the numpy protocols - lives here once."""
@@ -66,14 +57,29 @@ class Box:
     # (math.* converts through __float__), complex(v), range(v), round(v)... would
     # give a plain number and silently drop the derivative. They are an error at once
     # (as in JAX), naming the call site and what to use instead (see _conversion_error).
-    __float__ = _refused("float()")
-    __int__ = _refused("int()")
-    __index__ = _refused("an integer conversion (an index, range(), ...)")
-    __complex__ = _refused("complex()")
-    __round__ = _refused("round()")
-    __trunc__ = _refused("math.trunc()")
-    __floor__ = _refused("math.floor()")
-    __ceil__ = _refused("math.ceil()")
+    def __float__(self):
+        raise _conversion_error(self, "float()")
+
+    def __int__(self):
+        raise _conversion_error(self, "int()")
+
+    def __index__(self):
+        raise _conversion_error(self, "an integer conversion (an index, range(), ...)")
+
+    def __complex__(self):
+        raise _conversion_error(self, "complex()")
+
+    def __round__(self, ndigits=None):
+        raise _conversion_error(self, "round()")
+
+    def __trunc__(self):
+        raise _conversion_error(self, "math.trunc()")
+
+    def __floor__(self):
+        raise _conversion_error(self, "math.floor()")
+
+    def __ceil__(self):
+        raise _conversion_error(self, "math.ceil()")
 
     def __format__(self, spec):
         # f"{v}" is str(v); f"{v:.3f}" would need the number: name the fix
