@@ -35,20 +35,28 @@ def cases(method, arg, values):
     return [(method, {arg: v}, arg) for v in values]
 
 
+def table(method, rows):
+    """``cases`` for every argument of each row: ``{"arg1 arg2": bad values}`` (the
+    arguments that share a list of bad values are one row)."""
+    return [c for args, values in rows.items() for arg in args.split()
+            for c in cases(method, arg, values)]
+
+
 SAMPLE = (
-    cases("sample", "chains", POSITIVE_COUNT_BAD)
-    + cases("sample", "draws", COUNT_BAD[:-2] + [[1]])    # None: the default (1000)
-    + cases("sample", "warmup", COUNT_BAD)
-    + cases("sample", "thin", POSITIVE_COUNT_BAD)
-    + cases("sample", "max_treedepth", POSITIVE_COUNT_BAD + [31, 10 ** 6])
-    + cases("sample", "stepsize", REAL_POSITIVE_BAD)
-    + cases("sample", "adapt_delta", [NAN, INF, 0, 1, -1, 1.5, True, "x", None])
-    + cases("sample", "seed", SEED_BAD + [np.random.SeedSequence(1)])
-    + cases("sample", "metric", ["diag", "dense", "x", None, 1, True])
-    + cases("sample", "sampler", ["nut", "NUTS", None, 1])
-    + cases("sample", "save_warmup", BOOL_BAD)
-    + cases("sample", "progress", BOOL_BAD)
-    + cases("sample", "parallel", BOOL_BAD)
+    table("sample", {
+        "chains thin": POSITIVE_COUNT_BAD,
+        "draws": COUNT_BAD[:-2] + [[1]],                 # None: the default (1000)
+        "warmup": COUNT_BAD,
+        "max_treedepth": POSITIVE_COUNT_BAD + [31, 10 ** 6],
+        "stepsize": REAL_POSITIVE_BAD,
+        "adapt_delta": [NAN, INF, 0, 1, -1, 1.5, True, "x", None],
+        "seed": SEED_BAD + [np.random.SeedSequence(1)],
+        "metric": ["diag", "dense", "x", None, 1, True],
+        "sampler": ["nut", "NUTS", None, 1],
+        "save_warmup progress parallel data_changed_ok": BOOL_BAD,
+        "blas_threads max_workers": [0, -1, 2.5, True, "x"],
+        "executor": ["processes", 3, True, object()],
+        "resume_from": [3, "fit", object(), [1]]})
     + cases("sample", "inv_metric", [[1.0, -1.0], [1.0, NAN], [1.0, INF], [0.0, 1.0],
                                      [1.0], [[1.0, 0.0], [0.0, 1.0]], "x", [[1.0], [1.0, 2.0]]])
     + [("sample", {"metric": "dense_e", "inv_metric": v}, "inv_metric")
@@ -64,11 +72,6 @@ SAMPLE = (
                       ("retape", BOOL_BAD[:-1]), ("alpah", [1.0]))
        for v in bad]
     + [("sample", {"sampler": "rhmc", "sampler_options": [1]}, "sampler_options")]
-    + cases("sample", "blas_threads", [0, -1, 2.5, True, "x"])
-    + cases("sample", "max_workers", [0, -1, 2.5, True, "x"])
-    + cases("sample", "data_changed_ok", BOOL_BAD)
-    + cases("sample", "executor", ["processes", 3, True, object()])
-    + cases("sample", "resume_from", [3, "fit", object(), [1]])
     + [("sample", {"draws": 10 ** 15}, "draws.*more than this machine's memory"),
        ("sample", {"chains": 10 ** 9, "draws": 10 ** 6}, "chains x draws"),
        ("sample", {"warmup": 10 ** 15, "save_warmup": True}, "warmup.*memory")]
@@ -91,41 +94,33 @@ INIT_BAD = [({"sigma": -1.0}, "sigma"), ({"sigma": 0.0}, "sigma"),
             (types.SimpleNamespace(unconstrained=[0.0, np.inf]), "init.*not finite")]
 
 VARIATIONAL = (
-    cases("variational", "method", ["full", "meanfeild", None, 1])
-    + cases("variational", "seed", SEED_BAD)
-    + cases("variational", "iter", POSITIVE_COUNT_BAD)
-    + cases("variational", "max_iter", [0, -1, 2.5, True, "x", NAN])
-    + cases("variational", "grad_samples", POSITIVE_COUNT_BAD)
-    + cases("variational", "elbo_samples", POSITIVE_COUNT_BAD)
-    + cases("variational", "eval_elbo", POSITIVE_COUNT_BAD)
-    + cases("variational", "adapt_iter", POSITIVE_COUNT_BAD)
-    + cases("variational", "output_samples", POSITIVE_COUNT_BAD)   # 0: an empty fit
-    + cases("variational", "eta", [NAN, INF, 0, -1, True, "x"])       # None: adapted
-    + cases("variational", "tol_rel_obj", REAL_POSITIVE_BAD)
-    + cases("variational", "adapt_engaged", BOOL_BAD)
-    + cases("variational", "progress", BOOL_BAD)
+    table("variational", {
+        "method": ["full", "meanfeild", None, 1],
+        "seed": SEED_BAD,
+        # output_samples=0 is accepted: an empty fit
+        "iter grad_samples elbo_samples eval_elbo adapt_iter output_samples":
+            POSITIVE_COUNT_BAD,
+        "max_iter": [0, -1, 2.5, True, "x", NAN],
+        "eta": [NAN, INF, 0, -1, True, "x"],                       # None: adapted
+        "tol_rel_obj": REAL_POSITIVE_BAD,
+        "adapt_engaged progress": BOOL_BAD})
     + [("variational", {"output_samples": 10 ** 15}, "output_samples.*memory")]
 )
 
-OPTIMIZE = (
-    cases("optimize", "method", ["LBFGS", "sgd", None, 1])
-    + cases("optimize", "jacobian", BOOL_BAD)
-    + cases("optimize", "seed", SEED_BAD)
-    + cases("optimize", "iter", COUNT_BAD)
-    + cases("optimize", "history_size", POSITIVE_COUNT_BAD)
-    + cases("optimize", "refresh", POSITIVE_COUNT_BAD)
-    + cases("optimize", "verbose", BOOL_BAD)
-    + cases("optimize", "progress", BOOL_BAD)
-    + cases("optimize", "init_radius", REAL_NONNEG_BAD)
-    + [c for tol in ("tol_obj", "tol_rel_obj", "tol_grad", "tol_rel_grad", "tol_param")
-       for c in cases("optimize", tol, REAL_NONNEG_BAD)]
-)
+OPTIMIZE = table("optimize", {
+    "method": ["LBFGS", "sgd", None, 1],
+    "jacobian verbose progress": BOOL_BAD,
+    "seed": SEED_BAD,
+    "iter": COUNT_BAD,
+    "history_size refresh": POSITIVE_COUNT_BAD,
+    "init_radius tol_obj tol_rel_obj tol_grad tol_rel_grad tol_param": REAL_NONNEG_BAD})
 
 LAPLACE = (
-    cases("laplace", "draws", POSITIVE_COUNT_BAD)        # 0: an empty fit
-    + cases("laplace", "jacobian", BOOL_BAD)
-    + cases("laplace", "seed", SEED_BAD)
-    + cases("laplace", "mode", ["x", [0.0], np.zeros(3), [0.0, NAN], True])
+    table("laplace", {
+        "draws": POSITIVE_COUNT_BAD,                     # 0: an empty fit
+        "jacobian": BOOL_BAD,
+        "seed": SEED_BAD,
+        "mode": ["x", [0.0], np.zeros(3), [0.0, NAN], True]})
     + [("laplace", {"mode": {"mu": 0.0, "sigma": -1.0}}, "sigma"),
        ("laplace", {"mode": {"mu": 0.0}}, "sigma"),
        ("laplace", {"mode": {"mu": 0.0, "sigma": 1.0, "tau": 1.0}}, "tau"),
@@ -135,21 +130,14 @@ LAPLACE = (
 )
 
 PATHFINDER = (
-    cases("pathfinder", "seed", SEED_BAD)
-    + cases("pathfinder", "num_paths", POSITIVE_COUNT_BAD)
-    + cases("pathfinder", "num_draws", POSITIVE_COUNT_BAD)
-    + cases("pathfinder", "num_single_draws", [0, -1, 2.5, True, "x", NAN])
-    + cases("pathfinder", "max_lbfgs_iters", POSITIVE_COUNT_BAD)
-    + cases("pathfinder", "num_elbo_draws", POSITIVE_COUNT_BAD)
-    + cases("pathfinder", "history_size", POSITIVE_COUNT_BAD)
-    + cases("pathfinder", "init_radius", REAL_NONNEG_BAD)
-    + cases("pathfinder", "psis_resample", BOOL_BAD)
-    + cases("pathfinder", "calculate_lp", BOOL_BAD)
-    + cases("pathfinder", "progress", BOOL_BAD)
-    + cases("pathfinder", "parallel", BOOL_BAD)
-    + cases("pathfinder", "executor", ["processes", 3, True])
-    + [c for tol in ("tol_obj", "tol_rel_obj", "tol_grad", "tol_rel_grad", "tol_param")
-       for c in cases("pathfinder", tol, REAL_NONNEG_BAD)]
+    table("pathfinder", {
+        "seed": SEED_BAD,
+        "num_paths num_draws max_lbfgs_iters num_elbo_draws history_size":
+            POSITIVE_COUNT_BAD,
+        "num_single_draws": [0, -1, 2.5, True, "x", NAN],
+        "init_radius tol_obj tol_rel_obj tol_grad tol_rel_grad tol_param": REAL_NONNEG_BAD,
+        "psis_resample calculate_lp progress parallel": BOOL_BAD,
+        "executor": ["processes", 3, True]})
     + [("pathfinder", {"init": [None, None], "num_paths": 4},
         "init.*one entry per path \\(4\\), got 2"),
        ("pathfinder", {"calculate_lp": False, "num_paths": 2}, "calculate_lp"),
