@@ -23,11 +23,9 @@ class B(sl.Model):
         return sl.normal_lpdf(b, 0, 1)
 
 
-class BPositive(sl.Model):
+class BPositive(B):
+    """B's parameter constrained to be positive (B's log_prob)."""
     b = sl.param.real(lower=0)
-
-    def log_prob(self, b):
-        return sl.normal_lpdf(b, 0, 1)
 
 
 class C(sl.Model):
