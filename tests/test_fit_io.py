@@ -12,6 +12,8 @@ import pytest
 import stanlite as sl
 from stanlite import fit as fitmod
 
+from testkit import Interrupts, Regression, regression_data
+
 
 def _arviz():
     with warnings.catch_warnings():
@@ -29,27 +31,7 @@ def _same_fit(a, b):
         np.testing.assert_array_equal(v, b[k], err_msg=k)
 
 
-# ---- models ----------------------------------------------------------------------------
-class Regression(sl.Model):
-    """y ~ N(alpha + beta x, sigma), with ``y`` declared observed."""
-    N = sl.data.int(lower=0)
-    x = sl.data.vector("N")
-    y = sl.data.vector("N")
-    alpha = sl.param.real()
-    beta = sl.param.real()
-    sigma = sl.param.real(lower=0)
-    observed = ("y",)
-
-    def log_prob(self, alpha, beta, sigma):
-        return (sl.normal_lpdf(self.y, alpha + beta * self.x, sigma)
-                + sl.normal_lpdf(alpha, 0, 5) + sl.normal_lpdf(beta, 0, 5)
-                + sl.normal_lpdf(sigma, 0, 2))
-
-    def log_likelihood(self, alpha, beta, sigma):
-        r = (self.y - alpha - beta * self.x) / sigma
-        return -0.5 * r * r - np.log(sigma) - 0.5 * np.log(2 * np.pi)
-
-
+# ---- models (and testkit's Regression) ---------------------------------------------------
 class InterceptOnly(sl.Model):
     """y ~ N(alpha, sigma); ``log_likelihood(**params)`` returning a dict."""
     N = sl.data.int(lower=0)
@@ -66,12 +48,6 @@ class InterceptOnly(sl.Model):
     def log_likelihood(self, **params):
         r = (self.y - params["alpha"]) / params["sigma"]
         return {"y": -0.5 * r * r - np.log(params["sigma"]) - 0.5 * np.log(2 * np.pi)}
-
-
-def _reg_data(n=20):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=n)
-    return dict(N=n, x=x, y=1.0 + 2.0 * x + 0.5 * rng.normal(size=n))
 
 
 @pytest.fixture(scope="module")
@@ -128,19 +104,15 @@ def test_resume_from_loaded_file_is_bit_identical(eight_schools, short_fit, tmp_
     np.testing.assert_array_equal(resumed.inv_metric, full.inv_metric)
 
 
-class Interrupting(sl.Model):
+class Interrupting(Interrupts, sl.Model):
     """Raises KeyboardInterrupt (a Ctrl-C) after ``limit`` log-density evaluations."""
     y = sl.data.real()
     mu = sl.param.real()
     s = sl.param.real(lower=0)
     calls = [0]
     limit = [None]
-    compile = False     # log_prob has a side effect (it counts calls): no retaping
 
-    def log_prob(self, mu, s):
-        Interrupting.calls[0] += 1
-        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
-            raise KeyboardInterrupt
+    def density(self, mu, s):
         return (sl.normal_lpdf(self.y, mu, s) + sl.normal_lpdf(mu, 0.0, 1.0)
                 + sl.lognormal_lpdf(s, 0.0, 1.0))
 
@@ -238,14 +210,14 @@ def test_state_codec_is_exact():
 # ---- ArviZ groups: observed/constant data, log-likelihood ----------------------------------
 @pytest.fixture(scope="module")
 def reg_fits():
-    data = _reg_data()
+    data = regression_data()
     kw = dict(chains=2, draws=250, warmup=200, seed=3, progress=False, parallel=False)
     return Regression(**data).sample(**kw), InterceptOnly(**data).sample(**kw)
 
 
 def test_observed_and_constant_data(reg_fits, short_fit):
     idata = reg_fits[0].to_arviz()
-    data = _reg_data()
+    data = regression_data()
     np.testing.assert_array_equal(idata.observed_data["y"].values, data["y"])
     assert set(idata.observed_data.data_vars) == {"y"}
     # the size N names the dimension of x: its length, kept in the attrs (a variable
@@ -278,7 +250,7 @@ def test_log_likelihood_group_and_loo(reg_fits, tmp_path):
     # the values are the pointwise log densities at each draw
     a, b, s = lin["alpha"][1, 7], lin["beta"][1, 7], lin["sigma"][1, 7]
     from scipy.stats import norm
-    data = _reg_data()
+    data = regression_data()
     np.testing.assert_allclose(ll.values[1, 7], norm.logpdf(data["y"], a + b * data["x"], s))
     # **params signature, dict result
     assert set(const.to_arviz().log_likelihood.data_vars) == {"y"}
@@ -300,7 +272,7 @@ def test_log_likelihood_errors_are_named():
     class Fails(InterceptOnly):
         def log_likelihood(self, alpha):
             raise ZeroDivisionError("boom")
-    data = _reg_data(5)
+    data = regression_data(5)
     for cls, msg in ((Asks, "asks for nope"), (Fails, "chain 1, draw 1: ZeroDivisionError")):
         fit = cls(**data).sample(chains=1, draws=5, warmup=5, seed=1, progress=False)
         with pytest.raises(sl.ModelError, match=msg):
@@ -357,7 +329,7 @@ def test_load_for_resume_refuses_other_data(short_fit, tmp_path):
 
 
 def test_resume_from_a_fit_on_other_data_refuses():
-    data = _reg_data()
+    data = regression_data()
     kw = dict(chains=1, draws=20, warmup=20, seed=1, progress=False, parallel=False)
     fit = Regression(**data).sample(**kw)
     changed = Regression(**{**data, "x": data["x"] * 2, "y": data["y"][::-1]})

@@ -9,6 +9,8 @@ import pytest
 
 import stanlite as sl
 
+from testkit import Regression, regression_data
+
 
 def _arviz():
     with warnings.catch_warnings():
@@ -17,24 +19,9 @@ def _arviz():
     return arviz
 
 
-class Reg(sl.Model):
-    """y ~ N(alpha + beta x, sigma); observed y, its replicate y_rep, a count."""
-    N = sl.data.int(lower=0)
-    x = sl.data.vector("N")
-    y = sl.data.vector("N")
-    alpha = sl.param.real()
-    beta = sl.param.real()
-    sigma = sl.param.real(lower=0)
-    observed = ("y",)
-
-    def log_prob(self, alpha, beta, sigma):
-        lp = sl.normal_lpdf(alpha, 0, 5) + sl.normal_lpdf(beta, 0, 5)
-        lp = lp + sl.normal_lpdf(sigma, 0, 2)
-        return lp + sl.normal_lpdf(self.y, alpha + beta * self.x, sigma)
-
-    def log_likelihood(self, alpha, beta, sigma):
-        z = (self.y - (alpha + beta * self.x)) / sigma
-        return -0.5 * z * z - sl.log(sigma) - 0.5 * np.log(2 * np.pi)
+class Reg(Regression):
+    """testkit's regression (observed y, its pointwise log-likelihood) with
+    generated quantities: the mean, the replicate y_rep, a count."""
 
     def generated_quantities(self, rng, alpha, beta, sigma):
         mu = alpha + beta * self.x
@@ -42,16 +29,10 @@ class Reg(sl.Model):
                 "n_pos": rng.poisson(3.0, size=self.N)}
 
 
-def _reg_data(n=20, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=n)
-    return dict(N=n, x=x, y=1.0 + 2.0 * x + 0.5 * rng.normal(size=n))
-
-
 @pytest.fixture(scope="module")
 def reg_fit():
-    return Reg(**_reg_data()).sample(chains=2, draws=150, warmup=150, seed=1,
-                                     progress=False, parallel=False)
+    return Reg(**regression_data()).sample(chains=2, draws=150, warmup=150, seed=1,
+                                           progress=False, parallel=False)
 
 
 # ---- 1. standalone generated quantities ---------------------------------------------------
@@ -92,13 +73,13 @@ def test_generate_quantities_checks_parameters(reg_fit):
         def log_prob(self, alpha):
             return sl.normal_lpdf(alpha, 0, 1)
     with pytest.raises(sl.ArgumentError, match="parameters"):
-        Other(**_reg_data()).generate_quantities(reg_fit)
+        Other(**regression_data()).generate_quantities(reg_fit)
     with pytest.raises(sl.ArgumentError, match="takes a fit"):
         reg_fit.model.generate_quantities({"alpha": 1.0})
 
 
 def test_generate_quantities_fit_cannot_resume_on_new_data(reg_fit):
-    new = Reg(**_reg_data(8, seed=5))
+    new = Reg(**regression_data(8, seed=5))
     g = new.generate_quantities(reg_fit, seed=1)
     with pytest.raises(sl.DataError, match="other data"):
         new.sample(resume_from=g, draws=200, progress=False)
@@ -222,7 +203,7 @@ def test_predictive_declarations_are_checked(reg_fit):
     class Missing(Reg):
         predictive = {"y": "nope"}
     for cls, msg in ((Bad, "'x', which is not an observed"), (Missing, "'nope'")):
-        fit = cls(**_reg_data()).generate_quantities(reg_fit, seed=1)
+        fit = cls(**regression_data()).generate_quantities(reg_fit, seed=1)
         with pytest.raises(sl.ModelError, match=msg):
             fit.to_arviz()
 
@@ -550,7 +531,7 @@ def test_draws_pd_columns_and_rows(reg_fit):
 
 
 def test_draws_pd_and_xr_with_warmup():
-    fit = Reg(**_reg_data()).sample(chains=2, draws=30, warmup=20, seed=4, progress=False,
+    fit = Reg(**regression_data()).sample(chains=2, draws=30, warmup=20, seed=4, progress=False,
                                     parallel=False, save_warmup=True)
     df = fit.draws_pd(inc_warmup=True)
     assert df.shape[0] == 2 * 50 and df["iter__"].tolist()[:3] == [1, 2, 3]
@@ -586,7 +567,7 @@ def test_an_integer_quantity_with_a_failed_draw_is_real(reg_fit):
                 raise ValueError("sometimes")
             return {"count": rng.poisson(2.0)}
     with pytest.warns(RuntimeWarning, match="failed at"):
-        fit = Sometimes(**_reg_data()).generate_quantities(reg_fit, seed=1)
+        fit = Sometimes(**regression_data()).generate_quantities(reg_fit, seed=1)
     c = fit["count"]
     assert c.dtype == np.float64 and np.isnan(c).any()
     ok = c[~np.isnan(c)]

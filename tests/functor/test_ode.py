@@ -19,7 +19,7 @@ from scipy.linalg import expm, expm_frechet
 
 import stanlite as sl
 
-from testkit import central_gradient
+from testkit import central_gradient, one_comp_mm
 
 TIGHT = dict(rel_tol=1e-11, abs_tol=1e-11)
 # second derivatives integrate systems of N (1 + K) (1 + n) states: a little looser
@@ -436,18 +436,13 @@ def test_rk45_on_a_stiff_problem_fails_early_and_says_so():
 
 
 def test_michaelis_menten_elimination_bdf_matches_rk45():
-    # the posteriordb one_comp_mm_elim_abs right-hand side (a branch on t > 0)
-    def f(t, y, theta, x_r):
-        ka, km, vm = theta[0], theta[1], theta[2]
-        dose = 0.0
-        if t > 0:
-            dose = sl.exp(-ka * t) * x_r[0] * ka / x_r[1]
-        return sl.stack([dose - (vm / x_r[1]) * y[0] / (km + y[0])])
+    # the posteriordb one_comp_mm_elim_abs right-hand side (testkit: a branch on t > 0)
     ts = np.arange(0.5, 10.01, 0.5)
     x_r = np.array([30.0, 2.0])
 
     def lp(solve):
-        return lambda th: sl.sum(sl.log(solve(f, np.array([0.0]), 0.0, ts, th, x_r)[:, 0]))
+        return lambda th: sl.sum(sl.log(solve(one_comp_mm, np.array([0.0]), 0.0, ts, th,
+                                                x_r)[:, 0]))
     th = np.array([1.0, 2.0, 3.0])
     vb, gb = sl.value_and_grad(lp(sl.ode_bdf))(th)
     vr, gr = sl.value_and_grad(lp(lambda *a: sl.ode_rk45(*a, **TIGHT)))(th)

@@ -11,6 +11,7 @@ import stanlite as sl
 from stanlite.autodiff.vm import kernel
 from stanlite.functor import ode_compiled, ode_rhs
 from stanlite.functor.ode_rhs import OdeRHS
+from testkit import one_comp_mm
 
 pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba not available")
 
@@ -33,12 +34,9 @@ def _evaluators(cache):
 # right-hand sides of several shapes
 # --------------------------------------------------------------------------------------
 def branchy(t, y, theta, x_r):
-    """posteriordb's one_comp_mm_elim_abs: a branch on t, data in a tuple."""
-    ka, km, vm = theta[0], theta[1], theta[2]
-    dose = 0.0
-    if t > 0.5:
-        dose = sl.exp(-ka * t) * x_r[0] * ka / x_r[1]
-    return sl.stack([dose - (vm / x_r[1]) * y[0] / (km + y[0])])
+    """posteriordb's one_comp_mm_elim_abs, the dose entering after t = 0.5: a branch
+    on t, data in a tuple."""
+    return one_comp_mm(t, y, theta, x_r, t_dose=0.5)
 
 
 def chain(t, y, a, b):
@@ -246,14 +244,6 @@ def test_gradient_through_the_compiled_route_matches_the_closed_form(compile_now
     np.testing.assert_allclose(g, g0, rtol=1e-6)
     (c,) = _evaluators(compile_now)
     assert c.ok and c._replays > 10
-
-
-def one_comp_mm(t, y, theta, x_r):
-    ka, km, vm = theta[0], theta[1], theta[2]
-    dose = 0.0
-    if t > 0:
-        dose = sl.exp(-ka * t) * x_r[0] * ka / x_r[1]
-    return sl.stack([dose - (vm / x_r[1]) * y[0] / (km + y[0])])
 
 
 def test_model_gradient_on_the_compiled_route_matches_finite_differences(compile_now):

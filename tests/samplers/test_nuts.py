@@ -13,7 +13,7 @@ import scipy.stats as st
 import stanlite as sl
 from stanlite.samplers import adaptation, hamiltonian, nuts, nuts_jit
 from stanlite.samplers.hamiltonian import Point
-from testkit import CorrGauss as _CorrGauss
+from testkit import CorrGauss as _CorrGauss, StopOnce
 
 
 def _ess(x):
@@ -602,31 +602,17 @@ def test_bad_max_treedepth_is_named(depth):
 
 
 # ---- interruption and resumption ------------------------------------------------------------
-class Interrupting(sl.Model):
-    y = sl.data.real()
-    mu = sl.param.real()
-    calls = [0]
-    limit = [None]
-    compile = False     # log_prob has a side effect (it counts calls): no retaping
-
-    def log_prob(self, mu):
-        Interrupting.calls[0] += 1
-        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
-            raise KeyboardInterrupt
-        return sl.normal_lpdf(self.y, mu, 1.0) + sl.normal_lpdf(mu, 0.0, 1.0)
-
-
 @pytest.mark.parametrize("limit", [3, 60, 250, 500])
 def test_interrupt_keeps_draws_and_resume_is_bit_identical(limit):
-    m = Interrupting(y=0.7)
-    Interrupting.limit[0] = None
+    m = StopOnce(y=0.7)
+    StopOnce.limit[0] = None
     full = m.sample(chains=1, draws=100, warmup=100, seed=8, progress=False)
-    Interrupting.calls[0] = 0
-    Interrupting.limit[0] = limit      # the k-th log density: in init, warmup, sampling
+    StopOnce.calls[0] = 0
+    StopOnce.limit[0] = limit      # the k-th log density: in init, warmup, sampling
     with pytest.warns(RuntimeWarning, match="interrupted"):
         part = m.sample(chains=1, draws=100, warmup=100, seed=8, progress=False)
     assert part.interrupted and part.chain_states[0].iteration < 200
-    Interrupting.limit[0] = None
+    StopOnce.limit[0] = None
     resumed = m.sample(resume_from=part, draws=100, progress=False)
     np.testing.assert_array_equal(resumed["mu"], full["mu"])
     np.testing.assert_array_equal(resumed["lp__"], full["lp__"])

@@ -38,19 +38,62 @@ class Loop(Normal):
         return lp
 
 
-class StopOnce(sl.Model):
+class Regression(sl.Model):
+    """y ~ N(alpha + beta x, sigma), with ``y`` declared observed (its pointwise
+    log-likelihood for ArviZ's loo)."""
+    N = sl.data.int(lower=0)
+    x = sl.data.vector("N")
+    y = sl.data.vector("N")
+    alpha = sl.param.real()
+    beta = sl.param.real()
+    sigma = sl.param.real(lower=0)
+    observed = ("y",)
+
+    def log_prob(self, alpha, beta, sigma):
+        return (sl.normal_lpdf(self.y, alpha + beta * self.x, sigma)
+                + sl.normal_lpdf(alpha, 0, 5) + sl.normal_lpdf(beta, 0, 5)
+                + sl.normal_lpdf(sigma, 0, 2))
+
+    def log_likelihood(self, alpha, beta, sigma):
+        r = (self.y - alpha - beta * self.x) / sigma
+        return -0.5 * r * r - np.log(sigma) - 0.5 * np.log(2 * np.pi)
+
+
+def regression_data(n=20, seed=0):
+    """Data for :class:`Regression`: x ~ N(0, 1), y = 1 + 2 x + N(0, 0.5)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return dict(N=n, x=x, y=1.0 + 2.0 * x + 0.5 * rng.normal(size=n))
+
+
+class Interrupts:
+    """A mixin before ``sl.Model`` for models that stop a run as a Ctrl-C would: its
+    ``log_prob`` counts the calls in ``calls[0]`` and raises KeyboardInterrupt once
+    there have been more than ``limit[0]`` (None: never); otherwise it returns the
+    class's ``density(<parameters>)``. Each class has its own ``calls`` and ``limit``
+    lists (a test sets them on the class); ``once`` sets ``limit`` back to None when it
+    raises."""
+    compile = False     # log_prob counts its calls: no retaping
+    once = False
+
+    def log_prob(self, **params):
+        self.calls[0] += 1
+        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
+            if self.once:
+                self.limit[0] = None
+            raise KeyboardInterrupt
+        return self.density(**params)
+
+
+class StopOnce(Interrupts, sl.Model):
     """Raises KeyboardInterrupt (a Ctrl-C's effect) once, at its ``limit``-th call."""
     y = sl.data.real()
     mu = sl.param.real()
     calls = [0]
     limit = [None]
-    compile = False     # log_prob counts its calls: no retaping
+    once = True
 
-    def log_prob(self, mu):
-        StopOnce.calls[0] += 1
-        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
-            StopOnce.limit[0] = None
-            raise KeyboardInterrupt
+    def density(self, mu):
         return sl.normal_lpdf(self.y, mu, 1.0) + sl.normal_lpdf(mu, 0.0, 1.0)
 
     def generated_quantities(self, rng, mu):
@@ -68,6 +111,17 @@ class CorrGauss:
     def log_density_gradient(self, q):
         g = -self.P @ q
         return 0.5 * float(q @ g), g
+
+
+def one_comp_mm(t, y, theta, x_r, t_dose=0.0):
+    """The right-hand side of posteriordb's one_comp_mm_elim_abs in an ODE test's
+    form: theta = (ka, km, vm), x_r = (dose, volume); the dose enters after ``t_dose``
+    (posteriordb's program: t > 0), a branch on t."""
+    ka, km, vm = theta[0], theta[1], theta[2]
+    dose = 0.0
+    if t > t_dose:
+        dose = sl.exp(-ka * t) * x_r[0] * ka / x_r[1]
+    return sl.stack([dose - (vm / x_r[1]) * y[0] / (km + y[0])])
 
 
 def one_compartment(x, theta):
