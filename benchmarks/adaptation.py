@@ -87,44 +87,22 @@ def _stanlite():
 
 
 def _define_models():
-    """The two Gaussian models (module-level names, so that chain processes unpickle
-    them by reference)."""
-    sl = _stanlite()
-
-    class Gauss100(sl.Model):
-        D = sl.data.int(lower=1)
-        L = sl.data.matrix("D", "D")
-        x = sl.param.vector("D")
-
-        def log_prob(self, x):
-            return sl.multi_normal_cholesky_lpdf(x, np.zeros(self.D), self.L)
-
-    class Scales(sl.Model):
-        D = sl.data.int(lower=1)
-        sd = sl.data.vector("D", lower=0)
-        x = sl.param.vector("D")
-
-        def log_prob(self, x):
-            return sl.normal_lpdf(x, 0.0, self.sd)
-
-    for cls in (Gauss100, Scales):
-        name = f"_Bench_{cls.__name__}"
-        cls.__name__ = cls.__qualname__ = name
-        cls.__module__ = __name__
-        globals()[name] = cls
-    return Gauss100, Scales
+    """The two Gaussian models (stanlite.models.synthetic: the tests' models; chain
+    processes unpickle them by reference)."""
+    _stanlite()
+    from stanlite.models.synthetic import CorrelatedGaussian, Scales, correlated_cov
+    return CorrelatedGaussian, Scales, correlated_cov
 
 
 def posterior(case):
     """``(model, names, reference)``: ``reference`` maps each scalar's name (e.g.
     ``x[3]``) to ``(mean, sd, mcse of the mean)``; None when unknown."""
-    Gauss100, Scales = _define_models()
+    Gauss, Scales, correlated_cov = _define_models()
     if case == "gauss100":
         D = 100
         sd = np.exp(np.linspace(np.log(0.3), np.log(3.0), D))
-        idx = np.arange(D)
-        S = sd[:, None] * 0.9 ** np.abs(idx[:, None] - idx[None, :]) * sd[None, :]
-        model = Gauss100(D=D, L=np.linalg.cholesky(S))
+        S = correlated_cov(D, 0.3, 3.0, 0.9)
+        model = Gauss(D=D, m=np.zeros(D), L=np.linalg.cholesky(S))
         return model, ["x"], {f"x[{i + 1}]": (0.0, s, 0.0) for i, s in enumerate(sd)}
     if case == "scales20":
         D = 20

@@ -64,24 +64,13 @@ del blas_threads
 
 import numpy as np  # noqa: E402
 
-import stanlite as sl  # noqa: E402
 from stanlite.models.logistic_regression import LogisticRegression  # noqa: E402
 from stanlite.models.neal_funnel import NealFunnel  # noqa: E402
+from stanlite.models.synthetic import Banana  # noqa: E402
 from stanlite.samplers import rhmc  # noqa: E402
 
 CASES = ("funnel10", "funnel51", "banana", "logistic", "pk_ss")
 SEED = 20240917
-
-
-class Banana(sl.Model):
-    """x1 ~ N(0, 1), x2 | x1 ~ N(b (x1^2 - 1), s)."""
-    b = sl.data.real()
-    s = sl.data.real(lower=0)
-    x = sl.param.vector(2)
-
-    def log_prob(self, x):
-        return (sl.normal_lpdf(x[0], 0.0, 1.0)
-                + sl.normal_lpdf(x[1], self.b * (x[0] ** 2 - 1.0), self.s))
 
 
 def make_model(case):

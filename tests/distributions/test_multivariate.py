@@ -17,6 +17,7 @@ from scipy.special import betaln
 
 import stanlite as sl
 from stanlite.autodiff.var import shape_of
+from stanlite.models.synthetic import CorrelatedGaussian
 
 K = 3
 
@@ -569,15 +570,8 @@ def test_constant_matrices_are_checked_and_factorised_once(monkeypatch):
 
 
 def test_model_data_matrices_are_read_only():
-    class M(sl.Model):
-        K = sl.data.int(lower=1)
-        L = sl.data.matrix("K", "K")
-        x = sl.param.vector("K")
-
-        def log_prob(self, x):
-            return sl.multi_normal_cholesky_lpdf(x, np.zeros(self.K), self.L)
     L = np.linalg.cholesky(np.array([[2.0, 0.5], [0.5, 1.0]]))
-    m = M(K=2, L=L)
+    m = CorrelatedGaussian(D=2, m=np.zeros(2), L=L)
     assert not m.L.flags.writeable and L.flags.writeable     # a copy; the user's untouched
     with pytest.raises(ValueError):
         m.L[0, 0] = 3.0

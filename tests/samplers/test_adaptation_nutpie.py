@@ -10,39 +10,14 @@ import numpy as np
 import pytest
 
 import stanlite as sl
+from stanlite.models.synthetic import CorrelatedGaussian, Scales, correlated_cov
 from stanlite.samplers import chain as chain_mod
 from stanlite.samplers.adaptation import (ADAPTATIONS, GradientAdaptation, grad_schedule,
                                           lowrank_inverse_metric)
-
-
-class Scales(sl.Model):
-    """Independent normals with very different scales."""
-    D = sl.data.int(lower=1)
-    sd = sl.data.vector("D", lower=0)
-    x = sl.param.vector("D")
-
-    def log_prob(self, x):
-        return sl.normal_lpdf(x, 0.0, self.sd)
-
-
-class Correlated(sl.Model):
-    """x ~ N(m, S), S = D R D with R_ij = 0.9^|i-j| and log-spaced sds."""
-    D = sl.data.int(lower=1)
-    m = sl.data.vector("D")
-    L = sl.data.matrix("D", "D")
-    x = sl.param.vector("D")
-
-    def log_prob(self, x):
-        return sl.multi_normal_cholesky_lpdf(x, self.m, self.L)
+from testkit import Interrupts
 
 
 SD = np.exp(np.linspace(np.log(0.01), np.log(100.0), 6))
-
-
-def correlated_cov(D=8, lo=0.3, hi=3.0, rho=0.9):
-    sd = np.exp(np.linspace(np.log(lo), np.log(hi), D))
-    idx = np.arange(D)
-    return sd[:, None] * rho ** np.abs(idx[:, None] - idx[None, :]) * sd[None, :]
 
 
 def gaussian_draws(S, n, seed):
@@ -177,7 +152,7 @@ def test_nutpie_on_independent_scales_is_exact_and_needs_little_warmup():
 def test_lowrank_on_a_correlated_gaussian():
     S = correlated_cov(D=8)
     mean = np.linspace(-2.0, 5.0, 8)
-    m = Correlated(D=8, m=mean, L=np.linalg.cholesky(S))
+    m = CorrelatedGaussian(D=8, m=mean, L=np.linalg.cholesky(S))
     fit = m.sample(chains=4, warmup=200, draws=500, seed=12, adaptation="nutpie-lowrank",
                    progress=False)
     check_against_truth(fit["x"], mean, np.sqrt(np.diag(S)))
@@ -190,14 +165,14 @@ def test_lowrank_on_a_correlated_gaussian():
     # its gradient program, later runs replay it, equal to rounding only)
     kw = dict(chains=1, warmup=50, draws=20, seed=12, adaptation="nutpie-lowrank",
               progress=False)
-    same = Correlated(D=8, m=mean, L=np.linalg.cholesky(S)).sample(metric="dense_e", **kw)
-    low = Correlated(D=8, m=mean, L=np.linalg.cholesky(S)).sample(**kw)
+    same = CorrelatedGaussian(D=8, m=mean, L=np.linalg.cholesky(S)).sample(metric="dense_e", **kw)
+    low = CorrelatedGaussian(D=8, m=mean, L=np.linalg.cholesky(S)).sample(**kw)
     np.testing.assert_array_equal(same["x"], low["x"])
 
 
 def test_nutpie_diag_on_a_correlated_gaussian_is_right_too():
     S = correlated_cov(D=5, rho=0.5)
-    m = Correlated(D=5, m=np.zeros(5), L=np.linalg.cholesky(S))
+    m = CorrelatedGaussian(D=5, m=np.zeros(5), L=np.linalg.cholesky(S))
     fit = m.sample(chains=4, warmup=150, draws=400, seed=13, adaptation="nutpie",
                    progress=False)
     check_against_truth(fit["x"], np.zeros(5), np.sqrt(np.diag(S)))
@@ -272,16 +247,12 @@ def test_command_line_takes_the_adaptation(tmp_path):
 
 
 # ---- interruption, saving, resuming ---------------------------------------------------------
-class Interrupting(sl.Model):
+class Interrupting(Interrupts, sl.Model):
     mu = sl.param.vector(2)
     calls = [0]
     limit = [None]
-    compile = False     # log_prob has a side effect (it counts calls): no retaping
 
-    def log_prob(self, mu):
-        Interrupting.calls[0] += 1
-        if self.limit[0] is not None and self.calls[0] > self.limit[0]:
-            raise KeyboardInterrupt
+    def density(self, mu):
         return sl.normal_lpdf(mu, np.array([0.0, 1.0]), np.array([0.1, 10.0]))
 
 
@@ -315,7 +286,7 @@ def test_chain_state_round_trip_mid_warmup():
     """A chain state taken mid-warmup, turned into plain data and back, continues as
     the uninterrupted chain (the chain-level contract, without files; on the eager
     tape, whose gradients do not depend on what ran before)."""
-    class Eager(Correlated):
+    class Eager(CorrelatedGaussian):
         compile = False
     m = Eager(D=3, m=np.zeros(3), L=np.linalg.cholesky(correlated_cov(D=3)))
     ss = np.random.SeedSequence(4)

@@ -13,25 +13,14 @@ import pytest
 
 import stanlite as sl
 from stanlite.models.neal_funnel import NealFunnel
+from stanlite.models.synthetic import Banana
 from stanlite.samplers import nuts, rhmc
 from stanlite.samplers.hamiltonian import Point
 from stanlite.samplers.rhmc import (Geometry, SoftAbsMetric, softabs, softabs_derivative,
                                     softabs_divided_differences)
 
 
-# ---- targets ----------------------------------------------------------------------------
-class Banana(sl.Model):
-    """x1 ~ N(0, 1), x2 | x1 ~ N(b (x1^2 - 1), s): E = (0, 0), Var = (1, s^2 + 2 b^2);
-    the potential's Hessian is indefinite away from the ridge."""
-    b = sl.data.real()
-    s = sl.data.real(lower=0)
-    x = sl.param.vector(2)
-
-    def log_prob(self, x):
-        return (sl.normal_lpdf(x[0], 0.0, 1.0)
-                + sl.normal_lpdf(x[1], self.b * (x[0] ** 2 - 1.0), self.s))
-
-
+# ---- targets (and stanlite.models.synthetic's Banana) --------------------------------
 class CorrGauss(sl.Model):
     """N(mu, C) with a fixed correlated covariance (constant Hessian P = C^-1),
     written as the quadratic form (cheap to differentiate three times)."""
