@@ -12,6 +12,7 @@ loops take about ``budget`` seconds in all; the clock is the process time by def
 counts the time other processes hold the cores).
 """
 
+import argparse
 import statistics
 import time
 
@@ -93,6 +94,20 @@ def zoo_ode_points(n_one_comp, n_mm):
     return out
 
 
+def arg_parser(doc, quick_help="shorter timing loops"):
+    """A benchmark script's command line: the first line of its docstring ``doc`` as
+    the description, and ``--quick`` (``quick_help``: what a quick run cuts)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    return ap
+
+
+def loop_budget(quick, budget, repeats):
+    """``(budget, repeats)`` of a table's timed loops: the script's own, or a
+    ``--quick`` run's (0.15 s in 5 repeats: a smoke run, not a measurement)."""
+    return (0.15, 5) if quick else (budget, repeats)
+
+
 def fmt_time(t):
     """Seconds as a table cell: microseconds below a millisecond, else milliseconds."""
     if t < 1e-3:
@@ -110,14 +125,22 @@ def peers():
         out["autograd"] = (autograd, anp)
     except ImportError:
         pass
+    jx = jax64()
+    if jx is not None:
+        out["jax"] = jx
+    return out
+
+
+def jax64():
+    """``(jax, jax.numpy)`` with float64 enabled (like the others), or None when jax is
+    not installed."""
     try:
         import jax
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
-        out["jax"] = (jax, jnp)
     except ImportError:
-        pass
-    return out
+        return None
+    return jax, jnp
 
 
 def peer_columns(ps, ours):
@@ -129,6 +152,26 @@ def peer_columns(ps, ours):
     if "jax" in ps:
         cols += ["jax", "jax.jit"]
     return cols
+
+
+def peer_functions(ps, derivative, make, make_jax=None, block=None):
+    """The installed peers' (``ps`` from :func:`peers`) versions of one derivative, by
+    column of :func:`peer_columns`: ``derivative(lib)`` is the library's transform
+    (e.g. ``lambda lib: lib.value_and_grad``), ``make(np_)`` builds the function on the
+    library's numpy (``make_jax`` for jax, if it needs its own). jax's are wrapped by
+    ``block`` (default :func:`blocking`, for a value and gradient) so that a timed call
+    waits for the result, without and with ``jax.jit``."""
+    fns = {}
+    if "autograd" in ps:
+        ag, anp = ps["autograd"]
+        fns["autograd"] = derivative(ag)(make(anp))
+    if "jax" in ps:
+        jax, jnp = ps["jax"]
+        d = derivative(jax)((make_jax or make)(jnp))
+        block = block or blocking
+        fns["jax"] = block(d)
+        fns["jax.jit"] = block(jax.jit(d))
+    return fns
 
 
 def blocking(vg):

@@ -25,7 +25,6 @@ tape and retaped (what ``Model`` does by default), and the one-time recording co
 Run:  python benchmarks/ad_overhead.py [--quick] [--no-models]
 """
 
-import argparse
 import math
 import sys
 import time
@@ -33,7 +32,7 @@ import time
 import blas_threads  # noqa: F401  (one BLAS thread; before numpy)
 import _common  # noqa: E402
 # peers: also imported from here by hessian.py and distributions.py
-from _common import blocking, fmt_time, peer_columns, peers, print_head  # noqa: E402,F401
+from _common import fmt_time, peer_columns, peers, print_head  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 
@@ -234,8 +233,7 @@ CASES = [
 
 
 def run(quick=False):
-    budget = 0.15 if quick else 0.5
-    repeats = 5 if quick else 7
+    budget, repeats = _common.loop_budget(quick, 0.5, 7)
     ps = peers()
     cols = peer_columns(ps, ["numpy (floor)", "stanlite", "compiled"])
     rows = []
@@ -250,19 +248,12 @@ def run(quick=False):
         # the eager tape is not part of the timed calls
         compiled(x0 * 1.01)
         fns = {"numpy (floor)": vg_np, "stanlite": sl.value_and_grad(f_sl),
-               "compiled": compiled}
+               "compiled": compiled,
+               **_common.peer_functions(ps, lambda lib: lib.value_and_grad, f_ag, f_jax)}
         args = {c: x0 for c in cols}
         t_jit = None
-        if "autograd" in ps:
-            ag, anp = ps["autograd"]
-            fns["autograd"] = ag.value_and_grad(f_ag(anp))
         if "jax" in ps:
-            jax, jnp = ps["jax"]
-            vg = jax.value_and_grad(f_jax(jnp))
-            vgj = jax.jit(vg)
-            fns["jax"] = blocking(vg)
-            fns["jax.jit"] = blocking(vgj)
-            args["jax"] = args["jax.jit"] = jnp.asarray(x0)
+            args["jax"] = args["jax.jit"] = ps["jax"][1].asarray(x0)
             t0 = time.process_time()
             fns["jax.jit"](args["jax.jit"])
             t_jit = time.process_time() - t0
@@ -344,8 +335,7 @@ def zoo_table(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timing loops")
+    ap = _common.arg_parser(__doc__)
     ap.add_argument("--no-models", action="store_true", help="skip the zoo-model table")
     a = ap.parse_args()
     run(a.quick)

@@ -40,7 +40,6 @@ measures the multi-threaded case (noisier).
 Run:  python benchmarks/distributions.py [--quick]
 """
 
-import argparse
 import math
 import os
 import sys
@@ -58,7 +57,7 @@ except ImportError:                 # run from a checkout without installing
     import stanlite as sl
 
 import _common  # noqa: E402
-from _common import blocking, fmt_time, peer_columns, peers, print_head  # noqa: E402
+from _common import fmt_time, peer_columns, peers, print_head  # noqa: E402
 
 TARGET = ("logistic N=100000 K=50", 1.3)
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
@@ -186,8 +185,7 @@ CASES = [
 
 
 def run(quick=False):
-    budget = 0.15 if quick else 0.6
-    repeats = 5 if quick else 9
+    budget, repeats = _common.loop_budget(quick, 0.6, 9)
     ps = peers()
     cols = peer_columns(ps, ["numpy (floor)", "fused GLM", "composed"])
     rows = []
@@ -195,15 +193,10 @@ def run(quick=False):
         w0, vg_np, f_fused, f_composed, peer = make()
         ref_v, ref_g = vg_np(w0)
         fns = {"numpy (floor)": vg_np, "fused GLM": sl.value_and_grad(f_fused),
-               "composed": sl.value_and_grad(f_composed)}
-        if "autograd" in ps:
-            ag, anp = ps["autograd"]
-            fns["autograd"] = ag.value_and_grad(peer(anp, np.asarray))
-        if "jax" in ps:
-            jax, jnp = ps["jax"]
-            vg = jax.value_and_grad(peer(jnp, jnp.asarray))
-            fns["jax"] = blocking(vg)
-            fns["jax.jit"] = blocking(jax.jit(vg))
+               "composed": sl.value_and_grad(f_composed),
+               **_common.peer_functions(ps, lambda lib: lib.value_and_grad,
+                                        lambda anp: peer(anp, np.asarray),
+                                        lambda jnp: peer(jnp, jnp.asarray))}
         fns = {c: fns[c] for c in cols}
         jw0 = ps["jax"][1].asarray(w0) if "jax" in ps else None
 
@@ -238,6 +231,5 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timing loops")
+    ap = _common.arg_parser(__doc__)
     run(ap.parse_args().quick)

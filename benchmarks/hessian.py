@@ -19,13 +19,13 @@ Models at d = 10, 50, 200:
 Run:  python benchmarks/hessian.py [--quick] [--matmul]
 """
 
-import argparse
 import sys
 
 import blas_threads  # noqa: F401  (before numpy)
 import numpy as np
 
 import stanlite as sl
+import _common
 from _common import fmt_time, peer_columns, peers, print_head
 from ad_overhead import best_time
 
@@ -79,6 +79,11 @@ def student_t(d, nu=5.0, seed=0):
     return x0, f_sl, h_np, f_gen
 
 
+def _blocking_array(h):
+    """A jax Hessian function that returns once the Hessian is computed."""
+    return lambda x: h(x).block_until_ready()
+
+
 def run(quick=False):
     budget = 0.15 if quick else 0.4
     ps = peers()
@@ -91,16 +96,9 @@ def run(quick=False):
             compiled = sl.compile(f_sl, x0)
             compiled.hessian(x0 * 1.01)     # record, and the first replay's check
             fns = {"numpy (floor)": h_np, "stanlite": sl.hessian(f_sl),
-                   "retaped": compiled.hessian}
-            if "autograd" in ps:
-                ag, anp = ps["autograd"]
-                fns["autograd"] = ag.hessian(f_gen(anp))
-            if "jax" in ps:
-                jax, jnp = ps["jax"]
-                hj = jax.hessian(f_gen(jnp))
-                hjj = jax.jit(hj)
-                fns["jax"] = lambda x, h=hj: h(x).block_until_ready()
-                fns["jax.jit"] = lambda x, h=hjj: h(x).block_until_ready()
+                   "retaped": compiled.hessian,
+                   **_common.peer_functions(ps, lambda lib: lib.hessian, f_gen,
+                                            block=_blocking_array)}
             times = {}
             for col in cols:
                 arg = ps["jax"][1].asarray(x0) if col.startswith("jax") else x0
@@ -123,8 +121,7 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timing loops")
+    ap = _common.arg_parser(__doc__)
     ap.add_argument("--matmul", action="store_true",
                     help="the Student-t's quadratic form as x @ P @ x")
     args = ap.parse_args()

@@ -22,7 +22,6 @@ a model's columns interleaved so that a noisy period hits them alike.
 Run:  python benchmarks/model_overhead.py [--quick] [--models name ...]
 """
 
-import argparse
 import math
 import os
 import sys
@@ -269,8 +268,7 @@ def run(quick=False, names=None):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timing loops")
+    ap = _common.arg_parser(__doc__)
     ap.add_argument("--models", nargs="*", help="zoo model names (default: all)")
     a = ap.parse_args()
     run(a.quick, a.models)

@@ -45,7 +45,7 @@ import time
 import warnings
 
 import blas_threads  # noqa: F401  (before numpy)
-from _common import best_time, print_head, zoo_ode_points
+from _common import best_time, jax64, print_head, zoo_ode_points
 import numpy as np
 
 import stanlite as sl
@@ -157,49 +157,50 @@ def fd_gradient(L, p, h=1e-6):
     return g
 
 
-def jax_gradient(pb):
-    """A jitted gradient with jax.experimental.ode.odeint, or None if unavailable."""
-    try:
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        import jax.numpy as jnp
-        from jax.experimental.ode import odeint
-    except ImportError:
-        return None
+def _jitted_gradient(pb, jx, solve):
+    """The jitted jax gradient (numpy in and out) of sum(W * Y), ``Y = solve(g, y0,
+    args)`` the solution at pb's times of its jax right-hand side ``g``; ``jx`` is
+    ``(jax, jax.numpy)``."""
+    jax, jnp = jx
     g = pb["f_jax"](jnp)
-    ts = jnp.concatenate([jnp.zeros(1), jnp.asarray(pb["ts"])])
     W, y0, unpack = jnp.asarray(pb["W"]), jnp.asarray(pb["y0"]), pb["unpack"]
 
     def L(p):
-        Y = odeint(g, y0, ts, *unpack(p), rtol=TOL, atol=TOL)
-        return jnp.sum(Y[1:] * W)
+        return jnp.sum(solve(g, y0, unpack(p)) * W)
     grad = jax.jit(jax.grad(L))
     return lambda p: np.asarray(grad(jnp.asarray(p)).block_until_ready())
+
+
+def jax_gradient(pb):
+    """A jitted gradient with jax.experimental.ode.odeint, or None if unavailable."""
+    jx = jax64()
+    try:
+        from jax.experimental.ode import odeint
+    except ImportError:
+        return None
+    jnp = jx[1]
+    ts = jnp.concatenate([jnp.zeros(1), jnp.asarray(pb["ts"])])    # odeint starts at ts[0]
+    return _jitted_gradient(
+        pb, jx, lambda g, y0, args: odeint(g, y0, ts, *args, rtol=TOL, atol=TOL)[1:])
 
 
 def diffrax_gradient(pb):
     """A jitted gradient with diffrax (Dopri5, its default adjoint), if installed."""
+    jx = jax64()
     try:
         import diffrax
-        import jax
-        jax.config.update("jax_enable_x64", True)
-        import jax.numpy as jnp
     except ImportError:
         return None
-    g = pb["f_jax"](jnp)
-    ts = jnp.asarray(pb["ts"])
-    W, y0, unpack = jnp.asarray(pb["W"]), jnp.asarray(pb["y0"]), pb["unpack"]
+    ts = jx[1].asarray(pb["ts"])
 
-    def L(p):
+    def solve(g, y0, args):
         term = diffrax.ODETerm(lambda t, y, args: g(y, t, *args))
-        sol = diffrax.diffeqsolve(term, diffrax.Dopri5(), 0.0, float(ts[-1]), None, y0,
-                                  args=unpack(p), saveat=diffrax.SaveAt(ts=ts),
-                                  stepsize_controller=diffrax.PIDController(rtol=TOL,
-                                                                           atol=TOL),
-                                  max_steps=100000)
-        return jnp.sum(sol.ys * W)
-    grad = jax.jit(jax.grad(L))
-    return lambda p: np.asarray(grad(jnp.asarray(p)).block_until_ready())
+        return diffrax.diffeqsolve(term, diffrax.Dopri5(), 0.0, float(ts[-1]), None, y0,
+                                   args=args, saveat=diffrax.SaveAt(ts=ts),
+                                   stepsize_controller=diffrax.PIDController(rtol=TOL,
+                                                                            atol=TOL),
+                                   max_steps=100000).ys
+    return _jitted_gradient(pb, jx, solve)
 
 
 def sweep_table(title, cases, budget):

@@ -18,13 +18,13 @@ No peer is timed: Torsten (Stan's pharmacometrics extension) needs a CmdStan bui
 Set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for timing runs.
 """
 
-import argparse
 import os
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import _common  # noqa: E402  (the benchmarks' helpers: only the standard library)
 import numpy as np  # noqa: E402
 
 import stanlite.models as zoo  # noqa: E402
@@ -87,8 +87,7 @@ def nuts():
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap = _common.arg_parser(__doc__, "fewer repetitions")
     ap.add_argument("--nuts", action="store_true", help="also time a NUTS fit")
     args = ap.parse_args()
     gradients(args.quick)
