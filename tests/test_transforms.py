@@ -51,27 +51,20 @@ CASES = [
     ("offset_multiplier-vector", T.OffsetMultiplier(), (3,),
      (np.array([0.0, 1.0, 2.0]), np.array([0.5, 1.0, 3.0])), _flat),
     ("multiplier-only-matrix", T.OffsetMultiplier(multiplier=2.0), (2, 2), (2.0,), _flat),
-    ("simplex-1", T.Simplex(), (1,), (), _head),
-    ("simplex-2", T.Simplex(), (2,), (), _head),
-    ("simplex-5", T.Simplex(), (5,), (), _head),
-    ("simplex-batch", T.Simplex(), (2, 3), (), _head),
-    ("ordered-1", T.Ordered(), (1,), (), _flat),
-    ("ordered-4", T.Ordered(), (4,), (), _flat),
-    ("ordered-batch", T.Ordered(), (3, 2), (), _flat),
-    ("positive_ordered-3", T.PositiveOrdered(), (3,), (), _flat),
-    ("positive_ordered-batch", T.PositiveOrdered(), (2, 3), (), _flat),
-    ("cholesky_factor_corr-2", T.CholeskyFactorCorr(), (2, 2), (), _tri(True)),
-    ("cholesky_factor_corr-4", T.CholeskyFactorCorr(), (4, 4), (), _tri(True)),
-    ("cholesky_factor_corr-batch", T.CholeskyFactorCorr(), (2, 3, 3), (), _tri(True)),
-    ("corr_matrix-2", T.CorrMatrix(), (2, 2), (), _tri(True)),
-    ("corr_matrix-4", T.CorrMatrix(), (4, 4), (), _tri(True)),
-    ("corr_matrix-batch", T.CorrMatrix(), (2, 3, 3), (), _tri(True)),
-    ("cholesky_factor_cov-3x3", T.CholeskyFactorCov(), (3, 3), (), _tri(False)),
-    ("cholesky_factor_cov-5x2", T.CholeskyFactorCov(), (5, 2), (), _tri(False)),
-    ("cholesky_factor_cov-batch", T.CholeskyFactorCov(), (2, 3, 2), (), _tri(False)),
-    ("cov_matrix-1", T.CovMatrix(), (1, 1), (), _tri(False)),
-    ("cov_matrix-3", T.CovMatrix(), (3, 3), (), _tri(False)),
-    ("cov_matrix-batch", T.CovMatrix(), (2, 2, 2), (), _tri(False)),
+] + [
+    # the transforms without arguments: one case per size (a fresh transform each)
+    (f"{name}-{label}", transform(), shape, (), flat)
+    for name, transform, flat, sizes in [
+        ("simplex", T.Simplex, _head, {"1": (1,), "2": (2,), "5": (5,), "batch": (2, 3)}),
+        ("ordered", T.Ordered, _flat, {"1": (1,), "4": (4,), "batch": (3, 2)}),
+        ("positive_ordered", T.PositiveOrdered, _flat, {"3": (3,), "batch": (2, 3)}),
+        ("cholesky_factor_corr", T.CholeskyFactorCorr, _tri(True),
+         {"2": (2, 2), "4": (4, 4), "batch": (2, 3, 3)}),
+        ("corr_matrix", T.CorrMatrix, _tri(True), {"2": (2, 2), "4": (4, 4), "batch": (2, 3, 3)}),
+        ("cholesky_factor_cov", T.CholeskyFactorCov, _tri(False),
+         {"3x3": (3, 3), "5x2": (5, 2), "batch": (2, 3, 2)}),
+        ("cov_matrix", T.CovMatrix, _tri(False), {"1": (1, 1), "3": (3, 3), "batch": (2, 2, 2)})]
+    for label, shape in sizes.items()
 ]
 IDS = [c[0] for c in CASES]
 UNIT = [("unit_vector-3", T.UnitVector(), (3,), (), None),

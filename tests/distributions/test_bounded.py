@@ -337,13 +337,14 @@ def test_rng_moments(fn, params, ref):
     assert fn(*[np.full((2, 3), p) for p in params], rng=1).shape == (2, 3)
 
 
-def test_rng_checks_parameters():
-    with pytest.raises(sl.DomainError, match="gamma_rng: beta"):
-        sl.gamma_rng(1.0, -1.0)
-    with pytest.raises(sl.DomainError, match="beta_proportion_rng: mu"):
-        sl.beta_proportion_rng(1.2, 3.0)
-    with pytest.raises(sl.DomainError, match="pareto_type_2_rng: lambda"):
-        sl.pareto_type_2_rng(0.0, 0.0, 1.0)
+@pytest.mark.parametrize("name,params,match", [
+    ("gamma", (1.0, -1.0), "gamma_rng: beta"),
+    ("beta_proportion", (1.2, 3.0), "beta_proportion_rng: mu"),
+    ("pareto_type_2", (0.0, 0.0, 1.0), "pareto_type_2_rng: lambda"),
+])
+def test_rng_checks_parameters(name, params, match):
+    with pytest.raises(sl.DomainError, match=match):
+        getattr(sl, f"{name}_rng")(*params)
 
 
 def test_public_names():

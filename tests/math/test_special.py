@@ -104,10 +104,10 @@ def _sample(spec, shapes, seed):
 
 
 def _merge(args, idx, vals):
-    full = list(args)
-    for i, v in zip(idx, vals):
-        full[i] = v
-    return full
+    """``args`` with ``args[i]`` replaced by ``v`` for each ``(i, v)`` in ``zip(idx,
+    vals)``."""
+    new = dict(zip(idx, vals))
+    return [new.get(i, a) for i, a in enumerate(args)]
 
 
 def _hessian_check(f, args, diff):
