@@ -79,27 +79,22 @@ def initialize(model, chain_id, seed_seq, *, init=None, settings=None, **options
         if s.adapt and grad_adapt is None else ([], (0, 0, 0))
     if not at_windows:
         ends = []
-    state = ChainState(
-        chain_id=chain_id, iteration=0, num_warmup=s.num_warmup, num_draws=s.num_draws,
-        thin=s.thin, save_warmup=s.save_warmup, sampler=s.sampler, metric=metric,
-        inv_metric=np.array(met.inv, copy=True), stepsize=float(s.stepsize),
-        adapt=s.adapt and s.num_warmup > 0, adapt_delta=s.adapt_delta,
-        max_treedepth=s.max_treedepth, window_ends=ends, init_buffer=init_buf,
-        term_buffer=term_buf, q=q, lp=lp, grad=g, rng_state=None,
-        da=None, welford=None, stepsize_initialized=False,
-        draws=[], warmup_draws=[], stats={k: [] for k in STAT_NAMES},
-        warmup_stats={k: [] for k in STAT_NAMES}, n_rejected=0, rejections={},
-        rejected_draws=[],
-        gq_seed=None,
-        sampler_options=sampler_options,
-        adaptation=s.adaptation,
-        grad_adapt=grad_adapt and grad_adapt.to_dict())
     da = DualAveraging(delta=s.adapt_delta)
-    state.da = _da_dict(da)
     w = Welford(dim, dense=metric == "dense_e")
-    state.welford = _welford_dict(w)
-    state.rng_state = rng.bit_generator.state
-    return state
+    return ChainState(
+        chain_id=chain_id, iteration=0, num_warmup=s.num_warmup, num_draws=s.num_draws,
+        draws=[], stats={k: [] for k in STAT_NAMES},
+        warmup_draws=[], warmup_stats={k: [] for k in STAT_NAMES},
+        thin=s.thin, save_warmup=s.save_warmup, sampler=s.sampler, metric=metric,
+        adapt=s.adapt and s.num_warmup > 0, adapt_delta=s.adapt_delta,
+        max_treedepth=s.max_treedepth, adaptation=s.adaptation,
+        sampler_options=sampler_options, window_ends=ends, init_buffer=init_buf,
+        term_buffer=term_buf,
+        q=q, lp=lp, grad=g, rng_state=rng.bit_generator.state,
+        stepsize=float(s.stepsize), stepsize_initialized=False,
+        inv_metric=np.array(met.inv, copy=True), da=_da_dict(da),
+        welford=_welford_dict(w), grad_adapt=grad_adapt and grad_adapt.to_dict(),
+        n_rejected=0, rejections={}, rejected_draws=[])
 
 
 def _grad_adaptation(dim, num_warmup, adaptation, q, g, inv_metric):
@@ -161,9 +156,9 @@ class _Live:
         self.metric, self.kernel = self.kernel_of.live(dim, state)
         self.da = _da_from(state.da)
         self.welford = _welford_from(state.welford, dim)
-        # nutpie's adaptation (a state saved before it existed has no such field)
+        # nutpie's adaptation (None in a state saved before it existed)
         self.gadapt = GradientAdaptation.from_dict(state.grad_adapt, dim) \
-            if getattr(state, "grad_adapt", None) is not None else None
+            if state.grad_adapt is not None else None
         self.ends = set(state.window_ends)
         self.z = Point(state.q, None, state.lp, state.grad)
         self.eps = state.stepsize
@@ -260,7 +255,7 @@ def _iteration(model, state, live):
         if info.n_failed and not warm:
             # which kept draws ended at a rejected proposal (diagnose() tells
             # these divergences from the step size's); a new list: snapshots
-            new["rejected_draws"] = [*getattr(state, "rejected_draws", ()),
+            new["rejected_draws"] = [*(state.rejected_draws or ()),
                                      len(state.draws) - 1]
     if info.n_failed:
         new.update(_count_rejections(state, info))
@@ -430,7 +425,7 @@ def _count_rejections(state, info):
     fields: ``n_rejected`` and ``rejections``, ``{reason: count}`` (``fit.diagnose()``
     reports both; a state saved before the reasons were kept has no ``rejections``
     yet)."""
-    counts = dict(getattr(state, "rejections", None) or {})   # a new dict: snapshots
+    counts = dict(state.rejections or {})   # a new dict: snapshots
     for why, n in (info.rejected or {"(reason not recorded)": info.n_failed}).items():
         counts[why] = counts.get(why, 0) + n
     return {"n_rejected": state.n_rejected + info.n_failed, "rejections": counts}

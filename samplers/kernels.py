@@ -122,7 +122,7 @@ class SoftAbsNuts(Kernel):
 
     def live(self, dim, state):
         from .rhmc import make_kernel
-        return make_kernel(dim, getattr(state, "sampler_options", None))
+        return make_kernel(dim, state.sampler_options)
 
     def window_end(self, model, state, live):
         live.metric.adapt_alpha()       # from the warmup's Hessians (rhmc.py)

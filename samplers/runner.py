@@ -244,7 +244,7 @@ def _run_one(model, state, init_kwargs, report_every, blas_threads=None, stop=No
             if state is None:
                 return None
             state.interrupted = True
-    state.elapsed = getattr(state, "elapsed", 0.0) + time.perf_counter() - t0
+    state.elapsed += time.perf_counter() - t0
     return state
 
 
@@ -413,7 +413,7 @@ def sample_chains(model, settings, *, chains=4, seed=None, init=None, progress=T
                           blas_threads=threads, max_workers=max_workers)
         finally:
             bars.close()
-        interrupted = intr.stopped or any(s is None or getattr(s, "interrupted", False)
+        interrupted = intr.stopped or any(s is None or s.interrupted
                                           for s in states)
         out = _start_the_rest(model, states, init_kwargs) if interrupted else states
     if interrupted:

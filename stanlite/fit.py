@@ -657,7 +657,8 @@ class Fit:
                   "the constraints allow")
         at_rejection = self._divergent_rejections()
         if at_rejection is None:        # a fit saved before this was recorded
-            if not sum(int(getattr(s, "n_rejected", 0)) for s in self.chain_states or ()):
+            if not sum(int(getattr(s, "n_rejected", None) or 0)
+                       for s in self.chain_states or ()):
                 return f"{head} {step}"
             return (f"{head} Rejected proposals (below) count as divergences too; "
                     f"where the divergences are those, {domain}. For the others: {step}")
@@ -672,7 +673,8 @@ class Fit:
         """How many of ``fit[name]``'s transitions ended at a rejected proposal, or
         ``None`` when the chain states do not record it."""
         states = [self.chain_states[i] for i in self._rows or ()]
-        if not states or not all(hasattr(s, "rejected_draws") for s in states):
+        if not states or not all(getattr(s, "rejected_draws", None) is not None
+                                  for s in states):
             return None
         return sum(int(j) < self.num_draws for s in states for j in s.rejected_draws)
 
@@ -691,7 +693,7 @@ class Fit:
         """How many proposals (integrator steps, warmup included) were rejected because
         the log density failed there, and why (the chains' ``rejections`` counts)."""
         states = [s for s in getattr(self, "chain_states", None) or ()
-                  if hasattr(s, "n_rejected")]
+                  if getattr(s, "n_rejected", None) is not None]
         if not states:
             return None
         total = sum(int(s.n_rejected) for s in states)
