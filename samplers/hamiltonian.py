@@ -199,14 +199,21 @@ def _energy(lp, p, v):
     return h if -math.inf < h < math.inf else math.inf
 
 
-class DiagMetric(UnitMetric):
-    """Diagonal inverse metric ``inv`` (the posterior variances after adaptation)."""
+class _GivenMetric(UnitMetric):
+    """A metric of a given inverse ``inv`` (default: the identity, ``_identity(dim)``),
+    checked and factored by the subclass's ``set`` (also how adaptation changes it)."""
 
-    name = "diag_e"
+    _identity = staticmethod(np.ones)
 
     def __init__(self, dim, inv=None):
         self.dim = dim
-        self.set(np.ones(dim) if inv is None else inv)
+        self.set(self._identity(dim) if inv is None else inv)
+
+
+class DiagMetric(_GivenMetric):
+    """Diagonal inverse metric ``inv`` (the posterior variances after adaptation)."""
+
+    name = "diag_e"
 
     def set(self, inv):
         inv = np.array(inv, dtype=float)        # our own copy: states share it
@@ -242,14 +249,11 @@ class DiagMetric(UnitMetric):
         return d * p
 
 
-class DenseMetric(UnitMetric):
+class DenseMetric(_GivenMetric):
     """Dense inverse metric ``inv`` (the posterior covariance after adaptation)."""
 
     name = "dense_e"
-
-    def __init__(self, dim, inv=None):
-        self.dim = dim
-        self.set(np.eye(dim) if inv is None else inv)
+    _identity = staticmethod(np.eye)
 
     def set(self, inv):
         inv = np.asarray(inv, dtype=float)
