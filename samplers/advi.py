@@ -79,8 +79,7 @@ from stanlite import arguments as args
 from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
-from .inits import check_init, initial_point
-from .optimize import seed_streams
+from .inits import check_init, initial_point, seed_streams
 from .progress import Bar, wanted
 
 __all__ = ["variational", "ConvergenceWarning", "ETA_SEQUENCE"]

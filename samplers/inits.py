@@ -38,10 +38,21 @@ from stanlite.errors import ArgumentError, ModelError
 from .hamiltonian import RejectedPoint
 
 __all__ = ["initial_point", "per_run", "check_init", "check_names", "optimum_point",
-           "safe_log_density_gradient"]
+           "safe_log_density_gradient", "seed_streams"]
 
 #: how an error about one parameter's value starts, after "init" (or "init[2]")
 _LABEL = " for {name!r} ({decl})"
+
+
+def seed_streams(seed, n):
+    """``n`` independent ``SeedSequence`` children of ``seed`` (an int, None, a
+    ``SeedSequence`` or a ``Generator``, from which one seed is drawn): a method's
+    streams (its start and its algorithm, its generated quantities; ADVI's,
+    optimize's, laplace's and Pathfinder's, each from its ``seed``)."""
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(2 ** 63))
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return ss.spawn(n)
 
 
 def per_run(model, init, n, what="chains"):

@@ -53,17 +53,16 @@ As in CmdStan the mode is found with ``jacobian=True`` unless given.
 
 >>> import stanlite as sl
 >>> class Normal(sl.Model):
-...     N = sl.data.int(lower=0)
-...     y = sl.data.vector("N")
+...     y = sl.data.vector(4)
 ...     mu = sl.param.real()
 ...     sigma = sl.param.real(lower=0)
 ...     def log_prob(self, mu, sigma):                  # flat priors: MLE
 ...         return sl.normal_lpdf(self.y, mu, sigma)
->>> m = Normal(N=4, y=[1.0, 2.0, 3.0, 6.0])
+>>> m = Normal(y=[1.0, 2.0, 3.0, 6.0])
 >>> opt = m.optimize(seed=1)
 >>> opt.converged, round(float(opt["mu"]), 3), round(float(opt["sigma"]), 3)
 (True, 3.0, 1.871)
->>> # the mode of the density of log(sigma): sigma^2 = sum((y - 3)^2) / (N - 1)
+>>> # the mode of the density of log(sigma): sigma^2 = sum((y - 3)^2) / (4 - 1)
 >>> lap = m.laplace(draws=200, seed=1)
 >>> round(float(lap.extras["mode"]["sigma"]), 4), lap["mu"].shape
 (2.1602, (1, 200))
@@ -81,7 +80,8 @@ from stanlite import arguments as args
 from stanlite.errors import ArgumentError, ModelError
 
 from .hamiltonian import RejectedPoint
-from .inits import check_names, initial_point, optimum_point, safe_log_density_gradient
+from .inits import (check_names, initial_point, optimum_point,
+                    safe_log_density_gradient, seed_streams)
 from .progress import Bar, wanted
 
 __all__ = ["optimize", "laplace", "OptimizationResult", "initial_point"]
@@ -157,15 +157,6 @@ class Objective:
 def _unconstrained_names(model):
     f = getattr(model, "unconstrained_param_names", None)
     return list(f()) if callable(f) else [f"x[{i + 1}]" for i in range(model.dim)]
-
-
-def seed_streams(seed, n):
-    """``n`` independent ``SeedSequence`` children of ``seed`` (an int, None, a
-    ``SeedSequence`` or a ``Generator``, from which one seed is drawn)."""
-    if isinstance(seed, np.random.Generator):
-        seed = int(seed.integers(2 ** 63))
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return ss.spawn(n)
 
 
 # ---- Stan's convergence tests ------------------------------------------------------------------

@@ -57,22 +57,14 @@ draws as init dicts and ``fit.inv_metric_estimate()`` the approximation's varian
 (or covariance) on the unconstrained space, both in the form ``model.sample(init=...,
 inv_metric=...)`` takes.
 
->>> import numpy as np, stanlite as sl
->>> class Normal(sl.Model):
-...     N = sl.data.int(lower=0)
-...     y = sl.data.vector("N")
-...     mu = sl.param.real()
-...     sigma = sl.param.real(lower=0)
-...     def log_prob(self, mu, sigma):
-...         return sl.normal_lpdf(self.y, mu, sigma) + sl.normal_lpdf(mu, 0, 10)
->>> y = np.random.default_rng(0).normal(1.0, 2.0, size=40)
->>> m = Normal(N=40, y=y)
+>>> import stanlite.models as zoo
+>>> m = zoo.get("linear_regression")            # kidiq: beta (2), sigma > 0
 >>> pf = m.pathfinder(seed=1, num_draws=400, progress=False)
->>> pf["mu"].shape, len(pf.paths), pf.pareto_k < 0.7
-((1, 400), 4, True)
+>>> pf["beta"].shape, len(pf.paths), pf.pareto_k < 0.7
+((1, 400, 2), 4, True)
 >>> inits = pf.inits(chains=2)
 >>> sorted(inits[0]), inits[0]["sigma"] > 0
-(['mu', 'sigma'], True)
+(['beta', 'sigma'], True)
 """
 
 import math
@@ -82,12 +74,11 @@ import warnings
 import numpy as np
 
 from stanlite import arguments as args
-from stanlite.approx_fit import K_GOOD, ApproximateFit, pareto_k_threshold
+from stanlite.approx_fit import ApproximateFit, pareto_k_sentence, pareto_k_threshold
 from stanlite.errors import ArgumentError, ModelError
 
-from .inits import initial_point, per_run
-from .optimize import (Criteria, Objective, _log_density, run_quasi_newton,
-                       seed_streams)
+from .inits import initial_point, per_run, seed_streams
+from .optimize import Criteria, Objective, _log_density, run_quasi_newton
 from .progress import Bar, wanted
 
 __all__ = ["pathfinder", "PathfinderFit", "PathInfo", "LbfgsNormal", "lbfgs_normal",
@@ -326,6 +317,17 @@ def _psis(log_ratios):
 
 
 # ---- the result ------------------------------------------------------------------------------------
+#: diagnose()'s words for the bands of the pooled draws' k-hat (pareto_k_sentence)
+_K_WORDS = dict(
+    good="the approximation is close to the posterior and the resampled draws are "
+    "reliable.",
+    usable="usable for means and rough intervals; variances and tail quantiles may be "
+    "off.",
+    bad="do not trust these draws; the Gaussians along the optimisation paths do not "
+    "cover the posterior. Try more paths, or sample with NUTS initialised at the "
+    "Pathfinder draws (init=fit.inits(chains)).")
+
+
 class PathfinderFit(ApproximateFit):
     """Pathfinder's draws with the ``Fit`` interface (an
     :class:`~stanlite.approx_fit.ApproximateFit`), plus ``paths`` (one
@@ -366,19 +368,7 @@ class PathfinderFit(ApproximateFit):
         ok = [p for p in self.paths if not p.failed]
         head = (f"Pareto k-hat of the importance ratios log_p - log_q over the "
                 f"{n_pool} draws of {len(ok)} paths (before resampling): {k:.2f}")
-        if not math.isfinite(k):
-            msgs.append(head + ": could not be estimated (too few finite ratios).")
-        elif k < K_GOOD:
-            msgs.append(head + f" < {K_GOOD}: the approximation is close to the "
-                        "posterior and the resampled draws are reliable.")
-        elif k < thr:
-            msgs.append(head + f", between {K_GOOD} and {thr:.2f}: usable for means and "
-                        "rough intervals; variances and tail quantiles may be off.")
-        else:
-            msgs.append(head + f" > {thr:.2f}: do not trust these draws; the Gaussians "
-                        "along the optimisation paths do not cover the posterior. Try "
-                        "more paths, or sample with NUTS initialised at the Pathfinder "
-                        "draws (init=fit.inits(chains)).")
+        msgs.append(pareto_k_sentence(head, k, thr, **_K_WORDS))
         w = np.exp(lw[np.isfinite(lw)])
         if w.size:
             msgs.append(f"PSIS effective sample size: {1.0 / np.sum(w * w):.0f} of "

@@ -88,6 +88,16 @@ _ADVICE_DEFAULT = ("the approximation is far from the posterior where it matters
                    "sample with NUTS")
 
 
+#: diagnose()'s words for k-hat below K_GOOD and below the threshold (pareto_k_sentence;
+#: the words above it are the method's advice, _ADVICE)
+_K_WORDS = dict(
+    good="the approximation is close to the posterior; its estimates (and "
+    "PSIS-reweighted ones, fit.psis()) are reliable.",
+    usable="the approximation is usable for means and rough intervals, but variances "
+    "and tail quantiles may be off; PSIS-reweighted estimates (fit.psis()) are more "
+    "accurate.")
+
+
 def pareto_k_threshold(n):
     """The sample-size dependent k-hat threshold ``min(1 - 1/log10(n), 0.7)``
     (Vehtari et al. 2024, section 3.2.4): above it, importance-sampling estimates from
@@ -99,6 +109,22 @@ def pareto_k_threshold(n):
     if n <= 10:
         return 0.0
     return float(min(1.0 - 1.0 / np.log10(n), 0.7))
+
+
+def pareto_k_sentence(head, k, thr, good, usable, bad):
+    """``head`` (what k-hat ``k`` is of) completed by the band ``k`` falls in, its
+    bounds and the words for it: ``good`` below :data:`K_GOOD`, ``usable`` below
+    the sample-size threshold ``thr`` (:func:`pareto_k_threshold`), ``bad`` above
+    it; or that ``k`` could not be estimated. (One wording of the bands for every
+    approximation's ``diagnose()``.)"""
+    if not np.isfinite(k):
+        return head + ": could not be estimated (too few finite ratios)."
+    if k < K_GOOD:
+        return f"{head} < {K_GOOD}: {good}"
+    if k < thr:
+        return f"{head}, between {K_GOOD} and {thr:.2f}: {usable}"
+    more = " (k > 1: the ratios have no finite mean)" if k > 1 else ""
+    return f"{head} > {thr:.2f}{more}: {bad}"
 
 
 class ApproximateFit(Fit):
@@ -250,22 +276,10 @@ class ApproximateFit(Fit):
             digits = 3 if round(k, 2) in (round(thr, 2), K_GOOD) else 2
             head = (f"Pareto k-hat of the importance ratios log_p - log_q over {n} draws: "
                     f"{k:.{digits}f}")
-            if not np.isfinite(k):
-                msgs.append(head + ": could not be estimated (too few finite ratios).")
-            elif k < K_GOOD:
-                msgs.append(head + f" < {K_GOOD}: the approximation is close to the "
-                            "posterior; its estimates (and PSIS-reweighted ones, "
-                            "fit.psis()) are reliable.")
-            elif k < thr:
-                msgs.append(head + f", between {K_GOOD} and {thr:.2f}: the approximation "
-                            "is usable for means and rough intervals, but variances and "
-                            "tail quantiles may be off; PSIS-reweighted estimates "
-                            "(fit.psis()) are more accurate.")
-            else:
-                advice = _ADVICE.get(self.method, _ADVICE_DEFAULT)
-                more = " (k > 1: the ratios have no finite mean)" if k > 1 else ""
-                msgs.append(head + f" > {thr:.2f}{more}: do not trust this approximation; "
-                            f"{advice}.")
+            advice = _ADVICE.get(self.method, _ADVICE_DEFAULT)
+            msgs.append(pareto_k_sentence(
+                head, k, thr, **_K_WORDS,
+                bad=f"do not trust this approximation; {advice}."))
             if np.isfinite(k):
                 msgs.append(f"PSIS effective sample size: {ess:.0f} of {n} draws.")
         elif n == 1:
