@@ -56,7 +56,9 @@ class Kernel:
         return make_metric(metric, dim, inv_metric), metric, True
 
     def live(self, dim, state):
-        """``(metric, step)`` of a chain from its state (:class:`.chain._Live`)."""
+        """``(metric, step)`` of a chain from its state's ``metric`` and ``inv_metric``
+        (:class:`.chain._Live`; the fields a kernel reads:
+        :class:`stanlite.chain_state.ChainState`)."""
         from .hamiltonian import make_metric
         return make_metric(state.metric, dim, state.inv_metric), self.transition()
 
@@ -121,6 +123,7 @@ class SoftAbsNuts(Kernel):
         return met, "softabs", met.adapts_alpha
 
     def live(self, dim, state):
+        # (from the state's sampler_options, with the alpha chosen in warmup)
         from .rhmc import make_kernel
         return make_kernel(dim, state.sampler_options)
 
