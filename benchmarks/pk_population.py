@@ -178,6 +178,19 @@ def main():
             # (pk.ode's many nodes: its retaped gradient may run on the eager tape)
             warnings.simplefilter("ignore", sl.CompileWarning)
             lp, g = m.log_density_gradient(x)
+            if ode_codegen.AFTER is not None and m.solver != "closed form":
+                # past ode_codegen.AFTER right-hand side evaluations (at most 30
+                # gradients), then wait for the generated right-hand side's compile in
+                # another process (as friberg_karlsson.py and ode.py do), so that a
+                # first run on an empty numba cache times the generated code, not the
+                # interpreter, and the compile's CPU does not load the timed loops
+                made = ode_codegen.STATS["generated"]
+                for k in range(30):
+                    if ode_codegen.STATS["generated"] != made:
+                        break
+                    m.log_density_gradient(x + 1e-4 * (k % 7))
+                ode_codegen.wait()
+                m.log_density_gradient(x)
             wall, cpu = per_gradient(m, x, budget)
         base = (wall, cpu) if base is None else base
         err = np.max(np.abs(g - g0)) / np.max(np.abs(g0))
