@@ -76,15 +76,8 @@ _CMP = ("<", "<=", ">", ">=", "==", "!=")
 def _blas_min():
     """The product size (multiply-adds) from which the interpreter's MATMUL calls BLAS
     (other sums than its plain loop, so larger products are not generated)."""
-    import importlib
-    for name in ("kernel", "ops_generated"):       # (where the interpreter keeps it)
-        try:
-            mod = importlib.import_module(f"stanlite.autodiff.vm.{name}")
-        except ImportError:
-            continue
-        if hasattr(mod, "_BLAS_MIN"):
-            return int(mod._BLAS_MIN)
-    return 0                                        # unknown: no product generated
+    from ..math.linalg import products      # (where MATMUL's sweeps are declared)
+    return int(products._BLAS_MIN)
 
 
 _MATMUL_MAX = _blas_min()

@@ -24,14 +24,15 @@ Two kinds, by what the kernel hands them (``code[r]`` is the op's row, :mod:`.op
                ``forward(V, aux, code, r) -> status`` (it writes its output) and
                ``reverse(V, A, aux, code, r)``.
 
-``helpers`` are further plain functions the two call (copied beside them).
+``helpers`` are further plain functions the two call (compiled with them).
 
-:mod:`.generate` assembles ``ops_generated.py`` from this registry - every declared
-function's source, compiled with the kernel's decorator, and one dispatch function per
-sweep and kind - which :mod:`.kernel` imports; tests/autodiff/test_vm_generated_ops.py
-checks that the checked-in file is what the declarations generate. The registry lives
-here, in autodiff, and is filled from math and distributions when they are imported:
-autodiff never imports them.
+:mod:`.sweeps` compiles the declared functions where they are written, with the
+kernel's decorator; :mod:`.generate_ops` writes ``ops_generated.py``, one dispatch
+function per sweep and kind (an if-chain on the op code), which :mod:`.kernel`
+imports; tests/autodiff/test_vm_generated_ops.py checks that the checked-in file is
+what the declarations generate. The registry lives here, in autodiff, and is filled
+from math and distributions when they are imported: autodiff never imports them (the
+kernel is imported after ``stanlite``, and reads the registry then).
 """
 
 from collections import namedtuple

@@ -23,9 +23,9 @@ sb)``, the loop of the forward sweep over broadcast operands (strides 0 or 1), a
 arguments need an adjoint). A called binary primitive is its own ``kernel`` value with
 both arguments put in.
 
-The array ops (densities, reductions, products, factorisations: ``vm.declare``) are
-assembled by :mod:`.generate_ops` into ``ops_generated.py``; :func:`main` writes all
-three files.
+The array ops (densities, reductions, products, factorisations: ``vm.declare``) get
+their dispatch, ``ops_generated.py``, from :mod:`.generate_ops`; :func:`main` writes
+all three files.
 
 Run after changing a declaration::
 

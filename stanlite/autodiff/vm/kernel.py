@@ -16,9 +16,10 @@ What lives here: the two sweeps' loop over instructions, the elementwise dispatc
 movement (COPY, GATHER, SEGSUM, the passes' SUMN), guards and checks, and the entry
 points. The ops with loops of their own - summed log densities, reductions, matrix
 products, factorisations, log_mix - are declared beside their primitives in
-stanlite/math and stanlite/distributions (:mod:`.declare`) and reach the sweeps through
-the generated ``ops_generated.py``, as the elementwise ops through
-``unary_generated.py`` / ``binary_generated.py``.
+stanlite/math and stanlite/distributions (:mod:`.declare`), compiled there
+(:mod:`.sweeps`), and reach the sweeps through the generated dispatch of
+``ops_generated.py``, as the elementwise ops through ``unary_generated.py`` /
+``binary_generated.py``.
 
 Numerics. Every op computes what the eager tape's primitive computes, in the same
 stable form (log1p, log_sum_exp with the max shifted out, ...), elementwise and in
@@ -51,7 +52,8 @@ from .binary_generated import (binary as _binary, binary1 as _binary1,
                                binary1_dx as _binary1_dx, binary1_dy as _binary1_dy,
                                binary_vjp as _binary_vjp)
 # ... and the array ops' sweeps, declared beside their primitives in stanlite/math and
-# stanlite/distributions (vm/declare.py; vm/generate_ops.py writes ops_generated.py)
+# stanlite/distributions (vm/declare.py) and compiled there (vm/sweeps.py), through
+# the dispatch vm/generate_ops.py writes
 from .ops_generated import (array_forward as _array_forward, array_reverse as _array_reverse,
                             density_grad as _density_grad, density_value as _density_value)
 
@@ -346,8 +348,9 @@ def vjp_rows(code, aux, V, A, dim, out, nvar, nout, w, f, g):
 
 def drop_stale_cache(dispatchers, tag):
     """Drop numba's on-disk cache of ``dispatchers`` when this interpreter's source
-    (this file, the op codes, the scalar helpers and the generated unary ops) changed
-    since it was written.
+    (this file, the op codes, the scalar helpers, the generated elementwise ops and
+    dispatch, :mod:`.sweeps`, every file declaring an array op's sweeps and the
+    numbers those read) changed since it was written.
 
     numba keys a cached function on its own file's time stamp only; a function that
     calls the interpreter (a compiled sampler) or reads the op codes (this file's
@@ -356,12 +359,13 @@ def drop_stale_cache(dispatchers, tag):
     hash is kept beside the cache (``<tag>.vm-deps``)."""
     if njit is None:
         return
-    from . import opcodes, scalar as _scalar, unary_generated as _generated
+    from . import opcodes, scalar as _scalar, sweeps, unary_generated as _generated
     from . import binary_generated as _generated2, ops_generated as _ops
     from .stale_cache import flush_when_changed
     flush_when_changed(dispatchers, tag,
                        (__file__, opcodes.__file__, _scalar.__file__, _generated.__file__,
-                        _generated2.__file__, _ops.__file__), "vm-deps")
+                        _generated2.__file__, _ops.__file__, sweeps.__file__,
+                        *sweeps.sources()), "vm-deps", extra=sweeps.fingerprint())
 
 
 def warm():

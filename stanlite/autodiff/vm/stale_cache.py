@@ -17,12 +17,13 @@ import os
 __all__ = ["flush_when_changed"]
 
 
-def flush_when_changed(dispatchers, tag, paths, kind):
+def flush_when_changed(dispatchers, tag, paths, kind, extra=""):
     """Flush the numba disk cache of each of ``dispatchers`` whose stamp
     ``<cache dir>/<tag>.<name>.<kind>`` does not hold the SHA-256 of the files
-    ``paths`` (read in order), and write the new stamp. Call it before the
-    dispatchers' first call (at import). Without a cache, or an unwritable one, it
-    does nothing.
+    ``paths`` (read in order) and of the text ``extra`` (what the code compiled in
+    that no file shows, such as numbers imported from elsewhere), and write the new
+    stamp. Call it before the dispatchers' first call (at import). Without a cache,
+    or an unwritable one, it does nothing.
 
     >>> flush_when_changed([], "example", [__file__], "deps")    # nothing to flush
     """
@@ -31,6 +32,8 @@ def flush_when_changed(dispatchers, tag, paths, kind):
         for path in paths:
             with open(path, "rb") as f:
                 h.update(f.read())
+        if extra:
+            h.update(extra.encode())
         digest = h.hexdigest()
         for d in dispatchers:
             cache = d._cache
