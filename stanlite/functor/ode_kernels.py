@@ -2,10 +2,9 @@
 on ``x = (t, y, p)`` assembled inside the call (numba, ``cache=True``; imported on the
 first compiled right-hand side, so ``import stanlite`` does not import numba)."""
 
-import math
-
 from ..autodiff.vm import kernel as _k
-from ..autodiff.vm.opcodes import DOMAIN, OK
+from ..autodiff.vm.kernel import finite_outputs as _finite_outputs, load_point as _load
+from ..autodiff.vm.opcodes import OK
 
 __all__ = ["rhs_value", "rhs_jacobian", "rhs_vjp", "rhs_tangent"]
 
@@ -18,26 +17,12 @@ _vjp_rows = _k.vjp_rows
 
 # ---- kernels: x = (t, y, p) assembled inside the compiled call ----------------------
 @_jit
-def _load(V, t, y, n, p):
-    V[0] = t
-    for i in range(n):
-        V[1 + i] = y[i]
-    for m in range(p.shape[0]):
-        V[1 + n + m] = p[m]
-
-
-@_jit
 def rhs_value(code, aux, V, out, n, t, y, p, f):
     _load(V, t, y, n, p)
     st = _forward(code, aux, V)
     if st != OK:
         return st
-    for i in range(n):
-        v = V[out + i]
-        if not math.isfinite(v):
-            return DOMAIN
-        f[i] = v
-    return OK
+    return _finite_outputs(V, out, n, f)
 
 
 @_jit
@@ -77,4 +62,4 @@ def rhs_tangent(code, aux, V, A, dim, out, nvar, n, t, z, p, ptr, idx, val, k, J
 
 # these kernels carry the interpreter's machine code in their numba cache, which numba
 # keys on this file alone: drop it when the interpreter's source changes
-_k.drop_stale_cache([rhs_value, rhs_jacobian, rhs_vjp, rhs_tangent, _load], "ode_kernels")
+_k.drop_stale_cache([rhs_value, rhs_jacobian, rhs_vjp, rhs_tangent], "ode_kernels")

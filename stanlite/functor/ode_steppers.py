@@ -44,7 +44,10 @@ import math
 import numpy as np
 
 from ..autodiff.vm import kernel as _k
-from ..autodiff.vm.opcodes import DOMAIN, OK
+# (_inline: the steppers' pieces are inlined into them, see "pieces of the steppers")
+from ..autodiff.vm.kernel import (finite_outputs as _finite_outputs,
+                                  inline_jit as _inline, load_point as _load)
+from ..autodiff.vm.opcodes import OK
 
 __all__ = ["dopri", "bdf", "C", "A", "B", "E", "P", "BAD_START", "TOO_SMALL",
            "NOT_FINITE", "MAX_STEPS", "STIFF"]
@@ -102,11 +105,7 @@ def _load_run(codes, coff, auxs, aoff, Vs, voff, j, n, t, z, p):
     (programs are slices of the concatenated tables: offsets ``coff``, ``aoff``,
     ``voff``; the adjoint buffers share the value buffers' offsets); -> status."""
     V = Vs[voff[j]:voff[j + 1]]
-    V[0] = t
-    for i in range(n):
-        V[1 + i] = z[i]
-    for m in range(p.shape[0]):
-        V[1 + n + m] = p[m]
+    _load(V, t, z, n, p)
     return _forward(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V)
 
 
@@ -136,14 +135,10 @@ def _interp(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim,
     """``res = [f, V_b J_y^T + D_b J_p^T for b < k]`` at ``(t, z[:n], p)`` (``k = 0``:
     ``f`` alone, one forward pass; ``k = -1``: ``f`` and the Jacobian rows ``J``)
     by the interpreter; -> the program's status."""
-    # (the program that ran last, inline: a call returning the program costs ~1 us)
+    # (the program that ran last, here: a call returning the program costs ~1 us)
     j = cur[0]
     V = Vs[voff[j]:voff[j + 1]]
-    V[0] = t
-    for i in range(n):
-        V[1 + i] = z[i]
-    for m in range(p.shape[0]):
-        V[1 + n + m] = p[m]
+    _load(V, t, z, n, p)
     st = _forward(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V)
     if st > 0:
         st = _other(codes, coff, auxs, aoff, Vs, voff, n, t, z, p, cur, where, st)
@@ -153,12 +148,7 @@ def _interp(codes, coff, auxs, aoff, Vs, voff, As, outs, nvars, cur, where, dim,
         return st
     out = outs[j]
     if k == 0:
-        for i in range(n):
-            v = V[out + i]
-            if not math.isfinite(v):
-                return DOMAIN
-            res[i] = v
-        return OK
+        return _finite_outputs(V, out, n, res)
     st = _rows(codes[coff[j]:coff[j + 1]], auxs[aoff[j]:aoff[j + 1]], V,
                As[voff[j]:voff[j + 1]], dim, out, nvars[j], n, res, J)
     if st != OK or k < 0:
@@ -274,6 +264,204 @@ def _rms(x, scale):
     return math.sqrt(s / m)
 
 
+# ---- pieces of the steppers ----------------------------------------------------------
+# numba inlines these into dopri and bdf (its IR inliner, inline="always"), where a
+# compiled call with a tuple return cost 10-18% of a solve; they work in the stepper's
+# arrays, none allocates. Each inlined array argument still costs a reference count
+# pair, and BDF's predictor and Newton iterations as such pieces made bdf ~20% slower
+# (measured against the written-out loops): those stay written out in bdf.
+@_inline
+def _stop(info, st, t, total, nfev):
+    """Where a solve ended: the time reached, the accepted steps, the right-hand side
+    evaluations; -> ``st``."""
+    info[I_T] = t
+    info[I_TOTAL] = total
+    info[I_NFEV] = nfev
+    return st
+
+
+@_inline
+def _stop_before(info, st, t, total, nfev, i_out, hlamb):
+    """:func:`_stop` for a solve given up before output ``i_out`` (MAX_STEPS, STIFF),
+    with the stiffness estimate."""
+    info[I_NEXT] = i_out
+    info[I_HLAMB] = hlamb
+    return _stop(info, st, t, total, nfev)
+
+
+@_inline
+def _start(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t0, t_end, rtol, atol,
+           y, f, f1, tmp, scale, order, info):
+    """Start a solve at ``(t0, y)`` (``fn, ci, .. J``: the right-hand side and its
+    arguments, see ``RHS_SIG``): the info slots, ``f = f(t0, y)`` and the first step
+    size of a method of ``order`` by the rule of Hairer, Norsett & Wanner (scipy's
+    select_initial_step; ``f1``, ``tmp``, ``scale``: work arrays); -> (status, step
+    size). ``info[I_NFEV]`` counts the evaluations."""
+    info[I_T] = t0
+    info[I_T_LAST] = t0
+    info[I_NEXT] = 0
+    info[I_TOTAL] = 0
+    info[I_HLAMB] = 0.0
+    info[I_NEED] = 0.0
+    info[I_H] = 0.0
+    st = fn(t0, y, p, k, ptr, idx, val, J, f, ci, cf, cur, where)
+    info[I_NFEV] = 1
+    if st != OK:
+        return st, 0.0
+    for i in range(m):
+        scale[i] = atol[i] + abs(y[i]) * rtol
+    d0 = _rms(y, scale)
+    d1 = _rms(f, scale)
+    if d0 < 1e-5 or d1 < 1e-5:
+        h0 = 1e-6
+    else:
+        h0 = 0.01 * d0 / d1
+    interval = abs(t_end - t0)
+    h0 = min(h0, interval)
+    for i in range(m):
+        tmp[i] = y[i] + h0 * f[i]
+    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, f1, ci, cf, cur, where)
+    info[I_NFEV] = 2
+    if st != OK:
+        return st, 0.0
+    for i in range(m):
+        tmp[i] = f1[i] - f[i]
+    d2 = _rms(tmp, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / (order + 1))
+    h_abs = min(100 * h0, h1, interval)
+    if not math.isfinite(h_abs):
+        return BAD_START, h_abs
+    for i in range(m):
+        if not math.isfinite(f[i]):
+            return BAD_START, h_abs
+    return OK, h_abs
+
+
+@_inline
+def _finite(y, m):
+    """Whether ``y[:m]`` is finite."""
+    for i in range(m):
+        if not math.isfinite(y[i]):
+            return False
+    return True
+
+
+@_inline
+def _shrink(err, safety, exponent):
+    """The step size's factor after a rejected step: ``safety err^exponent``, at least
+    ``_MIN_FACTOR`` (a NaN error gives ``_MIN_FACTOR``, as Python's max(0.2, NaN))."""
+    fac = safety * err ** exponent
+    return fac if fac > _MIN_FACTOR else _MIN_FACTOR
+
+
+@_inline
+def _outputs(ts, i_out, t, y, Y, m, rk, W, y_old, t_prev, h, order):
+    """After a step to ``(t, y)``: ``Y``'s rows from ``i_out`` on up to ``t``, between
+    the steps by the method's dense output - RK45's quartic (``rk``: ``W`` the
+    stages of the step of size ``h`` from ``(t_prev, y_old)``) or BDF's interpolant
+    (``W`` the differences of ``order`` for the step size ``h``); -> the next
+    output's index."""
+    T = ts.shape[0]
+    while i_out < T and ts[i_out] <= t:
+        if ts[i_out] == t:
+            for i in range(m):
+                Y[i_out, i] = y[i]
+        elif rk:
+            x = (ts[i_out] - t_prev) / h
+            for i in range(m):
+                acc = 0.0
+                xp = 1.0
+                for c in range(4):
+                    xp *= x
+                    q = 0.0
+                    for j in range(7):
+                        q += W[j, i] * P[j, c]
+                    acc += q * xp
+                Y[i_out, i] = y_old[i] + h * acc
+        else:
+            # scipy's BdfDenseOutput with the step size and order just chosen
+            for i in range(m):
+                acc = W[0, i]
+                prod = 1.0
+                for j in range(order):
+                    prod *= (ts[i_out] - (t - h * j)) / (h * (1 + j))
+                    acc += W[j + 1, i] * prod
+                Y[i_out, i] = acc
+        i_out += 1
+    return i_out
+
+
+# ---- RK45 -----------------------------------------------------------------------------
+@_inline
+def _rk_step(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t, h, y, K, y_new, tmp,
+             scale, rtol, atol, info, nfev):
+    """A Dormand-Prince step of size ``h`` from ``(t, y)`` with ``K[0] = f(t, y)``: the
+    stages ``K[1:6]``, ``y_new`` and ``K[6] = f(t + h, y_new)``; -> (status, the error
+    norm). A failed evaluation sets ``info[I_NFEV]`` (``nfev`` before the step)."""
+    for s in range(1, 6):
+        for i in range(m):
+            acc = 0.0
+            for j in range(s):
+                acc += K[j, i] * A[s, j]
+            tmp[i] = y[i] + acc * h
+        st = fn(t + C[s] * h, tmp, p, k, ptr, idx, val, J, K[s], ci, cf, cur, where)
+        if st != OK:
+            info[I_NFEV] = nfev + s
+            return st, 0.0
+    for i in range(m):
+        acc = 0.0
+        for j in range(6):
+            acc += K[j, i] * B[j]
+        y_new[i] = y[i] + h * acc
+    st = fn(t + h, y_new, p, k, ptr, idx, val, J, K[6], ci, cf, cur, where)
+    if st != OK:
+        info[I_NFEV] = nfev + 6
+        return st, 0.0
+    for i in range(m):
+        scale[i] = atol[i] + max(abs(y[i]), abs(y_new[i])) * rtol
+        acc = 0.0
+        for j in range(7):
+            acc += K[j, i] * E[j]
+        tmp[i] = acc * h
+    return OK, _rms(tmp, scale)
+
+
+@_inline
+def _grow(err, rejected):
+    """The step size's factor after an accepted step of error ``err < 1``: ``0.9
+    err^(-1/5)`` at most 10, and at most 1 right after a rejection."""
+    if err == 0.0:
+        factor = _MAX_FACTOR
+    else:
+        factor = min(_MAX_FACTOR, _SAFETY * err ** _EXPONENT)
+    if rejected:
+        factor = min(1.0, factor)
+    return factor
+
+
+@_inline
+def _stiffness(K, y, y_old, h, hlamb, m):
+    """Hairer's estimate ``h |lambda|`` from the last two stages, both at ``t + h``:
+    ``k6 = f(t + h, y6)``, ``k7 = f(t + h, y1)`` (``hlamb``, the last one, when
+    ``y6 = y1``)."""
+    den = 0.0
+    num = 0.0
+    for i in range(m):
+        acc = 0.0
+        for j in range(5):
+            acc += K[j, i] * A[5, j]
+        d = y[i] - (y_old[i] + h * acc)
+        den += d * d
+        e = K[6, i] - K[5, i]
+        num += e * e
+    if den > 0.0:
+        return abs(h) * math.sqrt(num / den)
+    return hlamb
+
+
 @_jit
 def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
           max_steps, stiff_after, Y, y, info):
@@ -290,61 +478,18 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
     T = ts.shape[0]
     J = np.empty((n, dim))
     K = np.empty((7, m))
+    W = np.empty((4, m))
+    y_new, y_old, tmp, scale = W[0], W[1], W[2], W[3]
     for i in range(m):
         y[i] = z0[i]
-    y_new = np.empty(m)
-    y_old = np.empty(m)
-    tmp = np.empty(m)
-    scale = np.empty(m)
-    nfev = 0
     t = t0
     t_end = ts[T - 1]
-    info[I_T] = t0
-    info[I_T_LAST] = t0
-    info[I_NEXT] = 0
-    info[I_TOTAL] = 0
-    info[I_HLAMB] = 0.0
-    info[I_NEED] = 0.0
-    info[I_H] = 0.0
     # f(t0, y0) and the initial step
-    st = fn(t, y, p, k, ptr, idx, val, J, K[0],
-                    ci, cf, cur, where)
-    nfev += 1
-    info[I_NFEV] = nfev
+    st, h_abs = _start(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t0, t_end,
+                       rtol, atol, y, K[0], y_new, tmp, scale, 4, info)
     if st != OK:
         return st
-    for i in range(m):
-        scale[i] = atol[i] + abs(y[i]) * rtol
-    d0 = _rms(y, scale)
-    d1 = _rms(K[0], scale)
-    if d0 < 1e-5 or d1 < 1e-5:
-        h0 = 1e-6
-    else:
-        h0 = 0.01 * d0 / d1
-    interval = abs(t_end - t0)
-    h0 = min(h0, interval)
-    for i in range(m):
-        tmp[i] = y[i] + h0 * K[0, i]
-    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, y_new,
-                    ci, cf, cur, where)
-    nfev += 1
-    info[I_NFEV] = nfev
-    if st != OK:
-        return st
-    for i in range(m):
-        tmp[i] = y_new[i] - K[0, i]
-    d2 = _rms(tmp, scale) / h0
-    if d1 <= 1e-15 and d2 <= 1e-15:
-        h1 = max(1e-6, h0 * 1e-3)
-    else:
-        h1 = (0.01 / max(d1, d2)) ** (1.0 / 5.0)
-    h_abs = min(100 * h0, h1, interval)
-    if not math.isfinite(h_abs):
-        return BAD_START
-    for i in range(m):
-        if not math.isfinite(K[0, i]):
-            return BAD_START
-
+    nfev = 2
     i_out = 0
     steps = 0
     total = 0
@@ -363,57 +508,22 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
         rejected = False
         while True:
             if h_abs < min_step:
-                info[I_T] = t
-                info[I_TOTAL] = total
-                info[I_NFEV] = nfev
-                return TOO_SMALL
+                return _stop(info, TOO_SMALL, t, total, nfev)
             t_new = t + h_abs
             if t_new - t_end > 0:
                 t_new = t_end
             h = t_new - t
             h_abs = abs(h)
-            for s in range(1, 6):
-                for i in range(m):
-                    acc = 0.0
-                    for j in range(s):
-                        acc += K[j, i] * A[s, j]
-                    tmp[i] = y[i] + acc * h
-                st = fn(t + C[s] * h, tmp, p, k, ptr, idx, val, J, K[s],
-                    ci, cf, cur, where)
-                nfev += 1
-                if st != OK:
-                    info[I_NFEV] = nfev
-                    return st
-            for i in range(m):
-                acc = 0.0
-                for j in range(6):
-                    acc += K[j, i] * B[j]
-                y_new[i] = y[i] + h * acc
-            st = fn(t + h, y_new, p, k, ptr, idx, val, J, K[6],
-                    ci, cf, cur, where)
-            nfev += 1
+            st, err = _rk_step(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t, h, y,
+                               K, y_new, tmp, scale, rtol, atol, info, nfev)
             if st != OK:
-                info[I_NFEV] = nfev
                 return st
-            for i in range(m):
-                scale[i] = atol[i] + max(abs(y[i]), abs(y_new[i])) * rtol
-                acc = 0.0
-                for j in range(7):
-                    acc += K[j, i] * E[j]
-                tmp[i] = acc * h
-            err = _rms(tmp, scale)
+            nfev += 6
             if err < 1.0:
-                if err == 0.0:
-                    factor = _MAX_FACTOR
-                else:
-                    factor = min(_MAX_FACTOR, _SAFETY * err ** _EXPONENT)
-                if rejected:
-                    factor = min(1.0, factor)
-                h_abs *= factor
+                h_abs *= _grow(err, rejected)
                 break
-            # (a NaN error rejects the step too: max(0.2, NaN) is 0.2, as in Python)
-            f = _SAFETY * err ** _EXPONENT
-            h_abs *= f if f > _MIN_FACTOR else _MIN_FACTOR
+            # (a NaN error rejects the step too)
+            h_abs *= _shrink(err, _SAFETY, _EXPONENT)
             rejected = True
         for i in range(m):
             y_old[i] = y[i]
@@ -424,56 +534,19 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
         t = t_new
         total += 1
         steps += 1
-        for i in range(m):
-            if not math.isfinite(y[i]):
-                info[I_T] = t
-                info[I_TOTAL] = total
-                info[I_NFEV] = nfev
-                return NOT_FINITE
+        if not _finite(y, m):
+            return _stop(info, NOT_FINITE, t, total, nfev)
         if t >= ts[i_out]:
-            while i_out < T and ts[i_out] <= t:
-                if ts[i_out] == t:
-                    for i in range(m):
-                        Y[i_out, i] = y[i]
-                else:
-                    x = (ts[i_out] - t_prev) / h
-                    for i in range(m):
-                        acc = 0.0
-                        xp = 1.0
-                        for c in range(4):
-                            xp *= x
-                            q = 0.0
-                            for j in range(7):
-                                q += K[j, i] * P[j, c]
-                            acc += q * xp
-                        Y[i_out, i] = y_old[i] + h * acc
-                i_out += 1
+            i_out = _outputs(ts, i_out, t, y, Y, m, True, K, y_old, t_prev, h, 0)
             if i_out == T:
                 break
             steps = 0
             info[I_T_LAST] = t
             continue
         if steps >= max_steps:
-            info[I_T] = t
-            info[I_TOTAL] = total
-            info[I_NEXT] = i_out
-            info[I_HLAMB] = hlamb
-            info[I_NFEV] = nfev
-            return MAX_STEPS
+            return _stop_before(info, MAX_STEPS, t, total, nfev, i_out, hlamb)
         if steps >= stiff_after:
-            # Hairer's test: k6 = f(t + h, y6), k7 = f(t + h, y1)
-            den = 0.0
-            num = 0.0
-            for i in range(m):
-                acc = 0.0
-                for j in range(5):
-                    acc += K[j, i] * A[5, j]
-                d = y[i] - (y_old[i] + h * acc)
-                den += d * d
-                e = K[6, i] - K[5, i]
-                num += e * e
-            if den > 0.0:
-                hlamb = abs(h) * math.sqrt(num / den)
+            hlamb = _stiffness(K, y, y_old, h, hlamb, m)
             if hlamb > 3.25:
                 calm = 0
                 count += 1
@@ -481,23 +554,15 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
                     count = 0
                     need = steps + (ts[i_out] - t) / max(h_abs, 1e-300)
                     if need > max_steps:
-                        info[I_T] = t
-                        info[I_TOTAL] = total
-                        info[I_NEXT] = i_out
-                        info[I_HLAMB] = hlamb
                         info[I_NEED] = need
                         info[I_H] = h_abs
-                        info[I_NFEV] = nfev
-                        return STIFF
+                        return _stop_before(info, STIFF, t, total, nfev, i_out, hlamb)
             else:
                 calm += 1
                 if calm == 6:
                     count = 0
-    info[I_T] = t
-    info[I_TOTAL] = total
-    info[I_NFEV] = nfev
     info[I_HLAMB] = hlamb
-    return OK
+    return _stop(info, OK, t, total, nfev)
 
 
 # ---- BDF (scipy.integrate.BDF, step for step) ---------------------------------------
@@ -608,6 +673,43 @@ def _lu_solve_blocks(M, piv, b, nb):
             b[o + i] = s / M[i, i]
 
 
+
+@_inline
+def _rms_times(c, x, scale, tmp, m):
+    """The norm of ``c x`` over ``scale`` (``tmp``: a work array)."""
+    for i in range(m):
+        tmp[i] = c * x[i]
+    return _rms(tmp, scale)
+
+
+@_inline
+def _choose_order(D, order, error_norm, scale, tmp, m):
+    """scipy's choice of the next order from the error estimates of the orders
+    ``order - 1, order, order + 1`` (``scale``: the new state's); -> (the change of
+    the order, -1, 0 or 1; the largest of the three ``err^(-1/(q + 1))``)."""
+    if order > 1:
+        em = _rms_times(_ERROR_CONST[order - 1], D[order], scale, tmp, m)
+    else:
+        em = np.inf
+    if order < _MAX_ORDER:
+        ep = _rms_times(_ERROR_CONST[order + 1], D[order + 2], scale, tmp, m)
+    else:
+        ep = np.inf
+    f_m = em ** (-1.0 / order)
+    f_0 = error_norm ** (-1.0 / (order + 1))
+    f_p = ep ** (-1.0 / (order + 2))
+    # np.argmax: the first of the largest
+    best = f_m
+    delta = -1
+    if f_0 > best:
+        best = f_0
+        delta = 0
+    if f_p > best:
+        best = f_p
+        delta = 1
+    return delta, best
+
+
 @_jit
 def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
         max_steps, Y, y, info):
@@ -637,54 +739,14 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
     tmp = np.empty(m)
     for i in range(m):
         y[i] = z0[i]
-    nfev = 0
     t = t0
     t_end = ts[T - 1]
-    info[I_T] = t0
-    info[I_T_LAST] = t0
-    info[I_NEXT] = 0
-    info[I_TOTAL] = 0
-    info[I_HLAMB] = 0.0
-    info[I_NEED] = 0.0
-    info[I_H] = 0.0
-    st = fn(t, y, p, k, ptr, idx, val, J, f,
-                    ci, cf, cur, where)
-    nfev += 1
-    info[I_NFEV] = nfev
-    if st != OK:
-        return st
     # the initial step (order 1 in the step-size formula)
-    for i in range(m):
-        scale[i] = atol[i] + abs(y[i]) * rtol
-    d0 = _rms(y, scale)
-    d1 = _rms(f, scale)
-    if d0 < 1e-5 or d1 < 1e-5:
-        h0 = 1e-6
-    else:
-        h0 = 0.01 * d0 / d1
-    interval = abs(t_end - t0)
-    h0 = min(h0, interval)
-    for i in range(m):
-        tmp[i] = y[i] + h0 * f[i]
-    st = fn(t0 + h0, tmp, p, k, ptr, idx, val, J, ynew,
-                    ci, cf, cur, where)
-    nfev += 1
-    info[I_NFEV] = nfev
+    st, h_abs = _start(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t0, t_end,
+                       rtol, atol, y, f, ynew, tmp, scale, 1, info)
     if st != OK:
         return st
-    for i in range(m):
-        tmp[i] = ynew[i] - f[i]
-    d2 = _rms(tmp, scale) / h0
-    if d1 <= 1e-15 and d2 <= 1e-15:
-        h1 = max(1e-6, h0 * 1e-3)
-    else:
-        h1 = (0.01 / max(d1, d2)) ** 0.5
-    h_abs = min(100 * h0, h1, interval)
-    if not math.isfinite(h_abs):
-        return BAD_START
-    for i in range(m):
-        if not math.isfinite(f[i]):
-            return BAD_START
+    nfev = 2
     newton_tol = max(10 * 2.220446049250313e-16 / rtol, min(0.03, rtol ** 0.5))
     # the Jacobian at the start (scipy evaluates it when the solver is made)
     st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx,
@@ -710,10 +772,7 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
         current_jac = False
         while True:
             if h_abs < min_step:
-                info[I_T] = t
-                info[I_TOTAL] = total
-                info[I_NFEV] = nfev
-                return TOO_SMALL
+                return _stop(info, TOO_SMALL, t, total, nfev)
             t_new = t + h_abs
             if t_new - t_end > 0:
                 t_new = t_end
@@ -806,7 +865,6 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
             else:
                 break
         n_equal += 1
-        t_prev = t
         t = t_new
         for i in range(m):
             y[i] = ynew[i]
@@ -818,30 +876,7 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
                 D[j, i] += D[j + 1, i]
         if n_equal >= order + 1:
             # a new order and step size (scale is still that of y_new)
-            if order > 1:
-                for i in range(m):
-                    tmp[i] = _ERROR_CONST[order - 1] * D[order, i]
-                em = _rms(tmp, scale)
-            else:
-                em = np.inf
-            if order < _MAX_ORDER:
-                for i in range(m):
-                    tmp[i] = _ERROR_CONST[order + 1] * D[order + 2, i]
-                ep = _rms(tmp, scale)
-            else:
-                ep = np.inf
-            f_m = em ** (-1.0 / order)
-            f_0 = error_norm ** (-1.0 / (order + 1))
-            f_p = ep ** (-1.0 / (order + 2))
-            # np.argmax: the first of the largest
-            best = f_m
-            delta = -1
-            if f_0 > best:
-                best = f_0
-                delta = 0
-            if f_p > best:
-                best = f_p
-                delta = 1
+            delta, best = _choose_order(D, order, error_norm, scale, tmp, m)
             order += delta
             fac = min(_MAX_FACTOR, safety * best)
             h_abs *= fac
@@ -850,43 +885,18 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
             have_lu = False
         total += 1
         steps += 1
-        for i in range(m):
-            if not math.isfinite(y[i]):
-                info[I_T] = t
-                info[I_TOTAL] = total
-                info[I_NFEV] = nfev
-                return NOT_FINITE
+        if not _finite(y, m):
+            return _stop(info, NOT_FINITE, t, total, nfev)
         if t >= ts[i_out]:
-            while i_out < T and ts[i_out] <= t:
-                if ts[i_out] == t:
-                    for i in range(m):
-                        Y[i_out, i] = y[i]
-                else:
-                    # scipy's BdfDenseOutput with the step size and order just chosen
-                    hh = h_abs
-                    for i in range(m):
-                        acc = D[0, i]
-                        prod = 1.0
-                        for j in range(order):
-                            prod *= (ts[i_out] - (t - hh * j)) / (hh * (1 + j))
-                            acc += D[j + 1, i] * prod
-                        Y[i_out, i] = acc
-                i_out += 1
+            i_out = _outputs(ts, i_out, t, y, Y, m, False, D, y, t, h_abs, order)
             if i_out == T:
                 break
             steps = 0
             info[I_T_LAST] = t
             continue
         if steps >= max_steps:
-            info[I_T] = t
-            info[I_TOTAL] = total
-            info[I_NEXT] = i_out
-            info[I_NFEV] = nfev
-            return MAX_STEPS
-    info[I_T] = t
-    info[I_TOTAL] = total
-    info[I_NFEV] = nfev
-    return OK
+            return _stop_before(info, MAX_STEPS, t, total, nfev, i_out, 0.0)
+    return _stop(info, OK, t, total, nfev)
 
 
 # the kernels carry the interpreter's machine code in their numba cache, which numba

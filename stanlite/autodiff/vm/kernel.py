@@ -62,7 +62,14 @@ _BINARY_LO, _BINARY_HI = 120, 140
 _UNARY_LO, _UNARY_HI = 140, 160             # the second range of unary ops (opcodes.py)
 
 __all__ = ["available", "forward", "reverse", "value_grad", "value_only", "jacobian",
-           "jacobian_rows", "vjp_rows", "warm"]
+           "jacobian_rows", "vjp_rows", "load_point", "finite_outputs", "warm"]
+
+# small pieces of the kernels and of their callers' loops (ode_kernels, ode_steppers),
+# inlined into them by numba's IR inliner: a compiled call to such a piece cost more
+# than its work on these paths (the ODE steppers split into plain compiled calls ran
+# 10-18% slower)
+inline_jit = _jit if njit is None else njit(inline="always", cache=True, nogil=True,
+                                            error_model="numpy")
 
 
 def available():
@@ -270,17 +277,37 @@ def value_only(code, aux, V, dim, out, size, q, res):
     return OK
 
 
+@inline_jit
+def load_point(V, t, y, n, p):
+    """An ODE right-hand side's inputs ``x = (t, y[:n], p)`` into its values ``V``."""
+    V[0] = t
+    for i in range(n):
+        V[1 + i] = y[i]
+    for m in range(p.shape[0]):
+        V[1 + n + m] = p[m]
+
+
+@inline_jit
+def finite_outputs(V, out, nout, f):
+    """``f[:nout] = V[out:out + nout]`` after :func:`forward`; -> status (DOMAIN when a
+    value is not finite: the eager tape decides)."""
+    for i in range(nout):
+        v = V[out + i]
+        if not math.isfinite(v):
+            return DOMAIN
+        f[i] = v
+    return OK
+
+
 @_jit
 def jacobian_rows(code, aux, V, A, dim, out, nvar, nout, f, J):
     """After :func:`forward`: the vector output ``f[:nout] = V[out:out + nout]`` and its
     Jacobian ``J[:nout, :dim]``, one reverse sweep per output seeded with a unit
     vector (cheap when outputs are few: an ODE right-hand side's states); -> status
     (DOMAIN when a value or a derivative is not finite: the eager tape decides)."""
-    for i in range(nout):
-        v = V[out + i]
-        if not math.isfinite(v):
-            return DOMAIN
-        f[i] = v
+    st = finite_outputs(V, out, nout, f)
+    if st != OK:
+        return st
     for i in range(nout):
         for j in range(nvar):
             A[j] = 0.0
@@ -328,11 +355,9 @@ def jacobian(code, aux, V, A, dim, out, nvar, nout, x, f, J):
 def vjp_rows(code, aux, V, A, dim, out, nvar, nout, w, f, g):
     """After :func:`forward`: ``f = V[out:out + nout]`` and ``g = w^T J`` in one reverse
     sweep seeded with ``w``; -> status (DOMAIN on a non-finite value or derivative)."""
-    for i in range(nout):
-        v = V[out + i]
-        if not math.isfinite(v):
-            return DOMAIN
-        f[i] = v
+    st = finite_outputs(V, out, nout, f)
+    if st != OK:
+        return st
     for j in range(nvar):
         A[j] = 0.0
     for i in range(nout):
