@@ -9,6 +9,7 @@ import math
 
 from ..autodiff.vm import opcodes as _op
 from ..autodiff.vm.declare import defkernel as _defkernel
+from .reductions import _axis_layout    # the along_axis op row (a declared helper)
 
 __all__ = []
 
@@ -47,11 +48,7 @@ _defkernel(_op.LSE, _lse_forward, _lse_reverse)
 # ... and LSE_AXIS, along the middle axis of V[a] as (X1, X2, X3)
 def _lse_axis_forward(V, aux, code, r):
     # log_sum_exp along the middle axis of V[a] as (outer, length, inner), as LSE
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    nout = code[r, _op.X1]
-    ln = code[r, _op.X2]
-    inner = code[r, _op.X3]
+    o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             base = u * ln * inner + j
@@ -70,11 +67,7 @@ def _lse_axis_forward(V, aux, code, r):
 
 
 def _lse_axis_reverse(V, A, aux, code, r):
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    nout = code[r, _op.X1]
-    ln = code[r, _op.X2]
-    inner = code[r, _op.X3]
+    o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             g = A[o + u * inner + j]
@@ -84,20 +77,20 @@ def _lse_axis_reverse(V, A, aux, code, r):
                 A[a + base + t * inner] += g * math.exp(V[a + base + t * inner] - ans)
 
 
-_defkernel(_op.LSE_AXIS, _lse_axis_forward, _lse_axis_reverse)
+_defkernel(_op.LSE_AXIS, _lse_axis_forward, _lse_axis_reverse, helpers=(_axis_layout,))
 
 
 # the interpreter's LOG_MIX sweeps (autodiff/vm/declare.py): log(a e^b + (1 - a) e^c)
 # elementwise, 0 < a < 1
+def _log_mix_row(code, r):
+    # the op row both sweeps read: N elements of out, and theta, lp1, lp2 at a, b, c
+    # with strides SA, SB, SC (0: one value broadcast)
+    return (code[r, _op.N], code[r, _op.OUT], code[r, _op.A], code[r, _op.SA],
+            code[r, _op.B], code[r, _op.SB], code[r, _op.C], code[r, _op.SC])
+
+
 def _log_mix_forward(V, aux, code, r):
-    n = code[r, _op.N]
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    sa = code[r, _op.SA]
-    b = code[r, _op.B]
-    sb = code[r, _op.SB]
-    c = code[r, _op.C]
-    sc = code[r, _op.SC]
+    n, o, a, sa, b, sb, c, sc = _log_mix_row(code, r)
     lt = l1t = 0.0
     for i in range(n):
         th = V[a + i * sa]
@@ -119,14 +112,7 @@ def _log_mix_forward(V, aux, code, r):
 def _log_mix_reverse(V, A, aux, code, r):
     m = code[r, _op.MASK]
     # w_k = exp(lp_k - ans): d theta = w1 - w2, d lp1 = theta w1, d lp2 = (1 - theta) w2
-    n = code[r, _op.N]
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    sa = code[r, _op.SA]
-    b = code[r, _op.B]
-    sb = code[r, _op.SB]
-    c = code[r, _op.C]
-    sc = code[r, _op.SC]
+    n, o, a, sa, b, sb, c, sc = _log_mix_row(code, r)
     for i in range(n):
         g = A[o + i]
         ans = V[o + i]
@@ -142,4 +128,4 @@ def _log_mix_reverse(V, A, aux, code, r):
             A[c + i * sc] += g * (1.0 - th) * w2
 
 
-_defkernel(_op.LOG_MIX, _log_mix_forward, _log_mix_reverse)
+_defkernel(_op.LOG_MIX, _log_mix_forward, _log_mix_reverse, helpers=(_log_mix_row,))

@@ -395,15 +395,20 @@ defjvp(_cumsum, lambda t, ans, x, axis: _cumsum(t, _batch_axis(axis, _nb(t, x)))
 _deflower(_cumsum, _program.along_axis(_op.CUMSUM))
 
 
+# the op row of CUMSUM, SOFTMAX, LOG_SOFTMAX and LSE_AXIS as vm/program.py writes it
+# (its _axis_layout): out, the operand, and the operand as an (outer, length, inner)
+# array scanned or reduced along its middle axis; a declared helper (helpers=) of
+# every sweep that reads that layout
+def _axis_layout(code, r):
+    return (code[r, _op.OUT], code[r, _op.A], code[r, _op.X1], code[r, _op.X2],
+            code[r, _op.X3])
+
+
 # the interpreter's CUMSUM sweeps: running sums of V[a] as (X1, X2, X3) along its
 # middle axis
 def _cumsum_forward(V, aux, code, r):
     # V[a] as an (outer, length, inner) array, summed along the middle axis
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    nout = code[r, _op.X1]
-    ln = code[r, _op.X2]
-    inner = code[r, _op.X3]
+    o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             s = 0.0
@@ -415,11 +420,7 @@ def _cumsum_forward(V, aux, code, r):
 
 
 def _cumsum_reverse(V, A, aux, code, r):
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    nout = code[r, _op.X1]
-    ln = code[r, _op.X2]
-    inner = code[r, _op.X3]
+    o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             s = 0.0
@@ -429,7 +430,7 @@ def _cumsum_reverse(V, A, aux, code, r):
                 A[a + base + t * inner] += s
 
 
-_defkernel(_op.CUMSUM, _cumsum_forward, _cumsum_reverse)
+_defkernel(_op.CUMSUM, _cumsum_forward, _cumsum_reverse, helpers=(_axis_layout,))
 
 
 def cumulative_sum(x, axis=None):
@@ -584,11 +585,7 @@ _deflower(_softmax, _program.along_axis(_op.SOFTMAX))
 def _softmax_sweep(V, code, r, log):
     # math/reductions.py: shift by the maximum (0 when it is not finite), then
     # exp(z) / sum exp(z), or z - log(sum exp(z))
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    nout = code[r, _op.X1]
-    ln = code[r, _op.X2]
-    inner = code[r, _op.X3]
+    o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             base = u * ln * inner + j
@@ -613,11 +610,7 @@ def _softmax_sweep(V, code, r, log):
 
 def _softmax_vjp(V, A, code, r, log):
     # softmax: ans (g - <g, ans>); log_softmax: g - exp(ans) sum(g)
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    nout = code[r, _op.X1]
-    ln = code[r, _op.X2]
-    inner = code[r, _op.X3]
+    o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             base = u * ln * inner + j
@@ -643,7 +636,7 @@ def _softmax_reverse(V, A, aux, code, r):
 
 
 _defkernel(_op.SOFTMAX, _softmax_forward, _softmax_reverse,
-           helpers=(_softmax_sweep, _softmax_vjp))
+           helpers=(_softmax_sweep, _softmax_vjp, _axis_layout))
 
 
 @primitive
@@ -669,7 +662,7 @@ def _log_softmax_reverse(V, A, aux, code, r):
 
 
 _defkernel(_op.LOG_SOFTMAX, _log_softmax_forward, _log_softmax_reverse,
-           helpers=(_softmax_sweep, _softmax_vjp))
+           helpers=(_softmax_sweep, _softmax_vjp, _axis_layout))
 
 
 def softmax(x, axis=-1):

@@ -156,13 +156,14 @@ def _gemm(X, Y, out):
     np.dot(X, Y, out)
 
 
+def _matmul_row(code, r):
+    # the op row both sweeps read: out = V[a] (p, k) @ V[b] (k, q), row-major
+    return (code[r, _op.OUT], code[r, _op.A], code[r, _op.B], code[r, _op.X1],
+            code[r, _op.X2], code[r, _op.X3])
+
+
 def _matmul_forward(V, aux, code, r):
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    b = code[r, _op.B]
-    p = code[r, _op.X1]
-    k = code[r, _op.X2]
-    q = code[r, _op.X3]
+    o, a, b, p, k, q = _matmul_row(code, r)
     if p * k * q >= _BLAS_MIN:
         _gemm(V[a:a + p * k].reshape(p, k), V[b:b + k * q].reshape(k, q),
               V[o:o + p * q].reshape(p, q))
@@ -178,12 +179,7 @@ def _matmul_forward(V, aux, code, r):
 
 def _matmul_reverse(V, A, aux, code, r):
     m = code[r, _op.MASK]
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    b = code[r, _op.B]
-    p = code[r, _op.X1]
-    k = code[r, _op.X2]
-    q = code[r, _op.X3]
+    o, a, b, p, k, q = _matmul_row(code, r)
     if p * k * q >= _BLAS_MIN:
         G = A[o:o + p * q].reshape(p, q)
         if m & 1:
@@ -226,7 +222,8 @@ def _matmul_reverse(V, A, aux, code, r):
                         A[b + t * q + j] += g * V[a + i * k + t]
 
 
-_defkernel(_op.MATMUL, _matmul_forward, _matmul_reverse, helpers=(_gemm,))
+_defkernel(_op.MATMUL, _matmul_forward, _matmul_reverse,
+           helpers=(_gemm, _matmul_row))
 
 
 def dot(a, b):
