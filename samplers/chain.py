@@ -278,11 +278,13 @@ def _warmup_end(model, state, live, i):
     sets the metric from its variance estimate and searches the step size again; the
     last warmup iteration fixes the step size at its average."""
     if i in live.ends and live.gadapt is None:
-        live.metric = live.kernel_of.window_end(model, state, live)
-        live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
-        live.da.restart(live.eps)
+        metric = live.kernel_of.window_end(model, state, live, i == max(live.ends))
+        if metric is not None:          # None: the kernel kept its metric (and the
+            live.metric = metric        # step size's averaging goes on)
+            live.eps = init_stepsize(model, live.metric, live.z, live.eps, live.rng)
+            live.da.restart(live.eps)
     if i == state.num_warmup - 1:
-        live.eps = live.da.final()
+        live.eps = live.kernel_of.final_stepsize(live.da)
 
 
 def _live_fields(state, live, warm):

@@ -62,13 +62,19 @@ class Kernel:
         from .hamiltonian import make_metric
         return make_metric(state.metric, dim, state.inv_metric), self.transition()
 
-    def window_end(self, model, state, live):
-        """The metric after a slow window of Stan's warmup ends: the window's
-        regularised variances (the Welford accumulator restarts)."""
+    def window_end(self, model, state, live, last=False):
+        """The metric after a slow window of Stan's warmup ends (``last``: the
+        last one): the window's regularised variances (the Welford accumulator
+        restarts). None would keep the metric and the step size's averaging."""
         from .hamiltonian import make_metric
         inv = live.welford.regularized()
         live.welford.restart()
         return make_metric(state.metric, model.dim, inv)
+
+    def final_stepsize(self, da):
+        """The step size sampling uses, from warmup's dual averaging ``da``:
+        Stan's, its average."""
+        return da.final()
 
 
 class Nuts(Kernel):
@@ -127,9 +133,22 @@ class SoftAbsNuts(Kernel):
         from .rhmc import make_kernel
         return make_kernel(dim, state.sampler_options)
 
-    def window_end(self, model, state, live):
-        live.metric.adapt_alpha()       # from the warmup's Hessians (rhmc.py)
+    def window_end(self, model, state, live, last=False):
+        # alpha from the warmup's Hessians (rhmc.py), except at the last window's
+        # end: a new alpha there would restart the step size's averaging for the
+        # 50 iterations of the term buffer only, and where the final step size then
+        # lands decides the sampling phase's failed implicit steps (measured on the
+        # banana: final step sizes 0.028-0.052 between four chains of one run).
+        # Kept, the averaging runs over the whole last window (rhmc.py). A warmup
+        # with one window (under 200 iterations) adapts alpha there: once
+        if last and len(live.ends) > 1:
+            return None
+        live.metric.adapt_alpha()
         return live.metric
+
+    def final_stepsize(self, da):
+        from .rhmc import final_stepsize
+        return final_stepsize(da)
 
 
 #: sampler name -> kernel: the only place that knows the names

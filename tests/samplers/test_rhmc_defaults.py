@@ -184,3 +184,31 @@ def test_alpha_adaptation_is_kept_in_the_chain_state():
     assert st.sampler_options["adapt_alpha"] is False
     with pytest.raises(ValueError, match="adapt_alpha"):
         rhmc.check_options({"adapt_alpha": "yes"})
+
+
+def test_last_window_keeps_alpha_and_the_step_size_averaging(monkeypatch):
+    # warmup 200: Stan's windows end at 99 and 149. alpha adapts at 99 only; at the
+    # last end (149) it is kept and the step size's averaging is not restarted, so
+    # it averages the 100 iterations after 99, not the term buffer's 50; sampling's
+    # step size is FINAL_STEP_FACTOR times that average
+    calls = []
+    real = SoftAbsMetric.adapt_alpha
+
+    def adapt(self):
+        calls.append(self.alpha)
+        return real(self)
+    monkeypatch.setattr(SoftAbsMetric, "adapt_alpha", adapt)
+    m = Gauss(prec=np.array([0.5, 2.0, 40.0]))
+    fit = m.sample(chains=1, warmup=200, draws=5, seed=3, progress=False,
+                   parallel=False, sampler="rhmc")
+    st = fit.chain_states[0]
+    assert st.window_ends == [99, 149] and len(calls) == 1
+    assert st.da["counter"] == 100
+    assert st.stepsize == pytest.approx(rhmc.FINAL_STEP_FACTOR * math.exp(st.da["x_bar"]),
+                                        rel=1e-12)
+    assert rhmc.FINAL_STEP_FACTOR < 1.0
+    # one window (warmup 150): alpha adapts at its end, the only chance
+    calls.clear()
+    fit = m.sample(chains=1, warmup=150, draws=5, seed=3, progress=False,
+                   parallel=False, sampler="rhmc")
+    assert fit.chain_states[0].window_ends == [99] and len(calls) == 1
