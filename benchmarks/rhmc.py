@@ -45,7 +45,8 @@ deterministic for a seed.
 
 Every run is at the samplers' defaults (RHMC: alpha from the Hessian, adapt_delta
 0.99, half the warmup's averaged step size) unless --alpha / --adapt-delta say
-otherwise; 4 chains x (1000 + 1000), the targets of issue 24. NUTS also at other adapt_delta with --nuts-delta 0.8 0.99.
+otherwise; 4 chains x (1000 + 1000), the targets of issue 24. NUTS also at other
+adapt_delta with --nuts-delta 0.8 0.99.
 
 Run:  python benchmarks/rhmc.py [--quick] [--cases funnel10 funnel51 banana logistic pk_ss]
                                 [--samplers nuts rhmc] [--nuts-delta 0.8 0.99]
