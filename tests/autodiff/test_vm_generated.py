@@ -22,6 +22,7 @@ import stanlite.autodiff.compile  # noqa: F401  (the module; sl.compile is the f
 from stanlite.autodiff import derivative
 from stanlite.autodiff.extend import unary_primitive
 from stanlite.autodiff.vm import generate, kernel, opcodes, scalar, unary_generated as U
+from testkit import fake_cached_dispatcher
 
 C = sys.modules["stanlite.autodiff.compile"]
 
@@ -254,19 +255,8 @@ def test_a_derivative_calling_an_unknown_function_names_it():
 def test_drop_stale_cache_sees_a_change_of_the_generated_file(tmp_path, monkeypatch):
     if not kernel.available():
         pytest.skip("numba's cache needs numba")
-    flushed = []
+    d, flushed = fake_cached_dispatcher(tmp_path)
 
-    class Cache:
-        _cache_path = str(tmp_path)
-
-        def flush(self):
-            flushed.append(1)
-
-    class Dispatcher:
-        __name__ = "fake"
-        _cache = Cache()
-
-    d = [Dispatcher()]
     kernel.drop_stale_cache(d, "t")
     kernel.drop_stale_cache(d, "t")
     assert len(flushed) == 1                        # stamped, then unchanged

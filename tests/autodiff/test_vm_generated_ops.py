@@ -17,6 +17,7 @@ import pytest
 import stanlite  # noqa: F401  (the library's declarations)
 from stanlite.autodiff.vm import declare, generate_ops, kernel, opcodes, sweeps
 from stanlite.autodiff.vm import ops_generated as G
+from testkit import fake_cached_dispatcher
 
 
 def test_the_generated_file_is_what_the_declarations_generate():
@@ -150,23 +151,12 @@ def test_editing_a_declaration_or_a_number_it_reads_flushes_the_kernels_cache(
     # the kernel inlines the declared sweeps, whose files numba does not watch for it
     if not kernel.available():
         pytest.skip("numba's cache needs numba")
-    flushed = []
-
-    class Cache:
-        _cache_path = str(tmp_path)
-
-        def flush(self):
-            flushed.append(1)
-
-    class Dispatcher:
-        __name__ = "fake"
-        _cache = Cache()
+    d, flushed = fake_cached_dispatcher(tmp_path)
 
     declaring = tmp_path / "continuous.py"
     source = declare.declared_kernels()[opcodes.NORMAL].forward.__code__.co_filename
     declaring.write_text(pathlib.Path(source).read_text())
     monkeypatch.setattr(sweeps, "sources", lambda: [str(declaring)])
-    d = [Dispatcher()]
     kernel.drop_stale_cache(d, "t")
     kernel.drop_stale_cache(d, "t")
     assert len(flushed) == 1                        # stamped, then unchanged

@@ -253,6 +253,25 @@ def events_from_rows(rows):
 
 
 # ---- spies and child processes -----------------------------------------------------------
+def fake_cached_dispatcher(cache_dir):
+    """``([dispatcher], flushed)``: a stand-in for a numba dispatcher whose on-disk cache
+    lives in ``cache_dir``, for the stale-cache checks; each ``flush()`` appends to
+    ``flushed``, so a test counts how often a change of source dropped the cache."""
+    flushed = []
+
+    class Cache:
+        _cache_path = str(cache_dir)
+
+        def flush(self):
+            flushed.append(1)
+
+    class Dispatcher:
+        __name__ = "fake"
+        _cache = Cache()
+
+    return [Dispatcher()], flushed
+
+
 def count_calls(monkeypatch, owner, name):
     """Replace ``owner.<name>`` (for the test) by a spy that calls it; the returned
     list grows by one per call."""
