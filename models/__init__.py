@@ -27,23 +27,24 @@ from stanlite.stan_json import read_object
 
 __all__ = ["names", "get", "model_class", "default_data", "UnknownModelError"]
 
-# name -> (module, class): modules are imported on first use
+# name -> class name: each model is the class of that name in the module named as
+# the model (as its data file is: data/<name>.json), imported on first use
 _REGISTRY = {
-    "ark": ("ark", "ArK"),
-    "eight_schools_centered": ("eight_schools_centered", "EightSchoolsCentered"),
-    "eight_schools_noncentered": ("eight_schools_noncentered", "EightSchoolsNoncentered"),
-    "friberg_karlsson": ("friberg_karlsson", "FribergKarlsson"),
-    "garch": ("garch", "Garch"),
-    "gp_pois_regr": ("gp_pois_regr", "GpPoisRegr"),
-    "linear_regression": ("linear_regression", "LinearRegression"),
-    "mm_multidose_ss": ("mm_multidose_ss", "MmMultidoseSs"),
-    "logistic_regression": ("logistic_regression", "LogisticRegression"),
-    "neal_funnel": ("neal_funnel", "NealFunnel"),
-    "normal_mixture": ("normal_mixture", "NormalMixture"),
-    "one_comp_mm_elim_abs": ("one_comp_mm_elim_abs", "OneCompMmElimAbs"),
-    "pk_steady_state": ("pk_steady_state", "PkSteadyState"),
-    "radon": ("radon", "Radon"),
-    "theophylline": ("theophylline", "Theophylline"),
+    "ark": "ArK",
+    "eight_schools_centered": "EightSchoolsCentered",
+    "eight_schools_noncentered": "EightSchoolsNoncentered",
+    "friberg_karlsson": "FribergKarlsson",
+    "garch": "Garch",
+    "gp_pois_regr": "GpPoisRegr",
+    "linear_regression": "LinearRegression",
+    "mm_multidose_ss": "MmMultidoseSs",
+    "logistic_regression": "LogisticRegression",
+    "neal_funnel": "NealFunnel",
+    "normal_mixture": "NormalMixture",
+    "one_comp_mm_elim_abs": "OneCompMmElimAbs",
+    "pk_steady_state": "PkSteadyState",
+    "radon": "Radon",
+    "theophylline": "Theophylline",
 }
 
 
@@ -68,8 +69,7 @@ def _check(name):
 def model_class(name):
     """The ``sl.Model`` subclass of zoo model ``name``."""
     _check(name)
-    module, cls = _REGISTRY[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return getattr(importlib.import_module(f"{__name__}.{name}"), _REGISTRY[name])
 
 
 def default_data(name):
