@@ -474,12 +474,11 @@ def _options(model, method, seed, iter, max_iter, grad_samples, elbo_samples, ev
                                 "are the same setting: give one)")
         iter = max_iter
     max_iter = args.positive_int("iter", iter)
-    grad_samples = args.positive_int("grad_samples", grad_samples)
-    elbo_samples = args.positive_int("elbo_samples", elbo_samples)
-    eval_elbo = args.positive_int("eval_elbo", eval_elbo)
-    adapt_iter = args.positive_int("adapt_iter", adapt_iter)
-    output_samples = args.positive_int("output_samples", output_samples)
-    args.fits_in_memory("output_samples", output_samples, getattr(model, "dim", 1))
+    # the Monte Carlo and iteration counts: each an integer >= 1 (checked in this order)
+    counts = dict(grad_samples=grad_samples, elbo_samples=elbo_samples,
+                  eval_elbo=eval_elbo, adapt_iter=adapt_iter, output_samples=output_samples)
+    counts = {k: args.positive_int(k, v) for k, v in counts.items()}
+    args.fits_in_memory("output_samples", counts["output_samples"], getattr(model, "dim", 1))
     tol_rel_obj = args.positive_real("tol_rel_obj", tol_rel_obj)
     if eta is not None:
         eta = args.positive_real("eta", eta)
@@ -490,11 +489,9 @@ def _options(model, method, seed, iter, max_iter, grad_samples, elbo_samples, ev
     if not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ModelError(f"ADVI needs a model with at least one parameter (dim >= 1), "
                          f"got dim={dim!r}")
-    return _Options(method=method, seed=seed, max_iter=max_iter, grad_samples=grad_samples,
-                    elbo_samples=elbo_samples, eval_elbo=eval_elbo, eta=eta,
-                    adapt_engaged=adapt_engaged, adapt_iter=adapt_iter,
-                    tol_rel_obj=tol_rel_obj, output_samples=output_samples,
-                    progress=progress, dim=int(dim))
+    return _Options(method=method, seed=seed, max_iter=max_iter, eta=eta,
+                    adapt_engaged=adapt_engaged, tol_rel_obj=tol_rel_obj, progress=progress,
+                    dim=int(dim), **counts)
 
 
 def _step_size(est, theta0, o, show):
