@@ -404,6 +404,18 @@ def _axis_layout(code, r):
             code[r, _op.X3])
 
 
+# the largest of the ``ln`` values V[p], V[p + inner], ... (one slice along that middle
+# axis), -inf if there are none; a NaN is passed over (the shift it gives does not
+# matter: a NaN in the slice makes each of its outputs NaN whatever the shift). The
+# shift of the SOFTMAX, LOG_SOFTMAX and LSE_AXIS sweeps, a declared helper of each
+def _axis_max(V, p, ln, inner):
+    hi = -math.inf
+    for t in range(ln):
+        if V[p + t * inner] > hi:
+            hi = V[p + t * inner]
+    return hi
+
+
 # the interpreter's CUMSUM sweeps: running sums of V[a] as (X1, X2, X3) along its
 # middle axis
 def _cumsum_forward(V, aux, code, r):
@@ -591,11 +603,7 @@ def _softmax_forward(V, aux, code, r):
     for u in range(nout):
         for j in range(inner):
             base = u * ln * inner + j
-            hi = -math.inf
-            for t in range(ln):
-                x = V[a + base + t * inner]
-                if x > hi or x != x:
-                    hi = x
+            hi = _axis_max(V, a + base, ln, inner)
             if not math.isfinite(hi):
                 hi = 0.0
             s = 0.0
@@ -630,7 +638,8 @@ def _softmax_reverse(V, A, aux, code, r):
                     A[a + i] += V[o + i] * (A[o + i] - s)
 
 
-_defkernel(_op.SOFTMAX, _softmax_forward, _softmax_reverse, helpers=(_axis_layout,))
+_defkernel(_op.SOFTMAX, _softmax_forward, _softmax_reverse,
+           helpers=(_axis_layout, _axis_max))
 
 
 @primitive
@@ -644,7 +653,8 @@ defvjp(_log_softmax,
 defjvp(_log_softmax, lambda t, ans, x, axis: t - _sum(
     exp(ans) * t, _batch_axis(axis, _nb(t, x)), True), None)
 _deflower(_log_softmax, _program.along_axis(_op.LOG_SOFTMAX))
-_defkernel(_op.LOG_SOFTMAX, _softmax_forward, _softmax_reverse, helpers=(_axis_layout,))
+_defkernel(_op.LOG_SOFTMAX, _softmax_forward, _softmax_reverse,
+           helpers=(_axis_layout, _axis_max))
 
 
 def softmax(x, axis=-1):
