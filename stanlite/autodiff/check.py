@@ -106,11 +106,17 @@ def check_grad(f, x, *, directions=4, h=1e-4, rtol=1e-6, atol=1e-8, seed=0):
 
 def assert_grad(f, x, **kwargs):
     """:func:`check_grad`, raising ``AssertionError`` with the numbers if it fails."""
-    r = check_grad(f, x, **kwargs)
+    return _passed(check_grad(f, x, **kwargs), "gradient", "per direction ")
+
+
+def _passed(r, what, details=""):
+    """``r`` if its check passed; else the ``AssertionError`` with its numbers (the one
+    failure message of the ``assert_*`` checks; ``details`` names what
+    ``r.details`` holds)."""
     if not r.passed:
-        raise AssertionError(f"gradient check failed: max abs err {r.max_abs_err:.3g}, "
+        raise AssertionError(f"{what} check failed: max abs err {r.max_abs_err:.3g}, "
                              f"max rel err {r.max_rel_err:.3g}, value err "
-                             f"{r.value_err:.3g}; per direction {r.details}")
+                             f"{r.value_err:.3g}; {details}{r.details}")
     return r
 
 
@@ -213,18 +219,9 @@ def check_hessian(f, x, *, h=1e-4, rtol=1e-6, atol=1e-7):
 
 def assert_jvp(f, x, **kwargs):
     """:func:`check_jvp`, raising ``AssertionError`` with the numbers if it fails."""
-    r = check_jvp(f, x, **kwargs)
-    if not r.passed:
-        raise AssertionError(f"forward-mode check failed: max abs err {r.max_abs_err:.3g}, "
-                             f"rel {r.max_rel_err:.3g}, value err {r.value_err:.3g}; "
-                             f"{r.details}")
-    return r
+    return _passed(check_jvp(f, x, **kwargs), "forward-mode")
 
 
 def assert_hessian(f, x, **kwargs):
     """:func:`check_hessian`, raising ``AssertionError`` if it fails."""
-    r = check_hessian(f, x, **kwargs)
-    if not r.passed:
-        raise AssertionError(f"Hessian check failed: max abs err {r.max_abs_err:.3g}, "
-                             f"rel {r.max_rel_err:.3g}; {r.details}")
-    return r
+    return _passed(check_hessian(f, x, **kwargs), "Hessian")

@@ -9,7 +9,8 @@ import math
 
 from ..autodiff.vm import opcodes as _op
 from ..autodiff.vm.declare import defkernel as _defkernel
-from .reductions import _axis_layout    # the along_axis op row (a declared helper)
+# declared helpers: the along_axis op row, and the maximum of one slice along it
+from .reductions import _axis_layout, _axis_max
 
 __all__ = []
 
@@ -52,10 +53,7 @@ def _lse_axis_forward(V, aux, code, r):
     for u in range(nout):
         for j in range(inner):
             base = u * ln * inner + j
-            hi = -math.inf
-            for t in range(ln):
-                if V[a + base + t * inner] > hi:
-                    hi = V[a + base + t * inner]
+            hi = _axis_max(V, a + base, ln, inner)
             if hi == -math.inf or hi == math.inf:
                 V[o + u * inner + j] = hi
             else:
@@ -77,7 +75,8 @@ def _lse_axis_reverse(V, A, aux, code, r):
                 A[a + base + t * inner] += g * math.exp(V[a + base + t * inner] - ans)
 
 
-_defkernel(_op.LSE_AXIS, _lse_axis_forward, _lse_axis_reverse, helpers=(_axis_layout,))
+_defkernel(_op.LSE_AXIS, _lse_axis_forward, _lse_axis_reverse,
+           helpers=(_axis_layout, _axis_max))
 
 
 # the interpreter's LOG_MIX sweeps (autodiff/vm/declare.py): log(a e^b + (1 - a) e^c)

@@ -404,6 +404,18 @@ def _axis_layout(code, r):
             code[r, _op.X3])
 
 
+# the largest of the ``ln`` values V[p], V[p + inner], ... (one slice along that middle
+# axis), -inf if there are none; a NaN is passed over (the shift it gives does not
+# matter: a NaN in the slice makes each of its outputs NaN whatever the shift). The
+# shift of the SOFTMAX, LOG_SOFTMAX and LSE_AXIS sweeps, a declared helper of each
+def _axis_max(V, p, ln, inner):
+    hi = -math.inf
+    for t in range(ln):
+        if V[p + t * inner] > hi:
+            hi = V[p + t * inner]
+    return hi
+
+
 # the interpreter's CUMSUM sweeps: running sums of V[a] as (X1, X2, X3) along its
 # middle axis
 def _cumsum_forward(V, aux, code, r):
@@ -581,19 +593,17 @@ _deflower(_softmax, _program.along_axis(_op.SOFTMAX))
 
 
 # the interpreter's SOFTMAX and LOG_SOFTMAX sweeps, along the middle axis of V[a] as
-# (X1, X2, X3)
-def _softmax_sweep(V, code, r, log):
+# (X1, X2, X3): one pair for both ops, the row's op code saying which (as EXTREME's
+# X1 says max or min)
+def _softmax_forward(V, aux, code, r):
     # math/reductions.py: shift by the maximum (0 when it is not finite), then
     # exp(z) / sum exp(z), or z - log(sum exp(z))
+    log = code[r, _op.OP] == _op.LOG_SOFTMAX
     o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
             base = u * ln * inner + j
-            hi = -math.inf
-            for t in range(ln):
-                x = V[a + base + t * inner]
-                if x > hi or x != x:
-                    hi = x
+            hi = _axis_max(V, a + base, ln, inner)
             if not math.isfinite(hi):
                 hi = 0.0
             s = 0.0
@@ -606,10 +616,12 @@ def _softmax_sweep(V, code, r, log):
             else:
                 for t in range(ln):
                     V[o + base + t * inner] = math.exp(V[a + base + t * inner] - hi) / s
+    return _op.OK
 
 
-def _softmax_vjp(V, A, code, r, log):
+def _softmax_reverse(V, A, aux, code, r):
     # softmax: ans (g - <g, ans>); log_softmax: g - exp(ans) sum(g)
+    log = code[r, _op.OP] == _op.LOG_SOFTMAX
     o, a, nout, ln, inner = _axis_layout(code, r)
     for u in range(nout):
         for j in range(inner):
@@ -626,17 +638,8 @@ def _softmax_vjp(V, A, code, r, log):
                     A[a + i] += V[o + i] * (A[o + i] - s)
 
 
-def _softmax_forward(V, aux, code, r):
-    _softmax_sweep(V, code, r, False)
-    return _op.OK
-
-
-def _softmax_reverse(V, A, aux, code, r):
-    _softmax_vjp(V, A, code, r, False)
-
-
 _defkernel(_op.SOFTMAX, _softmax_forward, _softmax_reverse,
-           helpers=(_softmax_sweep, _softmax_vjp, _axis_layout))
+           helpers=(_axis_layout, _axis_max))
 
 
 @primitive
@@ -650,19 +653,8 @@ defvjp(_log_softmax,
 defjvp(_log_softmax, lambda t, ans, x, axis: t - _sum(
     exp(ans) * t, _batch_axis(axis, _nb(t, x)), True), None)
 _deflower(_log_softmax, _program.along_axis(_op.LOG_SOFTMAX))
-
-
-def _log_softmax_forward(V, aux, code, r):
-    _softmax_sweep(V, code, r, True)
-    return _op.OK
-
-
-def _log_softmax_reverse(V, A, aux, code, r):
-    _softmax_vjp(V, A, code, r, True)
-
-
-_defkernel(_op.LOG_SOFTMAX, _log_softmax_forward, _log_softmax_reverse,
-           helpers=(_softmax_sweep, _softmax_vjp, _axis_layout))
+_defkernel(_op.LOG_SOFTMAX, _softmax_forward, _softmax_reverse,
+           helpers=(_axis_layout, _axis_max))
 
 
 def softmax(x, axis=-1):

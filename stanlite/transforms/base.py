@@ -139,8 +139,9 @@ class Transform:
     bound_names = ()
     full_bound_names = ()
 
-    def __init__(self):
-        self.declared = {}
+    def __init__(self, **declared):
+        # a subclass passes its constructor's bounds, by name (Lower(lower=...))
+        self.declared = declared
 
     def free_size(self, shape):
         raise NotImplementedError

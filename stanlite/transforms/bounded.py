@@ -28,6 +28,18 @@ from .base import (Transform, _as_free, _as_value, _bsum, _first, _idx, _loc, _n
 # --------------------------------------------------------------------------------------
 # elementwise: identity, lower, upper, lower-upper (infinite bounds reduce elementwise)
 # --------------------------------------------------------------------------------------
+def _check_broadcasts(who, what, vshape, shape):
+    """A ``ValueError`` unless a bound of shape ``vshape`` (``what``: which one)
+    broadcasts to the value's ``shape`` without enlarging it."""
+    try:
+        fits = np.broadcast_shapes(vshape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{who}: the {what} has shape {vshape}, which does "
+                         f"not broadcast to the value's shape {shape}")
+
+
 def _bound_values(shape, lb, ub, who):
     """Plain lower/upper bound values (absent = -inf / +inf; not broadcast), validated:
     broadcastable to ``shape``, not NaN, lower < upper."""
@@ -38,13 +50,7 @@ def _bound_values(shape, lb, ub, who):
             continue
         v = np.asarray(value_of(b), dtype=float)
         if v.ndim:
-            try:
-                ok = np.broadcast_shapes(v.shape, shape) == shape
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError(f"{who}: the {name} bound has shape {v.shape}, which does "
-                                 f"not broadcast to the value's shape {shape}")
+            _check_broadcasts(who, f"{name} bound", v.shape, shape)
         vals.append(v)
     lv, uv = vals
     bad = ~(lv < uv)
@@ -371,8 +377,7 @@ class Lower(_Elementwise):
     bound_names = ("lower",)
 
     def __init__(self, lower=None):
-        super().__init__()
-        self.declared = {"lower": lower}
+        super().__init__(lower=lower)
 
 
 class Upper(_Elementwise):
@@ -382,8 +387,7 @@ class Upper(_Elementwise):
     bound_names = ("upper",)
 
     def __init__(self, upper=None):
-        super().__init__()
-        self.declared = {"upper": upper}
+        super().__init__(upper=upper)
 
 
 class LowerUpper(_Elementwise):
@@ -403,8 +407,7 @@ class LowerUpper(_Elementwise):
     bound_names = ("lower", "upper")
 
     def __init__(self, lower=None, upper=None):
-        super().__init__()
-        self.declared = {"lower": lower, "upper": upper}
+        super().__init__(lower=lower, upper=upper)
 
 
 # --------------------------------------------------------------------------------------
@@ -413,13 +416,7 @@ class LowerUpper(_Elementwise):
 def _check_om(who, name, v, shape):
     """An offset must be finite, a multiplier positive and finite, both broadcastable."""
     a = np.asarray(v, dtype=float)
-    try:
-        fits = np.broadcast_shapes(a.shape, shape) == shape
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(f"{who}: the {name} has shape {a.shape}, which does "
-                         f"not broadcast to the value's shape {shape}")
+    _check_broadcasts(who, name, a.shape, shape)
     if name == "offset":
         ok, need = np.isfinite(a), "finite"
     else:
@@ -449,8 +446,7 @@ class OffsetMultiplier(_Elementwise):
     full_bound_names = ("offset", "multiplier")
 
     def __init__(self, offset=None, multiplier=None):
-        super().__init__()
-        self.declared = {"offset": offset, "multiplier": multiplier}
+        super().__init__(offset=offset, multiplier=multiplier)
 
     @property
     def bound_names(self):

@@ -51,9 +51,12 @@ def _bindings(decls, names):
             if old is not fn:
                 raise ValueError(f"two declared interpreter functions are named "
                                  f"'{fn.__name__}' ({old.__module__}, {fn.__module__})")
-    lines, module = [], None
+    lines, module, bound = [], None, set()
     for op in sorted(decls, key=lambda op: (decls[op].forward.__module__, op)):
         d = decls[op]
+        if (d.forward, d.reverse) in bound:
+            continue            # one pair serving several ops (SOFTMAX, LOG_SOFTMAX)
+        bound.add((d.forward, d.reverse))
         if d.forward.__module__ != module:
             module = d.forward.__module__
             lines += ["", f"# {module}"]

@@ -64,7 +64,6 @@ _dot_forward, _dot_reverse = _compiled(_O.DOT)
 _cumsum_forward, _cumsum_reverse = _compiled(_O.CUMSUM)
 _extreme_forward, _extreme_reverse = _compiled(_O.EXTREME)
 _softmax_forward, _softmax_reverse = _compiled(_O.SOFTMAX)
-_log_softmax_forward, _log_softmax_reverse = _compiled(_O.LOG_SOFTMAX)
 
 
 @_jit
@@ -163,7 +162,7 @@ def array_forward(op, V, aux, code, r):
     if op == _O.SOFTMAX:
         return _softmax_forward(V, aux, code, r)
     if op == _O.LOG_SOFTMAX:
-        return _log_softmax_forward(V, aux, code, r)
+        return _softmax_forward(V, aux, code, r)
     if op == _O.LSE_AXIS:
         return _lse_axis_forward(V, aux, code, r)
     if op == _O.GP_EXP_QUAD:
@@ -193,7 +192,7 @@ def array_reverse(op, V, A, aux, code, r):
     if op == _O.SOFTMAX:
         return _softmax_reverse(V, A, aux, code, r)
     if op == _O.LOG_SOFTMAX:
-        return _log_softmax_reverse(V, A, aux, code, r)
+        return _softmax_reverse(V, A, aux, code, r)
     if op == _O.LSE_AXIS:
         return _lse_axis_reverse(V, A, aux, code, r)
     if op == _O.GP_EXP_QUAD:

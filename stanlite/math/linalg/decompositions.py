@@ -396,11 +396,14 @@ defjvp(svd_V, _svd_v_jvp)
 # the interpreter's CHOLESKY sweeps (autodiff/vm/declare.py; program.cholesky_rule,
 # not attached to cholesky_decompose: see math/linalg/solves.py): the lower factor of
 # V[a] (X1 x X1), scratch X3 (2 X1^2 values)
+def _cholesky_row(code, r):
+    # the op row both sweeps read: the factor's place, the operand's, and the order
+    return code[r, _op.OUT], code[r, _op.A], code[r, _op.X1]
+
+
 def _cholesky_forward(V, aux, code, r):
     # the lower Cholesky factor of a symmetric positive-definite A (upper part 0)
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    n = code[r, _op.X1]
+    o, a, n = _cholesky_row(code, r)
     for i in range(n):
         for j in range(i):
             if V[a + i * n + j] != V[a + j * n + i]:
@@ -426,9 +429,7 @@ def _cholesky_forward(V, aux, code, r):
 def _cholesky_reverse(V, A, aux, code, r):
     # A_bar = sym(L^-T Phi(L^T L_bar) L^-1), Phi: the lower triangle, diagonal halved
     # (linalg._cholesky_vjp, with the whole L_bar as there); scratch X3: 2 n^2 values
-    o = code[r, _op.OUT]
-    a = code[r, _op.A]
-    n = code[r, _op.X1]
+    o, a, n = _cholesky_row(code, r)
     P = code[r, _op.X3]
     X = P + n * n
     for i in range(n):
@@ -459,4 +460,4 @@ def _cholesky_reverse(V, A, aux, code, r):
             A[a + i * n + j] += 0.5 * (V[P + i * n + j] + V[P + j * n + i])
 
 
-_defkernel(_op.CHOLESKY, _cholesky_forward, _cholesky_reverse)
+_defkernel(_op.CHOLESKY, _cholesky_forward, _cholesky_reverse, helpers=(_cholesky_row,))
