@@ -31,8 +31,9 @@ every other one loads exactly as numba does):
 
 0. the entry points wait until something compiles: a stanlite kernel's first call
    skips the hook (its arguments are arrays and numbers, typed without extensions);
-   a cache miss of a stanlite kernel runs ``init_all`` before numba compiles, and
-   any other dispatcher's first call and every ``refresh()`` run it as before;
+   a cache miss of a stanlite kernel runs ``init_all`` before numba compiles (and the
+   compile's ``refresh()`` does too), and any other dispatcher's first call runs it
+   as before;
 1. the CPU target is initialised as far as the object needs: numba's runtime's C
    functions registered with LLVM (every object using arrays calls into them), then each
    symbol the object leaves undefined is looked up (``llvmlite.binding.
@@ -170,7 +171,6 @@ def _runtime_ready(undefined):
                           address)
         _runtime_registered = True
     return all(ll.address_of_symbol(s) is not None for s in undefined)
-
 
 
 def _stand_in_env(modname, consts, env_name):
