@@ -53,7 +53,10 @@ The verdict: PASS when the fresh first draw costs <= 1 s of CPU and the cached o
 times carry other processes' work). Rows ``(python -c pass)``, ``(numpy,
 scipy.linalg, numba kernel)`` and ``(+ import stanlite)`` give the interpreter's
 floor, the libraries' floor (numba initialising its CPU target at the first cached
-kernel, ~0.2-0.3 s, is in it) and that with ``import stanlite``.
+kernel, ~0.2-0.3 s, is in it) and that with ``import stanlite``. stanlite's own
+kernels load without that initialisation (``stanlite/autodiff/vm/fast_load.py``), so
+a cached model's run can cost less than the last row (``-floor`` below 0);
+``STANLITE_FAST_LOAD=0`` in the environment measures numba's own way of loading.
 
 ``--importtime``: ``python -X importtime -c "import stanlite"`` (warm ``.pyc``),
 summed by package (numpy, scipy, stanlite's subpackages, ...) and the slowest modules

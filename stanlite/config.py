@@ -29,6 +29,10 @@ SWITCHES = {
     "STANLITE_JIT": ("0/false/no/off: no numba - the compiled interpreter and the "
                      "compiled NUTS trajectory are not used",
                      "stanlite/autodiff/vm/scalar.py, samplers/nuts_jit.py, at import"),
+    "STANLITE_FAST_LOAD": ("0/false/no/off: numba loads stanlite's cached kernels its "
+                           "own way (its whole CPU target initialised, each kernel's "
+                           "bitcode parsed)",
+                           "stanlite/autodiff/vm/fast_load.py, at import"),
     "STANLITE_VM_PASSES": ("0/false/no/off: no graph passes over interpreter "
                            "programs; 4: passes 1-4 only",
                            "stanlite/autodiff/vm/passes.py, at each lowering"),

@@ -167,9 +167,15 @@ class UnaryRule(_Rule):
         self.calls = sorted({n.func.id for n in ast.walk(self.tree)
                              if isinstance(n, ast.Call)})
         self.rule = self._function("rule", self.tree, "", self.primitive)
-        self._floats = _inline_calls(self.tree, names)
-        self.on_floats = self._function("on_floats", self._floats, "_f_", self._float_fn)
+        # the float tree is made when a function or template first needs it (as
+        # BinaryRule's: ~40 unary rules' inlining is syntax-tree work at import)
+        self.on_floats = self._function("on_floats", lambda: self._floats, "_f_",
+                                        self._float_fn)
         _DECLARED.append(self)
+
+    @functools.cached_property
+    def _floats(self):
+        return _inline_calls(self.tree, self.names)
 
     def __repr__(self):
         return f"<derivative of {self.name}: {self.d}>"

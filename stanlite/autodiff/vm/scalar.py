@@ -23,6 +23,11 @@ try:
     from numba import njit
 except ImportError:
     njit = None
+else:
+    # stanlite's kernels load from numba's cache without initialising all of numba's
+    # CPU target or parsing their bitcode (~0.3 s of a cached first draw; fast_load.py)
+    from .fast_load import install as _install_fast_load
+    _install_fast_load()
 
 # error_model="numpy": 1/0 gives inf as numpy does (the domain is checked explicitly)
 _jit = (lambda f: f) if njit is None else njit(cache=True, nogil=True,
