@@ -690,7 +690,7 @@ def _rms_times(c, x, scale, tmp, m):
     return _rms(tmp, scale)
 
 
-@_jit                                        # (not inlined: it slices D, see _bdf_steps)
+@_jit                   # (a compiled call, not inlined: it slices D, see _bdf_steps)
 def _choose_order(D, order, error_norm, scale, tmp, m):
     """scipy's choice of the next order from the error estimates of the orders
     ``order - 1, order, order + 1`` (``scale``: the new state's); -> (the change of
@@ -808,8 +808,9 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
     D = np.zeros((_MAX_ORDER + 3, m))
     C = np.empty((3, _MAX_ORDER + 1, _MAX_ORDER + 1))
     ctmp = np.empty(_MAX_ORDER + 1)
-    W = np.empty((8, m))
-    f, ynew, ypred, d, dy, psi, scale, tmp = W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7]
+    W = np.empty((8, m))                # the work vectors, as rows of one array
+    f, ynew, ypred, d = W[0], W[1], W[2], W[3]
+    dy, psi, scale, tmp = W[4], W[5], W[6], W[7]
     for i in range(m):
         y[i] = z0[i]
     # the initial step (order 1 in the step-size formula)
