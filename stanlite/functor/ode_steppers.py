@@ -268,9 +268,10 @@ def _rms(x, scale):
 # numba inlines these into dopri and bdf (its IR inliner, inline="always"), where a
 # compiled call with a tuple return cost 10-18% of a solve; they work in the stepper's
 # arrays, none allocates. Each inlined array argument still costs a reference count
-# pair: the stages of dopri's step and BDF's predictor and Newton iterations as such
-# pieces made the solves 3-5% (dopri) and ~20% (bdf) slower than the loops written
-# out, so those stay in the steppers.
+# pair (an atomic add and subtract) where LLVM's pruning leaves it: dopri's stages as
+# such a piece made its solves 3-5% slower, so they stay written out in dopri. BDF's
+# pieces run in _bdf_steps, from which numba removes every reference count operation
+# (see there).
 @_inline
 def _stop(info, st, t, total, nfev):
     """Where a solve ended: the time reached, the accepted steps, the right-hand side
@@ -356,6 +357,17 @@ def _shrink(err, safety, exponent):
     ``_MIN_FACTOR`` (a NaN error gives ``_MIN_FACTOR``, as Python's max(0.2, NaN))."""
     fac = safety * err ** exponent
     return fac if fac > _MIN_FACTOR else _MIN_FACTOR
+
+
+@_inline
+def _step_end(t, h_abs, t_end):
+    """The next step's end from ``t`` by ``h_abs``, cut to land on ``t_end``; -> (its
+    end, the step, whether it was cut)."""
+    t_new = t + h_abs
+    cut = t_new - t_end > 0
+    if cut:
+        t_new = t_end
+    return t_new, t_new - t, cut
 
 
 @_inline
@@ -489,10 +501,7 @@ def dopri(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol,
         while True:
             if h_abs < min_step:
                 return _stop(info, TOO_SMALL, t, total, nfev)
-            t_new = t + h_abs
-            if t_new - t_end > 0:
-                t_new = t_end
-            h = t_new - t
+            t_new, h, _ = _step_end(t, h_abs, t_end)
             h_abs = abs(h)
             for s in range(1, 6):
                 for i in range(m):
@@ -584,9 +593,10 @@ def _compute_R(order, factor, R):
 
 
 @_jit
-def _change_D(D, order, factor, R, U, RU, tmp):
+def _change_D(D, order, factor, C, tmp):
     """``D[:order + 1] = (R U)^T D[:order + 1]``: the differences after a change of the
-    step size by ``factor``."""
+    step size by ``factor`` (``C``: room for ``R``, ``U`` and ``R U``)."""
+    R, U, RU = C[0], C[1], C[2]
     _compute_R(order, factor, R)
     _compute_R(order, 1.0, U)
     q = order + 1
@@ -680,7 +690,7 @@ def _rms_times(c, x, scale, tmp, m):
     return _rms(tmp, scale)
 
 
-@_inline
+@_jit                   # (a compiled call, not inlined: it slices D, see _bdf_steps)
 def _choose_order(D, order, error_norm, scale, tmp, m):
     """scipy's choice of the next order from the error estimates of the orders
     ``order - 1, order, order + 1`` (``scale``: the new state's); -> (the change of
@@ -709,48 +719,133 @@ def _choose_order(D, order, error_norm, scale, tmp, m):
 
 
 @_jit
+def _newton_matrix(Jy, c, LU, piv):
+    """``LU``, ``piv``: the factors of the Newton matrix ``I - c Jy``."""
+    n = Jy.shape[0]
+    for i in range(n):
+        for j in range(n):
+            LU[i, j] = -c * Jy[i, j]
+        LU[i, i] += 1.0
+    _lu(LU, piv)
+
+
+@_inline
+def _predict(D, order, rtol, atol, ypred, scale, psi, m):
+    """The predicted state ``ypred`` (the sum of the differences ``D``), its ``scale``
+    and ``psi``, the differences' part of the BDF equation (scipy's)."""
+    for i in range(m):
+        s = 0.0
+        for j in range(order + 1):
+            s += D[j, i]
+        ypred[i] = s
+        scale[i] = atol[i] + rtol * abs(s)
+        s = 0.0
+        for j in range(1, order + 1):
+            s += D[j, i] * _GAMMA[j]
+        psi[i] = s / _ALPHA[order]
+
+
+@_inline
+def _newton(fn, ci, cf, cur, where, p, k, ptr, idx, val, J, t_new, c, LU, piv, nb,
+            ypred, psi, scale, ynew, f, d, dy, m, newton_tol):
+    """scipy's solve_bdf_system: Newton's iterations for ``ynew`` at ``t_new`` from
+    the prediction ``ypred``, ``d`` the sum of the corrections; -> (the program's
+    status, whether they converged, the iterations = the evaluations of ``f``)."""
+    for i in range(m):
+        ynew[i] = ypred[i]
+        d[i] = 0.0
+    dy_norm_old = -1.0
+    for it in range(_NEWTON_MAXITER):
+        st = fn(t_new, ynew, p, k, ptr, idx, val, J, f, ci, cf, cur, where)
+        if st != OK:
+            return st, False, it + 1
+        for i in range(m):
+            dy[i] = c * f[i] - psi[i] - d[i]
+        _lu_solve_blocks(LU, piv, dy, nb)
+        dy_norm = _rms(dy, scale)
+        if dy_norm_old >= 0.0:
+            rate = dy_norm / dy_norm_old
+            if rate >= 1.0 or (rate ** (_NEWTON_MAXITER - it) / (1 - rate) *
+                               dy_norm > newton_tol):
+                return OK, False, it + 1
+        else:
+            rate = -1.0
+        for i in range(m):
+            ynew[i] += dy[i]
+            d[i] += dy[i]
+        if dy_norm == 0.0 or (rate >= 0.0 and rate / (1 - rate) * dy_norm < newton_tol):
+            return OK, True, it + 1
+        dy_norm_old = dy_norm
+    return OK, False, _NEWTON_MAXITER
+
+
+@_inline
+def _accept(D, order, d, ynew, y, m):
+    """After an accepted step: ``y = ynew``, and scipy's update of the differences
+    ``D`` (``d``: the step's sum of Newton corrections)."""
+    for i in range(m):
+        y[i] = ynew[i]
+    for i in range(m):
+        D[order + 2, i] = d[i] - D[order + 1, i]
+        D[order + 1, i] = d[i]
+    for j in range(order, -1, -1):
+        for i in range(m):
+            D[j, i] += D[j + 1, i]
+
+
+@_jit
 def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, atol,
         max_steps, Y, y, info):
     """Integrate the (coupled) system from ``(t0, z0)`` by scipy's BDF; the arguments
     and the result as :func:`dopri` (no stiffness test: this is the stiff solver)."""
     fn = _as_rhs(fp[0], fp[1])
     m = z0.shape[0]
-    nb = 1 + k
-    T = ts.shape[0]
     J = np.empty((n, dim))
     Jy = np.empty((n, n))
     LU = np.empty((n, n))
     piv = np.zeros(n, dtype=np.int64)
     fbuf = np.empty(n)
     D = np.zeros((_MAX_ORDER + 3, m))
-    R = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
-    U = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
-    RU = np.empty((_MAX_ORDER + 1, _MAX_ORDER + 1))
+    C = np.empty((3, _MAX_ORDER + 1, _MAX_ORDER + 1))
     ctmp = np.empty(_MAX_ORDER + 1)
-    f = np.empty(m)
-    ynew = np.empty(m)
-    ypred = np.empty(m)
-    d = np.empty(m)
-    dy = np.empty(m)
-    psi = np.empty(m)
-    scale = np.empty(m)
-    tmp = np.empty(m)
+    W = np.empty((8, m))                # the work vectors, as rows of one array
+    f, ynew, ypred, d = W[0], W[1], W[2], W[3]
+    dy, psi, scale, tmp = W[4], W[5], W[6], W[7]
     for i in range(m):
         y[i] = z0[i]
-    t = t0
-    t_end = ts[T - 1]
     # the initial step (order 1 in the step-size formula)
-    st, h_abs = _start(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t0, t_end,
+    st, h_abs = _start(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, m, t0, ts[-1],
                        rtol, atol, y, f, ynew, tmp, scale, 1, info)
     if st != OK:
         return st
-    nfev = 2
-    newton_tol = max(10 * 2.220446049250313e-16 / rtol, min(0.03, rtol ** 0.5))
     # the Jacobian at the start (scipy evaluates it when the solver is made)
-    st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx,
-                        val, J, fbuf, Jy)
+    st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx, val, J, fbuf, Jy)
     if st != OK:
         return st
+    return _bdf_steps(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv,
+                      D, C, ctmp, f, ynew, ypred, d, dy, psi, scale, tmp, t0, h_abs,
+                      ts, rtol, atol, max_steps, Y, y, info)
+
+
+@_jit
+def _bdf_steps(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv, D, C,
+               ctmp, f, ynew, ypred, d, dy, psi, scale, tmp, t, h_abs, ts, rtol, atol,
+               max_steps, Y, y, info):
+    """:func:`bdf`'s steps from ``(t, y)``, ``f = f(t, y)``, ``Jy`` its Jacobian,
+    ``h_abs`` the first step size (the other arrays: room to work in).
+
+    It allocates no array, slices none and calls nothing that returns one: numba then
+    drops every reference count operation from it (numba.core.removerefctpass), and
+    its inlined pieces cost nothing. Written into bdf, each of their array arguments
+    cost an atomic reference count pair per step that LLVM's pruning left in place
+    (bdf ran ~10% slower); a slice or an allocation here would bring them all back."""
+    n = Jy.shape[0]
+    m = y.shape[0]
+    nb = 1 + k
+    T = ts.shape[0]
+    t_end = ts[T - 1]
+    nfev = 2
+    newton_tol = max(10 * 2.220446049250313e-16 / rtol, min(0.03, rtol ** 0.5))
     for i in range(m):
         D[0, i] = y[i]
         D[1, i] = f[i] * h_abs
@@ -764,79 +859,38 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
         # -- one accepted step (scipy's BDF._step_impl) -------------------------------
         min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
         if h_abs < min_step:
-            _change_D(D, order, min_step / h_abs, R, U, RU, ctmp)
+            _change_D(D, order, min_step / h_abs, C, ctmp)
             h_abs = min_step
             n_equal = 0
         current_jac = False
         while True:
             if h_abs < min_step:
                 return _stop(info, TOO_SMALL, t, total, nfev)
-            t_new = t + h_abs
-            if t_new - t_end > 0:
-                t_new = t_end
-                _change_D(D, order, abs(t_new - t) / h_abs, R, U, RU, ctmp)
+            t_new, h, cut = _step_end(t, h_abs, t_end)
+            if cut:
+                _change_D(D, order, abs(h) / h_abs, C, ctmp)
                 n_equal = 0
                 have_lu = False
-            h = t_new - t
             h_abs = abs(h)
-            for i in range(m):
-                s = 0.0
-                for j in range(order + 1):
-                    s += D[j, i]
-                ypred[i] = s
-                scale[i] = atol[i] + rtol * abs(s)
-                s = 0.0
-                for j in range(1, order + 1):
-                    s += D[j, i] * _GAMMA[j]
-                psi[i] = s / _ALPHA[order]
+            _predict(D, order, rtol, atol, ypred, scale, psi, m)
             c = h / _ALPHA[order]
-            converged = False
-            n_iter = 0
             while True:
                 if not have_lu:
-                    for i in range(n):
-                        for j in range(n):
-                            LU[i, j] = -c * Jy[i, j]
-                        LU[i, i] += 1.0
-                    _lu(LU, piv)
+                    _newton_matrix(Jy, c, LU, piv)
                     have_lu = True
-                # Newton's iterations (scipy's solve_bdf_system)
-                for i in range(m):
-                    ynew[i] = ypred[i]
-                    d[i] = 0.0
-                dy_norm_old = -1.0
-                converged = False
-                for it in range(_NEWTON_MAXITER):
-                    n_iter = it + 1
-                    st = fn(t_new, ynew, p, k, ptr, idx, val, J, f,
-                    ci, cf, cur, where)
-                    nfev += 1
-                    if st != OK:
-                        info[I_NFEV] = nfev
-                        return st
-                    for i in range(m):
-                        dy[i] = c * f[i] - psi[i] - d[i]
-                    _lu_solve_blocks(LU, piv, dy, nb)
-                    dy_norm = _rms(dy, scale)
-                    if dy_norm_old >= 0.0:
-                        rate = dy_norm / dy_norm_old
-                        if rate >= 1.0 or (rate ** (_NEWTON_MAXITER - it) / (1 - rate) *
-                                           dy_norm > newton_tol):
-                            break
-                    else:
-                        rate = -1.0
-                    for i in range(m):
-                        ynew[i] += dy[i]
-                        d[i] += dy[i]
-                    if dy_norm == 0.0 or \
-                            (rate >= 0.0 and rate / (1 - rate) * dy_norm < newton_tol):
-                        converged = True
-                        break
-                    dy_norm_old = dy_norm
+                st, converged, n_iter = _newton(fn, ci, cf, cur, where, p, k, ptr, idx,
+                                                val, J, t_new, c, LU, piv, nb, ypred,
+                                                psi, scale, ynew, f, d, dy, m,
+                                                newton_tol)
+                nfev += n_iter
+                if st != OK:
+                    info[I_NFEV] = nfev
+                    return st
                 if converged or current_jac:
                     break
-                st = _jac_y(fn, ci, cf, cur, where, n, t_new, ypred, p, ptr, idx,
-                        val, J, fbuf, Jy)
+                # not converged: a fresh Jacobian at the prediction, and again
+                st = _jac_y(fn, ci, cf, cur, where, n, t_new, ypred, p, ptr, idx, val,
+                            J, fbuf, Jy)
                 if st != OK:
                     info[I_NFEV] = nfev
                     return st
@@ -844,41 +898,31 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
                 current_jac = True
             if not converged:
                 h_abs *= 0.5
-                _change_D(D, order, 0.5, R, U, RU, ctmp)
+                _change_D(D, order, 0.5, C, ctmp)
                 n_equal = 0
                 have_lu = False
                 continue
             safety = 0.9 * (2 * _NEWTON_MAXITER + 1) / (2 * _NEWTON_MAXITER + n_iter)
             for i in range(m):
                 scale[i] = atol[i] + rtol * abs(ynew[i])
-                tmp[i] = _ERROR_CONST[order] * d[i]
-            error_norm = _rms(tmp, scale)
+            error_norm = _rms_times(_ERROR_CONST[order], d, scale, tmp, m)
             if error_norm > 1.0:
-                fac = safety * error_norm ** (-1.0 / (order + 1))
-                if not fac > _MIN_FACTOR:
-                    fac = _MIN_FACTOR
+                fac = _shrink(error_norm, safety, -1.0 / (order + 1))
                 h_abs *= fac
-                _change_D(D, order, fac, R, U, RU, ctmp)
+                _change_D(D, order, fac, C, ctmp)
                 n_equal = 0
             else:
                 break
         n_equal += 1
         t = t_new
-        for i in range(m):
-            y[i] = ynew[i]
-        for i in range(m):
-            D[order + 2, i] = d[i] - D[order + 1, i]
-            D[order + 1, i] = d[i]
-        for j in range(order, -1, -1):
-            for i in range(m):
-                D[j, i] += D[j + 1, i]
+        _accept(D, order, d, ynew, y, m)
         if n_equal >= order + 1:
             # a new order and step size (scale is still that of y_new)
             delta, best = _choose_order(D, order, error_norm, scale, tmp, m)
             order += delta
             fac = min(_MAX_FACTOR, safety * best)
             h_abs *= fac
-            _change_D(D, order, fac, R, U, RU, ctmp)
+            _change_D(D, order, fac, C, ctmp)
             n_equal = 0
             have_lu = False
         total += 1
@@ -900,5 +944,6 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
 # the kernels carry the interpreter's machine code in their numba cache, which numba
 # keys on this file alone: drop it when the interpreter's source changes
 _k.drop_stale_cache([_load_run, _other, _interp, _rms, dopri, _compute_R, _change_D,
-                     _jac_y, _lu, _lu_solve_blocks, bdf], "ode_steppers")
+                     _jac_y, _lu, _lu_solve_blocks, _choose_order,
+                     _newton_matrix, bdf, _bdf_steps], "ode_steppers")
 eager([(interp, RHS_SIG)], "ode_steppers")
