@@ -822,13 +822,13 @@ def bdf(fp, ci, cf, cur, where, dim, n, k, p, ptr, idx, val, z0, t0, ts, rtol, a
     st = _jac_y(fn, ci, cf, cur, where, n, t0, y, p, ptr, idx, val, J, fbuf, Jy)
     if st != OK:
         return st
-    return _bdf_steps(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv,
+    return _bdf_steps(fp, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv,
                       D, C, ctmp, f, ynew, ypred, d, dy, psi, scale, tmp, t0, h_abs,
                       ts, rtol, atol, max_steps, Y, y, info)
 
 
 @_jit
-def _bdf_steps(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv, D, C,
+def _bdf_steps(fp, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv, D, C,
                ctmp, f, ynew, ypred, d, dy, psi, scale, tmp, t, h_abs, ts, rtol, atol,
                max_steps, Y, y, info):
     """:func:`bdf`'s steps from ``(t, y)``, ``f = f(t, y)``, ``Jy`` its Jacobian,
@@ -838,7 +838,12 @@ def _bdf_steps(fn, ci, cf, cur, where, k, p, ptr, idx, val, J, Jy, fbuf, LU, piv
     drops every reference count operation from it (numba.core.removerefctpass), and
     its inlined pieces cost nothing. Written into bdf, each of their array arguments
     cost an atomic reference count pair per step that LLVM's pruning left in place
-    (bdf ran ~10% slower); a slice or an allocation here would bring them all back."""
+    (bdf ran ~10% slower); a slice or an allocation here would bring them all back.
+    The right-hand side comes as its addresses ``fp`` and is made a function here:
+    a first-class function passed between two compiled functions is what numba
+    warns of as experimental (NumbaExperimentalFeatureWarning, an error under the
+    test suite's filters), a function made inside one is not."""
+    fn = _as_rhs(fp[0], fp[1])
     n = Jy.shape[0]
     m = y.shape[0]
     nb = 1 + k
