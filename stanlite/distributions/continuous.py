@@ -48,7 +48,8 @@ from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autod
 from ..autodiff.vm.declare import defkernel as _defkernel
 from ..autodiff.vm.scalar import _digamma
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
-                                   deflower as _deflower, density as _ld)
+                                   deflower as _deflower, density as _ld,
+                                   density_op as _density_op)
 from ..errors import DomainError
 from ..math import log_Phi
 from ..math.cdf_series import student_t_log_cdf, student_t_log_cdf_dnu, t_logpdf
@@ -176,36 +177,26 @@ normal_lpdf, normal_lcdf, normal_lccdf, normal_rng = family(
     -1.418939
     """,
     rng_doc="""Draws from N(mu, sigma), shaped like the broadcast of the arguments.""")
-_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
-_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
+# the interpreter's NORMAL op, by element (autodiff/vm/program.py density_op; its sweeps
+# are also normal_id_glm's)
+def _scale_positive(y, mu, s):
+    # the domain of the location-scale densities' interpreter ops (normal, cauchy)
+    return s > 0.0
 
 
-# the interpreter's NORMAL sweeps (autodiff/vm/declare.py; also normal_id_glm's)
-def _normal_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        s = V[c + i * sc]
-        if not s > 0.0:
-            return _op.DOMAIN, 0.0
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        lp += -0.5 * z * z - math.log(s)
-    return _op.OK, lp - n * HALF_LOG_TWO_PI
+def _normal_lp(y, mu, s):
+    z = (y - mu) / s
+    return -0.5 * z * z - math.log(s)
 
 
-def _normal_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        s = V[c + i * sc]
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        dmu = g * z / s
-        if m & 1:
-            A[a + i * sa] -= dmu
-        if m & 2:
-            A[b + i * sb] += dmu
-        if m & 4:
-            A[c + i * sc] += g * (z * z - 1.0) / s
+def _normal_partials(m, g, y, mu, s):
+    z = (y - mu) / s
+    dmu = g * z / s
+    return -dmu, dmu, g * (z * z - 1.0) / s
 
 
-_defkernel(_op.NORMAL, _normal_value, _normal_grad, kind="density")
+_density_op(normal_lpdf, _op.NORMAL, ("not_nan", "finite", "positive_finite"),
+            _normal_lp, _normal_partials, _scale_positive, constant=HALF_LOG_TWO_PI)
 
 
 # std_normal: the same kernels with mu = 0, sigma = 1 (one-argument fused nodes)
@@ -447,36 +438,21 @@ cauchy_lpdf, cauchy_lcdf, cauchy_lccdf, cauchy_rng = family(
     """, lcdf_doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""",
     lccdf_doc="""Cauchy log complementary CDF, summed: log(1/2 - atan((y - mu)/sigma)/pi).""",
     rng_doc="""Draws from Cauchy(mu, sigma).""")
-_deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
-_check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
+# the interpreter's CAUCHY op, by element (autodiff/vm/program.py density_op)
+def _cauchy_lp(y, mu, s):
+    z = (y - mu) / s
+    return -math.log1p(z * z) - math.log(s)
 
 
-def _cauchy_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        s = V[c + i * sc]
-        if not s > 0.0:
-            return _op.DOMAIN, 0.0
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        lp += -math.log1p(z * z) - math.log(s)
-    return _op.OK, lp - n * LOG_PI
+def _cauchy_partials(m, g, y, mu, s):
+    z = (y - mu) / s
+    w = 1.0 / (1.0 + z * z)
+    dy = -g * 2.0 * z * w / s
+    return dy, -dy, g * (2.0 * z * z * w - 1.0) / s
 
 
-def _cauchy_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        s = V[c + i * sc]
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        w = 1.0 / (1.0 + z * z)
-        dy = -g * 2.0 * z * w / s
-        if m & 1:
-            A[a + i * sa] += dy
-        if m & 2:
-            A[b + i * sb] -= dy
-        if m & 4:
-            A[c + i * sc] += g * (2.0 * z * z * w - 1.0) / s
-
-
-_defkernel(_op.CAUCHY, _cauchy_value, _cauchy_grad, kind="density")
+_density_op(cauchy_lpdf, _op.CAUCHY, ("not_nan", "finite", "positive_finite"),
+            _cauchy_lp, _cauchy_partials, _scale_positive, constant=LOG_PI)
 
 
 # --------------------------------------------------------------------------------------

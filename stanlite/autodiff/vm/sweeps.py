@@ -88,7 +88,7 @@ def compiled(op):
     if _COMPILED is None:
         decls = declared_kernels()
         _COMPILED = build(decls, _jit)
-        _flush_stale([f for pair in _COMPILED.values() for f in pair], decls)
+        _flush_stale(_COMPILED, decls)
     if op not in _COMPILED:
         raise ImportError(f"the interpreter's array op {op_names().get(op, op)} is not "
                           "declared: import stanlite first, or regenerate ops_generated.py "
@@ -160,13 +160,21 @@ def fingerprint(decls=None):
     return "\n".join(sorted(lines))
 
 
-def _flush_stale(dispatchers, decls):
+def _flush_stale(compiled_ops, decls):
     """The compiled sweeps' own caches carry this file's way of compiling them, the
-    op codes, the scalar helpers and the numbers they read (other files than theirs,
-    which numba does not watch)."""
+    op codes, the scalar helpers, the numbers they read and the files of their op's
+    declared functions: other files than theirs, which numba does not watch (a sweep
+    made by ``declare.defdensity`` is written in declare.py, its per-element functions
+    inlined from the family's file)."""
     if scalar.njit is None:
         return
     from .stale_cache import flush_when_changed
-    flush_when_changed(dispatchers, "sweeps", (__file__, opcodes.__file__,
-                                               scalar.__file__),
-                       "vm-deps", extra=fingerprint(decls))
+    extra = fingerprint(decls)
+    by_files = {}               # the op's declaring files -> its compiled sweeps
+    for op, pair in compiled_ops.items():
+        files = tuple(sources({op: decls[op]}))
+        by_files.setdefault(files, []).extend(pair)
+    for files, dispatchers in sorted(by_files.items()):
+        flush_when_changed(dispatchers, "sweeps", (__file__, opcodes.__file__,
+                                                   scalar.__file__) + files,
+                           "vm-deps", extra=extra)
