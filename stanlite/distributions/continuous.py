@@ -468,25 +468,32 @@ def _double_exponential(need, y, mu, sigma):
     return lp, _ls_parts(need, z, inv_s, dz, True)
 
 
-def _double_exponential_cdf_kernel(upper):
-    # F = exp(z)/2 for z < 0, 1 - exp(-z)/2 for z >= 0; each branch is evaluated on
-    # an argument clamped to its own side (no overflow, no NaN in the branch not taken)
+def _ls_tail(std_tail, upper):
+    """The lcdf kernel (lccdf with ``upper``) of a location-scale family
+    (y | mu, sigma) from its standard tail, ``std_tail(z, upper, need) -> (summed log
+    tail, its derivative in z or None)``: the standardization and the chain rule
+    (:func:`_ls_parts`) written once."""
     def kernel(need, y, mu, sigma):
         inv_s = 1.0 / sigma
         z = (y - mu) * inv_s
-        neg = plain(z) < 0
-        if upper:
-            zn = _where(neg, z, 0.0)
-            e = sm.exp(zn)
-            lp = sm.sum(_where(neg, sm.log1m(0.5 * e), -LOG_TWO - z))
-            dz = _where(neg, -e / (2.0 - e), -1.0) if any(need) else None
-        else:
-            zp = _where(neg, 0.0, z)
-            e = sm.exp(-zp)
-            lp = sm.sum(_where(neg, z - LOG_TWO, sm.log1m(0.5 * e)))
-            dz = _where(neg, 1.0, e / (2.0 - e)) if any(need) else None
+        lp, dz = std_tail(z, upper, need)
         return lp, _ls_parts(need, z, inv_s, dz, False)
     return kernel
+
+
+def _double_exponential_tail(z, upper, need):
+    # F = exp(z)/2 for z < 0, 1 - exp(-z)/2 for z >= 0; each branch is evaluated on
+    # an argument clamped to its own side (no overflow, no NaN in the branch not taken)
+    neg = plain(z) < 0
+    if upper:
+        zn = _where(neg, z, 0.0)
+        e = sm.exp(zn)
+        lp = sm.sum(_where(neg, sm.log1m(0.5 * e), -LOG_TWO - z))
+        return lp, _where(neg, -e / (2.0 - e), -1.0) if any(need) else None
+    zp = _where(neg, 0.0, z)
+    e = sm.exp(-zp)
+    lp = sm.sum(_where(neg, z - LOG_TWO, sm.log1m(0.5 * e)))
+    return lp, _where(neg, 1.0, e / (2.0 - e)) if any(need) else None
 
 
 (double_exponential_lpdf,
@@ -494,8 +501,8 @@ def _double_exponential_cdf_kernel(upper):
  double_exponential_lccdf,
  double_exponential_rng) = family(
     "double_exponential", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_double_exponential, lcdf=_double_exponential_cdf_kernel(False),
-    lccdf=_double_exponential_cdf_kernel(True),
+    lpdf=_double_exponential, lcdf=_ls_tail(_double_exponential_tail, False),
+    lccdf=_ls_tail(_double_exponential_tail, True),
     rng="laplace",
     doc="""Double exponential (Laplace) log density, summed over the broadcast elements.
 
@@ -529,25 +536,19 @@ def _logistic(need, y, mu, sigma):
     return lp, _ls_parts(need, z, inv_s, dz, True)
 
 
-def _logistic_cdf_kernel(upper):
+def _logistic_tail(z, upper, need):
     # log F = log_inv_logit(z), d/dz = inv_logit(-z);
     # log(1 - F) = log1m_inv_logit(z), d/dz = -inv_logit(z)
-    def kernel(need, y, mu, sigma):
-        inv_s = 1.0 / sigma
-        z = (y - mu) * inv_s
-        if upper:
-            lp = sm.sum(sm.log1m_inv_logit(z))
-            dz = -sm.inv_logit(z) if any(need) else None
-        else:
-            lp = sm.sum(sm.log_inv_logit(z))
-            dz = sm.inv_logit(-z) if any(need) else None
-        return lp, _ls_parts(need, z, inv_s, dz, False)
-    return kernel
+    if upper:
+        lp = sm.sum(sm.log1m_inv_logit(z))
+        return lp, -sm.inv_logit(z) if any(need) else None
+    lp = sm.sum(sm.log_inv_logit(z))
+    return lp, sm.inv_logit(-z) if any(need) else None
 
 
 logistic_lpdf, logistic_lcdf, logistic_lccdf, logistic_rng = family(
     "logistic", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_logistic,
-    lcdf=_logistic_cdf_kernel(False), lccdf=_logistic_cdf_kernel(True), as_float=True,
+    lcdf=_ls_tail(_logistic_tail, False), lccdf=_ls_tail(_logistic_tail, True), as_float=True,
     rng="logistic",
     doc="""Logistic log density, summed over the broadcast elements.
 
@@ -577,27 +578,19 @@ def _gumbel(need, y, mu, beta):
     return lp, _ls_parts(need, z, inv_s, dz, True)
 
 
-def _gumbel_cdf_kernel(upper):
+def _gumbel_tail(z, upper, need):
     # log F = -exp(-z), d/dz = exp(-z);  log(1 - F) = log1m_exp(-exp(-z)),
     # d/dz = -exp(-z - exp(-z) - log(1 - F)) (finite where exp(-z) overflows)
-    def kernel(need, y, mu, beta):
-        inv_s = 1.0 / beta
-        z = (y - mu) * inv_s
-        u = sm.exp(-z)
-        if upper:
-            ls = sm.log1m_exp(-u)
-            lp = sm.sum(ls)
-            dz = -sm.exp(-z - u - ls) if any(need) else None
-        else:
-            lp = -sm.sum(u)
-            dz = u
-        return lp, _ls_parts(need, z, inv_s, dz, False)
-    return kernel
+    u = sm.exp(-z)
+    if upper:
+        ls = sm.log1m_exp(-u)
+        return sm.sum(ls), -sm.exp(-z - u - ls) if any(need) else None
+    return -sm.sum(u), u
 
 
 gumbel_lpdf, gumbel_lcdf, gumbel_lccdf, gumbel_rng = family(
     "gumbel", (("y", NOT_NAN), ("mu", FINITE), ("beta", POSITIVE)), lpdf=_gumbel,
-    lcdf=_gumbel_cdf_kernel(False), lccdf=_gumbel_cdf_kernel(True), as_float=True,
+    lcdf=_ls_tail(_gumbel_tail, False), lccdf=_ls_tail(_gumbel_tail, True), as_float=True,
     rng="gumbel",
     doc="""Gumbel log density, summed over the broadcast elements.
 
