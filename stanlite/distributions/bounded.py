@@ -563,7 +563,6 @@ def _gamma_lp(y, al, be):
 
 
 def _gamma_partials(m, g, y, al, be):
-    # (digamma only where alpha needs it)
     return (g * ((al - 1.0) / y - be),
             g * (math.log(be) - _digamma(al) + math.log(y)) if m & 2 else 0.0,
             g * (al / be - y))
@@ -698,8 +697,7 @@ def _beta_lp(y, p, q):
 
 
 def _beta_partials(m, g, y, p, q):
-    # (the tape's digamma differences: _digamma_diff, no cancellation; each only
-    # where its argument needs it)
+    # (the tape's digamma differences: _digamma_diff, no cancellation)
     return (g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y)),
             g * (math.log(y) - _digamma_diff(p, q)) if m & 2 else 0.0,
             g * (math.log1p(-y) - _digamma_diff(q, p)) if m & 4 else 0.0)

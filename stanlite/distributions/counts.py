@@ -256,7 +256,7 @@ def _poisson_log_lp(cnt, al, lg):
 
 
 def _poisson_log_partials(m, g, cnt, al, lg):
-    return 0.0, g * (cnt - math.exp(al)), 0.0
+    return 0.0, g * (cnt - math.exp(al)) if m & 2 else 0.0, 0.0
 
 
 _density_op(poisson_log_lpmf, _op.POISSON_LOG, (None, "finite"), _poisson_log_lp,

@@ -146,8 +146,13 @@ def defdensity(op, lp, partials, inside=None, arity=3, table=False, constant=0.0
                                       everywhere;
     ``partials(m, g, y, p[, q])``     the adjoints' increments, ``g`` (the output's
                                       adjoint) times the element's partials, as a tuple
-                                      of ``arity``; ``m`` is the row's MASK, for a
-                                      costly partial no argument needs (0.0 then).
+                                      of ``arity``; ``m`` is the row's MASK, bit k - 1
+                                      set where argument k needs one: a partial whose
+                                      argument needs none is not used. Arithmetic is
+                                      best computed as is (the compiler sinks it;
+                                      a branch each costs more), a call to a
+                                      transcendental or special function only where
+                                      needed (``... if m & 2 else 0.0``).
 
     ``arity`` is 2 or 3 values an element; ``table``: the third is no argument but the
     per-element constant the lowering stores at X1 (read with the first argument's
