@@ -43,10 +43,8 @@ import numpy as np
 from .. import math as sm
 from ..autodiff.var import guarded, shape_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
-from ..autodiff.vm.declare import defkernel as _defkernel
 from ..autodiff.vm.scalar import _digamma, _digamma_diff, _lbeta
-from ..autodiff.vm.program import (check_lowering as _check_lowering,
-                                   deflower as _deflower, density as _ld,
+from ..autodiff.vm.program import (density_op as _density_op,
                                    guard_lowering as _guard_lowering)
 from ..errors import DomainError
 from ..math.incomplete import beta_tail, gamma_tail, times_log as _xlog
@@ -267,37 +265,27 @@ lognormal_lpdf, lognormal_lcdf, lognormal_lccdf, lognormal_rng = family(
     """, lcdf_doc=cdf_doc("lognormal", "log Phi((log y - mu) / sigma)", "lcdf"),
     lccdf_doc=cdf_doc("lognormal", "log Phi(-(log y - mu) / sigma)", "lccdf"),
     rng_doc=rng_doc("LogNormal(mu, sigma)", "exp of a normal draw"))
-_deflower(lognormal_lpdf, _ld(_op.LOGNORMAL, 3))
-_check_lowering(lognormal_lpdf, "nonnegative_finite", "finite", "positive_finite")
 
 
-def _lognormal_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        y = V[a + i * sa]
-        s = V[c + i * sc]
-        if not (s > 0.0 and y > 0.0):
-            return _op.DOMAIN, 0.0
-        ly = math.log(y)
-        z = (ly - V[b + i * sb]) / s
-        lp += -0.5 * z * z - math.log(s) - ly
-    return _op.OK, lp - n * _HALF_LOG_TWO_PI
+# the interpreter's LOGNORMAL op, by element (autodiff/vm/program.py density_op)
+def _lognormal_inside(y, mu, s):
+    return s > 0.0 and y > 0.0
 
 
-def _lognormal_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        y = V[a + i * sa]
-        s = V[c + i * sc]
-        z = (math.log(y) - V[b + i * sb]) / s
-        if m & 1:
-            A[a + i * sa] -= g * (z / s + 1.0) / y
-        if m & 2:
-            A[b + i * sb] += g * z / s
-        if m & 4:
-            A[c + i * sc] += g * (z * z - 1.0) / s
+def _lognormal_lp(y, mu, s):
+    ly = math.log(y)
+    z = (ly - mu) / s
+    return -0.5 * z * z - math.log(s) - ly
 
 
-_defkernel(_op.LOGNORMAL, _lognormal_value, _lognormal_grad, kind="density")
+def _lognormal_partials(m, g, y, mu, s):
+    z = (math.log(y) - mu) / s
+    return -g * (z / s + 1.0) / y, g * z / s, g * (z * z - 1.0) / s
+
+
+_density_op(lognormal_lpdf, _op.LOGNORMAL, ("nonnegative_finite", "finite", "positive_finite"),
+            _lognormal_lp, _lognormal_partials, _lognormal_inside,
+            constant=_HALF_LOG_TWO_PI)
 
 
 # --------------------------------------------------------------------------------------
@@ -495,32 +483,23 @@ exponential_lpdf, exponential_lcdf, exponential_lccdf, exponential_rng = family(
     """, lcdf_doc=cdf_doc("exponential", "log(1 - exp(-beta y))", "lcdf"),
     lccdf_doc=cdf_doc("exponential", "-beta y", "lccdf"),
     rng_doc=rng_doc("Exponential(beta)", "rate beta, mean 1/beta"))
-_deflower(exponential_lpdf, _ld(_op.EXPONENTIAL, 2))
-_check_lowering(exponential_lpdf, "nonnegative_finite", "positive_finite")
 
 
-def _exponential_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        y = V[a + i * sa]
-        beta = V[b + i * sb]
-        if not (beta > 0.0 and y >= 0.0):
-            return _op.DOMAIN, 0.0
-        lp += math.log(beta) - beta * y
-    return _op.OK, lp
+# the interpreter's EXPONENTIAL op, by element (autodiff/vm/program.py density_op)
+def _exponential_inside(y, beta):
+    return beta > 0.0 and y >= 0.0
 
 
-def _exponential_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        y = V[a + i * sa]
-        beta = V[b + i * sb]
-        if m & 1:
-            A[a + i * sa] -= g * beta
-        if m & 2:
-            A[b + i * sb] += g * (1.0 / beta - y)
+def _exponential_lp(y, beta):
+    return math.log(beta) - beta * y
 
 
-_defkernel(_op.EXPONENTIAL, _exponential_value, _exponential_grad, kind="density")
+def _exponential_partials(m, g, y, beta):
+    return -g * beta, g * (1.0 / beta - y)
+
+
+_density_op(exponential_lpdf, _op.EXPONENTIAL, ("nonnegative_finite", "positive_finite"),
+            _exponential_lp, _exponential_partials, _exponential_inside)
 
 
 def _gamma(need, y, alpha, beta):
@@ -572,36 +551,26 @@ gamma_lpdf, gamma_lcdf, gamma_lccdf, gamma_rng = family(
                             "gamma; differentiable in alpha too)", "lcdf"),
     lccdf_doc=cdf_doc("gamma", "log Q(alpha, beta y)", "lccdf"),
     rng_doc=rng_doc("Gamma(alpha, beta)", "shape alpha, rate beta"))
-_deflower(gamma_lpdf, _ld(_op.GAMMA, 3))
-_check_lowering(gamma_lpdf, "nonnegative_finite", "positive_finite", "positive_finite")
 
 
-def _gamma_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        y = V[a + i * sa]
-        al = V[b + i * sb]
-        be = V[c + i * sc]
-        if not (al > 0.0 and be > 0.0 and y >= 0.0):
-            return _op.DOMAIN, 0.0
-        lp += al * math.log(be) - math.lgamma(al) + (al - 1.0) * math.log(y) - be * y
-    return _op.OK, lp
+# the interpreter's GAMMA op, by element (autodiff/vm/program.py density_op)
+def _gamma_inside(y, al, be):
+    return al > 0.0 and be > 0.0 and y >= 0.0
 
 
-def _gamma_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        y = V[a + i * sa]
-        al = V[b + i * sb]
-        be = V[c + i * sc]
-        if m & 1:
-            A[a + i * sa] += g * ((al - 1.0) / y - be)
-        if m & 2:
-            A[b + i * sb] += g * (math.log(be) - _digamma(al) + math.log(y))
-        if m & 4:
-            A[c + i * sc] += g * (al / be - y)
+def _gamma_lp(y, al, be):
+    return al * math.log(be) - math.lgamma(al) + (al - 1.0) * math.log(y) - be * y
 
 
-_defkernel(_op.GAMMA, _gamma_value, _gamma_grad, kind="density")
+def _gamma_partials(m, g, y, al, be):
+    return (g * ((al - 1.0) / y - be),
+            g * (math.log(be) - _digamma(al) + math.log(y)) if m & 2 else 0.0,
+            g * (al / be - y))
+
+
+_density_op(gamma_lpdf, _op.GAMMA,
+            ("nonnegative_finite", "positive_finite", "positive_finite"),
+            _gamma_lp, _gamma_partials, _gamma_inside)
 
 
 def _inv_gamma(need, y, alpha, beta):
@@ -715,38 +684,27 @@ beta_lpdf, beta_lcdf, beta_lccdf, beta_rng = family(
                            "beta; differentiable in alpha and beta too)", "lcdf"),
     lccdf_doc=cdf_doc("beta", "log(1 - I_theta(alpha, beta))", "lccdf"),
     rng_doc=rng_doc("Beta(alpha, beta)", "numpy's beta"))
-_deflower(beta_lpdf, _ld(_op.BETA, 3))
-_check_lowering(beta_lpdf, "unit", "positive_finite", "positive_finite")
 
 
-def _beta_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        y = V[a + i * sa]
-        p = V[b + i * sb]
-        q = V[c + i * sc]
-        if not (p > 0.0 and q > 0.0 and y >= 0.0 and y <= 1.0):
-            return _op.DOMAIN, 0.0
-        # (the tape's lbeta, math/special.py: accurate where the lgamma sum cancels)
-        lp += ((p - 1.0) * math.log(y) + (q - 1.0) * math.log1p(-y) - _lbeta(p, q))
-    return _op.OK, lp
+# the interpreter's BETA op, by element (autodiff/vm/program.py density_op)
+def _beta_inside(y, p, q):
+    return p > 0.0 and q > 0.0 and y >= 0.0 and y <= 1.0
 
 
-def _beta_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        y = V[a + i * sa]
-        p = V[b + i * sb]
-        q = V[c + i * sc]
-        if m & 1:
-            A[a + i * sa] += g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y))
-        # (the tape's digamma differences: _digamma_diff, no cancellation)
-        if m & 2:
-            A[b + i * sb] += g * (math.log(y) - _digamma_diff(p, q))
-        if m & 4:
-            A[c + i * sc] += g * (math.log1p(-y) - _digamma_diff(q, p))
+def _beta_lp(y, p, q):
+    # (the tape's lbeta, math/special.py: accurate where the lgamma sum cancels)
+    return (p - 1.0) * math.log(y) + (q - 1.0) * math.log1p(-y) - _lbeta(p, q)
 
 
-_defkernel(_op.BETA, _beta_value, _beta_grad, kind="density")
+def _beta_partials(m, g, y, p, q):
+    # (the tape's digamma differences: _digamma_diff, no cancellation)
+    return (g * ((p - 1.0) / y - (q - 1.0) / (1.0 - y)),
+            g * (math.log(y) - _digamma_diff(p, q)) if m & 2 else 0.0,
+            g * (math.log1p(-y) - _digamma_diff(q, p)) if m & 4 else 0.0)
+
+
+_density_op(beta_lpdf, _op.BETA, ("unit", "positive_finite", "positive_finite"),
+            _beta_lp, _beta_partials, _beta_inside)
 
 
 def _beta_proportion(need, theta, mu, kappa):

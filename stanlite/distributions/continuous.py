@@ -48,7 +48,8 @@ from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autod
 from ..autodiff.vm.declare import defkernel as _defkernel
 from ..autodiff.vm.scalar import _digamma
 from ..autodiff.vm.program import (check_lowering as _check_lowering,
-                                   deflower as _deflower, density as _ld)
+                                   deflower as _deflower, density as _ld,
+                                   density_op as _density_op)
 from ..errors import DomainError
 from ..math import log_Phi
 from ..math.cdf_series import student_t_log_cdf, student_t_log_cdf_dnu, t_logpdf
@@ -176,36 +177,26 @@ normal_lpdf, normal_lcdf, normal_lccdf, normal_rng = family(
     -1.418939
     """,
     rng_doc="""Draws from N(mu, sigma), shaped like the broadcast of the arguments.""")
-_deflower(normal_lpdf, _ld(_op.NORMAL, 3))
-_check_lowering(normal_lpdf, "not_nan", "finite", "positive_finite")
+# the interpreter's NORMAL op, by element (autodiff/vm/program.py density_op; its sweeps
+# are also normal_id_glm's)
+def _scale_positive(y, mu, s):
+    # the domain of the location-scale densities' interpreter ops (normal, cauchy)
+    return s > 0.0
 
 
-# the interpreter's NORMAL sweeps (autodiff/vm/declare.py; also normal_id_glm's)
-def _normal_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        s = V[c + i * sc]
-        if not s > 0.0:
-            return _op.DOMAIN, 0.0
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        lp += -0.5 * z * z - math.log(s)
-    return _op.OK, lp - n * HALF_LOG_TWO_PI
+def _normal_lp(y, mu, s):
+    z = (y - mu) / s
+    return -0.5 * z * z - math.log(s)
 
 
-def _normal_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        s = V[c + i * sc]
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        dmu = g * z / s
-        if m & 1:
-            A[a + i * sa] -= dmu
-        if m & 2:
-            A[b + i * sb] += dmu
-        if m & 4:
-            A[c + i * sc] += g * (z * z - 1.0) / s
+def _normal_partials(m, g, y, mu, s):
+    z = (y - mu) / s
+    dmu = g * z / s
+    return -dmu, dmu, g * (z * z - 1.0) / s
 
 
-_defkernel(_op.NORMAL, _normal_value, _normal_grad, kind="density")
+_density_op(normal_lpdf, _op.NORMAL, ("not_nan", "finite", "positive_finite"),
+            _normal_lp, _normal_partials, _scale_positive, constant=HALF_LOG_TWO_PI)
 
 
 # std_normal: the same kernels with mu = 0, sigma = 1 (one-argument fused nodes)
@@ -447,36 +438,21 @@ cauchy_lpdf, cauchy_lcdf, cauchy_lccdf, cauchy_rng = family(
     """, lcdf_doc="""Cauchy log CDF, summed: log(1/2 + atan((y - mu)/sigma)/pi).""",
     lccdf_doc="""Cauchy log complementary CDF, summed: log(1/2 - atan((y - mu)/sigma)/pi).""",
     rng_doc="""Draws from Cauchy(mu, sigma).""")
-_deflower(cauchy_lpdf, _ld(_op.CAUCHY, 3))
-_check_lowering(cauchy_lpdf, "not_nan", "finite", "positive_finite")
+# the interpreter's CAUCHY op, by element (autodiff/vm/program.py density_op)
+def _cauchy_lp(y, mu, s):
+    z = (y - mu) / s
+    return -math.log1p(z * z) - math.log(s)
 
 
-def _cauchy_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        s = V[c + i * sc]
-        if not s > 0.0:
-            return _op.DOMAIN, 0.0
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        lp += -math.log1p(z * z) - math.log(s)
-    return _op.OK, lp - n * LOG_PI
+def _cauchy_partials(m, g, y, mu, s):
+    z = (y - mu) / s
+    w = 1.0 / (1.0 + z * z)
+    dy = -g * 2.0 * z * w / s
+    return dy, -dy, g * (2.0 * z * z * w - 1.0) / s
 
 
-def _cauchy_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        s = V[c + i * sc]
-        z = (V[a + i * sa] - V[b + i * sb]) / s
-        w = 1.0 / (1.0 + z * z)
-        dy = -g * 2.0 * z * w / s
-        if m & 1:
-            A[a + i * sa] += dy
-        if m & 2:
-            A[b + i * sb] -= dy
-        if m & 4:
-            A[c + i * sc] += g * (2.0 * z * z * w - 1.0) / s
-
-
-_defkernel(_op.CAUCHY, _cauchy_value, _cauchy_grad, kind="density")
+_density_op(cauchy_lpdf, _op.CAUCHY, ("not_nan", "finite", "positive_finite"),
+            _cauchy_lp, _cauchy_partials, _scale_positive, constant=LOG_PI)
 
 
 # --------------------------------------------------------------------------------------
@@ -492,25 +468,32 @@ def _double_exponential(need, y, mu, sigma):
     return lp, _ls_parts(need, z, inv_s, dz, True)
 
 
-def _double_exponential_cdf_kernel(upper):
-    # F = exp(z)/2 for z < 0, 1 - exp(-z)/2 for z >= 0; each branch is evaluated on
-    # an argument clamped to its own side (no overflow, no NaN in the branch not taken)
+def _ls_tail(std_tail, upper):
+    """The lcdf kernel (lccdf with ``upper``) of a location-scale family
+    (y | mu, sigma) from its standard tail, ``std_tail(z, upper, need) -> (summed log
+    tail, its derivative in z or None)``: the standardization and the chain rule
+    (:func:`_ls_parts`) written once."""
     def kernel(need, y, mu, sigma):
         inv_s = 1.0 / sigma
         z = (y - mu) * inv_s
-        neg = plain(z) < 0
-        if upper:
-            zn = _where(neg, z, 0.0)
-            e = sm.exp(zn)
-            lp = sm.sum(_where(neg, sm.log1m(0.5 * e), -LOG_TWO - z))
-            dz = _where(neg, -e / (2.0 - e), -1.0) if any(need) else None
-        else:
-            zp = _where(neg, 0.0, z)
-            e = sm.exp(-zp)
-            lp = sm.sum(_where(neg, z - LOG_TWO, sm.log1m(0.5 * e)))
-            dz = _where(neg, 1.0, e / (2.0 - e)) if any(need) else None
+        lp, dz = std_tail(z, upper, need)
         return lp, _ls_parts(need, z, inv_s, dz, False)
     return kernel
+
+
+def _double_exponential_tail(z, upper, need):
+    # F = exp(z)/2 for z < 0, 1 - exp(-z)/2 for z >= 0; each branch is evaluated on
+    # an argument clamped to its own side (no overflow, no NaN in the branch not taken)
+    neg = plain(z) < 0
+    if upper:
+        zn = _where(neg, z, 0.0)
+        e = sm.exp(zn)
+        lp = sm.sum(_where(neg, sm.log1m(0.5 * e), -LOG_TWO - z))
+        return lp, _where(neg, -e / (2.0 - e), -1.0) if any(need) else None
+    zp = _where(neg, 0.0, z)
+    e = sm.exp(-zp)
+    lp = sm.sum(_where(neg, z - LOG_TWO, sm.log1m(0.5 * e)))
+    return lp, _where(neg, 1.0, e / (2.0 - e)) if any(need) else None
 
 
 (double_exponential_lpdf,
@@ -518,8 +501,8 @@ def _double_exponential_cdf_kernel(upper):
  double_exponential_lccdf,
  double_exponential_rng) = family(
     "double_exponential", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)),
-    lpdf=_double_exponential, lcdf=_double_exponential_cdf_kernel(False),
-    lccdf=_double_exponential_cdf_kernel(True),
+    lpdf=_double_exponential, lcdf=_ls_tail(_double_exponential_tail, False),
+    lccdf=_ls_tail(_double_exponential_tail, True),
     rng="laplace",
     doc="""Double exponential (Laplace) log density, summed over the broadcast elements.
 
@@ -553,25 +536,19 @@ def _logistic(need, y, mu, sigma):
     return lp, _ls_parts(need, z, inv_s, dz, True)
 
 
-def _logistic_cdf_kernel(upper):
+def _logistic_tail(z, upper, need):
     # log F = log_inv_logit(z), d/dz = inv_logit(-z);
     # log(1 - F) = log1m_inv_logit(z), d/dz = -inv_logit(z)
-    def kernel(need, y, mu, sigma):
-        inv_s = 1.0 / sigma
-        z = (y - mu) * inv_s
-        if upper:
-            lp = sm.sum(sm.log1m_inv_logit(z))
-            dz = -sm.inv_logit(z) if any(need) else None
-        else:
-            lp = sm.sum(sm.log_inv_logit(z))
-            dz = sm.inv_logit(-z) if any(need) else None
-        return lp, _ls_parts(need, z, inv_s, dz, False)
-    return kernel
+    if upper:
+        lp = sm.sum(sm.log1m_inv_logit(z))
+        return lp, -sm.inv_logit(z) if any(need) else None
+    lp = sm.sum(sm.log_inv_logit(z))
+    return lp, sm.inv_logit(-z) if any(need) else None
 
 
 logistic_lpdf, logistic_lcdf, logistic_lccdf, logistic_rng = family(
     "logistic", (("y", FINITE), ("mu", FINITE), ("sigma", POSITIVE)), lpdf=_logistic,
-    lcdf=_logistic_cdf_kernel(False), lccdf=_logistic_cdf_kernel(True), as_float=True,
+    lcdf=_ls_tail(_logistic_tail, False), lccdf=_ls_tail(_logistic_tail, True), as_float=True,
     rng="logistic",
     doc="""Logistic log density, summed over the broadcast elements.
 
@@ -601,27 +578,19 @@ def _gumbel(need, y, mu, beta):
     return lp, _ls_parts(need, z, inv_s, dz, True)
 
 
-def _gumbel_cdf_kernel(upper):
+def _gumbel_tail(z, upper, need):
     # log F = -exp(-z), d/dz = exp(-z);  log(1 - F) = log1m_exp(-exp(-z)),
     # d/dz = -exp(-z - exp(-z) - log(1 - F)) (finite where exp(-z) overflows)
-    def kernel(need, y, mu, beta):
-        inv_s = 1.0 / beta
-        z = (y - mu) * inv_s
-        u = sm.exp(-z)
-        if upper:
-            ls = sm.log1m_exp(-u)
-            lp = sm.sum(ls)
-            dz = -sm.exp(-z - u - ls) if any(need) else None
-        else:
-            lp = -sm.sum(u)
-            dz = u
-        return lp, _ls_parts(need, z, inv_s, dz, False)
-    return kernel
+    u = sm.exp(-z)
+    if upper:
+        ls = sm.log1m_exp(-u)
+        return sm.sum(ls), -sm.exp(-z - u - ls) if any(need) else None
+    return -sm.sum(u), u
 
 
 gumbel_lpdf, gumbel_lcdf, gumbel_lccdf, gumbel_rng = family(
     "gumbel", (("y", NOT_NAN), ("mu", FINITE), ("beta", POSITIVE)), lpdf=_gumbel,
-    lcdf=_gumbel_cdf_kernel(False), lccdf=_gumbel_cdf_kernel(True), as_float=True,
+    lcdf=_ls_tail(_gumbel_tail, False), lccdf=_ls_tail(_gumbel_tail, True), as_float=True,
     rng="gumbel",
     doc="""Gumbel log density, summed over the broadcast elements.
 

@@ -25,9 +25,7 @@ from .. import math as sm
 from ..autodiff.var import guarded, shape_of, value_of
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
 from ..autodiff.vm.declare import defkernel as _defkernel
-from ..autodiff.vm.program import (check_lowering as _check_lowering,
-                                   deflower as _deflower, density as _ld,
-                                   lgamma_table as _lgamma_table)
+from ..autodiff.vm.program import density_op as _density_op, lgamma_table as _lgamma_table
 from .discrete import (_NEG_INF, _bshape, _bsum, _cdf_pair, _flat, _idata, _int_draws,
                        _isinf, _isneginf, _pointwise, _pw_int, _pw_mask, _quiet,
                        _quiet_terms, _ranges, _scatter, _segment_weights, _segsum,
@@ -172,30 +170,22 @@ poisson_lpmf, poisson_lcdf, poisson_lccdf, poisson_rng = family(
     """, lcdf_doc="""Poisson log CDF, summed: log P(X <= n) = log Q(n + 1, lambda).""",
     lccdf_doc="""Poisson log complementary CDF, summed: log P(X > n) = log P(n + 1, lambda).""",
     rng_doc="""Poisson(lambda) draws (ints); lambda must be < 2^30 (Stan's limit).""")
-_deflower(poisson_lpmf, _ld(_op.POISSON, 2, _lgamma_table))
-_check_lowering(poisson_lpmf, None, "nonnegative_finite")
+# the interpreter's POISSON op, by element (autodiff/vm/program.py density_op):
+# (n | lambda), with lgamma(n + 1) from the table at X1
+def _poisson_inside(cnt, lam, lg):
+    return lam > 0.0                        # (lam == 0 has its own rules: eager)
 
 
-# the interpreter's POISSON sweeps: (n | lambda), lgamma(n + 1) at X1 (same stride as n)
-def _poisson_value(V, code, r, n, a, sa, b, sb, c, sc):
-    k = code[r, _op.X1]
-    lp = 0.0
-    for i in range(n):
-        cnt = V[a + i * sa]
-        lam = V[b + i * sb]
-        if not lam > 0.0:
-            return _op.DOMAIN, 0.0          # (lam == 0 has its own rules: eager)
-        lp += cnt * math.log(lam) - lam - V[k + i * sa]
-    return _op.OK, lp
+def _poisson_lp(cnt, lam, lg):
+    return cnt * math.log(lam) - lam - lg
 
 
-def _poisson_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    if m & 2:
-        for i in range(n):
-            A[b + i * sb] += g * (V[a + i * sa] / V[b + i * sb] - 1.0)
+def _poisson_partials(m, g, cnt, lam, lg):
+    return 0.0, g * (cnt / lam - 1.0), 0.0
 
 
-_defkernel(_op.POISSON, _poisson_value, _poisson_grad, kind="density")
+_density_op(poisson_lpmf, _op.POISSON, (None, "nonnegative_finite"), _poisson_lp,
+            _poisson_partials, _poisson_inside, table=_lgamma_table)
 
 
 # ... and POISSON_SS, Poisson terms of one rate summed by their sufficient statistics
@@ -260,27 +250,17 @@ poisson_log_lpmf, poisson_log_rng = family(
     >>> round(sl.poisson_log_lpmf(2, 0.0), 6)
     -1.693147
     """, rng_doc="""Poisson(exp(alpha)) draws (ints).""")
-_deflower(poisson_log_lpmf, _ld(_op.POISSON_LOG, 2, _lgamma_table))
-_check_lowering(poisson_log_lpmf, None, "finite")
+# the interpreter's POISSON_LOG op, by element (autodiff/vm/program.py density_op)
+def _poisson_log_lp(cnt, al, lg):
+    return cnt * al - math.exp(al) - lg
 
 
-def _poisson_log_value(V, code, r, n, a, sa, b, sb, c, sc):
-    k = code[r, _op.X1]
-    lp = 0.0
-    for i in range(n):
-        cnt = V[a + i * sa]
-        al = V[b + i * sb]
-        lp += cnt * al - math.exp(al) - V[k + i * sa]
-    return _op.OK, lp
+def _poisson_log_partials(m, g, cnt, al, lg):
+    return 0.0, g * (cnt - math.exp(al)) if m & 2 else 0.0, 0.0
 
 
-def _poisson_log_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    if m & 2:
-        for i in range(n):
-            A[b + i * sb] += g * (V[a + i * sa] - math.exp(V[b + i * sb]))
-
-
-_defkernel(_op.POISSON_LOG, _poisson_log_value, _poisson_log_grad, kind="density")
+_density_op(poisson_log_lpmf, _op.POISSON_LOG, (None, "finite"), _poisson_log_lp,
+            _poisson_log_partials, table=_lgamma_table)
 
 
 # ======================================================================================

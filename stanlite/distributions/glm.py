@@ -135,6 +135,16 @@ def _check_count(fn, y):
     check_integer(fn, "y", y, 0)
 
 
+def _integer_glm(name, kernel, check_y, doc):
+    """The fused node of a GLM of integer outcomes ``y`` (never differentiated): its
+    check is the shapes' and then ``check_y(name, y)`` (binary, counts)."""
+    def check(y, x, alpha, beta):
+        _check_shapes(name, y, x, alpha, beta)
+        check_y(name, y)
+    check.__qualname__ = f"{name}.check"
+    return fused(name, kernel, check, nondiff=(0,), doc=doc)
+
+
 def _lazy_finite(fn, lp, args):
     """Stan's deferred checks: only a non-finite result pays for scanning the inputs."""
     if np.isfinite(lp):
@@ -362,15 +372,9 @@ def _bernoulli_logit_glm_data(need, a, alpha, beta):
     return lp, parts
 
 
-def _check_bernoulli_logit_glm(y, x, alpha, beta):
-    fn = "bernoulli_logit_glm_lpmf"
-    _check_shapes(fn, y, x, alpha, beta)
-    _check_binary(fn, y)
-
-
-bernoulli_logit_glm_lpmf = fused("bernoulli_logit_glm_lpmf", _bernoulli_logit_glm,
-                                 _check_bernoulli_logit_glm, nondiff=(0,))
-bernoulli_logit_glm_lpmf.__doc__ = """Logistic regression log mass, one fused node.
+bernoulli_logit_glm_lpmf = _integer_glm(
+    "bernoulli_logit_glm_lpmf", _bernoulli_logit_glm, _check_binary,
+    doc="""Logistic regression log mass, one fused node.
 
     bernoulli_logit_glm(y | x, alpha, beta) = prod_i Bernoulli(y_i | inv_logit(alpha_i + x_i . beta))
 
@@ -382,7 +386,7 @@ bernoulli_logit_glm_lpmf.__doc__ = """Logistic regression log mass, one fused no
     >>> x = np.array([[1.0, 2.0], [0.5, -1.0]])
     >>> round(sl.bernoulli_logit_glm_lpmf([1, 0], x, 0.1, np.array([0.2, 0.1])), 6)
     -1.218474
-    """
+    """)
 
 
 # ======================================================================================
@@ -425,15 +429,9 @@ def _poisson_log_glm_plain(need, y, x, alpha, beta):
     return lp, parts
 
 
-def _check_poisson_log_glm(y, x, alpha, beta):
-    fn = "poisson_log_glm_lpmf"
-    _check_shapes(fn, y, x, alpha, beta)
-    _check_count(fn, y)
-
-
-poisson_log_glm_lpmf = fused("poisson_log_glm_lpmf", _poisson_log_glm,
-                             _check_poisson_log_glm, nondiff=(0,))
-poisson_log_glm_lpmf.__doc__ = """Poisson log-linear regression log mass, one fused node.
+poisson_log_glm_lpmf = _integer_glm(
+    "poisson_log_glm_lpmf", _poisson_log_glm, _check_count,
+    doc="""Poisson log-linear regression log mass, one fused node.
 
     poisson_log_glm(y | x, alpha, beta) = prod_i Poisson(y_i | exp(alpha_i + x_i . beta))
 
@@ -444,7 +442,7 @@ poisson_log_glm_lpmf.__doc__ = """Poisson log-linear regression log mass, one fu
     >>> x = np.array([[1.0, 2.0], [0.5, -1.0]])
     >>> round(sl.poisson_log_glm_lpmf([3, 0], x, 0.1, np.array([0.2, 0.1])), 6)
     -3.045652
-    """
+    """)
 
 
 # interpreter lowerings (autodiff/vm): each GLM as its matrix-vector product (BLAS),

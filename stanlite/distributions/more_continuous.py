@@ -37,10 +37,8 @@ import numpy as np
 from .. import math as sm
 from ..autodiff.var import guarded
 from ..autodiff.vm import opcodes as _op    # the interpreter's lowerings (autodiff/vm)
-from ..autodiff.vm.declare import defkernel as _defkernel
 from ..autodiff.vm.scalar import _log1p_exp
-from ..autodiff.vm.program import (check_lowering as _check_lowering, deflower as _deflower,
-                                   density as _ld)
+from ..autodiff.vm.program import density_op as _density_op
 from ..math import log_Phi
 from ..math.cdf_series import (bessel_ratio, log_i0, skew_normal_log_cdf, sn_dalpha_log,
                                sn_logpdf, vm_logf, von_mises_log_mass)
@@ -108,34 +106,24 @@ rayleigh_lpdf, rayleigh_lcdf, rayleigh_lccdf, rayleigh_rng = family(
     """, lcdf_doc=cdf_doc("Rayleigh", "log(1 - exp(-y^2 / (2 sigma^2)))", "lcdf"),
     lccdf_doc=cdf_doc("Rayleigh", "-y^2 / (2 sigma^2)", "lccdf"),
     rng_doc=rng_doc("Rayleigh(sigma)", "sigma sqrt(-2 log U)"))
-# the interpreter (autodiff/vm): one summed-density instruction, its argument check
-_deflower(rayleigh_lpdf, _ld(_op.RAYLEIGH, 2))
-_check_lowering(rayleigh_lpdf, "nonnegative_finite", "positive_finite")
 
 
-# the interpreter's RAYLEIGH sweeps: log y - 2 log sigma - y^2 / (2 sigma^2)
-def _rayleigh_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        y = V[a + i * sa]
-        s = V[b + i * sb]
-        if not (s > 0.0 and y > 0.0 and y < math.inf):
-            return _op.DOMAIN, 0.0
-        lp += math.log(y) - 2.0 * math.log(s) - 0.5 * (y * y / (s * s))
-    return _op.OK, lp
+# the interpreter's RAYLEIGH op, by element (autodiff/vm/program.py density_op):
+# log y - 2 log sigma - y^2 / (2 sigma^2)
+def _rayleigh_inside(y, s):
+    return s > 0.0 and y > 0.0 and y < math.inf
 
 
-def _rayleigh_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        y = V[a + i * sa]
-        s = V[b + i * sb]
-        if m & 1:
-            A[a + i * sa] += g * (1.0 / y - y / (s * s))
-        if m & 2:
-            A[b + i * sb] += g * (y * y / (s * s) - 2.0) / s
+def _rayleigh_lp(y, s):
+    return math.log(y) - 2.0 * math.log(s) - 0.5 * (y * y / (s * s))
 
 
-_defkernel(_op.RAYLEIGH, _rayleigh_value, _rayleigh_grad, kind="density")
+def _rayleigh_partials(m, g, y, s):
+    return g * (1.0 / y - y / (s * s)), g * (y * y / (s * s) - 2.0) / s
+
+
+_density_op(rayleigh_lpdf, _op.RAYLEIGH, ("nonnegative_finite", "positive_finite"),
+            _rayleigh_lp, _rayleigh_partials, _rayleigh_inside)
 
 
 @pointwise(rayleigh_lpdf)
@@ -219,44 +207,31 @@ loglogistic_lpdf, loglogistic_lcdf, loglogistic_lccdf, loglogistic_rng = family(
     lccdf_doc=cdf_doc("log-logistic", "-log(1 + (y / alpha)^beta)", "lccdf"),
     rng_doc=rng_doc("LogLogistic(alpha, beta)",
                                    "alpha exp(L / beta), L standard logistic"))
-_deflower(loglogistic_lpdf, _ld(_op.LOGLOGISTIC, 3))
-_check_lowering(loglogistic_lpdf, "nonnegative_finite", "positive_finite",
-                "positive_finite")
 
 
-# the interpreter's LOGLOGISTIC sweeps:
+# the interpreter's LOGLOGISTIC op, by element (autodiff/vm/program.py density_op):
 # log beta - log alpha + (beta - 1) d - 2 log1p_exp(beta d), d = log(y / alpha)
-def _loglogistic_value(V, code, r, n, a, sa, b, sb, c, sc):
-    lp = 0.0
-    for i in range(n):
-        y = V[a + i * sa]
-        al = V[b + i * sb]
-        be = V[c + i * sc]
-        if not (al > 0.0 and be > 0.0 and y > 0.0 and y < math.inf):
-            return _op.DOMAIN, 0.0
-        la = math.log(al)
-        d = math.log(y) - la
-        lp += math.log(be) - la + (be - 1.0) * d - 2.0 * _log1p_exp(be * d)
-    return _op.OK, lp
+def _loglogistic_inside(y, al, be):
+    return al > 0.0 and be > 0.0 and y > 0.0 and y < math.inf
 
 
-def _loglogistic_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
-    for i in range(n):
-        y = V[a + i * sa]
-        al = V[b + i * sb]
-        be = V[c + i * sc]
-        d = math.log(y) - math.log(al)
-        t = be * d
-        w = math.exp(t - _log1p_exp(t))             # inv_logit(t)
-        if m & 1:
-            A[a + i * sa] += g * (be - 1.0 - 2.0 * be * w) / y
-        if m & 2:
-            A[b + i * sb] += g * be * (2.0 * w - 1.0) / al
-        if m & 4:
-            A[c + i * sc] += g * (1.0 / be + d * (1.0 - 2.0 * w))
+def _loglogistic_lp(y, al, be):
+    la = math.log(al)
+    d = math.log(y) - la
+    return math.log(be) - la + (be - 1.0) * d - 2.0 * _log1p_exp(be * d)
 
 
-_defkernel(_op.LOGLOGISTIC, _loglogistic_value, _loglogistic_grad, kind="density")
+def _loglogistic_partials(m, g, y, al, be):
+    d = math.log(y) - math.log(al)
+    t = be * d
+    w = math.exp(t - _log1p_exp(t))             # inv_logit(t)
+    return (g * (be - 1.0 - 2.0 * be * w) / y, g * be * (2.0 * w - 1.0) / al,
+            g * (1.0 / be + d * (1.0 - 2.0 * w)))
+
+
+_density_op(loglogistic_lpdf, _op.LOGLOGISTIC,
+            ("nonnegative_finite", "positive_finite", "positive_finite"),
+            _loglogistic_lp, _loglogistic_partials, _loglogistic_inside)
 
 
 @pointwise(loglogistic_lpdf)

@@ -53,6 +53,8 @@ Example
 -1.596313
 """
 
+import inspect
+
 import numpy as np
 from scipy.linalg import solve_triangular
 
@@ -408,26 +410,29 @@ def _mvn_draws(mu, L, rng, scale=None):
     return mu + d
 
 
+def _mvn_rng_matrix(fn, mu, name, S, check_S):
+    """The matrix argument ``name`` of multi-normal rng ``fn`` as floats, after the
+    checks both forms make: square, ``mu``'s rows of its size and finite, then its own
+    ``check_S`` (symmetric; a Cholesky factor)."""
+    S = np.asarray(value_of(S), dtype=float)
+    K = _square(fn, name, S)
+    _rows(fn, "mu", value_of(mu), K)
+    check_finite(fn, "mu", value_of(mu))
+    check_S(fn, name, S)
+    return S
+
+
 def multi_normal_rng(mu, Sigma, rng=None):
     """Draws from MultiNormal(mu, Sigma): one vector per vector of ``mu``
     (``mu`` ``(K,)`` -> ``(K,)``, ``(N, K)`` -> ``(N, K)``)."""
     fn = "multi_normal_rng"
-    Sigma = np.asarray(value_of(Sigma), dtype=float)
-    K = _square(fn, "Sigma", Sigma)
-    _rows(fn, "mu", value_of(mu), K)
-    check_finite(fn, "mu", value_of(mu))
-    _check_symmetric(fn, "Sigma", Sigma)
+    Sigma = _mvn_rng_matrix(fn, mu, "Sigma", Sigma, _check_symmetric)
     return _mvn_draws(mu, _chol(fn, "Sigma", Sigma), rng)
 
 
 def multi_normal_cholesky_rng(mu, L, rng=None):
     """Draws from MultiNormal(mu, L L^T), shaped like ``mu``: ``mu + L z``."""
-    fn = "multi_normal_cholesky_rng"
-    L = np.asarray(value_of(L), dtype=float)
-    K = _square(fn, "L", L)
-    _rows(fn, "mu", value_of(mu), K)
-    check_finite(fn, "mu", value_of(mu))
-    _check_cholesky_factor(fn, "L", L)
+    L = _mvn_rng_matrix("multi_normal_cholesky_rng", mu, "L", L, _check_cholesky_factor)
     return _mvn_draws(mu, L, rng)
 
 
@@ -634,15 +639,23 @@ def _lkj_corr(need, Omega, eta):
     return lp, parts
 
 
-def _check_lkj_corr(Omega, eta):
-    fn = "lkj_corr_lpdf"
-    _square(fn, "Omega", Omega)
-    _check_scalar(fn, "eta", eta)
-    _check_symmetric(fn, "Omega", Omega)
-    _check_unit_diagonal(fn, "Omega", Omega)
+def _check_lkj(fn, arg, *matrix_checks):
+    """The argument check of LKJ density ``fn`` of the matrix named ``arg``: square,
+    eta a scalar, then each of ``matrix_checks`` on the matrix."""
+    def check(X, eta):
+        _square(fn, arg, X)
+        _check_scalar(fn, "eta", eta)
+        for c in matrix_checks:
+            c(fn, arg, X)
+    # the density's parameter names (read by fused.parameter_names)
+    check.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in (arg, "eta")])
+    return check
 
 
-_lkj_corr_node = fused("lkj_corr_lpdf", _lkj_corr, _check_lkj_corr)
+_lkj_corr_node = fused("lkj_corr_lpdf", _lkj_corr,
+                       _check_lkj("lkj_corr_lpdf", "Omega", _check_symmetric,
+                                  _check_unit_diagonal))
 
 
 def lkj_corr_lpdf(Omega, eta, *, reduce=True):
@@ -688,15 +701,9 @@ def _lkj_corr_cholesky(need, L, eta):
     return lp, parts
 
 
-def _check_lkj_corr_cholesky(L, eta):
-    fn = "lkj_corr_cholesky_lpdf"
-    _square(fn, "L", L)
-    _check_scalar(fn, "eta", eta)
-    _check_cholesky_factor(fn, "L", L)
-
-
 _lkj_corr_cholesky_node = fused("lkj_corr_cholesky_lpdf", _lkj_corr_cholesky,
-                                _check_lkj_corr_cholesky)
+                                _check_lkj("lkj_corr_cholesky_lpdf", "L",
+                                           _check_cholesky_factor))
 
 
 def lkj_corr_cholesky_lpdf(L, eta, *, reduce=True):
@@ -766,6 +773,21 @@ def lkj_corr_rng(K, eta, size=None, rng=None):
 # --------------------------------------------------------------------------------------
 # Wishart and inverse Wishart
 # --------------------------------------------------------------------------------------
+def _wishart_pieces(fn, W, nu, Sigma, inverse=False):
+    """What the Wishart and inverse Wishart densities share: the Cholesky factors L_W
+    and L_S, K, log det W and log det Sigma, log Gamma_K(nu/2) (and its derivative's
+    thunk), and M = L_S^-1 L_W (L_W^-1 L_S with ``inverse``), whose squared norm is
+    the trace term."""
+    LW = _chol(fn, "W", W)
+    LS = _chol(fn, "Sigma", Sigma)
+    K = shape_of(LW)[-1]
+    M = sm.mdivide_left_tri_low(LW, LS) if inverse else sm.mdivide_left_tri_low(LS, LW)
+    ldw = 2.0 * _log_diag_sum(LW)
+    lds = 2.0 * _log_diag_sum(LS)
+    lmg, dlmg = _lmgamma(K, 0.5 * nu)
+    return LW, LS, K, M, ldw, lds, lmg, dlmg
+
+
 def _wishart(need, W, nu, Sigma):
     """-nu K/2 log 2 - log Gamma_K(nu/2) - nu/2 log det Sigma
     + (nu - K - 1)/2 log det W - 1/2 tr(Sigma^-1 W),
@@ -776,14 +798,7 @@ def _wishart(need, W, nu, Sigma):
     B = L_S^-T L_S^-1 L_W;
     d/dnu = -K/2 log 2 - 1/2 sum_j psi(nu/2 - j/2) - 1/2 log det Sigma + 1/2 log det W.
     """
-    fn = "wishart_lpdf"
-    LW = _chol(fn, "W", W)
-    LS = _chol(fn, "Sigma", Sigma)
-    K = shape_of(LW)[-1]
-    M = sm.mdivide_left_tri_low(LS, LW)
-    ldw = 2.0 * _log_diag_sum(LW)
-    lds = 2.0 * _log_diag_sum(LS)
-    lmg, dlmg = _lmgamma(K, 0.5 * nu)
+    LW, LS, K, M, ldw, lds, lmg, dlmg = _wishart_pieces("wishart_lpdf", W, nu, Sigma)
     lp = (-0.5 * nu * K * LOG_TWO - lmg - 0.5 * nu * lds + 0.5 * (nu - K - 1.0) * ldw
           - 0.5 * sm.sum(M * M))
     parts = [None, None, None]
@@ -808,14 +823,8 @@ def _inv_wishart(need, W, nu, Sigma):
     B = L_W^-T L_W^-1 L_S;  d/dSigma = 1/2 (nu Sigma^-1 - W^-1);
     d/dnu = -K/2 log 2 - 1/2 sum_j psi(nu/2 - j/2) + 1/2 log det Sigma - 1/2 log det W.
     """
-    fn = "inv_wishart_lpdf"
-    LW = _chol(fn, "W", W)
-    LS = _chol(fn, "Sigma", Sigma)
-    K = shape_of(LW)[-1]
-    M = sm.mdivide_left_tri_low(LW, LS)
-    ldw = 2.0 * _log_diag_sum(LW)
-    lds = 2.0 * _log_diag_sum(LS)
-    lmg, dlmg = _lmgamma(K, 0.5 * nu)
+    LW, LS, K, M, ldw, lds, lmg, dlmg = _wishart_pieces("inv_wishart_lpdf", W, nu, Sigma,
+                                                        inverse=True)
     lp = (-0.5 * nu * K * LOG_TWO - lmg + 0.5 * nu * lds - 0.5 * (nu + K + 1.0) * ldw
           - 0.5 * sm.sum(M * M))
     parts = [None, None, None]

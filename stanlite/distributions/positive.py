@@ -49,6 +49,14 @@ def _y_at_least_mu(fn, y, mu, lam, alpha):
 # --------------------------------------------------------------------------------------
 
 
+def _logs_and_power(y, alpha, sigma, inverse=False):
+    """log y, log sigma and u = (y/sigma)^alpha, or (sigma/y)^alpha with ``inverse``,
+    from the logs: the pieces of the Weibull and Frechet densities."""
+    ly = sm.log(y)
+    lsig = sm.log(sigma)
+    return ly, lsig, sm.exp(alpha * (lsig - ly if inverse else ly - lsig))
+
+
 def _weibull(need, y, alpha, sigma):
     """log(alpha) + (alpha - 1) log(y) - alpha log(sigma) - u,  u = (y/sigma)^alpha.
 
@@ -58,9 +66,7 @@ def _weibull(need, y, alpha, sigma):
     if guarded(_neg_or_inf, y):
         return _dead(need)
     n, shape = _size(y, alpha, sigma)
-    ly = sm.log(y)
-    lsig = sm.log(sigma)
-    u = sm.exp(alpha * (ly - lsig))
+    ly, lsig, u = _logs_and_power(y, alpha, sigma)
     lp = (_tot(n, sm.log(alpha)) + _tot(n, _xlog(alpha - 1.0, y, ly))
           - _tot(n, alpha * lsig) - _tot(n, u))
     parts = [None, None, None]
@@ -114,9 +120,7 @@ def _frechet(need, y, alpha, sigma):
     if guarded(_has_inf, y):
         return _dead(need)
     n, shape = _size(y, alpha, sigma)
-    ly = sm.log(y)
-    lsig = sm.log(sigma)
-    u = sm.exp(alpha * (lsig - ly))
+    ly, lsig, u = _logs_and_power(y, alpha, sigma, inverse=True)
     lp = (_tot(n, sm.log(alpha)) + _tot(n, alpha * lsig) - _tot(n, (alpha + 1.0) * ly)
           - _tot(n, u))
     parts = [None, None, None]
@@ -200,6 +204,14 @@ def _pareto(need, y, y_min, alpha):
     return lp, [_bc(p, shape) for p in parts]
 
 
+def _exp_tail(t, lower):
+    """(log F, d log F / dt) of a distribution whose upper tail is e^t (t <= 0, the
+    Paretos): log(1 - e^t) for the lower tail, t itself for the upper."""
+    if lower:
+        return sm.log1m_exp(t), -1.0 / sm.expm1(-t)
+    return t, 1.0
+
+
 def _pareto_cdf(lower):
     def kernel(need, y, y_min, alpha):
         # t = alpha log(y_min/y) <= 0: lccdf = t, lcdf = log(1 - e^t)
@@ -210,13 +222,7 @@ def _pareto_cdf(lower):
             return _dead(need)
         n, shape = _size(y, y_min, alpha)
         lr = sm.log(y_min) - sm.log(y)
-        t = alpha * lr
-        if lower:
-            c = sm.log1m_exp(t)
-            dt = -1.0 / sm.expm1(-t)
-        else:
-            c = t
-            dt = 1.0
+        c, dt = _exp_tail(alpha * lr, lower)
         parts = [-dt * alpha / y if need[0] else None,
                  dt * alpha / y_min if need[1] else None,
                  dt * lr if need[2] else None]
@@ -279,13 +285,7 @@ def _pareto_type_2_cdf(lower):
         n, shape = _size(y, mu, lam, alpha)
         d = y - mu
         l1 = sm.log1p(d / lam)
-        t = -alpha * l1
-        if lower:
-            c = sm.log1m_exp(t)
-            dt = -1.0 / sm.expm1(-t)
-        else:
-            c = t
-            dt = 1.0
+        c, dt = _exp_tail(-alpha * l1, lower)
         parts = [None, None, None, None]
         if need[0] or need[1] or need[2]:
             q = dt * alpha / (lam + d)

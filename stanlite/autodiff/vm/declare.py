@@ -26,6 +26,12 @@ Two kinds, by what the kernel hands them (``code[r]`` is the op's row, :mod:`.op
 
 ``helpers`` are further plain functions the two call (compiled with them).
 
+A density whose element is a function of its own arguments' elements alone (normal,
+gamma, beta, poisson...) declares only that element - its log density, its domain and
+its partials - through :func:`defdensity` (``vm.program.density_op`` declares its
+lowering with it): the two strided loops over the arguments are written once, here,
+and each family's copy is compiled with its element functions inlined.
+
 :mod:`.sweeps` compiles the declared functions where they are written, with the
 kernel's decorator; :mod:`.generate_ops` writes ``ops_generated.py``, one dispatch
 function per sweep and kind (an if-chain on the op code), which :mod:`.kernel`
@@ -35,9 +41,12 @@ from math and distributions when they are imported: autodiff never imports them 
 kernel is imported after ``stanlite``, and reads the registry then).
 """
 
+import types
 from collections import namedtuple
 
-__all__ = ["defkernel", "declared_kernels", "KernelDecl", "KINDS"]
+from . import opcodes as _op
+
+__all__ = ["defkernel", "defdensity", "declared_kernels", "KernelDecl", "KINDS"]
 
 KINDS = ("density", "array")
 
@@ -64,6 +73,103 @@ def defkernel(op, forward, reverse, kind="array", helpers=()):
                          f"'{forward.__name__}')")
     _KERNELS[op] = KernelDecl(op, kind, forward, reverse, tuple(helpers))
     return forward
+
+
+def _everywhere(*args):
+    # the domain of a density defined at every element (poisson_log)
+    return True
+
+
+# The summed densities' two strided loops, written once: :func:`defdensity` makes each
+# family's sweeps from these two, with the family's per-element functions in place of
+# ``_inside``, ``_lp`` and ``_partials`` and its numbers in place of ``_ARITY``,
+# ``_TABLE`` and ``_CONST`` (numba freezes them, so the branches on them are compiled
+# away and the per-element functions inlined). With ``_TABLE`` the third value is the
+# per-element constant the lowering put at X1 (lgamma(n + 1)), read with the first
+# argument's stride. The placeholders (never called) name what each family binds.
+_inside = _lp = _partials = None
+_ARITY = _TABLE = 0
+_CONST = 0.0
+
+
+def _summed_value(V, code, r, n, a, sa, b, sb, c, sc):
+    k = code[r, _op.X1]
+    lp = 0.0
+    for i in range(n):
+        y = V[a + i * sa]
+        p = V[b + i * sb]
+        if _ARITY == 2:
+            if not _inside(y, p):
+                return _op.DOMAIN, 0.0
+            lp += _lp(y, p)
+        else:
+            q = V[k + i * sa] if _TABLE else V[c + i * sc]
+            if not _inside(y, p, q):
+                return _op.DOMAIN, 0.0
+            lp += _lp(y, p, q)
+    return _op.OK, lp - n * _CONST
+
+
+def _summed_grad(V, A, code, r, g, m, n, a, sa, b, sb, c, sc):
+    k = code[r, _op.X1]
+    for i in range(n):
+        y = V[a + i * sa]
+        p = V[b + i * sb]
+        if _ARITY == 2:
+            d = _partials(m, g, y, p)
+        else:
+            d = _partials(m, g, y, p, V[k + i * sa] if _TABLE else V[c + i * sc])
+        if m & 1:
+            A[a + i * sa] += d[0]
+        if m & 2:
+            A[b + i * sb] += d[1]
+        if _ARITY == 3 and not _TABLE and m & 4:
+            A[c + i * sc] += d[2]
+
+
+def _instance(template, name, module, consts):
+    fn = types.FunctionType(template.__code__,
+                            {**template.__globals__, "__name__": module, **consts}, name)
+    fn.__qualname__ = name
+    return fn
+
+
+def defdensity(op, lp, partials, inside=None, arity=3, table=False, constant=0.0):
+    """Declare the sweeps of summed density ``op`` (``kind="density"``) by what one
+    element contributes, the loops over the interpreter's strided arguments being
+    written once, here:
+
+    ``lp(y, p[, q])``                 the element's log density, summed (in order) and
+                                      less ``n * constant``;
+    ``inside(y, p[, q])``             False where the element is outside the density's
+                                      domain (the value sweep returns DOMAIN); None:
+                                      everywhere;
+    ``partials(m, g, y, p[, q])``     the adjoints' increments, ``g`` (the output's
+                                      adjoint) times the element's partials, as a tuple
+                                      of ``arity``; ``m`` is the row's MASK, bit k - 1
+                                      set where argument k needs one: a partial whose
+                                      argument needs none is not used. Arithmetic is
+                                      best computed as is (the compiler sinks it;
+                                      a branch each costs more), a call to a
+                                      transcendental or special function only where
+                                      needed (``... if m & 2 else 0.0``).
+
+    ``arity`` is 2 or 3 values an element; ``table``: the third is no argument but the
+    per-element constant the lowering stores at X1 (read with the first argument's
+    stride, never differentiated). The two sweeps are compiled each with its own
+    functions (their numba cache is each family's: named for it) and the per-element
+    functions inlined, as fast as a loop written out. Returns ``lp``.
+    """
+    if arity not in (2, 3) or (table and arity != 3):
+        raise ValueError(f"arity must be 2 or 3 (3 with a table), got {arity}")
+    inside = _everywhere if inside is None else inside
+    consts = dict(_inside=inside, _lp=lp, _partials=partials, _ARITY=arity,
+                  _TABLE=int(table), _CONST=float(constant))
+    stem = lp.__name__.removesuffix("_lp")
+    value = _instance(_summed_value, stem + "_value", lp.__module__, consts)
+    grad = _instance(_summed_grad, stem + "_grad", lp.__module__, consts)
+    defkernel(op, value, grad, kind="density", helpers=(inside, lp, partials))
+    return lp
 
 
 def declared_kernels():

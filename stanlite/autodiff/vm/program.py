@@ -35,13 +35,14 @@ import numpy as np
 from .. import library
 from ..var import Box, Var, _strip
 from . import opcodes as O
+from .declare import defdensity
 
 __all__ = ["deflower", "guard_lowering", "lower", "NotLowerable", "unary", "binary",
            "movement", "density", "reduction", "dot", "matmul_rule", "scatter_add_rule",
            "sum_to_shape_rule", "lgamma_table", "Program", "log_mix_rule", "glm_rule",
            "along_axis", "extreme_rule", "dot_self_rule", "squared_distance_rule",
            "mvn_cholesky_rule", "lchoose_sum", "gp_exp_quad_rule", "add_diag_rule",
-           "cholesky_rule"]
+           "cholesky_rule", "density_op"]
 
 _CONST = 1 << 40            # provisional offsets of constants (patched at the end)
 
@@ -171,6 +172,20 @@ def density(op, n_args, data_offsets=None):
             f["x1"] = data_offsets(L, args, shape)
         L.emit(op, n, L.out(node), **f)
     return rule
+
+
+def density_op(prim, op, arg_sets, lp, partials, inside=None, table=None, constant=0.0):
+    """Declare, at once, summed density ``prim``'s interpreter op ``op`` of
+    ``len(arg_sets)`` broadcast arguments: its lowering (:func:`density`, ``table`` the
+    rule that lays out one constant per element at X1, :func:`lgamma_table`), what its
+    argument check requires (:func:`check_lowering`, ``arg_sets``) and its sweeps, from
+    what one element contributes (``declare.defdensity``: ``lp``, ``partials``,
+    ``inside``, ``constant``; the table's constant is the elements' last value)."""
+    deflower(prim, density(op, len(arg_sets), table))
+    check_lowering(prim, *arg_sets)
+    defdensity(op, lp, partials, inside, arity=len(arg_sets) + (table is not None),
+               table=table is not None, constant=constant)
+    return prim
 
 
 def _axis_kw(args, kw):

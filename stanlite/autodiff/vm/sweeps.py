@@ -25,6 +25,7 @@ samplers, so editing a declaration recompiles them.
 
 import builtins
 import dis
+import hashlib
 import types
 
 from . import opcodes, scalar
@@ -35,6 +36,10 @@ __all__ = ["build", "check", "compiled", "fingerprint", "sources"]
 
 _MODULES = ("math", "numpy")
 _COMPILED = None                # {op: (forward, reverse)}, made once per process
+# A helper is compiled into each sweep that calls it, and a sweep its disk cache
+# holds neither compiles nor loads it: the helpers go without a disk cache of their
+# own (a dispatcher without one is half as costly to make, at every start).
+_helper_jit = _jit if scalar.njit is None else scalar.njit(nogil=True, error_model="numpy")
 
 
 def _names(code):
@@ -52,26 +57,28 @@ def _functions(decls):
         yield from d.helpers + (d.forward, d.reverse)
 
 
-def build(decls, jit):
+def build(decls, jit, helper_jit=None):
     """``{op: (forward, reverse)}`` of the declarations ``decls``, every declared
     function compiled by ``jit`` over its module's globals with its helpers compiled
-    the same way (a helper shared by several ops is compiled once)."""
+    the same way, or by ``helper_jit`` (a helper shared by several ops is compiled
+    once)."""
     done = {}                   # plain function -> compiled
 
-    def one(fn, helpers):
+    def one(fn, helpers, how):
         if fn not in done:
             g = {"__name__": fn.__module__, "__builtins__": builtins}
             for name in _names(fn.__code__) & fn.__globals__.keys():
                 v = fn.__globals__[name]
-                g[name] = one(v, helpers) if _is_helper(v, helpers) else v
+                g[name] = (one(v, helpers, helper_jit or jit) if _is_helper(v, helpers)
+                           else v)
             copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__,
                                       fn.__closure__)
             copy.__qualname__ = fn.__qualname__
             copy.__doc__ = fn.__doc__
-            done[fn] = jit(copy)
+            done[fn] = how(copy)
         return done[fn]
 
-    return {op: (one(d.forward, d.helpers), one(d.reverse, d.helpers))
+    return {op: (one(d.forward, d.helpers, jit), one(d.reverse, d.helpers, jit))
             for op, d in sorted(decls.items())}
 
 
@@ -87,8 +94,8 @@ def compiled(op):
     global _COMPILED
     if _COMPILED is None:
         decls = declared_kernels()
-        _COMPILED = build(decls, _jit)
-        _flush_stale([f for pair in _COMPILED.values() for f in pair], decls)
+        _COMPILED = build(decls, _jit, _helper_jit)
+        _flush_stale(_COMPILED, decls)
     if op not in _COMPILED:
         raise ImportError(f"the interpreter's array op {op_names().get(op, op)} is not "
                           "declared: import stanlite first, or regenerate ops_generated.py "
@@ -160,13 +167,27 @@ def fingerprint(decls=None):
     return "\n".join(sorted(lines))
 
 
-def _flush_stale(dispatchers, decls):
+def _flush_stale(compiled_ops, decls):
     """The compiled sweeps' own caches carry this file's way of compiling them, the
-    op codes, the scalar helpers and the numbers they read (other files than theirs,
-    which numba does not watch)."""
+    op codes, the scalar helpers, the numbers they read and the files of their op's
+    declared functions other than their own: files numba does not watch (a sweep made
+    by ``declare.defdensity`` is written in declare.py, its per-element functions
+    inlined from the family's file; a helper may live in another module)."""
     if scalar.njit is None:
         return
     from .stale_cache import flush_when_changed
-    flush_when_changed(dispatchers, "sweeps", (__file__, opcodes.__file__,
-                                               scalar.__file__),
-                       "vm-deps", extra=fingerprint(decls))
+    by_files = {}               # declaring files but the sweep's own -> its sweeps
+    for op, pair in compiled_ops.items():
+        d = decls[op]
+        files = tuple(sorted(set(sources({op: d})) - {d.forward.__code__.co_filename}))
+        by_files.setdefault(files, []).extend(pair)
+    common = hashlib.sha256(fingerprint(decls).encode())    # (read once: all share it)
+    try:
+        for path in (__file__, opcodes.__file__, scalar.__file__):
+            with open(path, "rb") as f:
+                common.update(f.read())
+    except OSError:
+        return
+    for files, dispatchers in sorted(by_files.items()):
+        flush_when_changed(dispatchers, "sweeps", files, "vm-deps",
+                           extra=common.hexdigest())
