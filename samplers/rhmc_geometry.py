@@ -79,7 +79,7 @@ def softabs_derivative(lam, alpha):
     array([-1.      ,  0.      ,  0.322606])
     """
     lam, flat = _vector(lam)
-    return _K.softabs_derivative_vec(flat, float(alpha)).reshape(lam.shape)
+    return _K.softabs_vec(flat, float(alpha), True).reshape(lam.shape)
 
 
 def softabs_divided_differences(lam, alpha):

@@ -22,7 +22,7 @@ import numpy as np
 
 from .nuts_jit import _jit
 
-__all__ = ["softabs_vec", "softabs_derivative_vec", "divided_differences",
+__all__ = ["softabs_vec", "divided_differences",
            "eig_softabs", "softabs_velocity", "velocity", "trace_matrix",
            "anderson_step"]
 
@@ -99,18 +99,12 @@ def _pair(a, b, fa, fb, alpha):
 
 
 @_jit
-def softabs_vec(lam, alpha):
+def softabs_vec(lam, alpha, derivative=False):
+    """``f(lam_i)`` for each eigenvalue, or ``f'(lam_i)`` with ``derivative``: one
+    loop for both (the branch is on an argument, the same at every element)."""
     out = np.empty(lam.shape[0])
     for i in range(lam.shape[0]):
-        out[i] = _f(lam[i], alpha)
-    return out
-
-
-@_jit
-def softabs_derivative_vec(lam, alpha):
-    out = np.empty(lam.shape[0])
-    for i in range(lam.shape[0]):
-        out[i] = _fprime(lam[i], alpha)
+        out[i] = _fprime(lam[i], alpha) if derivative else _f(lam[i], alpha)
     return out
 
 
