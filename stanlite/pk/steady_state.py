@@ -35,6 +35,7 @@ every parameter including ``ii``; see :func:`ode_steady_state`.
 """
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -257,29 +258,32 @@ def _vec(x, n):
     return np.asarray(x, dtype=np.float64).reshape(n)
 
 
+@dataclass(eq=False)               # eq=False: a system is itself, hashed by identity
 class OdeSystem:
     """An ODE model ``x' = f(t, x, theta, *data) + r`` with its solver controls: the
     evolution over a time span (:meth:`evolve`) and the steady states of dosing
     regimens (:meth:`steady_state`), for :mod:`.nonlinear`."""
 
-    def __init__(self, f, n, solver, rel_tol, abs_tol, max_num_steps, data, ss_rel_tol,
-                 ss_f_tol, ss_max_steps, ss_guess, who):
-        self.f = f
-        self.rhs = _rhs(f)
-        self.n = n
-        self.solver = solver
-        self.rel_tol = rel_tol
-        self.abs_tol = abs_tol
-        self.max_num_steps = max_num_steps
-        self.data = data
-        self.ss_rel_tol = ss_rel_tol
-        self.ss_f_tol = ss_f_tol
-        self.ss_max_steps = ss_max_steps
+    f: object                   # the right-hand side f(t, x, theta, *data)
+    n: int
+    solver: object              # functor.ode's ode_rk45 or ode_bdf
+    rel_tol: float
+    abs_tol: float
+    max_num_steps: int
+    data: tuple
+    ss_rel_tol: float
+    ss_f_tol: float
+    ss_max_steps: int
+    ss_guess: object
+    who: str
+
+    def __post_init__(self):
+        n, who, ss_guess = self.n, self.who, self.ss_guess
+        self.rhs = _rhs(self.f)
         # the integrations inside a steady-state residual, ten times tighter than the
         # solver's: the residual's noise (which grows with the accumulation ratio)
         # must stay below f_tol
-        self.inner_tol = 0.1 * min(rel_tol, abs_tol)
-        self.who = who
+        self.inner_tol = 0.1 * min(self.rel_tol, self.abs_tol)
         if ss_guess is None:
             self.guess = np.zeros(n)
         elif callable(ss_guess):
