@@ -436,14 +436,17 @@ def _deps():
         binary_generated, kernel, opcodes, scalar, unary_generated, ode_steppers)])
 
 
-def generate(progs, n, dim):
+def generate(progs, n, dim, compiled_only=False):
     """The compiled ``rhs`` of ``progs`` (a numba function of signature
     :data:`.ode_steppers.RHS_SIG`), None when they are not generated, or - with
     :data:`BACKGROUND`, while numba's cache does not have it yet - a :class:`Pending`
-    whose :meth:`~Pending.ready` gives it once another process has compiled it."""
+    whose :meth:`~Pending.ready` gives it once another process has compiled it.
+    ``compiled_only``: the function only if it is loaded or in the disk cache already
+    (no file written, no compile started), else None."""
     text = source(progs, n, dim)
     if text is None:
-        STATS["refused"] += 1
+        if not compiled_only:
+            STATS["refused"] += 1
         return None
     key = hashlib.sha256((text + _deps()).encode()).hexdigest()[:24]
     with _LOCK:
@@ -452,9 +455,11 @@ def generate(progs, n, dim):
             return fn
         pend = _PENDING.get(key)
         if pend is not None:
-            return pend
+            return None if compiled_only else pend
         name = f"stanlite_ode_rhs_{key}"
         path = os.path.join(_directory(), name + ".py")
+        if compiled_only:
+            return _load(key, name, path) if _compiled(path) else None
         if not os.path.exists(path):
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w") as fh:

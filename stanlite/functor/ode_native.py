@@ -179,12 +179,22 @@ def _bundle(c, progs, n):
                          np.array([q.out for q in chosen], dtype=np.int64),
                          np.array([q.nvar for q in chosen], dtype=np.int64), c.dim)
         kept = c._ode_bundle = [ids, chosen, dp.interp, dp.address(dp.interp), ci, cf,
-                                False]
+                                False, False]
     after = ode_codegen.AFTER
     state = kept[6]
     if state is False and after is not None and c._replays >= after:
         # (tried once per bundle: the function, None, or a compile in another process)
         state = kept[6] = ode_codegen.generate(chosen, n, c.dim)
+    elif state is False and after is not None and not kept[7]:
+        # before AFTER evaluations: the generated code only if an earlier process
+        # compiled it (the disk cache: a load of ~5-10 ms, no compile) - AFTER spares
+        # a right-hand side that runs little a numba compile, not a load; the numbers
+        # are the interpreter's, so using it from the first solve changes no result
+        # (tried once per bundle: the source text and its hash, ~2 ms)
+        kept[7] = True
+        fn = ode_codegen.generate(chosen, n, c.dim, compiled_only=True)
+        if fn is not None:
+            state = kept[6] = fn
     if isinstance(state, ode_codegen.Pending):
         # the interpreter meanwhile: the generated code's numbers are its own, so the
         # solve at which the switch happens does not change a result

@@ -105,8 +105,10 @@ def test_generated_equals_interpreter_bit_for_bit(fresh, case):
     refused = ode_codegen.STATS["refused"]
     fn = ode_codegen.generate(progs, n, c.dim)
     assert fn is not None and ode_codegen.STATS["refused"] == refused
+    # the interpreter's bundle (AFTER None: not even the generated code loaded above)
+    fresh.setattr(ode_codegen, "AFTER", None)
     bundle = ode_native._bundle(c, progs, n)
-    interp = ode_steppers.interp            # (what the bundle holds: AFTER not reached)
+    interp = ode_steppers.interp
     assert np.array_equal(bundle[0], ode_steppers.address(interp))
     P = c.dim - 1 - n
     for trial in range(12):
@@ -123,6 +125,26 @@ def test_generated_equals_interpreter_bit_for_bit(fresh, case):
         assert np.array_equal(got[2], ref[2])
         if k:
             assert np.array_equal(got[1], ref[1])
+
+
+def test_compiled_code_used_before_after(fresh, tmp_path):
+    """Before AFTER evaluations a bundle takes the generated code only when it is
+    compiled already (loaded here, or an earlier process's disk cache): no file
+    written and no compile started otherwise."""
+    fresh.setattr(ode_codegen, "_directory", lambda: str(tmp_path))
+    fresh.setattr(ode_codegen, "_LOADED", {})
+    fresh.setattr(ode_codegen, "AFTER", 10 ** 9)
+    args = (np.array([1.2, 3.0, 0.7]),)
+    c, p, progs = _setup(mm_dosed, 3, 0.5, [1.0, 0.5, 0.2], args)
+    assert ode_codegen.generate(progs, 3, c.dim, compiled_only=True) is None
+    assert list(tmp_path.iterdir()) == []
+    bundle = ode_native._bundle(c, progs, 3)
+    assert np.array_equal(bundle[0], ode_steppers.address(ode_steppers.interp))
+    fn = ode_codegen.generate(progs, 3, c.dim)          # (compiled here: BACKGROUND off)
+    assert ode_codegen.generate(progs, 3, c.dim, compiled_only=True) is fn
+    c._ode_bundle = None                                # (a new bundle: tried again)
+    bundle = ode_native._bundle(c, progs, 3)
+    assert np.array_equal(bundle[0], ode_steppers.address(fn))
 
 
 def test_generated_domain_and_guard_statuses(fresh):
