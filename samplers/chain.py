@@ -307,7 +307,8 @@ def _segment(model, state, live, stop, seconds):
     once; returns the number of divergent transitions among them, or None when the
     next iteration is the Python path's (:func:`_iteration`): the model's program
     is not available to compiled loops now, the segment could not finish that
-    iteration, or nutpie's adaptation runs (not compiled).
+    iteration, or nutpie's adaptation runs in Python now (its low-rank one, or
+    its diagonal one before the metric's first change).
 
     A segment ends before ``stop``, at the end of warmup and after each slow
     window (the metric changes in Python), and its length grows to about
@@ -320,7 +321,11 @@ def _segment(model, state, live, stop, seconds):
     if live.seg_skip:
         live.seg_skip -= 1
         return None
-    if adapt and live.gadapt is not None or \
+    # nutpie's adaptation: the diagonal one runs in the kernel once its metric has
+    # changed the first time (the step-size search after that change is Python's);
+    # the low-rank one (eigendecompositions) in Python
+    grad = live.gadapt if adapt else None
+    if grad is not None and (grad.lowrank or not grad.n_updates) or \
             not nuts_jit.segment_ready(model, live.metric, state.max_treedepth,
                                        live.kernel.own()):
         return None
@@ -337,7 +342,8 @@ def _segment(model, state, live, stop, seconds):
     while True:
         seg = nuts_jit.segment(model, live.metric, live.rng, live.z, live.eps, n,
                                state.max_treedepth, live.da if adapt else None,
-                               live.welford, window, i, workspace=live.kernel.own())
+                               live.welford, window, i, workspace=live.kernel.own(),
+                               grad=grad)
         if seg is None or seg.status != nuts_jit.SEGMENT_HANDOFF:
             break
         handed = True
@@ -385,6 +391,8 @@ def _commit_segment(model, state, live, seg, i, warm, adapt):
     live.z, live.eps = seg.z, seg.eps
     if adapt:
         seg.adapted(live.da, live.welford)
+        if live.gadapt is not None and seg.grad_adapted(live.gadapt, i + n - 1):
+            live.metric = make_metric(state.metric, model.dim, live.gadapt.inv)
         _warmup_end(model, state, live, i + n - 1)
     new = _live_fields(state, live, warm)
     new["iteration"] = i + n
@@ -407,18 +415,26 @@ def _commit_segment(model, state, live, seg, i, warm, adapt):
 def _grad_adapt_step(model, state, gadapt, i, z, info, metric, eps, da, rng):
     """One warmup iteration of nutpie's adaptation: the metric from the draws and
     gradients so far; at its first change the step-size search again (the initial
-    metric was a guess from one gradient); at the start of the final window the
-    step size's dual averaging restarts from its average, as after Stan's last
-    window. Returns ``(metric, step size)``."""
-    inv = gadapt.update(i, z.q, z.grad, good=not info.divergent)
+    metric was a guess from one gradient). Returns ``(metric, step size)``.
+
+    As in nuts-rs, the step size's dual averaging then runs on, never restarted,
+    to the end of warmup, and the final step size is its average over all of it;
+    the final window only stops the metric. (Restarting it there, as after Stan's
+    last window, averaged over those 150 iterations only: on the logistic
+    regression of ``benchmarks/nuts.py`` the step size came out 10% smaller than
+    nutpie's, at an acceptance of 0.84 against the 0.80 asked for, and the draws a
+    gradient were that much less effective: benchmarks/README.md, issue 20.)
+
+    A draw the transition did not move from (its start point, rarely chosen) is not
+    used, as nuts-rs does not use it: the same point twice says nothing of the
+    scales and shrinks both variances of a short window."""
+    moved = z.q is not state.q and not np.array_equal(z.q, state.q)
+    inv = gadapt.update(i, z.q, z.grad, good=not info.divergent and moved)
     if inv is not None:
         metric = make_metric(state.metric, model.dim, inv)
         if gadapt.n_updates == 1:
             eps = init_stepsize(model, metric, z, eps, rng)
             da.restart(eps)
-    if i == gadapt.final_start - 1 and gadapt.final_start < state.num_warmup:
-        eps = da.final()
-        da.restart(eps)
     return metric, eps
 
 

@@ -130,7 +130,14 @@ def _open(W, S, I, M, q0, lp0, g0, p0, u, max_depth, max_delta_h, code, aux, V, 
 # DualAveraging, its fields in this order), the step size, Welford's count
 (_D_COUNTER, _D_S_BAR, _D_X_BAR, _D_MU, _D_DELTA, _D_GAMMA, _D_KAPPA, _D_T0, _D_EPS,
  _D_WN) = range(10)
-_N_AD = 10
+# then nutpie's diagonal adaptation (adaptation.py GradientAdaptation): its windows'
+# counts, its schedule, its count of metric updates
+(_G_FN, _G_BN, _G_EARLY_END, _G_FINAL_START, _G_EARLY_SWITCH, _G_LATE_SWITCH,
+ _G_UPDATES) = range(10, 17)
+_N_AD = 17
+# the rows of its windows' array: the foreground's draws (mean, m2) and gradients
+# (mean, m2), then the background's
+(_GW_FQ, _GW_FQ2, _GW_FG, _GW_FG2, _GW_BQ, _GW_BQ2, _GW_BG, _GW_BG2) = range(8)
 # per-iteration statistics the segment writes: float columns, then integer columns
 (_F_LP, _F_ACCEPT, _F_EPS, _F_ENERGY, _F_ENERGY_ERROR, _F_MAX_ERROR) = range(6)
 _N_F = 6
@@ -180,6 +187,64 @@ def _welford_add(ad, mean, m2, x):
 
 
 @_jit
+def _welford_row(n, gw, row, x):
+    """``Welford.add`` of ``x`` to the mean ``gw[row]`` and m2 ``gw[row + 1]`` (the
+    count, already advanced, is ``n``)."""
+    for j in range(x.shape[0]):
+        d = x[j] - gw[row, j]
+        gw[row, j] = gw[row, j] + d / n
+        gw[row + 1, j] = gw[row + 1, j] + (x[j] - gw[row, j]) * d
+
+
+@_jit
+def _grad_adapt(ad, gw, inv, base, i, q, g, good):
+    """``GradientAdaptation.update`` (the diagonal one) at warmup iteration ``i`` on
+    the arrays ``ad``, ``gw`` (:data:`_GW_FQ` ...) and ``inv``, with the same
+    operations in the same order; a new inverse metric is written into ``inv`` and
+    its whitened factor into ``base`` (``sqrt(inv)`` over half of it, as
+    ``DiagMetric`` makes it). Returns whether the metric changed. The first change
+    is never made here (the chain searches the step size again after it, in
+    Python), nor the windows' clearing in the final window (at the commit)."""
+    if i >= ad[_G_FINAL_START]:
+        return False
+    if good:
+        for j in range(g.shape[0]):
+            if not -math.inf < g[j] < math.inf:
+                good = False
+                break
+    if good:
+        for cnt, row in ((_G_FN, _GW_FQ), (_G_BN, _GW_BQ)):
+            n = ad[cnt] + 1.0
+            ad[cnt] = n
+            _welford_row(n, gw, row, q)
+            _welford_row(n, gw, row + 2, g)
+    switch = ad[_G_EARLY_SWITCH] if i < ad[_G_EARLY_END] else ad[_G_LATE_SWITCH]
+    if ad[_G_BN] >= switch and i + switch <= ad[_G_FINAL_START]:
+        for r in range(4):
+            for j in range(gw.shape[1]):
+                gw[r, j] = gw[r + 4, j]
+                gw[r + 4, j] = 0.0
+        ad[_G_FN] = ad[_G_BN]
+        ad[_G_BN] = 0.0
+    if ad[_G_FN] < 3.0:
+        return False
+    for j in range(inv.shape[0]):
+        b = gw[_GW_FG2, j]
+        # (sqrt(var q / var g) where numpy's would be finite and positive: the
+        # division only where it cannot fail - numba raises on a zero divisor)
+        v = math.sqrt(gw[_GW_FQ2, j] / b) if b > 0.0 else math.nan
+        if not (0.0 < v < math.inf):
+            v = inv[j]
+        v = min(max(v, 1e-10), 1e10)
+        inv[j] = v
+        r = math.sqrt(v)
+        base[0, j] = r
+        base[1, j] = 0.5 * r
+    ad[_G_UPDATES] += 1.0
+    return True
+
+
+@_jit
 def _refill_from(rng, S, I, n_uniforms):
     """:func:`_refill`, drawing from the chain's generator inside compiled code (the
     same numbers as ``rng.random(n)``)."""
@@ -196,15 +261,17 @@ def _refill_from(rng, S, I, n_uniforms):
 @_jit
 def _segment(rp, W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n_iter, adapt, w_lo,
              w_hi, first, max_depth, max_delta_h, code, aux, V, A, dim, out, nvar, gbuf,
-             box, budget, draws, fs, js):
+             box, budget, draws, fs, js, grad, gw, inv):
     """Up to ``n_iter`` NUTS iterations of one chain from ``(q, lp[0], g)`` (updated
     in place), each what :func:`transition` does in Python with the same draws from
     the chain's generator (``rp``: :func:`_rng_pointers`) - the momentum, then
     uniforms in batches of ``u.shape[0]`` - followed,
     when ``adapt``, by the dual-averaging update of the step size ``ad[_D_EPS]``
     and, for iterations ``first + k`` in ``[w_lo, w_hi)``, Welford's update of
-    ``mean, m2``. Iteration k's draw goes to ``draws[k]``, its statistics to
-    ``fs[k]``, ``js[k]``.
+    ``mean, m2``; with ``grad`` instead, nutpie's diagonal adaptation from the
+    draw and its gradient (:func:`_grad_adapt`: ``gw``, ``inv``, and ``base``, the
+    metric's whitened factor, change). Iteration k's draw goes to ``draws[k]``,
+    its statistics to ``fs[k]``, ``js[k]``.
 
     Returns ``(iterations done, status, evaluations of the program in them)``:
     SEGMENT_CHECK once ``budget`` evaluations are reached (the spot check is due at
@@ -261,7 +328,12 @@ def _segment(rp, W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n_iter, adapt,
         js[k, _J_DIVERGENT] = I[CNT.divergent]
         if adapt:
             ad[_D_EPS] = _da_update(ad, S[SC.accept])
-            if w_lo <= first + k < w_hi:
+            if grad:
+                # (chain.py _grad_adapt_step: a divergent transition's draw, or one
+                # that did not move, is not used)
+                _grad_adapt(ad, gw, inv, base, first + k, q, g,
+                            I[CNT.divergent] == 0 and I[CNT.sample_moved] != 0)
+            elif w_lo <= first + k < w_hi:
                 _welford_add(ad, mean, m2, q)
         total += n_eval
         if total >= budget:
@@ -306,7 +378,7 @@ def warm():
     _segment(_rng_pointers(rng), W, S, I, M, M.copy(), x.copy(), np.zeros(n), x.copy(),
              x.copy(), np.full(1, -math.inf), ad, mean, m2, 1, False, 0, 1, 0, 1, 1000.0,
              code, aux, V, A, 1, 1, 2, g, box, 1, np.zeros((1, 1)), np.zeros((1, _N_F)),
-             np.zeros((1, _N_J), dtype=np.int64))
+             np.zeros((1, _N_J), dtype=np.int64), False, np.zeros((8, 1)), np.ones(1))
 
 
 def _compiled(model):
@@ -554,7 +626,8 @@ class Segment:
     (:meth:`stat_columns`), the point ``z`` and step size ``eps`` after them, and the
     adaptation's state (``ad``, ``mean``, ``m2``) for :meth:`adapted`."""
 
-    __slots__ = ("n", "status", "draws", "fs", "js", "z", "eps", "ad", "mean", "m2")
+    __slots__ = ("n", "status", "draws", "fs", "js", "z", "eps", "ad", "mean", "m2",
+                 "gw", "inv")
 
     def __init__(self, n, status):
         self.n, self.status = n, status
@@ -582,6 +655,28 @@ class Segment:
         welford.n = int(ad[_D_WN])
         welford.mean = self.mean
         welford.m2 = self.m2 if welford.dense else self.m2.reshape(-1)
+
+    def grad_adapted(self, ga, last):
+        """Move nutpie's adaptation's state after the segment into ``ga`` (a
+        GradientAdaptation; new arrays and Welfords, as its own updates make:
+        snapshots stay), ``last`` the segment's last iteration; returns whether
+        its metric changed (then ``ga.inv`` is the new one)."""
+        from .adaptation import Welford
+        ad, gw = self.ad, self.gw
+
+        def window(n, row):
+            w = {"qs": [], "gs": []}
+            for key, r in (("q", row), ("g", row + 2)):
+                e = w[key] = Welford(gw.shape[1])
+                e.n, e.mean, e.m2 = n, gw[r].copy(), gw[r + 1].copy()
+            return w
+        ga.fg, ga.bg = window(int(ad[_G_FN]), _GW_FQ), window(int(ad[_G_BN]), _GW_BQ)
+        if last >= ga.final_start:
+            ga.update(last, None, None)     # (the final window: the windows go)
+        changed = int(ad[_G_UPDATES]) != ga.n_updates
+        if changed:
+            ga.inv, ga.n_updates = self.inv, int(ad[_G_UPDATES])
+        return changed
 
 
 def _segment_buffers(ws, shape, dim, n_uniforms):
@@ -629,13 +724,16 @@ _NO_CHECK = 1 << 62
 
 
 def segment(model, metric, rng, z, eps, n, max_depth=10, da=None, welford=None,
-            window=(0, 0), first=0, max_delta_h=1000.0, workspace=None):
+            window=(0, 0), first=0, max_delta_h=1000.0, workspace=None, grad=None):
     """Up to ``n`` NUTS iterations of one chain from ``z`` with step size ``eps`` in
     one call into compiled code (:func:`_segment`): each the transition
     :func:`transition` makes with the same state and generator, and - with ``da``
     (a DualAveraging) and ``welford`` given: warmup - the step size's update after
     each, and the variance estimate's of the iterations ``first + k`` in
-    ``window = [lo, hi)``. The chain's generator ``rng`` is drawn from in compiled
+    ``window = [lo, hi)``; with ``grad`` (a diagonal
+    :class:`.adaptation.GradientAdaptation` whose metric changed once already, and
+    ``da``) nutpie's adaptation instead of the windows, the metric changing in the
+    segment (:meth:`Segment.grad_adapted` hands it over). The chain's generator ``rng`` is drawn from in compiled
     code, number for number as the Python path draws, so the chain's state after a
     segment is the state after its iterations, whatever the segments' lengths.
 
@@ -658,6 +756,11 @@ def segment(model, metric, rng, z, eps, n, max_depth=10, da=None, welford=None,
     V, A, gbuf, box, _ = ws.vm_buffers(prog, dim)
     q, g, lp = z.q.copy(), z.grad.copy(), np.array([z.lp], dtype=float)
     ad, mean, m2 = _adaptation_arrays(da, welford, dim, eps)
+    if grad is not None:
+        gw, inv = _grad_arrays(grad, ad)
+        base = base.copy()              # (the metric's own factor stays as it is)
+    else:
+        gw, inv = _NO_WINDOWS, _NO_INV
     lo, hi = window
     draws, fs, js = np.empty((n, dim)), np.empty((n, _N_F)), np.empty((n, _N_J), np.int64)
     budget = min(cg.kernel_budget(), _NO_CHECK)
@@ -673,7 +776,8 @@ def segment(model, metric, rng, z, eps, n, max_depth=10, da=None, welford=None,
         k, status, total = _segment(
             rp[1], W, S, I, M, base, p0, u, q, g, lp, ad, mean, m2, n, da is not None,
             lo, hi, first, max_depth, max_delta_h, prog.code, prog.aux, V, A, prog.dim,
-            prog.out, prog.nvar, gbuf, box, int(budget), draws, fs, js)
+            prog.out, prog.nvar, gbuf, box, int(budget), draws, fs, js,
+            grad is not None, gw, inv)
     finally:
         if held is not None:
             held.acquire()
@@ -688,4 +792,19 @@ def segment(model, metric, rng, z, eps, n, max_depth=10, da=None, welford=None,
     seg.z = Point(q, None, float(lp[0]), g)
     seg.eps = float(ad[_D_EPS])
     seg.ad, seg.mean, seg.m2 = ad, mean, m2
+    seg.gw, seg.inv = gw, inv
     return seg
+
+
+_NO_WINDOWS, _NO_INV = np.zeros((8, 1)), np.ones(1)     # (no gradient adaptation)
+
+
+def _grad_arrays(ga, ad):
+    """A diagonal GradientAdaptation ``ga`` as the kernel's arrays: its scalars into
+    ``ad``; returns ``(gw, inv)`` (copies: the kernel writes into them)."""
+    ad[_G_FN:_G_UPDATES + 1] = (ga.fg["q"].n, ga.bg["q"].n, ga.early_end, ga.final_start,
+                                ga.early_switch, ga.late_switch, ga.n_updates)
+    gw = np.array([ga.fg["q"].mean, ga.fg["q"].m2, ga.fg["g"].mean, ga.fg["g"].m2,
+                   ga.bg["q"].mean, ga.bg["q"].m2, ga.bg["g"].mean, ga.bg["g"].m2],
+                  dtype=float)
+    return gw, np.array(ga.inv, dtype=float)

@@ -98,7 +98,102 @@ def test_dual_averaging_and_welford_in_the_kernel_equal_the_classes():
         assert ad[nuts_jit._D_WN] == w.n
 
 
+def test_gradient_adaptation_in_the_kernel_equals_the_class():
+    """nutpie's diagonal adaptation (adaptation.GradientAdaptation.update) and the
+    kernel's (_grad_adapt) on the same non-Gaussian draws and gradients - with
+    unused ones (divergent, not moved), non-finite gradients, a coordinate that
+    never moves, the switches of both periods and the final window - give the
+    same metrics, windows and counts, bit for bit."""
+    rs = np.random.default_rng(7)
+    dim, n_warm = 4, 200
+    ga = adaptation.GradientAdaptation(dim, n_warm)
+    q0 = rs.standard_t(3, dim)
+    ga.inv = ga.start(q0, np.tanh(q0) * [1.0, 50.0, 1e-3, 0.0] - 0.1)
+    ga.update(0, q0 + 1.0, np.tanh(q0 + 1.0) - 0.1)
+    ga.update(1, q0 - 1.0, np.tanh(q0 - 1.0) - 0.1)
+    assert ga.n_updates == 1
+    ad = np.zeros(nuts_jit._N_AD)
+    gw, inv = nuts_jit._grad_arrays(ga, ad)
+    base = np.vstack([np.sqrt(inv), 0.5 * np.sqrt(inv)])
+    for i in range(2, n_warm):
+        q = rs.standard_t(3, dim) * [1.0, 0.1, 30.0, 1.0]
+        q[3] = 0.25                                 # never moves: its scale is kept
+        g = -np.sinh(q) / np.cosh(q) ** 2 * [1.0, 100.0, 1e-3, 1.0]
+        if i % 17 == 0:
+            g[1] = np.nan
+        good = i % 11 != 0
+        want = ga.update(i, q, g, good=good)
+        got = nuts_jit._grad_adapt(ad, gw, inv, base, i, q, g, good)
+        assert got == (want is not None), i
+        if want is not None:
+            np.testing.assert_array_equal(inv, want)
+            np.testing.assert_array_equal(base[0], np.sqrt(want))
+            np.testing.assert_array_equal(base[1], 0.5 * np.sqrt(want))
+        if i < ga.final_start:
+            assert (ad[nuts_jit._G_FN], ad[nuts_jit._G_BN]) == (ga.fg["q"].n, ga.bg["q"].n)
+            for row, (w, key) in enumerate([(ga.fg, "q"), (ga.fg, "g"), (ga.bg, "q"),
+                                            (ga.bg, "g")]):
+                np.testing.assert_array_equal(gw[2 * row], w[key].mean)
+                np.testing.assert_array_equal(gw[2 * row + 1], w[key].m2)
+    assert ad[nuts_jit._G_UPDATES] == ga.n_updates > 100
+    assert inv[3] == ga.inv[3] and ga.fg["q"].n == 0      # (the final window: cleared)
+
+
+def _same_data(a, b):
+    """Plain data (dicts, lists, arrays, numbers) equal, arrays bit for bit."""
+    assert type(a) is type(b) or isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same_data(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same_data(x, y)
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert a == b
+
+
+class _Heavy(sl.Model):
+    """Student-t coordinates of different scales: a posterior whose gradient is not
+    linear, so that nutpie's adaptation keeps moving the metric."""
+    x = sl.param.vector(3)
+
+    def log_prob(self, x):
+        return sl.student_t_lpdf(x, 5.0, _MU, _SD)
+
+
 # ---- the same chain as the Python path ----------------------------------------------------
+def test_nutpie_adaptation_in_segments_gives_the_python_paths_chain(monkeypatch):
+    """With adaptation="nutpie" the warmup runs in segments once the metric has
+    changed the first time, the metric changing inside them: the chain - its draws,
+    statistics, metric, step size and adaptation state - is the Python path's."""
+    m = _Heavy()
+    seen = []
+    real = nuts_jit.segment
+
+    def counted(*args, **kw):
+        seg = real(*args, **kw)
+        if seg is not None and kw.get("grad") is not None:
+            seen.append(seg.n)
+        return seg
+    monkeypatch.setattr(nuts_jit, "segment", counted)
+    kw = dict(metric="diag_e", adaptation="nutpie", save_warmup=True, warmup=300)
+    fast = chain.run(m, _fresh(m, **kw))
+    assert sum(seen) > 250                       # most of the warmup in the kernel
+    monkeypatch.setattr(nuts_jit, "segment", real)
+    _python_only(monkeypatch)
+    slow = chain.run(_Heavy(), _fresh(_Heavy(), **kw))
+    _same_chain(fast, slow)
+    np.testing.assert_array_equal(np.array(fast.warmup_draws), np.array(slow.warmup_draws))
+    assert fast.warmup_stats == slow.warmup_stats and fast.da == slow.da
+    _same_data(fast.grad_adapt, slow.grad_adapt)
+    assert len(set(np.array(fast.warmup_stats["stepsize__"]).tolist())) > 100
+
+
+
 @pytest.mark.parametrize("metric", ["diag_e", "dense_e", "unit_e"])
 def test_segments_give_the_python_paths_chain_bit_for_bit(metric, monkeypatch):
     m = _Gauss()
