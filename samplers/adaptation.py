@@ -237,7 +237,8 @@ def grad_schedule(num_warmup, early_window=0.3, final_window=0.15):
     """nutpie's warmup phases as ``(early_end, final_start)``: iterations
     ``[0, early_end)`` switch estimators every 10 draws, ``[early_end, final_start)``
     every 80, and from ``final_start`` on the metric is fixed and only the step size
-    adapts (restarted there, as after Stan's last window)."""
+    adapts (its dual averaging not restarted there, as nuts-rs's: chain.py
+    ``_grad_adapt_step``)."""
     early_end = int(early_window * num_warmup)
     final_start = num_warmup - int(final_window * num_warmup)
     return early_end, final_start
@@ -341,7 +342,9 @@ class GradientAdaptation:
     early draws, far from the typical set, are forgotten. The start is the metric of
     the initial gradient, ``1 / |grad|`` (a Gaussian's variance when the point is one
     sd from the mode). In the final window (:func:`grad_schedule`) only the step size
-    adapts. Divergent transitions' draws are not used.
+    adapts. Divergent transitions' draws are not used, nor draws at which the
+    transition did not move (the chain decides: ``good``). The diagonal update runs
+    in compiled segments too (nuts_jit.py ``_grad_adapt``: the same arithmetic).
 
     ``lowrank``: the metric is dense, ``diag + low rank`` from
     :func:`lowrank_inverse_metric` of the foreground window, recomputed every
