@@ -3,7 +3,11 @@
 ESS/s = min over the parameters of the bulk ESS (ArviZ) / seconds, for 4 chains of
 1000 warmup + 1000 draws (Stan's defaults everywhere: adapt_delta / target_accept
 0.8, max tree depth 10), on five posteriors, the first three written the same way in
-each library:
+each library. Warmup adaptation: each library its own default, except that stanlite
+runs the adaptation nutpie runs on the posterior (one rule, :func:`stanlite_adaptation`:
+its ``adaptation="nutpie"``, from draws and gradients, and ``"nutpie-lowrank"`` where
+nutpie runs its low-rank mass matrix); the row ``stanlite-stan`` is stanlite with
+Stan's windowed adaptation, printed beside it:
 
   eight schools     non-centred: mu ~ N(0, 5), tau ~ Cauchy+(0, 5), theta_trans ~ N(0, 1),
                     y ~ N(mu + tau theta_trans, sigma)                      (diag metric)
@@ -102,6 +106,10 @@ expect noise in every time; the ESS is deterministic for a given seed (stanlite)
 
 BLAS: one thread per process unless the environment says otherwise.
 
+``stanlite-stan`` (run by default) is stanlite with Stan's windowed adaptation
+(``adaptation="stan"``) on every posterior; the targets are judged on the
+``stanlite`` row, the Stan row's verdict is printed after them for comparison.
+
 ``stanlite-eager`` (not run unless named in ``--libs``) is stanlite on the eager tape
 (``STANLITE_COMPILE=0``): the pair of rows is retaping's effect on ESS/s (issue 10).
 The compiled interpreter's gradients equal the tape's to rounding, not bit for bit, so
@@ -140,13 +148,16 @@ LABELS = {"eight_schools": "eight schools (non-centred)",
           "gauss100": "100-d Gaussian (dense)",
           "hmm_loop": "HMM T=200 K=3 (loops)",
           "coal_loop": "coal change point (loops)"}
-LIBS = ("stanlite", "nutpie", "pymc", "numpyro", "stanlite-eager")
+LIBS = ("stanlite", "stanlite-stan", "nutpie", "pymc", "numpyro", "stanlite-eager")
 #: the libraries run by default
-DEFAULT_LIBS = LIBS[:4]
+DEFAULT_LIBS = LIBS[:5]
 #: what each library entry runs: ``stanlite-eager`` is stanlite with the eager tape
-#: (``STANLITE_COMPILE=0``, no retaping), for the effect of retaping at the same seeds
-WORKER_OF = {"stanlite-eager": "stanlite"}
-ENV_OF = {"stanlite-eager": {"STANLITE_COMPILE": "0"}}
+#: (``STANLITE_COMPILE=0``, no retaping), for the effect of retaping at the same seeds;
+#: ``stanlite-stan`` is stanlite with Stan's windowed adaptation everywhere, the row
+#: beside the adaptation rule's (:func:`stanlite_adaptation`)
+WORKER_OF = {"stanlite-eager": "stanlite", "stanlite-stan": "stanlite"}
+ENV_OF = {"stanlite-eager": {"STANLITE_COMPILE": "0"},
+          "stanlite-stan": {"STANLITE_BENCH_ADAPTATION": "stan"}}
 #: every stanlite process: no disk cache of lowered programs (a first use records)
 STANLITE_ENV = {"STANLITE_CACHE_DIR": "off"}
 SEED = 20240611
@@ -325,6 +336,18 @@ def _stanlite_models():
     return out
 
 
+def stanlite_adaptation(case):
+    """The warmup adaptation stanlite runs on ``case``: the one nutpie runs there
+    (one rule for every posterior, issue 20): stanlite's implementation of nutpie's
+    diagonal adaptation from draws and gradients (``adaptation="nutpie"``), and its
+    low-rank one on the 100-d Gaussian, where nutpie runs its low-rank mass matrix
+    (``low_rank_modified_mass_matrix=True`` in :func:`run_nutpie`).
+    ``STANLITE_BENCH_ADAPTATION`` overrides it (the ``stanlite-stan`` row: Stan's
+    windowed adaptation, ``"stan"``, with the dense metric on the 100-d Gaussian)."""
+    return os.environ.get("STANLITE_BENCH_ADAPTATION") or (
+        "nutpie-lowrank" if case == "gauss100" else "nutpie")
+
+
 def run_stanlite(case, draws, warmup, seed, opts):
     import multiprocessing as mp
     import resource
@@ -332,10 +355,7 @@ def run_stanlite(case, draws, warmup, seed, opts):
     cls = _stanlite_models()[case]
     model = cls(**case_data(case))
     metric = "dense_e" if case == "gauss100" else "diag_e"
-    # on the 100-d Gaussian nutpie runs its low-rank adaptation: stanlite runs its own
-    # (adaptation="nutpie-lowrank", benchmarks/adaptation.py: 7 steps a draw against
-    # Stan's windowed dense adaptation's 15); Stan's adaptation everywhere else
-    extra = {"adaptation": "nutpie-lowrank"} if case == "gauss100" else {}
+    extra = {"adaptation": stanlite_adaptation(case)}
     _COUNTER = mp.get_context("fork").Array("d", 2)
     # the compiled NUTS kernel (numba: imported, loaded from its cache or compiled)
     # is stanlite's compilation, outside "excl." as the peers' is
@@ -849,6 +869,12 @@ def print_targets(results, cases):
                 anc = anchors[1 if key == "excl" else 0]
                 line += f"; [{anc}] -> {verdict(ours, anc, factor)}"
             print(line)
+        st = results.get((case, "stanlite-stan"))
+        if st is not None and "error" not in st:
+            ours, theirs = _rate(st, "excl"), _rate(peer, "excl")
+            print(f"  ({lab}, stanlite-stan (Stan's adaptation), ESS/s excl.: "
+                  f"{_fmt_rate(ours)} vs {_fmt_rate(theirs)} -> "
+                  f"{verdict(ours, theirs)}; not the target's row)")
         if case == "eight_schools":
             ours, cs = _rate(s, "excl"), ANCHORS[case]["cmdstan"][1]
             print(f"  {lab}, ESS/s excl. >= {CMDSTAN_FRACTION:g}x CmdStan's [{cs}]: "
