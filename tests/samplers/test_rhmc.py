@@ -550,6 +550,32 @@ def test_sample_rhmc_gaussian_moments_and_fit():
     np.testing.assert_array_equal(a["x"], b["x"])
 
 
+def test_min_int_time_lengthens_trajectories_and_keeps_the_target():
+    """``min_int_time``: runs of states shorter than it are not tested for a U-turn,
+    so every transition integrates at least that long (the tree's first check comes
+    at ``2^depth >= min_int_time / eps`` states); the draws keep their moments."""
+    m = _gauss()
+    T = 12.0
+    fit = m.sample(chains=1, draws=300, warmup=100, seed=3, sampler="rhmc",
+                   progress=False, sampler_options={"min_int_time": T})
+    eps = float(fit.step_size[0])
+    n_min = math.ceil(T / eps)
+    depth_min = math.ceil(math.log2(n_min))
+    st = fit.sampler_stats
+    assert int(np.sum(st["divergent__"])) == 0
+    # 2^depth - 1 new states at depth d (the start point is the first state)
+    assert np.all(np.asarray(st["n_leapfrog__"]) >= (1 << depth_min) - 1), \
+        (eps, np.min(st["n_leapfrog__"]))
+    x = fit["x"]
+    for j in range(3):
+        _assert_moments(x[..., j], _MU[j], np.sqrt(_C[j, j]))
+    # the option is checked, and 0 (the default) is the plain criterion
+    with pytest.raises(ValueError, match="min_int_time"):
+        rhmc.check_options({"min_int_time": -1.0})
+    assert rhmc.check_options({})["min_int_time"] == rhmc.MIN_INT_TIME
+    assert rhmc.check_options({"min_int_time": 0})["min_int_time"] == 0.0
+
+
 def test_sample_rhmc_static_save_and_resume(tmp_path):
     m = Banana(b=1.0, s=0.5)
     opts = {"num_steps": 4, "alpha": 2.0}
