@@ -232,7 +232,9 @@ FINAL_STEP_FACTOR = 0.5
 #: Gaussian direction's period is 2 pi). Not the default (0, the plain criterion):
 #: on a 3-d Gaussian (1 x (100 + 300)) it took 255 steps a transition against 17 and
 #: the adapted step size fell from 0.19 to 0.049 (warmup acceptance 0.92-0.98 at
-#: step sizes where the plain criterion's was 0.99: not understood yet). The U-turn
+#: step sizes where the plain criterion's was 0.99 - likely because the acceptance
+#: statistic averages over states farther round the orbit, where the leapfrog's
+#: energy error (eps^2 / 8)(|q|^2 - |q0|^2) is larger; not verified). The U-turn
 #: criterion, summed over every direction, stops when the fast ones turn (after
 #: about 2.3-4 on the funnel), while the directions the local Hessian overstates -
 #: the funnel's v, the banana's ridge - oscillate with half-periods of 8-10 (funnel,
