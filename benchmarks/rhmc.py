@@ -44,7 +44,8 @@ BLAS: one thread. The machine is shared: every time is noisy; the draws are
 deterministic for a seed.
 
 Every run is at the samplers' defaults (RHMC: alpha from the Hessian, adapt_delta
-0.99, half the warmup's averaged step size) unless --alpha / --adapt-delta say
+0.99, half the warmup's averaged step size, the plain U-turn criterion;
+--min-int-time 8 (``rhmc.MIN_INT_TIME``) makes trajectories last at least that long) unless --alpha / --adapt-delta say
 otherwise; 4 chains x (1000 + 1000), the targets of issue 24. NUTS also at other
 adapt_delta with --nuts-delta 0.8 0.99.
 
@@ -52,6 +53,15 @@ Run:  python benchmarks/rhmc.py [--quick] [--cases funnel10 funnel51 banana logi
                                 [--samplers nuts rhmc] [--nuts-delta 0.8 0.99]
                                 [--chains 4] [--warmup 1000] [--draws 1000]
                                 [--alpha 30] [--adapt-delta 0.9]
+                                [--nuts-reference-draws 25000]
+
+--nuts-reference-draws N: before a funnel's runs, NUTS at each --nuts-delta is run
+long (4 chains x (1000 + N) on each of three seeds) and its v checked against the
+exact N(0, 3) with MCSEs that resolve the neck; the closing "ESS/s for v" lines count
+NUTS's figure only where that verdict is "unbiased" (issue 24's target). Without it
+they fall back on the short run's z-tests, which a NUTS chain that misses the neck
+passes when its ESS is small (4 x (1000 + 1000) at 0.99: P(v < -5) 1.7% against
+4.78%, z -0.9 from an ESS of 54).
 """
 
 import argparse
@@ -119,8 +129,10 @@ def mcse(x, method):
     return float(d2.std() / math.sqrt(_ess_mean(d2)) / (2.0 * x.std()))
 
 
-def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED):
-    """One run; ``alpha`` and ``adapt_delta`` None: the sampler's defaults."""
+def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED,
+        min_int_time=None):
+    """One run; ``alpha``, ``adapt_delta`` and ``min_int_time`` None: the sampler's
+    defaults."""
     m = make_model(case)
     kw = dict(chains=chains, warmup=warmup, draws=draws, seed=seed, progress=False,
               parallel=False, save_warmup=True)
@@ -128,8 +140,13 @@ def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED):
         kw["adapt_delta"] = adapt_delta
     if sampler == "rhmc":
         kw["sampler"] = "rhmc"
+        opts = {}
         if alpha is not None:
-            kw["sampler_options"] = {"alpha": alpha}
+            opts["alpha"] = alpha
+        if min_int_time is not None:
+            opts["min_int_time"] = min_int_time
+        if opts:
+            kw["sampler_options"] = opts
     rhmc.reset_profile()
     c0, w0 = time.process_time(), time.perf_counter()
     fit = m.sample(**kw)
@@ -172,6 +189,82 @@ def funnel_checks(fit):
                 below=below, z_below=z_below, q5=q5, vmin=float(v.min()))
 
 
+#: the exact neck statistics of v ~ N(0, 3): P(v < -5) and the 5% quantile
+P_BELOW = 0.5 * math.erfc(5.0 / 3.0 / math.sqrt(2.0))
+Q5 = -3.0 * 1.6448536269514722
+
+
+def neck_stats(v):
+    """v's mean, sd, P(v < -5) and 5% quantile, each with its MCSE (ArviZ's ``mcse``
+    of the mean, the 0.05 quantile and the indicator ``v < -5``'s mean; the sd's by
+    :func:`mcse`, ArviZ 0.23's ``method="sd"`` failing under this numpy) and its
+    z-score against the exact N(0, 3); ``v`` (chains, draws)."""
+    az = _az()
+    v = np.asarray(v, dtype=float)
+    ind = (v < -5.0).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        def se_of(x, **kw):
+            return float(np.ravel(az.mcse(x, **kw))[0])
+        se = {"mean": se_of(v, method="mean"), "sd": mcse(v, "sd"),
+              "below": se_of(ind, method="mean") if 0 < ind.sum() < ind.size
+              else math.nan,
+              "q5": se_of(v, method="quantile", prob=0.05)}
+    est = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)),
+           "below": float(ind.mean()), "q5": float(np.quantile(v, 0.05))}
+    truth = {"mean": 0.0, "sd": 3.0, "below": P_BELOW, "q5": Q5}
+    z = {k: (est[k] - truth[k]) / se[k] if se[k] > 0 else math.nan for k in est}
+    return dict(est=est, se=se, z=z, ess=ess_bulk(v), n=v.size)
+
+
+def nuts_reference(case, draws, seeds, chains=4, warmup=1000, adapt_delta=0.99,
+                   z_max=3.0):
+    """Whether NUTS at ``adapt_delta`` is unbiased on a funnel: ``chains`` x
+    (``warmup`` + ``draws``) per seed, long enough that the MCSEs resolve the neck
+    (the 4 x (1000 + 1000) run's P(v < -5) of 1.7% against 4.78% passed its z-test
+    only because its ESS was 54). Verdict over all seeds' chains pooled: biased when
+    any of v's mean, sd, P(v < -5), q5 is more than ``z_max`` MCSEs from the exact
+    value; unbiased when none is and P(v < -5)'s MCSE is at most a quarter of the
+    exact 4.78% (else undecided: too short). -> (verdict, rows) with one row per
+    seed and the pooled one."""
+    rows, vs = [], []
+    for seed in seeds:
+        r = run(case, "nuts", chains, warmup, draws, None, adapt_delta, seed=seed)
+        v = np.asarray(r["fit"]["v"], dtype=float)
+        vs.append(v)
+        rows.append((str(seed), r["div"], r["eps"], r["cpu"], neck_stats(v)))
+        print(f"  done NUTS reference seed {seed}: {r['cpu']:.0f} s cpu", flush=True)
+    pooled = neck_stats(np.concatenate(vs, axis=0))
+    rows.append(("pooled", sum(x[1] for x in rows), math.nan,
+                 sum(x[3] for x in rows), pooled))
+    bad = [k for k, z in pooled["z"].items() if not abs(z) <= z_max]
+    se_below = pooled["se"]["below"]
+    if bad:
+        verdict = "biased (" + ", ".join(f"{k} z {pooled['z'][k]:+.1f}" for k in bad) + ")"
+    elif not se_below <= 0.25 * P_BELOW:
+        # a run too short to see the neck passes every z-test: say so
+        verdict = (f"undecided (every |z| <= {z_max:g}, but P(v<-5)'s MCSE "
+                   f"{100 * se_below:.2f}% cannot resolve the neck's {100 * P_BELOW:.2f}%)")
+    else:
+        verdict = f"unbiased (every |z| <= {z_max:g})"
+    return verdict, rows
+
+
+def print_reference(case, delta, verdict, rows):
+    print(f"NUTS reference, {case} at adapt_delta {delta:.2f}: estimate (MCSE) [z vs "
+          f"exact N(0, 3)]")
+    print(f"{'seed':>9} {'div':>4} {'ESS':>6}  {'mean':>22} {'sd':>22} "
+          f"{'P(v<-5) % (4.78)':>24} {'q5 (-4.93)':>22}")
+    for seed, div, _eps, _cpu, st in rows:
+        e, s, z = st["est"], st["se"], st["z"]
+        cols = []
+        for k, scale in (("mean", 1), ("sd", 1), ("below", 100), ("q5", 1)):
+            cols.append(f"{scale * e[k]:+7.3f} ({scale * s[k]:.3f}) [{z[k]:+5.1f}]")
+        print(f"{seed:>9} {div:4d} {st['ess']:6.0f}  {cols[0]:>22} {cols[1]:>22} "
+              f"{cols[2]:>24} {cols[3]:>22}")
+    print(f"verdict: NUTS at {delta:.2f} is {verdict}")
+
+
 def banana_checks(fit):
     x = fit["x"]
     out = {"ess": min(ess_bulk(x[..., j]) for j in range(2))}
@@ -194,6 +287,42 @@ def flat_params(fit, names):
     return out
 
 
+def ess_comparison(rows, checks, verdicts):
+    """One line per funnel run with both samplers: RHMC's ESS/s for v against each
+    NUTS run's, and whether NUTS's figure counts - by the long reference run's
+    verdict where there is one (``--nuts-reference-draws``), else by the short
+    run's own z-tests (mean, sd, P(v < -5) within 3 MCSE), which a chain that
+    misses the neck can pass when its ESS is small (noted so)."""
+    out = []
+    for case in dict.fromkeys(r[0] for r in rows if r[0].startswith("funnel")):
+        mine = [r for r in rows if r[0] == case]
+        rh = [r for r in mine if r[1] == "rhmc"]
+        if not rh:
+            continue
+        for r in mine:
+            if r[1] != "nuts":
+                continue
+            delta, ess_s = r[5], r[9]
+            verdict = verdicts.get((case, delta))
+            if verdict is not None:
+                counts = verdict.startswith("unbiased")
+                why = f"long reference run: {verdict}"
+            else:
+                chk = checks.get((case, "nuts", delta))
+                zs = (chk["z_mean"], chk["z_sd"], chk["z_below"]) if chk else ()
+                counts = bool(zs) and all(abs(z) < 3 for z in zs)
+                why = ("this run's z-tests only (ESS %.0f; no --nuts-reference-draws)"
+                       % (chk["ess"] if chk else math.nan))
+            ratio = rh[0][9] / ess_s if ess_s > 0 else math.inf
+            state = "counts" if counts else "does NOT count"
+            target = ("met" if ratio > 1 else "not met") if counts else \
+                "met vacuously (NUTS has no unbiased figure)"
+            out.append(f"{case}: RHMC {rh[0][9]:.2f} ESS/s against NUTS at {delta:.2f} "
+                       f"{ess_s:.2f} (x{ratio:.3g}); NUTS's figure {state} - {why}; "
+                       f"target {target}")
+    return out
+
+
 def fmt_z(z):
     flag = "" if abs(z) < 3 else " !"
     return f"{z:+.1f}{flag}"
@@ -211,13 +340,27 @@ def main():
     ap.add_argument("--adapt-delta", type=float, default=None,
                     help="target acceptance (default: each sampler's, 0.8 NUTS, 0.99 "
                          "RHMC)")
+    ap.add_argument("--min-int-time", type=float, default=None,
+                    help="RHMC's minimum integration time (default: RHMC's, 0, the "
+                         "plain U-turn criterion; rhmc.MIN_INT_TIME = 8 for the "
+                         "funnels and the banana)")
     ap.add_argument("--nuts-delta", type=float, nargs="+", default=[0.8],
                     help="NUTS runs at these adapt_delta (default 0.8)")
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--nuts-reference-draws", type=int, default=0, metavar="N",
+                    help="on the funnels, first decide whether NUTS at each "
+                         "--nuts-delta is unbiased: 4 chains x (1000 + N) on each of "
+                         "--nuts-reference-seeds, v's mean, sd, P(v<-5), q5 against "
+                         "the exact N(0, 3) (e.g. 25000; default 0: not run, the "
+                         "comparison then rests on the short run's own z-tests)")
+    ap.add_argument("--nuts-reference-seeds", type=int, nargs="+",
+                    default=[SEED, SEED + 1, SEED + 2])
     args = ap.parse_args()
     rows, costs = [], []
+    checks = {}             # (case, sampler, adapt_delta) -> funnel_checks of the run
+    verdicts = {}           # (case, adapt_delta) -> NUTS reference verdict
     runs = [("nuts", d) for d in args.nuts_delta if "nuts" in args.samplers] + \
         [("rhmc", args.adapt_delta) for _ in (1,) if "rhmc" in args.samplers]
     for case in args.cases:
@@ -225,10 +368,20 @@ def main():
         chains = args.chains or (1 if args.quick else 4)
         warmup = args.warmup or (150 if args.quick else 1000)
         draws = args.draws or (150 if args.quick else 1000)
+        if args.nuts_reference_draws and case.startswith("funnel") \
+                and "nuts" in args.samplers:
+            for d in args.nuts_delta:
+                verdict, ref_rows = nuts_reference(case, args.nuts_reference_draws,
+                                                   args.nuts_reference_seeds,
+                                                   adapt_delta=d)
+                verdicts[(case, d)] = verdict
+                print_reference(case, d, verdict, ref_rows)
+                print(flush=True)
         for sampler, delta in runs:
             if sampler == "nuts":
                 delta = delta or args.adapt_delta
-            r = run(case, sampler, chains, warmup, draws, args.alpha, delta)
+            r = run(case, sampler, chains, warmup, draws, args.alpha, delta,
+                    min_int_time=args.min_int_time if sampler == "rhmc" else None)
             delta, alpha = r["delta"], r["alphas"]
             fit = r["fit"]
             if case.startswith("funnel"):
@@ -258,6 +411,8 @@ def main():
             rows.append((case, label, warmup, draws, chains, delta, r["eps"], r["div"],
                          chk["ess"], chk["ess"] / r["cpu"], chk["ess"] / r["steps"],
                          r["cpu"], extra))
+            if case.startswith("funnel"):
+                checks[(case, sampler, delta)] = chk
             if sampler == "rhmc":
                 q = np.asarray(fit.chain_states[0].q, dtype=float)
                 costs.append((case, r["prof"], gradient_cost(r["model"], q)))
@@ -269,6 +424,13 @@ def main():
     for (case, lab, w, d, c, delta, eps, div, ess, ess_s, ess_g, cpu, extra) in rows:
         print(f"{case:9} {lab:11} {f'{c}x{w}+{d}':>10} {delta:5.2f} {eps:6.3f} {div:4d} "
               f"{ess:6.0f} {ess_s:7.2f} {ess_g:8.4f} {cpu:7.0f}  {extra}")
+    comparison = ess_comparison(rows, checks, verdicts)
+    if comparison:
+        print()
+        print("ESS/s for v (issue 24: RHMC against NUTS, NUTS's figure counted only "
+              "where NUTS is unbiased)")
+        for line in comparison:
+            print(line)
     if costs:
         print()
         print("RHMC cost per implicit leapfrog step, and the time split")

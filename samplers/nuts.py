@@ -16,6 +16,10 @@ One transition from point ``z`` with step size ``eps``:
   ends), checked for every merged subtree and - Stan 2.21+ - also across the seam of
   the two halves (``rho_left + p_right_first`` and ``rho_right + p_left_last``),
   which catches U-turns that straddle the halves;
+* a metric with a ``min_int_time`` (the Riemannian one) has runs of fewer than
+  ``min_int_time / eps`` states exempt from the U-turn checks, so trajectories last
+  at least that long (its slow directions; the rule depends on the run alone, so the
+  tree stays reversible); Euclidean metrics have none;
 * a divergence when ``H - H0 > 1000`` (a NaN energy counts as infinite);
 * ``accept_stat`` = mean over all new states of ``min(1, exp(H0 - H))`` (drives the
   step-size adaptation).
@@ -142,6 +146,17 @@ def _merge(a, b):
         return _summary(UTurnSummary, (rho_a + rho_b, a_p_beg, a_v_beg, b_p_end,
                                        b_v_end, a_k_beg, b_k_end, d_beg, d_end))
     return None
+
+
+def _join(a, b):
+    """The U-turn summary of subtree ``a`` followed by ``b`` without the checks: for
+    a run of states shorter than the metric's minimum integration time (see
+    :func:`_python_tree`), which is not tested for a U-turn."""
+    rho_a, a_p_beg, a_v_beg, a_p_end, a_v_end, a_k_beg, a_k_end, a_d_beg, _ = a
+    rho_b, b_p_beg, b_v_beg, b_p_end, b_v_end, b_k_beg, b_k_end, _, b_d_end = b
+    return _summary(UTurnSummary, (rho_a + rho_b, a_p_beg, a_v_beg, b_p_end, b_v_end,
+                                   a_k_beg, b_k_end, a_d_beg + a_v_beg.dot(rho_b),
+                                   b_d_end + b_v_end.dot(rho_a)))
 
 
 def _merge_pairs(a, b):
@@ -339,6 +354,13 @@ def _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h):
     # is then the reason, rejection_reason's key)
     make = _whitened if hasattr(metric, "whitened_steps") else _stepped
     z0, p0, v0, k0, leaf, turn = make(model, metric, z, eps, rng)
+    # A metric may ask for a minimum integration time (the Riemannian one: its slow
+    # directions, rhmc.SoftAbsMetric.min_int_time): a run of fewer than ``n_min``
+    # states is then not tested for a U-turn. The test stays a function of the run
+    # alone (its length and states, whichever of them the trajectory started from),
+    # which is all the tree's reversibility needs.
+    t_min = getattr(metric, "min_int_time", 0.0) or 0.0
+    n_min = math.ceil(t_min / abs(eps)) if t_min > 0 and eps else 0
     H0 = z0.h
     if not -math.inf < H0 < math.inf:
         # no energy error can be measured from such a start (the chain never holds
@@ -382,7 +404,11 @@ def _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h):
                 continue
             # the U-turn checks come first: a subtree that fails them is discarded
             # whole, so its proposal needs no draw
-            summary = _pair(pa, va, ka, p, v, k)
+            if n_min > 2:
+                s_a = _single(pa, va, ka)
+                summary = _join(s_a, _single(p, v, k))
+            else:
+                summary = _pair(pa, va, ka, p, v, k)
             if summary is None:
                 n_leapfrog += i + 1
                 return None
@@ -391,9 +417,11 @@ def _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h):
                 prop = prop_a
             c = i >> 1
             merge = _merge_pairs                     # the first merge joins two pairs
+            n_run = 2
             while c & 1:
                 prop_a, lw_a, u_a = pending.pop()
-                summary = merge(u_a, summary)
+                n_run *= 2
+                summary = (merge if n_run >= n_min else _join)(u_a, summary)
                 merge = _merge
                 if summary is None:
                     n_leapfrog += i + 1
@@ -429,7 +457,10 @@ def _python_tree(model, metric, z, eps, rng, max_depth, max_delta_h):
             traj = traj.reversed()
             end_forward = forward
         # at depth 2: the start point and one state, then a pair
-        traj = (_merge_pairs if depth == 2 else _merge)(traj, u)
+        if (1 << depth) < n_min:
+            traj = _join(traj, u)
+        else:
+            traj = (_merge_pairs if depth == 2 else _merge)(traj, u)
         if traj is None:
             break
     accept = sum_metro / n_leapfrog if n_leapfrog else 0.0

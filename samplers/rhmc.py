@@ -164,16 +164,31 @@ on the funnel (d = 10, 200 + 200, adapt_delta 0.8) alpha 1 had 47 divergent
 transitions of 200 and never went below v = -2.8, alpha 10 and 30 two and six
 and reached the neck. A number may be given.
 
-Mixing along the funnel's neck (why v's ESS is low). The U-turn criterion is the
-generalised one, each end's velocity ``Sigma(q_end)^-1 p_end`` at its own position
-(checked). The limit is the metric: the local Hessian's scale for v is v's
-*conditional* scale given x, about ``sqrt(2 / (d - 1))``, while its marginal sd is 3;
-in the metric's units every direction oscillates with a period of order 1, the
-trajectory U-turns after about half of that, and v moves by about its conditional
-scale per transition: a random walk whose steps shrink as ``1/sqrt(d)``. Betancourt
-(2013) shows SoftAbs *reaching* the neck where a Euclidean metric cannot (which it
-does here too), not fast mixing along v. A longer integration time or a metric with
-v's marginal scale would be the fix; neither is done.
+Mixing along the funnel's neck (why v's ESS was low; issue 24, point 2). The U-turn
+criterion is the generalised one of Betancourt (arXiv:1304.1920), as Stan has it:
+``rho`` the sum of the momenta, each end's velocity ``p_sharp = Sigma(q_end)^-1
+p_end`` at its own position (checked), with Stan's checks across the seam of every
+merge, multinomial sampling within subtrees and biased progressive sampling at the
+top (:mod:`.nuts`, shared with the Euclidean tree). What it does on the funnel
+(measured: long trajectories from exact draws, ``benchmarks/README.md``): the local
+Hessian gives v the mass of its *conditional* scale given x (about ``sqrt(2 / (d -
+1))``) while its effective potential has the marginal scale 3, so in the metric's
+time v oscillates slowly - half-periods of 8-10 at d = 10, 20-25 at d = 51 - while
+the x directions, whitened, have a period of about 2 pi. ``p_sharp . rho`` sums over
+all directions, each contributing about its kinetic energy, so the trajectory
+U-turns when the fast ones turn (after 2.3-4 at both sizes), with v a fraction of
+the way along its swing: a random walk in v (mean |dv| 1.1 a transition at d = 10).
+Nothing is wrong with the criterion; it answers for the sum, not for the slowest
+direction. The fixed points are not the limit either (energy errors 0.01-0.06 over
+600 steps at the sampling step size). Hence ``sampler_options["min_int_time"]``:
+runs of states shorter than it are not tested for a U-turn (a rule that depends on
+the run alone, so the tree stays reversible), and trajectories last at least that
+long in the metric's time; with :data:`MIN_INT_TIME` (8) on the funnel (d = 10) ESS
+of v a transition 0.041 -> 0.41, ESS a CPU second 2.1 -> 6.7 (16: 0.40 and 3.5, past
+v's half-period); at d = 51 v's half-period is longer and a longer floor would pay
+more (not measured). Not the default yet (see :data:`MIN_INT_TIME`). Betancourt (2013) shows
+SoftAbs *reaching* the neck where a Euclidean metric cannot (which it does here
+too); the public copies reachable here do not give a mixing rate along v to compare.
 """
 
 import math
@@ -196,6 +211,7 @@ __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_a
            "curvature_scale",
            "softabs_divided_differences", "make_kernel", "static_transition",
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
+           "MIN_INT_TIME",
            "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
 
 #: ``model.sample(sampler="rhmc")``'s ``adapt_delta`` when not given. Measured
@@ -210,6 +226,23 @@ ADAPT_DELTA = 0.99
 #: the sampling phase's step size is this times dual averaging's average (see
 #: :func:`final_stepsize`)
 FINAL_STEP_FACTOR = 0.5
+
+#: ``sampler_options={"min_int_time": MIN_INT_TIME}``: NUTS trajectories with the
+#: SoftAbs metric integrate at least this long (in the metric's time, where a
+#: Gaussian direction's period is 2 pi). Not the default (0, the plain criterion):
+#: on a 3-d Gaussian (1 x (100 + 300)) it took 255 steps a transition against 17 and
+#: the adapted step size fell from 0.19 to 0.049 (warmup acceptance 0.92-0.98 at
+#: step sizes where the plain criterion's was 0.99 - likely because the acceptance
+#: statistic averages over states farther round the orbit, where the leapfrog's
+#: energy error (eps^2 / 8)(|q|^2 - |q0|^2) is larger; not verified). The U-turn
+#: criterion, summed over every direction, stops when the fast ones turn (after
+#: about 2.3-4 on the funnel), while the directions the local Hessian overstates -
+#: the funnel's v, the banana's ridge - oscillate with half-periods of 8-10 (funnel,
+#: d = 10) to 20-25 (d = 51) and move a fraction of that. Measured
+#: (``benchmarks/README.md``, issue 24 sixth round), 2 x (500 + 1000), same seed:
+#: ESS of v a transition 0.041 -> 0.41 and ESS/s 2.1 -> 6.7 on the funnel (d = 10);
+#: the banana's 0.043 -> 0.28 and 3.0 -> 5.4; no divergences in either.
+MIN_INT_TIME = 8.0
 
 
 def final_stepsize(da):
@@ -246,6 +279,9 @@ OPTION_DEFAULTS = {
                               # substeps (reversibly, see SoftAbsMetric.step)
     "retape": True,           # an sl.Model's Hessians and third-order sweeps replayed
                               # as compiled code (the eager tape where they cannot be)
+    "min_int_time": 0.0,      # NUTS trajectories: runs shorter than this (in the
+                              # metric's time) are not tested for a U-turn; 0: the
+                              # plain criterion; MIN_INT_TIME for funnels and bananas
 }
 
 
@@ -328,6 +364,7 @@ class SoftAbsMetric:
         self._scales = []             # log curvature scales noted since the last window
         self._jit_buffers = None
         self._zero = np.zeros(dim)
+        self.min_int_time = 0.0       # read by nuts._python_tree (make_kernel sets it)
 
     @property
     def inv(self):
@@ -894,6 +931,8 @@ def check_options(options):
                                              out["fixed_point_tol"])
     out["max_fixed_point"] = A.positive_int("sampler_options['max_fixed_point']",
                                             out["max_fixed_point"])
+    out["min_int_time"] = float(A.nonneg_real("sampler_options['min_int_time']",
+                                              out["min_int_time"]))
     return out
 
 
@@ -909,6 +948,7 @@ def make_kernel(dim, options=None):
                            o["max_fixed_point"], o["max_halvings"])
     metric.retape = o["retape"]
     metric.adapts_alpha = o["adapt_alpha"]
+    metric.min_int_time = o["min_int_time"]
     if (auto or metric.adapts_alpha) and isinstance(options, dict):
         # the chain's state holds these options: the chosen alpha is kept there, so
         # a resumed chain (and every later transition) uses the same metric; and

@@ -342,9 +342,12 @@ def test_retaped_sweeps_and_hessians_equal_the_tape(rng):
                 M = M + M.T
                 np.testing.assert_allclose(rec.grad_trace(M), ref.grad_trace(M),
                                            rtol=1e-10, atol=1e-12)
+    # short trajectories (the plain U-turn criterion): over MIN_INT_TIME's longer ones
+    # the Hessians' 1e-12 differences grow past what a comparison of draws can hold
     runs = [Banana(b=2.0, s=0.3).sample(chains=1, draws=15, warmup=15, seed=5,
                                         sampler="rhmc", progress=False,
-                                        sampler_options={"retape": r}) for r in (True, False)]
+                                        sampler_options={"retape": r, "min_int_time": 0})
+            for r in (True, False)]
     np.testing.assert_allclose(runs[0]["x"], runs[1]["x"], rtol=1e-9, atol=1e-12)
     # retape=False never compiles; a protocol object (no sl.Model) uses the tape
     off = SoftAbsMetric(5)
@@ -548,6 +551,32 @@ def test_sample_rhmc_gaussian_moments_and_fit():
     a, b = (m.sample(chains=1, draws=10, warmup=10, seed=8, sampler="rhmc", progress=False)
             for _ in range(2))
     np.testing.assert_array_equal(a["x"], b["x"])
+
+
+def test_min_int_time_lengthens_trajectories_and_keeps_the_target():
+    """``min_int_time`` (0 by default): runs of states shorter than it are not
+    tested for a U-turn, so every transition integrates at least that long (the
+    tree's first check comes at ``2^depth >= min_int_time / eps`` states); the draws
+    keep their moments."""
+    m = _gauss()
+    T = 12.0
+    fit = m.sample(chains=1, draws=300, warmup=100, seed=3, sampler="rhmc",
+                   progress=False, sampler_options={"min_int_time": T})
+    eps = float(fit.step_size[0])
+    n_min = math.ceil(T / eps)
+    depth_min = math.ceil(math.log2(n_min))
+    st = fit.sampler_stats
+    assert int(np.sum(st["divergent__"])) == 0
+    # 2^depth - 1 new states at depth d (the start point is the first state)
+    assert np.all(np.asarray(st["n_leapfrog__"]) >= (1 << depth_min) - 1), \
+        (eps, np.min(st["n_leapfrog__"]))
+    x = fit["x"]
+    for j in range(3):
+        _assert_moments(x[..., j], _MU[j], np.sqrt(_C[j, j]))
+    # the option is checked, and 0 (the default) is the plain criterion
+    with pytest.raises(ValueError, match="min_int_time"):
+        rhmc.check_options({"min_int_time": -1.0})
+    assert rhmc.check_options({})["min_int_time"] == 0.0
 
 
 def test_sample_rhmc_static_save_and_resume(tmp_path):
