@@ -233,7 +233,7 @@ def _iteration(model, state, live):
     live.z = z
     used_eps = live.eps
     if warm and adapt:
-        live.eps = live.da.update(info.accept_stat)
+        live.eps = live.kernel_of.adapt_stepsize(live, info, used_eps)
         if live.gadapt is not None:
             live.metric, live.eps = _grad_adapt_step(model, state, live.gadapt, i, z,
                                                      info, live.metric, live.eps,

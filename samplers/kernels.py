@@ -71,6 +71,11 @@ class Kernel:
         live.welford.restart()
         return make_metric(state.metric, model.dim, inv)
 
+    def adapt_stepsize(self, live, info, eps):
+        """The next warmup step size after a transition at ``eps`` that reported
+        ``info``: Stan's dual averaging (``live.da``) on its acceptance statistic."""
+        return live.da.update(info.accept_stat)
+
     def final_stepsize(self, da):
         """The step size sampling uses, from warmup's dual averaging ``da``:
         Stan's, its average."""
@@ -145,6 +150,12 @@ class SoftAbsNuts(Kernel):
             return None
         live.metric.adapt_alpha()
         return live.metric
+
+    def adapt_stepsize(self, live, info, eps):
+        # a transition whose implicit step was too large (cured by substeps) lowers
+        # the step size by the factor the substeps needed at most (rhmc.py)
+        from .rhmc import adapt_stepsize
+        return adapt_stepsize(live.da, live.metric, info, eps)
 
     def final_stepsize(self, da):
         from .rhmc import final_stepsize

@@ -212,3 +212,57 @@ def test_last_window_keeps_alpha_and_the_step_size_averaging(monkeypatch):
     fit = m.sample(chains=1, warmup=150, draws=5, seed=3, progress=False,
                    parallel=False, sampler="rhmc")
     assert fit.chain_states[0].window_ends == [99] and len(calls) == 1
+
+
+def test_a_cured_failure_lowers_the_step_size_by_its_substeps_factor():
+    # dual averaging at adapt_delta 0.99 after 31 transitions of acceptance 1 (as on
+    # pk_steady_state before its first failed step): a statistic of 0 cuts the step
+    # size more than tenfold; a failure that 2 (4) substeps cured cuts it by 2 (4)
+    from stanlite.samplers.adaptation import DualAveraging
+    da = DualAveraging(0.99)
+    da.restart(0.024)
+    eps = 0.024
+    for _ in range(31):
+        eps = da.update(1.0)
+    plain = DualAveraging(0.99)
+    plain.__dict__.update(da.__dict__)
+    assert plain.update(0.0) < eps / 10
+    for cut in (2, 4):
+        d = DualAveraging(0.99)
+        d.__dict__.update(da.__dict__)
+        a = rhmc.failure_accept_stat(d, eps, cut)
+        assert 0.0 < a < 1.0
+        assert d.update(a) == pytest.approx(eps / cut, rel=1e-12)
+    # late in a window a 0 moves the step less than a factor 2: the plain rule
+    # (the statistic 0), so dual averaging's equilibrium is unchanged
+    for _ in range(2000):
+        eps = da.update(0.99)
+    assert rhmc.failure_accept_stat(da, eps, 2) == 0.0
+
+
+def test_cured_failures_do_not_collapse_the_warmup_step_size(monkeypatch):
+    # every implicit step longer than 0.3 that starts beyond x[0] > 1 fails, and
+    # its halves converge (a fold that a smaller step cures): each such transition
+    # lowers the next step size by at most the factor its substeps needed (2 or 4)
+    real = SoftAbsMetric._step
+
+    def step(self, model, w, e):
+        if abs(e) > 0.3 and w.q[0] > 1.0:
+            return self._fail(w)
+        return real(self, model, w, e)
+    monkeypatch.setattr(SoftAbsMetric, "_step", step)
+    m = Gauss(prec=np.ones(3))
+    fit = m.sample(chains=1, warmup=120, draws=1, seed=4, progress=False, init=0.5,
+                   parallel=False, sampler="rhmc", save_warmup=True,
+                   sampler_options={"alpha": 3.0})
+    st = fit.chain_states[0]
+    eps = np.asarray(st.warmup_stats["stepsize__"])
+    acc = np.asarray(st.warmup_stats["accept_stat__"])
+    failed = np.flatnonzero(acc[:-1] == 0.0)
+    assert failed.size >= 3, failed           # the rule was exercised
+    # (iterations 0-1 follow the step-size search's first guess: dual averaging's
+    # first updates rise towards 10 eps whatever they are told)
+    later = failed[failed >= 2]
+    assert np.all(eps[later + 1] >= eps[later] / 4 * (1 - 1e-9)), \
+        (eps[later], eps[later + 1])
+    assert eps[2:].min() > 0.05, eps.min()
