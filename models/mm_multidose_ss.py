@@ -80,6 +80,7 @@ import math
 import numpy as np
 
 import stanlite as sl
+from stanlite.functor.scalar_root import brent
 
 __all__ = ["MmMultidoseSs", "steady_state_floor", "mm_elimination", "concentration_exact",
            "trough_exact", "profile_exact", "simulate_data", "TRUTH", "REGIMENS", "DATA_SEED"]
@@ -134,8 +135,6 @@ def trough_exact(dose, ii, V, Vmax, Km):
     >>> round(c, 6), round(float(concentration_exact(c + 12.0, 24.0, 50.0, 40.0, 4.0)), 6)
     (2.376404, 2.376404)
     """
-    from scipy.optimize import brentq
-
     if not Vmax > dose / ii:
         raise ValueError(f"trough_exact: no steady state, Vmax = {Vmax} <= dose / ii = "
                          f"{dose / ii}")
@@ -155,7 +154,9 @@ def trough_exact(dose, ii, V, Vmax, Km):
         if g(hi) < 0:
             break
         hi *= 2.0
-    return brentq(g, 0.0, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
+    # (stanlite's own Brent: scipy.optimize's import cost a new process ~0.1-0.2 s
+    # before its first draw, issue 20 point 6)
+    return brent(g, 0.0, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
 
 
 def profile_exact(dose, ii, addl, t, V, Vmax, Km):

@@ -128,3 +128,15 @@ def test_derivative_rules_are_written_at_their_first_call():
             "assert _BUILD not in rule.__code__.co_names and rule.__name__ == '_d_exp'\n"
             "print('[]')\n")
     assert _fresh(code) == []
+
+
+def test_a_steady_state_models_gradient_loads_no_scipy_optimize():
+    """mm_multidose_ss's closed-form starting guess for its algebraic solver (a
+    bracketed root at every gradient) uses stanlite's Brent (functor/scalar_root.py),
+    not scipy.optimize's, whose import cost its first draw ~0.1-0.2 s."""
+    code = ("import numpy as np, stanlite as sl\n"
+            "m = sl.models.get('mm_multidose_ss')\n"
+            "v, g = m.log_density_gradient(np.array([3.9, 3.5, 1.6, -2.3]))\n"
+            "assert np.isfinite(v) and np.isfinite(g).all(), (v, g)\n" + _LOADED)
+    loaded = _fresh(code)
+    assert "scipy.optimize" not in loaded and "scipy.sparse" not in loaded, loaded

@@ -149,6 +149,9 @@ class _Retaped:
         progs = self._programs.get(key)
         if progs:
             for j, p in enumerate(progs):
+                retime = self._retime
+                if retime:
+                    t0 = _clock()
                 try:
                     r = p.fn(x)
                 except StanliteError:
@@ -157,6 +160,9 @@ class _Retaped:
                     # Python floats raise where numpy gives inf/NaN: the tape decides
                     return self._eager(x)
                 if type(r) is tuple:
+                    if retime:
+                        self._replay_seconds = min(self._replay_seconds, _clock() - t0)
+                        self._retime = False
                     if j:
                         progs.insert(0, progs.pop(j))
                     self._replays += 1
@@ -220,13 +226,19 @@ class _Retaped:
                 self._give_up("internal: the generated code disagrees with the tape at "
                               "the recording point (please report this)")
                 return
-            if self._replay_seconds > 1e-3:
+            if self._replay_seconds > 1e-3 and hasattr(prog, "code"):
                 # a process's first replay may include loading the interpreter from
                 # numba's cache (0.2-0.9 s): timed again, as the spot checks' budget
                 # is a share of it (and the disk cache keeps it)
                 t0 = _clock()
                 prog.fn(rec.x)
                 self._replay_seconds = min(self._replay_seconds, _clock() - t0)
+            elif self._replay_seconds > 1e-3:
+                # a Python replay costs as much as the function (friberg_karlsson's:
+                # 15 ODE solves, ~0.015 s of a fresh first draw): its second timing is
+                # the next replay's, the first at a new point (checked on the full
+                # path, :meth:`_call_locked`), not one more call here
+                self._retime = True
         self._programs.setdefault(key, []).insert(0, prog)
         if self.verify:
             self._check_at = _snapshot(rec.x)
@@ -418,6 +430,7 @@ class _Retaped:
     _eager_seconds = 0.0    # the last check's eager evaluation, timed
     _check_seconds = 0.0    # all checks' eager evaluations
     _unchecked = ()         # programs loaded from the disk cache, not checked yet
+    _retime = False         # the next replay is timed (a Python replay's second timing)
     _cache_tried = False    # the disk cache was looked at (once, before recording)
 
     # -- the disk cache (subclasses that have a key: ModelGradient) ---------------------
