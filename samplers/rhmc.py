@@ -196,10 +196,28 @@ direction. The fixed points are not the limit either (energy errors 0.01-0.06 ov
 600 steps at the sampling step size). Hence ``sampler_options["min_int_time"]``:
 runs of states shorter than it are not tested for a U-turn (a rule that depends on
 the run alone, so the tree stays reversible), and trajectories last at least that
-long in the metric's time; with :data:`MIN_INT_TIME` (8) on the funnel (d = 10) ESS
-of v a transition 0.041 -> 0.41, ESS a CPU second 2.1 -> 6.7 (16: 0.40 and 3.5, past
-v's half-period); at d = 51 v's half-period is longer and a longer floor would pay
-more (not measured). Not the default yet (see :data:`MIN_INT_TIME`). Betancourt (2013) shows
+long in the metric's time; with 8 on the funnel (d = 10) ESS of v a transition
+0.041 -> 0.41, ESS a CPU second 2.1 -> 6.7 (16: 0.40 and 3.5, past v's half-period).
+
+The floor is chosen from the problem (the default ``"auto"``,
+:meth:`SoftAbsMetric.adapt_min_int_time`): at the end of each of Stan's warmup
+windows but the last (the step size then averages under the floor sampling uses),
+over the latter half of the warmup's samples, ``lambda`` = the largest generalised
+eigenvalue of (their covariance, the mean of their local covariances ``Sigma(q)^-1``)
+(:func:`scale_understatement`): how many times the draws' variance exceeds the one
+the metric gives, in the worst direction. The sample covariance's own inflation
+(a d-dimensional Gaussian's top eigenvalue from n draws sits near ``(1 + sqrt(d /
+n))^2``, 2.1 at d = 10 from 50) is removed by the spiked-covariance inverse
+(:func:`spike_estimate`); then the floor is ``FLOOR_SCALE`` (2) times ``r =
+sqrt(lambda)`` where ``r >= FLOOR_THRESHOLD`` (2), else 0 (:func:`auto_min_int_time`).
+From exact funnel draws ``r`` is 4.6 at d = 10 and 10 at d = 51 (v's local sd ~0.7
+and ~0.3 against 3; along x the mean local variance is the draws'), against v's
+half-periods 8-10 and 20-25: hence 2 r. A Gaussian with its exact metric has ``r``
+about 1 (no floor: its draws and step size are those of the plain criterion). The
+chosen number replaces "auto" in the chain's state (with ``adapt_min_int_time``
+True), so a resumed chain keeps it; a number given by the user is used as it is.
+Measured at the defaults (``benchmarks/README.md``, issue 24 seventh round): see
+:data:`MIN_INT_TIME`. Betancourt (2013) shows
 SoftAbs *reaching* the neck where a Euclidean metric cannot (which it does here
 too); the public copies reachable here do not give a mixing rate along v to compare.
 """
@@ -224,7 +242,9 @@ __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_a
            "curvature_scale",
            "softabs_divided_differences", "make_kernel", "static_transition",
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
-           "MIN_INT_TIME", "adapt_stepsize", "failure_accept_stat",
+           "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK",
+           "scale_understatement", "spike_estimate", "auto_min_int_time",
+           "adapt_stepsize", "failure_accept_stat",
            "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
 
 #: ``model.sample(sampler="rhmc")``'s ``adapt_delta`` when not given. Measured
@@ -240,22 +260,95 @@ ADAPT_DELTA = 0.99
 #: :func:`final_stepsize`)
 FINAL_STEP_FACTOR = 0.5
 
-#: ``sampler_options={"min_int_time": MIN_INT_TIME}``: NUTS trajectories with the
+#: A fixed trajectory floor measured before the floor was chosen per problem
+#: (``sampler_options={"min_int_time": MIN_INT_TIME}``): NUTS trajectories with the
 #: SoftAbs metric integrate at least this long (in the metric's time, where a
-#: Gaussian direction's period is 2 pi). Not the default (0, the plain criterion):
-#: on a 3-d Gaussian (1 x (100 + 300)) it took 255 steps a transition against 17 and
-#: the adapted step size fell from 0.19 to 0.049 (warmup acceptance 0.92-0.98 at
-#: step sizes where the plain criterion's was 0.99 - likely because the acceptance
-#: statistic averages over states farther round the orbit, where the leapfrog's
-#: energy error (eps^2 / 8)(|q|^2 - |q0|^2) is larger; not verified). The U-turn
-#: criterion, summed over every direction, stops when the fast ones turn (after
-#: about 2.3-4 on the funnel), while the directions the local Hessian overstates -
-#: the funnel's v, the banana's ridge - oscillate with half-periods of 8-10 (funnel,
-#: d = 10) to 20-25 (d = 51) and move a fraction of that. Measured
-#: (``benchmarks/README.md``, issue 24 sixth round), 2 x (500 + 1000), same seed:
-#: ESS of v a transition 0.041 -> 0.41 and ESS/s 2.1 -> 6.7 on the funnel (d = 10);
-#: the banana's 0.043 -> 0.28 and 3.0 -> 5.4; no divergences in either.
+#: Gaussian direction's period is 2 pi). As a fixed default it failed: on a 3-d
+#: Gaussian (1 x (100 + 300)) it took 255 steps a transition against 17 and the
+#: adapted step size fell from 0.19 to 0.049 (warmup acceptance 0.92-0.98 at step
+#: sizes where the plain criterion's was 0.99). The U-turn criterion, summed over
+#: every direction, stops when the fast ones turn (after about 2.3-4 on the funnel),
+#: while the directions the local Hessian overstates - the funnel's v, the banana's
+#: ridge - oscillate with half-periods of 8-10 (funnel, d = 10) to 20-25 (d = 51)
+#: and move a fraction of that. Measured (``benchmarks/README.md``, issue 24 sixth
+#: round), 2 x (500 + 1000), same seed: ESS of v a transition 0.041 -> 0.41 and
+#: ESS/s 2.1 -> 6.7 on the funnel (d = 10); the banana's 0.043 -> 0.28 and 3.0 ->
+#: 5.4. The default is now ``"auto"`` (:func:`auto_min_int_time`): about 7-9 on the
+#: funnel (d = 10), 5-6 on the banana, 0 on Gaussians.
 MIN_INT_TIME = 8.0
+
+#: ``min_int_time="auto"`` (the default): ``FLOOR_SCALE * sqrt(lambda)`` where
+#: ``sqrt(lambda)``, the factor by which the metric understates the draws' spread
+#: (:func:`auto_min_int_time`), is at least ``FLOOR_THRESHOLD``; else 0
+FLOOR_SCALE = 2.0
+FLOOR_THRESHOLD = 2.0
+#: warmup samples per block of the floor's sums (Stan's windows end at multiples
+#: of 25 iterations, so the latter half of the samples is whole blocks there)
+FLOOR_BLOCK = 25
+
+
+def scale_understatement(cov, local):
+    """``lambda_max``: the largest generalised eigenvalue of ``(cov, local)``, i.e.
+    the most, over directions ``w``, that the variance of the draws ``w^T cov w``
+    exceeds the mean local variance ``w^T local w`` the metric gives (``local``:
+    the mean over the draws of ``Sigma(q)^-1``). NaN when ``local`` is not positive
+    definite or either is not finite.
+
+    Why the mean of the local covariances (not of the metrics): along a direction
+    whose local scale varies but whose draws follow it (the funnel's x, local
+    variance ``e^v``), the mean local variance is the draws' variance, ratio 1;
+    along one whose marginal spread the local curvature does not see (the funnel's
+    v: local variance ~ ``2 / (d - 1)``, marginal 9) the ratio is that gap."""
+    cov = np.asarray(cov, dtype=float)
+    local = np.asarray(local, dtype=float)
+    if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(local))):
+        return math.nan
+    try:
+        L = np.linalg.cholesky(0.5 * (local + local.T))
+    except np.linalg.LinAlgError:
+        return math.nan
+    Li = np.linalg.inv(L)
+    W = Li @ cov @ Li.T
+    return float(np.linalg.eigvalsh(0.5 * (W + W.T))[-1])
+
+
+def spike_estimate(ell, n, dim):
+    """The population eigenvalue behind a sample covariance's top (generalised)
+    eigenvalue ``ell`` from ``n`` draws in ``dim`` dimensions, all other directions
+    having eigenvalue 1: 1 when ``ell`` is within the noise's edge ``(1 +
+    sqrt(g))^2`` (``g = dim / n``, Marchenko-Pastur), else the ``lam`` with ``ell =
+    lam + g lam / (lam - 1)`` (the spiked-covariance limit of Baik, Ben Arous &
+    Peche 2005). Why: a d-dimensional Gaussian's sample covariance from 50-225
+    warmup draws puts its top eigenvalue at 1.5-2.6 (d = 10) where the truth is 1,
+    while a real gap (the funnel's v, ~20) is hardly inflated at all: dividing by
+    the noise's factor would shrink the gap too, at d = 51 by half."""
+    g = dim / n
+    if not ell > (1.0 + math.sqrt(g)) ** 2:
+        return 1.0
+    b = ell + 1.0 - g
+    return 0.5 * (b + math.sqrt(max(b * b - 4.0 * ell, 0.0)))
+
+
+def auto_min_int_time(lam, n, dim):
+    """The trajectory floor for a posterior whose draws' spread the metric
+    understates by ``lam`` (:func:`scale_understatement`, from ``n`` draws in
+    ``dim`` dimensions): ``FLOOR_SCALE * r`` with ``r = sqrt(spike_estimate(lam,
+    n, dim))``, or 0 where ``r < FLOOR_THRESHOLD``.
+
+    A direction whose scale is ``r`` times the metric's moves in the metric's time
+    ``r`` times slower than a whitened one, while the plain U-turn criterion stops
+    when the whitened ones turn (after about 3): the floor lets the slow one swing
+    for its own half-period. ``FLOOR_SCALE`` by measurement rather than the
+    harmonic ``pi``: on the funnel from exact draws (alpha 30) ``r`` is 4.6 at d =
+    10 and 10 at d = 51, and v's half-periods along single long trajectories 8-10
+    and 20-25 (``benchmarks/README.md``): 2 r. A Gaussian with its exact metric has
+    ``r`` about 1, under the threshold: no floor, where one would only cost steps
+    (a 3-d Gaussian with floor 8: 255 steps a transition against 17, the step size
+    0.19 -> 0.049)."""
+    if not (math.isfinite(lam) and lam > 0 and n > 0):
+        return 0.0
+    r = math.sqrt(spike_estimate(lam, n, dim))
+    return FLOOR_SCALE * r if r >= FLOOR_THRESHOLD else 0.0
 
 
 def failure_accept_stat(da, eps, cut):
@@ -339,9 +432,14 @@ OPTION_DEFAULTS = {
                               # substeps (reversibly, see SoftAbsMetric.step)
     "retape": True,           # an sl.Model's Hessians and third-order sweeps replayed
                               # as compiled code (the eager tape where they cannot be)
-    "min_int_time": 0.0,      # NUTS trajectories: runs shorter than this (in the
+    "min_int_time": "auto",   # NUTS trajectories: runs shorter than this (in the
                               # metric's time) are not tested for a U-turn; 0: the
-                              # plain criterion; MIN_INT_TIME for funnels and bananas
+                              # plain criterion; "auto": 0, then at each warmup
+                              # window's end but the last auto_min_int_time of the
+                              # metric's understatement of the draws' scale
+    "adapt_min_int_time": None,  # the floor adapted at warmup windows' ends (None:
+                              # when min_int_time is "auto"; kept True in the chain's
+                              # state once the chosen number replaced "auto")
 }
 
 
@@ -427,6 +525,12 @@ class SoftAbsMetric:
         self._jit_buffers = None
         self._zero = np.zeros(dim)
         self.min_int_time = 0.0       # read by nuts._python_tree (make_kernel sets it)
+        self.adapts_floor = False     # min_int_time adapted at windows' ends (make_kernel)
+        self.on_floor = None          # called with a newly chosen min_int_time
+        self._floor_sums = []         # per FLOOR_BLOCK draws: [n, sum dq, sum dq dq^T,
+                                      # sum Sigma(q)^-1] (dq = q - the first q noted)
+        self._floor_shift = None
+        self.floor_history = []       # (draws used, lambda_max, floor) per window end
 
     @property
     def inv(self):
@@ -546,12 +650,64 @@ class SoftAbsMetric:
     def observe(self, z):
         """Note the curvature scale (:func:`curvature_scale`) of the Hessian at a
         transition's sample ``z`` (its cached geometry; nothing if it has none) for
-        :meth:`adapt_alpha`."""
+        :meth:`adapt_alpha`, and (when the floor adapts) the sample with its local
+        covariance for :meth:`adapt_min_int_time`."""
         geo = z.aux
         if isinstance(geo, Geometry) and geo.q is z.q:
             s = curvature_scale(geo.lam)
             if math.isfinite(s) and s > 0:
                 self._scales.append(math.log(s))
+            if self.adapts_floor and np.all(np.isfinite(geo.finv)):
+                self._note_floor(z.q, geo)
+
+    def _note_floor(self, q, geo):
+        """Add a warmup sample and its local covariance ``Sigma(q)^-1`` to the sums
+        :meth:`adapt_min_int_time` reads (blocks of :data:`FLOOR_BLOCK` draws, so
+        that any latter half of the draws is a sum of blocks)."""
+        if self._floor_shift is None:
+            self._floor_shift = np.array(q, dtype=float)
+        dq = q - self._floor_shift
+        if not self._floor_sums or self._floor_sums[-1][0] == FLOOR_BLOCK:
+            n = dq.shape[0]
+            self._floor_sums.append([0, np.zeros(n), np.zeros((n, n)), np.zeros((n, n))])
+        b = self._floor_sums[-1]
+        b[0] += 1
+        b[1] += dq
+        b[2] += np.outer(dq, dq)
+        b[3] += (geo.Q * geo.finv) @ geo.Q.T
+
+    def adapt_min_int_time(self):
+        """At the end of a warmup window: ``min_int_time`` from the latter half of the
+        warmup's samples so far (:func:`scale_understatement` of their covariance
+        against the mean of their local covariances ``Sigma(q)^-1``, then
+        :func:`auto_min_int_time`); no change with fewer than ``dim + 2`` samples
+        or a non-finite estimate. -> min_int_time.
+
+        Why the latter half of all the samples, as :meth:`adapt_alpha`: on the funnel
+        a window of 25-50 draws sits in one part of v's range and would understate
+        its spread; the floor chosen at one window lengthens the next windows'
+        trajectories, so v's spread (and the floor) grows window by window."""
+        blocks = self._floor_sums
+        total = sum(b[0] for b in blocks)
+        first = (total // 2) // FLOOR_BLOCK          # the block holding draw total/2
+        used = blocks[first:]
+        m = sum(b[0] for b in used)
+        n = self.dim
+        if m < n + 2:
+            return self.min_int_time
+        s1 = sum(b[1] for b in used)
+        s2 = sum(b[2] for b in used)
+        cov = (s2 - np.outer(s1, s1) / m) / (m - 1)
+        local = sum(b[3] for b in used) / m
+        lam = scale_understatement(cov, local)
+        if not math.isfinite(lam):
+            return self.min_int_time
+        t = auto_min_int_time(lam, m, n)
+        self.floor_history.append((m, lam, t))
+        self.min_int_time = t
+        if self.on_floor is not None:
+            self.on_floor(t)
+        return t
 
     def adapt_alpha(self):
         """At the end of a warmup window (chain.py, Stan's windows): ``alpha =
@@ -996,8 +1152,16 @@ def check_options(options):
                                              out["fixed_point_tol"])
     out["max_fixed_point"] = A.positive_int("sampler_options['max_fixed_point']",
                                             out["max_fixed_point"])
-    out["min_int_time"] = float(A.nonneg_real("sampler_options['min_int_time']",
-                                              out["min_int_time"]))
+    if isinstance(out["min_int_time"], str):
+        if out["min_int_time"] != "auto":
+            raise ArgumentError(f"sampler_options['min_int_time'] must be \"auto\" or "
+                                f"a number >= 0, got {out['min_int_time']!r}")
+    else:
+        out["min_int_time"] = float(A.nonneg_real("sampler_options['min_int_time']",
+                                                  out["min_int_time"]))
+    auto_floor = out["min_int_time"] == "auto"
+    out["adapt_min_int_time"] = auto_floor if out["adapt_min_int_time"] is None else \
+        A.boolean("sampler_options['adapt_min_int_time']", out["adapt_min_int_time"])
     return out
 
 
@@ -1014,7 +1178,15 @@ def make_kernel(dim, options=None):
                            o["max_fixed_point"], o["max_halvings"])
     metric.retape = o["retape"]
     metric.adapts_alpha = o["adapt_alpha"]
-    metric.min_int_time = o["min_int_time"]
+    floor = o["min_int_time"]
+    # "auto": no floor until the first window's end has measured one
+    metric.min_int_time = 0.0 if floor == "auto" else floor
+    metric.adapts_floor = o["adapt_min_int_time"]
+    if (floor == "auto" or metric.adapts_floor) and isinstance(options, dict):
+        # as alpha: the chosen floor is kept in the chain's state (a resumed chain
+        # integrates as long), and whether it goes on adapting at later windows
+        metric.on_floor = lambda t: options.__setitem__("min_int_time", t)
+        options["adapt_min_int_time"] = metric.adapts_floor
     if (auto or metric.adapts_alpha) and isinstance(options, dict):
         # the chain's state holds these options: the chosen alpha is kept there, so
         # a resumed chain (and every later transition) uses the same metric; and
@@ -1032,8 +1204,9 @@ def make_kernel(dim, options=None):
             z, info = nuts.transition(model, metric, z, eps, rng, max_depth=max_depth)
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
-        if metric.adapts_alpha:
-            # (noted in sampling too, where nothing reads them: one float a draw)
+        if metric.adapts_alpha or metric.adapts_floor:
+            # (noted in sampling too, where nothing reads them: one float a draw,
+            # and the floor's sums d^2 / FLOOR_BLOCK floats a draw)
             metric.observe(z)
         if metric.max_halvings:
             # A step that a smaller step cured (rescued in substeps, or irreversibly
