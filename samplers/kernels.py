@@ -151,9 +151,10 @@ class SoftAbsNuts(Kernel):
         # reason not at the last end: longer trajectories lower the acceptance at a
         # given step size, so the step size must be averaged under the floor that
         # sampling uses.
-        if last and len(live.ends) > 1:
-            return None
         met = live.metric
+        if last and len(live.ends) > 1:
+            met.floor_noted = False         # nothing reads the floor's sums any more
+            return None
         if met.adapts_alpha:
             met.adapt_alpha()
         if met.adapts_floor:

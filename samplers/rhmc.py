@@ -216,8 +216,11 @@ half-periods 8-10 and 20-25: hence 2 r. A Gaussian with its exact metric has ``r
 about 1 (no floor: its draws and step size are those of the plain criterion). The
 chosen number replaces "auto" in the chain's state (with ``adapt_min_int_time``
 True), so a resumed chain keeps it; a number given by the user is used as it is.
-Measured at the defaults (``benchmarks/README.md``, issue 24 seventh round): see
-:data:`MIN_INT_TIME`. Betancourt (2013) shows
+Measured at the defaults, 4 x (1000 + 1000) (``benchmarks/README.md``, issue 24
+seventh round): funnel d = 10 floors 7.1-10.3, ESS of v 699 (plain criterion: 166),
+0 divergences, v's mean, sd and P(v < -5) within 0.2 MCSE; Gaussians (d = 3, 10)
+floor 0, draws unchanged; banana floors 8.6-19.7, ESS 279 -> 1000 but ESS a CPU
+second 5.9 -> 4.8 (its bend counts as understated spread). Betancourt (2013) shows
 SoftAbs *reaching* the neck where a Euclidean metric cannot (which it does here
 too); the public copies reachable here do not give a mixing rate along v to compare.
 """
@@ -236,13 +239,17 @@ from .hamiltonian import Point, RejectedPoint, rejection_reason
 from .rhmc_geometry import (  # noqa: F401  (_TraceAt: rhmc._TraceAt in the tests)
     PROFILE, Geometry, _clock, _HessianTape, _RetapedTrace, _TraceAt, _traced_log_density,
     reset_profile, softabs, softabs_derivative, softabs_divided_differences)
+# the trajectory floor's estimator (min_int_time "auto"): rhmc_floor.py, re-exported
+from .rhmc_floor import (FLOOR_BLOCK, FLOOR_SCALE, FLOOR_THRESHOLD,  # noqa: F401
+                         FloorSums, auto_min_int_time, scale_understatement,
+                         spike_estimate)
 from .static_hmc import static_hmc
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
            "curvature_scale",
            "softabs_divided_differences", "make_kernel", "static_transition",
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
-           "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK",
+           "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK", "FloorSums",
            "scale_understatement", "spike_estimate", "auto_min_int_time",
            "adapt_stepsize", "failure_accept_stat",
            "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
@@ -276,80 +283,6 @@ FINAL_STEP_FACTOR = 0.5
 #: 5.4. The default is now ``"auto"`` (:func:`auto_min_int_time`): about 7-9 on the
 #: funnel (d = 10), 5-6 on the banana, 0 on Gaussians.
 MIN_INT_TIME = 8.0
-
-#: ``min_int_time="auto"`` (the default): ``FLOOR_SCALE * sqrt(lambda)`` where
-#: ``sqrt(lambda)``, the factor by which the metric understates the draws' spread
-#: (:func:`auto_min_int_time`), is at least ``FLOOR_THRESHOLD``; else 0
-FLOOR_SCALE = 2.0
-FLOOR_THRESHOLD = 2.0
-#: warmup samples per block of the floor's sums (Stan's windows end at multiples
-#: of 25 iterations, so the latter half of the samples is whole blocks there)
-FLOOR_BLOCK = 25
-
-
-def scale_understatement(cov, local):
-    """``lambda_max``: the largest generalised eigenvalue of ``(cov, local)``, i.e.
-    the most, over directions ``w``, that the variance of the draws ``w^T cov w``
-    exceeds the mean local variance ``w^T local w`` the metric gives (``local``:
-    the mean over the draws of ``Sigma(q)^-1``). NaN when ``local`` is not positive
-    definite or either is not finite.
-
-    Why the mean of the local covariances (not of the metrics): along a direction
-    whose local scale varies but whose draws follow it (the funnel's x, local
-    variance ``e^v``), the mean local variance is the draws' variance, ratio 1;
-    along one whose marginal spread the local curvature does not see (the funnel's
-    v: local variance ~ ``2 / (d - 1)``, marginal 9) the ratio is that gap."""
-    cov = np.asarray(cov, dtype=float)
-    local = np.asarray(local, dtype=float)
-    if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(local))):
-        return math.nan
-    try:
-        L = np.linalg.cholesky(0.5 * (local + local.T))
-    except np.linalg.LinAlgError:
-        return math.nan
-    Li = np.linalg.inv(L)
-    W = Li @ cov @ Li.T
-    return float(np.linalg.eigvalsh(0.5 * (W + W.T))[-1])
-
-
-def spike_estimate(ell, n, dim):
-    """The population eigenvalue behind a sample covariance's top (generalised)
-    eigenvalue ``ell`` from ``n`` draws in ``dim`` dimensions, all other directions
-    having eigenvalue 1: 1 when ``ell`` is within the noise's edge ``(1 +
-    sqrt(g))^2`` (``g = dim / n``, Marchenko-Pastur), else the ``lam`` with ``ell =
-    lam + g lam / (lam - 1)`` (the spiked-covariance limit of Baik, Ben Arous &
-    Peche 2005). Why: a d-dimensional Gaussian's sample covariance from 50-225
-    warmup draws puts its top eigenvalue at 1.5-2.6 (d = 10) where the truth is 1,
-    while a real gap (the funnel's v, ~20) is hardly inflated at all: dividing by
-    the noise's factor would shrink the gap too, at d = 51 by half."""
-    g = dim / n
-    if not ell > (1.0 + math.sqrt(g)) ** 2:
-        return 1.0
-    b = ell + 1.0 - g
-    return 0.5 * (b + math.sqrt(max(b * b - 4.0 * ell, 0.0)))
-
-
-def auto_min_int_time(lam, n, dim):
-    """The trajectory floor for a posterior whose draws' spread the metric
-    understates by ``lam`` (:func:`scale_understatement`, from ``n`` draws in
-    ``dim`` dimensions): ``FLOOR_SCALE * r`` with ``r = sqrt(spike_estimate(lam,
-    n, dim))``, or 0 where ``r < FLOOR_THRESHOLD``.
-
-    A direction whose scale is ``r`` times the metric's moves in the metric's time
-    ``r`` times slower than a whitened one, while the plain U-turn criterion stops
-    when the whitened ones turn (after about 3): the floor lets the slow one swing
-    for its own half-period. ``FLOOR_SCALE`` by measurement rather than the
-    harmonic ``pi``: on the funnel from exact draws (alpha 30) ``r`` is 4.6 at d =
-    10 and 10 at d = 51, and v's half-periods along single long trajectories 8-10
-    and 20-25 (``benchmarks/README.md``): 2 r. A Gaussian with its exact metric has
-    ``r`` about 1, under the threshold: no floor, where one would only cost steps
-    (a 3-d Gaussian with floor 8: 255 steps a transition against 17, the step size
-    0.19 -> 0.049)."""
-    if not (math.isfinite(lam) and lam > 0 and n > 0):
-        return 0.0
-    r = math.sqrt(spike_estimate(lam, n, dim))
-    return FLOOR_SCALE * r if r >= FLOOR_THRESHOLD else 0.0
-
 
 def failure_accept_stat(da, eps, cut):
     """The acceptance statistic that moves dual averaging ``da`` from the step size
@@ -527,10 +460,9 @@ class SoftAbsMetric:
         self.min_int_time = 0.0       # read by nuts._python_tree (make_kernel sets it)
         self.adapts_floor = False     # min_int_time adapted at windows' ends (make_kernel)
         self.on_floor = None          # called with a newly chosen min_int_time
-        self._floor_sums = []         # per FLOOR_BLOCK draws: [n, sum dq, sum dq dq^T,
-                                      # sum Sigma(q)^-1] (dq = q - the first q noted)
-        self._floor_shift = None
+        self._floor_sums = FloorSums()  # warmup samples and local covariances
         self.floor_history = []       # (draws used, lambda_max, floor) per window end
+        self.floor_noted = True       # False after the last window's end (kernels.py)
 
     @property
     def inv(self):
@@ -657,52 +589,28 @@ class SoftAbsMetric:
             s = curvature_scale(geo.lam)
             if math.isfinite(s) and s > 0:
                 self._scales.append(math.log(s))
-            if self.adapts_floor and np.all(np.isfinite(geo.finv)):
-                self._note_floor(z.q, geo)
-
-    def _note_floor(self, q, geo):
-        """Add a warmup sample and its local covariance ``Sigma(q)^-1`` to the sums
-        :meth:`adapt_min_int_time` reads (blocks of :data:`FLOOR_BLOCK` draws, so
-        that any latter half of the draws is a sum of blocks)."""
-        if self._floor_shift is None:
-            self._floor_shift = np.array(q, dtype=float)
-        dq = q - self._floor_shift
-        if not self._floor_sums or self._floor_sums[-1][0] == FLOOR_BLOCK:
-            n = dq.shape[0]
-            self._floor_sums.append([0, np.zeros(n), np.zeros((n, n)), np.zeros((n, n))])
-        b = self._floor_sums[-1]
-        b[0] += 1
-        b[1] += dq
-        b[2] += np.outer(dq, dq)
-        b[3] += (geo.Q * geo.finv) @ geo.Q.T
+            if self.adapts_floor and self.floor_noted and np.all(np.isfinite(geo.finv)):
+                self._floor_sums.add(z.q, geo.Q, geo.finv)
 
     def adapt_min_int_time(self):
         """At the end of a warmup window: ``min_int_time`` from the latter half of the
         warmup's samples so far (:func:`scale_understatement` of their covariance
         against the mean of their local covariances ``Sigma(q)^-1``, then
-        :func:`auto_min_int_time`); no change with fewer than ``dim + 2`` samples
-        or a non-finite estimate. -> min_int_time.
+        :func:`auto_min_int_time`; :mod:`.rhmc_floor`); no change with fewer than
+        ``dim + 2`` samples or a non-finite estimate. -> min_int_time.
 
         Why the latter half of all the samples, as :meth:`adapt_alpha`: on the funnel
         a window of 25-50 draws sits in one part of v's range and would understate
         its spread; the floor chosen at one window lengthens the next windows'
         trajectories, so v's spread (and the floor) grows window by window."""
-        blocks = self._floor_sums
-        total = sum(b[0] for b in blocks)
-        first = (total // 2) // FLOOR_BLOCK          # the block holding draw total/2
-        used = blocks[first:]
-        m = sum(b[0] for b in used)
-        n = self.dim
-        if m < n + 2:
+        est = self._floor_sums.latter_half()
+        if est is None:
             return self.min_int_time
-        s1 = sum(b[1] for b in used)
-        s2 = sum(b[2] for b in used)
-        cov = (s2 - np.outer(s1, s1) / m) / (m - 1)
-        local = sum(b[3] for b in used) / m
+        cov, local, m = est
         lam = scale_understatement(cov, local)
         if not math.isfinite(lam):
             return self.min_int_time
-        t = auto_min_int_time(lam, m, n)
+        t = auto_min_int_time(lam, m, self.dim)
         self.floor_history.append((m, lam, t))
         self.min_int_time = t
         if self.on_floor is not None:
@@ -1205,8 +1113,8 @@ def make_kernel(dim, options=None):
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
         if metric.adapts_alpha or metric.adapts_floor:
-            # (noted in sampling too, where nothing reads them: one float a draw,
-            # and the floor's sums d^2 / FLOOR_BLOCK floats a draw)
+            # (noted in sampling too, where nothing reads them: one float a draw;
+            # the floor's sums stop at the last window's end, kernels.py)
             metric.observe(z)
         if metric.max_halvings:
             # A step that a smaller step cured (rescued in substeps, or irreversibly
