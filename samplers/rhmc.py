@@ -280,9 +280,10 @@ FINAL_STEP_FACTOR = 0.5
 #: and move a fraction of that. Measured (``benchmarks/README.md``, issue 24 sixth
 #: round), 2 x (500 + 1000), same seed: ESS of v a transition 0.041 -> 0.41 and
 #: ESS/s 2.1 -> 6.7 on the funnel (d = 10); the banana's 0.043 -> 0.28 and 3.0 ->
-#: 5.4. The default is now ``"auto"`` (:func:`auto_min_int_time`): about 7-9 on the
-#: funnel (d = 10), 5-6 on the banana, 0 on Gaussians.
+#: 5.4. The default is now ``"auto"`` (:func:`auto_min_int_time`): 7.1-10.3 on the
+#: funnel (d = 10), 8.6-19.7 on the banana, 0 on Gaussians (4 chains each).
 MIN_INT_TIME = 8.0
+
 
 def failure_accept_stat(da, eps, cut):
     """The acceptance statistic that moves dual averaging ``da`` from the step size
