@@ -12,6 +12,10 @@ with a diagonal metric, on the posteriors where the geometry decides.
                         example; the zoo's LogisticRegression, N = 200, K = 3,
                         simulated), checked against the NUTS run of the same script
                         (z-scores of the differences of the means, both MCSEs).
+  gauss3 / gauss10       correlated Gaussians (d = 3: the RHMC tests' N(mu, C); d =
+                        10: correlation 0.5, scales e^U(-1, 1), a fixed seed): the
+                        metric is exact, so the trajectory floor "auto" should stay
+                        0; z-scores of every mean against the truth (max |z|).
   pk_ss                 the zoo's pk_steady_state: trough concentrations at the
                         steady state of a repeated oral dose, the steady state solved
                         by the algebraic-solver super node inside the log density -
@@ -44,9 +48,11 @@ BLAS: one thread. The machine is shared: every time is noisy; the draws are
 deterministic for a seed.
 
 Every run is at the samplers' defaults (RHMC: alpha from the Hessian, adapt_delta
-0.99, half the warmup's averaged step size, the plain U-turn criterion;
---min-int-time 8 (``rhmc.MIN_INT_TIME``) makes trajectories last at least that long) unless --alpha / --adapt-delta say
-otherwise; 4 chains x (1000 + 1000), the targets of issue 24. NUTS also at other
+0.99, half the warmup's averaged step size, the trajectory floor ``min_int_time``
+"auto", chosen at warmup windows' ends) unless --alpha / --adapt-delta /
+--min-int-time say otherwise (--min-int-time auto 0 8: one RHMC run for each, in
+the same process; the RHMC rows' checks then say "steps/tr" and the floors the
+chains used); 4 chains x (1000 + 1000), the targets of issue 24. NUTS also at other
 adapt_delta with --nuts-delta 0.8 0.99.
 
 Run:  python benchmarks/rhmc.py [--quick] [--cases funnel10 funnel51 banana logistic pk_ss]
@@ -80,7 +86,31 @@ from stanlite.models.neal_funnel import NealFunnel  # noqa: E402
 from stanlite.models.synthetic import Banana  # noqa: E402
 from stanlite.samplers import rhmc  # noqa: E402
 
-CASES = ("funnel10", "funnel51", "banana", "logistic", "pk_ss")
+CASES = ("funnel10", "funnel51", "banana", "gauss3", "gauss10", "logistic", "pk_ss")
+
+
+def _gauss_model(d):
+    """``(model, mu, C)``: N(mu, C) written as the quadratic form (a constant Hessian:
+    SoftAbs's metric is the exact precision where alpha does not lift it)."""
+    import stanlite as sl
+
+    class CorrGauss(sl.Model):
+        mu = sl.data.vector(d)
+        P = sl.data.matrix(d, d)
+        x = sl.param.vector(d)
+
+        def log_prob(self, x):
+            r = x - self.mu
+            return -0.5 * sl.dot(r, self.P @ r)
+    if d == 3:
+        C = np.array([[1.0, 0.6, -0.2], [0.6, 2.0, 0.3], [-0.2, 0.3, 0.5]])
+        mu = np.array([1.0, -2.0, 0.5])
+    else:
+        rs = np.random.default_rng(0)
+        sd = np.exp(rs.uniform(-1.0, 1.0, d))
+        C = (0.5 * np.eye(d) + 0.5) * np.outer(sd, sd)
+        mu = rs.normal(size=d)
+    return CorrGauss(mu=mu, P=np.linalg.inv(C)), mu, C
 SEED = 20240917
 
 
@@ -91,6 +121,8 @@ def make_model(case):
         return NealFunnel(D=51)
     if case == "banana":
         return Banana(b=2.0, s=0.3)
+    if case in ("gauss3", "gauss10"):
+        return _gauss_model(int(case[5:]))[0]
     if case == "logistic":
         import stanlite.models as zoo
         m = zoo.get("logistic_regression")
@@ -158,8 +190,13 @@ def run(case, sampler, chains, warmup, draws, alpha, adapt_delta, seed=SEED,
     delta = float(fit.chain_states[0].adapt_delta)
     alphas = [s.sampler_options["alpha"] for s in fit.chain_states] \
         if sampler == "rhmc" else None
+    floors = [s.sampler_options["min_int_time"] for s in fit.chain_states] \
+        if sampler == "rhmc" else None
+    # steps a sampling transition
+    per_tr = float(np.mean(fit.sampler_stats["n_leapfrog__"]))
     return dict(fit=fit, cpu=cpu, wall=wall, prof=prof, steps=steps, div=div,
-                eps=float(np.mean(fit.step_size)), model=m, delta=delta, alphas=alphas)
+                eps=float(np.mean(fit.step_size)), model=m, delta=delta, alphas=alphas,
+                floors=floors, per_tr=per_tr)
 
 
 def gradient_cost(model, q, n=2000):
@@ -296,7 +333,7 @@ def ess_comparison(rows, checks, verdicts):
     out = []
     for case in dict.fromkeys(r[0] for r in rows if r[0].startswith("funnel")):
         mine = [r for r in rows if r[0] == case]
-        rh = [r for r in mine if r[1] == "rhmc"]
+        rh = [r for r in mine if r[1].startswith("rhmc")]
         if not rh:
             continue
         for r in mine:
@@ -340,10 +377,10 @@ def main():
     ap.add_argument("--adapt-delta", type=float, default=None,
                     help="target acceptance (default: each sampler's, 0.8 NUTS, 0.99 "
                          "RHMC)")
-    ap.add_argument("--min-int-time", type=float, default=None,
-                    help="RHMC's minimum integration time (default: RHMC's, 0, the "
-                         "plain U-turn criterion; rhmc.MIN_INT_TIME = 8 for the "
-                         "funnels and the banana)")
+    ap.add_argument("--min-int-time", nargs="+", default=["auto"],
+                    help="RHMC's minimum integration time, one RHMC run per value "
+                         "(default: auto, RHMC's own, chosen in warmup; 0: the plain "
+                         "U-turn criterion; a number: that floor)")
     ap.add_argument("--nuts-delta", type=float, nargs="+", default=[0.8],
                     help="NUTS runs at these adapt_delta (default 0.8)")
     ap.add_argument("--chains", type=int, default=None)
@@ -361,8 +398,9 @@ def main():
     rows, costs = [], []
     checks = {}             # (case, sampler, adapt_delta) -> funnel_checks of the run
     verdicts = {}           # (case, adapt_delta) -> NUTS reference verdict
-    runs = [("nuts", d) for d in args.nuts_delta if "nuts" in args.samplers] + \
-        [("rhmc", args.adapt_delta) for _ in (1,) if "rhmc" in args.samplers]
+    floors = [None if t == "auto" else float(t) for t in args.min_int_time]
+    runs = [("nuts", d, None) for d in args.nuts_delta if "nuts" in args.samplers] + \
+        [("rhmc", args.adapt_delta, t) for t in floors if "rhmc" in args.samplers]
     for case in args.cases:
         ref = None
         chains = args.chains or (1 if args.quick else 4)
@@ -377,11 +415,11 @@ def main():
                 verdicts[(case, d)] = verdict
                 print_reference(case, d, verdict, ref_rows)
                 print(flush=True)
-        for sampler, delta in runs:
+        for sampler, delta, floor in runs:
             if sampler == "nuts":
                 delta = delta or args.adapt_delta
             r = run(case, sampler, chains, warmup, draws, args.alpha, delta,
-                    min_int_time=args.min_int_time if sampler == "rhmc" else None)
+                    min_int_time=floor)
             delta, alpha = r["delta"], r["alphas"]
             fit = r["fit"]
             if case.startswith("funnel"):
@@ -394,6 +432,16 @@ def main():
                 chk = banana_checks(fit)
                 extra = "z: " + ", ".join(fmt_z(z) for z in chk["z"]) + \
                     "  (mean/sd of x1, x2)"
+            elif case.startswith("gauss"):
+                _, mu, C = _gauss_model(int(case[5:]))
+                x = fit["x"]
+                zs = [(x[..., j].mean() - mu[j]) / mcse(x[..., j], "mean")
+                      for j in range(mu.size)]
+                zsd = [(x[..., j].std() - math.sqrt(C[j, j])) / mcse(x[..., j], "sd")
+                       for j in range(mu.size)]
+                chk = {"ess": min(ess_bulk(x[..., j]) for j in range(mu.size))}
+                extra = (f"max |z| mean {max(abs(z) for z in zs):.1f}, sd "
+                         f"{max(abs(z) for z in zsd):.1f}")
             else:
                 cols = flat_params(fit, r["model"].param_names())
                 chk = {"ess": min(ess_bulk(x) for x in cols)}
@@ -405,7 +453,10 @@ def main():
                 else:
                     z = (means - ref[0]) / np.sqrt(se ** 2 + ref[1] ** 2)
                     extra = "z vs NUTS: " + ", ".join(fmt_z(x) for x in z)
-            label = sampler
+            label = sampler if floor is None else f"{sampler} T={floor:g}"
+            if sampler == "rhmc":
+                extra += f"; steps/tr {r['per_tr']:.1f}; floor " + ", ".join(
+                    f"{x:.3g}" if isinstance(x, float) else str(x) for x in r["floors"])
             if alpha is not None:
                 extra += "; alpha " + ", ".join(f"{x:.3g}" for x in alpha)
             rows.append((case, label, warmup, draws, chains, delta, r["eps"], r["div"],

@@ -111,7 +111,8 @@ class SoftAbsNuts(Kernel):
     """Riemannian HMC with the SoftAbs metric of the local Hessian (:mod:`.rhmc`):
     NUTS trajectories, or static ones (``sampler_options["num_steps"]``). No
     Euclidean metric: warmup adapts the step size and, when ``alpha`` is "auto",
-    SoftAbs's alpha at the ends of Stan's windows."""
+    SoftAbs's alpha at the ends of Stan's windows, and when ``min_int_time`` is
+    "auto", the trajectories' floor there."""
 
     name = "rhmc"
     euclidean = False
@@ -131,7 +132,7 @@ class SoftAbsNuts(Kernel):
         # in it, so that a resumed chain uses the same metric
         from .rhmc import make_kernel
         met = make_kernel(dim, options)[0]
-        return met, "softabs", met.adapts_alpha
+        return met, "softabs", met.adapts_alpha or met.adapts_floor
 
     def live(self, dim, state):
         # (from the state's sampler_options, with the alpha chosen in warmup)
@@ -146,10 +147,19 @@ class SoftAbsNuts(Kernel):
         # banana: final step sizes 0.028-0.052 between four chains of one run).
         # Kept, the averaging runs over the whole last window (rhmc.py). A warmup
         # with one window (under 200 iterations) adapts alpha there: once
+        # The trajectory floor (min_int_time "auto") likewise, and for the same
+        # reason not at the last end: longer trajectories lower the acceptance at a
+        # given step size, so the step size must be averaged under the floor that
+        # sampling uses.
+        met = live.metric
         if last and len(live.ends) > 1:
+            met.floor_noted = False         # nothing reads the floor's sums any more
             return None
-        live.metric.adapt_alpha()
-        return live.metric
+        if met.adapts_alpha:
+            met.adapt_alpha()
+        if met.adapts_floor:
+            met.adapt_min_int_time()
+        return met
 
     def adapt_stepsize(self, live, info, eps):
         # a transition whose implicit step was too large (cured by substeps) lowers

@@ -196,10 +196,31 @@ direction. The fixed points are not the limit either (energy errors 0.01-0.06 ov
 600 steps at the sampling step size). Hence ``sampler_options["min_int_time"]``:
 runs of states shorter than it are not tested for a U-turn (a rule that depends on
 the run alone, so the tree stays reversible), and trajectories last at least that
-long in the metric's time; with :data:`MIN_INT_TIME` (8) on the funnel (d = 10) ESS
-of v a transition 0.041 -> 0.41, ESS a CPU second 2.1 -> 6.7 (16: 0.40 and 3.5, past
-v's half-period); at d = 51 v's half-period is longer and a longer floor would pay
-more (not measured). Not the default yet (see :data:`MIN_INT_TIME`). Betancourt (2013) shows
+long in the metric's time; with 8 on the funnel (d = 10) ESS of v a transition
+0.041 -> 0.41, ESS a CPU second 2.1 -> 6.7 (16: 0.40 and 3.5, past v's half-period).
+
+The floor is chosen from the problem (the default ``"auto"``,
+:meth:`SoftAbsMetric.adapt_min_int_time`): at the end of each of Stan's warmup
+windows but the last (the step size then averages under the floor sampling uses),
+over the latter half of the warmup's samples, ``lambda`` = the largest generalised
+eigenvalue of (their covariance, the mean of their local covariances ``Sigma(q)^-1``)
+(:func:`scale_understatement`): how many times the draws' variance exceeds the one
+the metric gives, in the worst direction. The sample covariance's own inflation
+(a d-dimensional Gaussian's top eigenvalue from n draws sits near ``(1 + sqrt(d /
+n))^2``, 2.1 at d = 10 from 50) is removed by the spiked-covariance inverse
+(:func:`spike_estimate`); then the floor is ``FLOOR_SCALE`` (2) times ``r =
+sqrt(lambda)`` where ``r >= FLOOR_THRESHOLD`` (2), else 0 (:func:`auto_min_int_time`).
+From exact funnel draws ``r`` is 4.6 at d = 10 and 10 at d = 51 (v's local sd ~0.7
+and ~0.3 against 3; along x the mean local variance is the draws'), against v's
+half-periods 8-10 and 20-25: hence 2 r. A Gaussian with its exact metric has ``r``
+about 1 (no floor: its draws and step size are those of the plain criterion). The
+chosen number replaces "auto" in the chain's state (with ``adapt_min_int_time``
+True), so a resumed chain keeps it; a number given by the user is used as it is.
+Measured at the defaults, 4 x (1000 + 1000) (``benchmarks/README.md``, issue 24
+seventh round): funnel d = 10 floors 7.1-10.3, ESS of v 699 (plain criterion: 166),
+0 divergences, v's mean, sd and P(v < -5) within 0.2 MCSE; Gaussians (d = 3, 10)
+floor 0, draws unchanged; banana floors 8.6-19.7, ESS 279 -> 1000 but ESS a CPU
+second 5.9 -> 4.8 (its bend counts as understated spread). Betancourt (2013) shows
 SoftAbs *reaching* the neck where a Euclidean metric cannot (which it does here
 too); the public copies reachable here do not give a mixing rate along v to compare.
 """
@@ -218,13 +239,19 @@ from .hamiltonian import Point, RejectedPoint, rejection_reason
 from .rhmc_geometry import (  # noqa: F401  (_TraceAt: rhmc._TraceAt in the tests)
     PROFILE, Geometry, _clock, _HessianTape, _RetapedTrace, _TraceAt, _traced_log_density,
     reset_profile, softabs, softabs_derivative, softabs_divided_differences)
+# the trajectory floor's estimator (min_int_time "auto"): rhmc_floor.py, re-exported
+from .rhmc_floor import (FLOOR_BLOCK, FLOOR_SCALE, FLOOR_THRESHOLD,  # noqa: F401
+                         FloorSums, auto_min_int_time, scale_understatement,
+                         spike_estimate)
 from .static_hmc import static_hmc
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
            "curvature_scale",
            "softabs_divided_differences", "make_kernel", "static_transition",
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
-           "MIN_INT_TIME", "adapt_stepsize", "failure_accept_stat",
+           "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK", "FloorSums",
+           "scale_understatement", "spike_estimate", "auto_min_int_time",
+           "adapt_stepsize", "failure_accept_stat",
            "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
 
 #: ``model.sample(sampler="rhmc")``'s ``adapt_delta`` when not given. Measured
@@ -240,21 +267,21 @@ ADAPT_DELTA = 0.99
 #: :func:`final_stepsize`)
 FINAL_STEP_FACTOR = 0.5
 
-#: ``sampler_options={"min_int_time": MIN_INT_TIME}``: NUTS trajectories with the
+#: A fixed trajectory floor measured before the floor was chosen per problem
+#: (``sampler_options={"min_int_time": MIN_INT_TIME}``): NUTS trajectories with the
 #: SoftAbs metric integrate at least this long (in the metric's time, where a
-#: Gaussian direction's period is 2 pi). Not the default (0, the plain criterion):
-#: on a 3-d Gaussian (1 x (100 + 300)) it took 255 steps a transition against 17 and
-#: the adapted step size fell from 0.19 to 0.049 (warmup acceptance 0.92-0.98 at
-#: step sizes where the plain criterion's was 0.99 - likely because the acceptance
-#: statistic averages over states farther round the orbit, where the leapfrog's
-#: energy error (eps^2 / 8)(|q|^2 - |q0|^2) is larger; not verified). The U-turn
-#: criterion, summed over every direction, stops when the fast ones turn (after
-#: about 2.3-4 on the funnel), while the directions the local Hessian overstates -
-#: the funnel's v, the banana's ridge - oscillate with half-periods of 8-10 (funnel,
-#: d = 10) to 20-25 (d = 51) and move a fraction of that. Measured
-#: (``benchmarks/README.md``, issue 24 sixth round), 2 x (500 + 1000), same seed:
-#: ESS of v a transition 0.041 -> 0.41 and ESS/s 2.1 -> 6.7 on the funnel (d = 10);
-#: the banana's 0.043 -> 0.28 and 3.0 -> 5.4; no divergences in either.
+#: Gaussian direction's period is 2 pi). As a fixed default it failed: on a 3-d
+#: Gaussian (1 x (100 + 300)) it took 255 steps a transition against 17 and the
+#: adapted step size fell from 0.19 to 0.049 (warmup acceptance 0.92-0.98 at step
+#: sizes where the plain criterion's was 0.99). The U-turn criterion, summed over
+#: every direction, stops when the fast ones turn (after about 2.3-4 on the funnel),
+#: while the directions the local Hessian overstates - the funnel's v, the banana's
+#: ridge - oscillate with half-periods of 8-10 (funnel, d = 10) to 20-25 (d = 51)
+#: and move a fraction of that. Measured (``benchmarks/README.md``, issue 24 sixth
+#: round), 2 x (500 + 1000), same seed: ESS of v a transition 0.041 -> 0.41 and
+#: ESS/s 2.1 -> 6.7 on the funnel (d = 10); the banana's 0.043 -> 0.28 and 3.0 ->
+#: 5.4. The default is now ``"auto"`` (:func:`auto_min_int_time`): 7.1-10.3 on the
+#: funnel (d = 10), 8.6-19.7 on the banana, 0 on Gaussians (4 chains each).
 MIN_INT_TIME = 8.0
 
 
@@ -339,9 +366,14 @@ OPTION_DEFAULTS = {
                               # substeps (reversibly, see SoftAbsMetric.step)
     "retape": True,           # an sl.Model's Hessians and third-order sweeps replayed
                               # as compiled code (the eager tape where they cannot be)
-    "min_int_time": 0.0,      # NUTS trajectories: runs shorter than this (in the
+    "min_int_time": "auto",   # NUTS trajectories: runs shorter than this (in the
                               # metric's time) are not tested for a U-turn; 0: the
-                              # plain criterion; MIN_INT_TIME for funnels and bananas
+                              # plain criterion; "auto": 0, then at each warmup
+                              # window's end but the last auto_min_int_time of the
+                              # metric's understatement of the draws' scale
+    "adapt_min_int_time": None,  # the floor adapted at warmup windows' ends (None:
+                              # when min_int_time is "auto"; kept True in the chain's
+                              # state once the chosen number replaced "auto")
 }
 
 
@@ -427,6 +459,11 @@ class SoftAbsMetric:
         self._jit_buffers = None
         self._zero = np.zeros(dim)
         self.min_int_time = 0.0       # read by nuts._python_tree (make_kernel sets it)
+        self.adapts_floor = False     # min_int_time adapted at windows' ends (make_kernel)
+        self.on_floor = None          # called with a newly chosen min_int_time
+        self._floor_sums = FloorSums()  # warmup samples and local covariances
+        self.floor_history = []       # (draws used, lambda_max, floor) per window end
+        self.floor_noted = True       # False after the last window's end (kernels.py)
 
     @property
     def inv(self):
@@ -546,12 +583,40 @@ class SoftAbsMetric:
     def observe(self, z):
         """Note the curvature scale (:func:`curvature_scale`) of the Hessian at a
         transition's sample ``z`` (its cached geometry; nothing if it has none) for
-        :meth:`adapt_alpha`."""
+        :meth:`adapt_alpha`, and (when the floor adapts) the sample with its local
+        covariance for :meth:`adapt_min_int_time`."""
         geo = z.aux
         if isinstance(geo, Geometry) and geo.q is z.q:
             s = curvature_scale(geo.lam)
             if math.isfinite(s) and s > 0:
                 self._scales.append(math.log(s))
+            if self.adapts_floor and self.floor_noted and np.all(np.isfinite(geo.finv)):
+                self._floor_sums.add(z.q, geo.Q, geo.finv)
+
+    def adapt_min_int_time(self):
+        """At the end of a warmup window: ``min_int_time`` from the latter half of the
+        warmup's samples so far (:func:`scale_understatement` of their covariance
+        against the mean of their local covariances ``Sigma(q)^-1``, then
+        :func:`auto_min_int_time`; :mod:`.rhmc_floor`); no change with fewer than
+        ``dim + 2`` samples or a non-finite estimate. -> min_int_time.
+
+        Why the latter half of all the samples, as :meth:`adapt_alpha`: on the funnel
+        a window of 25-50 draws sits in one part of v's range and would understate
+        its spread; the floor chosen at one window lengthens the next windows'
+        trajectories, so v's spread (and the floor) grows window by window."""
+        est = self._floor_sums.latter_half()
+        if est is None:
+            return self.min_int_time
+        cov, local, m = est
+        lam = scale_understatement(cov, local)
+        if not math.isfinite(lam):
+            return self.min_int_time
+        t = auto_min_int_time(lam, m, self.dim)
+        self.floor_history.append((m, lam, t))
+        self.min_int_time = t
+        if self.on_floor is not None:
+            self.on_floor(t)
+        return t
 
     def adapt_alpha(self):
         """At the end of a warmup window (chain.py, Stan's windows): ``alpha =
@@ -996,8 +1061,16 @@ def check_options(options):
                                              out["fixed_point_tol"])
     out["max_fixed_point"] = A.positive_int("sampler_options['max_fixed_point']",
                                             out["max_fixed_point"])
-    out["min_int_time"] = float(A.nonneg_real("sampler_options['min_int_time']",
-                                              out["min_int_time"]))
+    if isinstance(out["min_int_time"], str):
+        if out["min_int_time"] != "auto":
+            raise ArgumentError(f"sampler_options['min_int_time'] must be \"auto\" or "
+                                f"a number >= 0, got {out['min_int_time']!r}")
+    else:
+        out["min_int_time"] = float(A.nonneg_real("sampler_options['min_int_time']",
+                                                  out["min_int_time"]))
+    auto_floor = out["min_int_time"] == "auto"
+    out["adapt_min_int_time"] = auto_floor if out["adapt_min_int_time"] is None else \
+        A.boolean("sampler_options['adapt_min_int_time']", out["adapt_min_int_time"])
     return out
 
 
@@ -1014,7 +1087,15 @@ def make_kernel(dim, options=None):
                            o["max_fixed_point"], o["max_halvings"])
     metric.retape = o["retape"]
     metric.adapts_alpha = o["adapt_alpha"]
-    metric.min_int_time = o["min_int_time"]
+    floor = o["min_int_time"]
+    # "auto": no floor until the first window's end has measured one
+    metric.min_int_time = 0.0 if floor == "auto" else floor
+    metric.adapts_floor = o["adapt_min_int_time"]
+    if (floor == "auto" or metric.adapts_floor) and isinstance(options, dict):
+        # as alpha: the chosen floor is kept in the chain's state (a resumed chain
+        # integrates as long), and whether it goes on adapting at later windows
+        metric.on_floor = lambda t: options.__setitem__("min_int_time", t)
+        options["adapt_min_int_time"] = metric.adapts_floor
     if (auto or metric.adapts_alpha) and isinstance(options, dict):
         # the chain's state holds these options: the chosen alpha is kept there, so
         # a resumed chain (and every later transition) uses the same metric; and
@@ -1032,8 +1113,9 @@ def make_kernel(dim, options=None):
             z, info = nuts.transition(model, metric, z, eps, rng, max_depth=max_depth)
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
-        if metric.adapts_alpha:
-            # (noted in sampling too, where nothing reads them: one float a draw)
+        if metric.adapts_alpha or metric.adapts_floor:
+            # (noted in sampling too, where nothing reads them: one float a draw;
+            # the floor's sums stop at the last window's end, kernels.py)
             metric.observe(z)
         if metric.max_halvings:
             # A step that a smaller step cured (rescued in substeps, or irreversibly

@@ -91,7 +91,11 @@ def sample(model: Model, chains: int = 4, draws: int | None = None, warmup: int 
     ``adapt_alpha`` (default: whether alpha is "auto"), ``num_steps``
     (None: NUTS; an int: static trajectories of that many steps),
     ``fixed_point_tol`` (1e-8), ``max_fixed_point`` (50) and ``max_halvings`` (3)
-    of the implicit leapfrog. See :mod:`stanlite.samplers.rhmc`.
+    of the implicit leapfrog, ``min_int_time`` (NUTS trajectories last at least this
+    long in the metric's time; "auto": chosen at each warmup window's end but the
+    last from how much the metric understates the draws' spread, 0 on a Gaussian;
+    0: the plain U-turn criterion) and ``adapt_min_int_time`` (default: whether it
+    is "auto"). See :mod:`stanlite.samplers.rhmc`.
 
     ``adaptation``: how warmup adapts the metric. ``"stan"`` (default): Stan's
     windowed variances of the draws. ``"nutpie"``: nutpie's diagonal estimate from

@@ -554,7 +554,7 @@ def test_sample_rhmc_gaussian_moments_and_fit():
 
 
 def test_min_int_time_lengthens_trajectories_and_keeps_the_target():
-    """``min_int_time`` (0 by default): runs of states shorter than it are not
+    """``min_int_time`` given: runs of states shorter than it are not
     tested for a U-turn, so every transition integrates at least that long (the
     tree's first check comes at ``2^depth >= min_int_time / eps`` states); the draws
     keep their moments."""
@@ -573,10 +573,11 @@ def test_min_int_time_lengthens_trajectories_and_keeps_the_target():
     x = fit["x"]
     for j in range(3):
         _assert_moments(x[..., j], _MU[j], np.sqrt(_C[j, j]))
-    # the option is checked, and 0 (the default) is the plain criterion
+    # the option is checked; "auto" is the default (0, the plain criterion, until
+    # a warmup window measures a floor: test_rhmc_defaults.py)
     with pytest.raises(ValueError, match="min_int_time"):
         rhmc.check_options({"min_int_time": -1.0})
-    assert rhmc.check_options({})["min_int_time"] == 0.0
+    assert rhmc.check_options({})["min_int_time"] == "auto"
 
 
 def test_sample_rhmc_static_save_and_resume(tmp_path):

@@ -176,9 +176,11 @@ def test_alpha_adaptation_is_kept_in_the_chain_state():
     assert st.sampler_options["alpha"] == pytest.approx(ALPHA_SCALE / 2.0)
     # the state's number with adapt_alpha True goes on adapting when resumed
     assert make_kernel(3, dict(st.sampler_options))[0].adapts_alpha
-    # a number given by the user is kept: no windows, no adaptation
+    # a number given by the user is kept: no windows (with the trajectory floor
+    # given too: "auto" adapts at windows), no adaptation
     fixed = m.sample(chains=1, warmup=150, draws=5, seed=2, progress=False,
-                     parallel=False, sampler="rhmc", sampler_options={"alpha": 3.0})
+                     parallel=False, sampler="rhmc",
+                     sampler_options={"alpha": 3.0, "min_int_time": 0.0})
     st = fixed.chain_states[0]
     assert st.window_ends == [] and st.sampler_options["alpha"] == 3.0
     assert st.sampler_options["adapt_alpha"] is False
@@ -254,7 +256,8 @@ def test_cured_failures_do_not_collapse_the_warmup_step_size(monkeypatch):
     m = Gauss(prec=np.ones(3))
     fit = m.sample(chains=1, warmup=120, draws=1, seed=4, progress=False, init=0.5,
                    parallel=False, sampler="rhmc", save_warmup=True,
-                   sampler_options={"alpha": 3.0})
+                   # (no windows: their step-size searches would mix in)
+                   sampler_options={"alpha": 3.0, "min_int_time": 0.0})
     st = fit.chain_states[0]
     eps = np.asarray(st.warmup_stats["stepsize__"])
     acc = np.asarray(st.warmup_stats["accept_stat__"])
