@@ -83,7 +83,7 @@ import numpy as np  # noqa: E402
 
 from stanlite.models.logistic_regression import LogisticRegression  # noqa: E402
 from stanlite.models.neal_funnel import NealFunnel  # noqa: E402
-from stanlite.models.synthetic import Banana  # noqa: E402
+from stanlite.models.synthetic import Banana, PrecisionGaussian  # noqa: E402
 from stanlite.samplers import rhmc  # noqa: E402
 
 CASES = ("funnel10", "funnel51", "banana", "gauss3", "gauss10", "logistic", "pk_ss")
@@ -92,16 +92,6 @@ CASES = ("funnel10", "funnel51", "banana", "gauss3", "gauss10", "logistic", "pk_
 def _gauss_model(d):
     """``(model, mu, C)``: N(mu, C) written as the quadratic form (a constant Hessian:
     SoftAbs's metric is the exact precision where alpha does not lift it)."""
-    import stanlite as sl
-
-    class CorrGauss(sl.Model):
-        mu = sl.data.vector(d)
-        P = sl.data.matrix(d, d)
-        x = sl.param.vector(d)
-
-        def log_prob(self, x):
-            r = x - self.mu
-            return -0.5 * sl.dot(r, self.P @ r)
     if d == 3:
         C = np.array([[1.0, 0.6, -0.2], [0.6, 2.0, 0.3], [-0.2, 0.3, 0.5]])
         mu = np.array([1.0, -2.0, 0.5])
@@ -110,7 +100,7 @@ def _gauss_model(d):
         sd = np.exp(rs.uniform(-1.0, 1.0, d))
         C = (0.5 * np.eye(d) + 0.5) * np.outer(sd, sd)
         mu = rs.normal(size=d)
-    return CorrGauss(mu=mu, P=np.linalg.inv(C)), mu, C
+    return PrecisionGaussian(D=d, mu=mu, P=np.linalg.inv(C)), mu, C
 SEED = 20240917
 
 

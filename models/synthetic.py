@@ -15,7 +15,7 @@ import numpy as np
 
 import stanlite as sl
 
-__all__ = ["Banana", "Scales", "CorrelatedGaussian", "correlated_cov"]
+__all__ = ["Banana", "Scales", "CorrelatedGaussian", "PrecisionGaussian", "correlated_cov"]
 
 
 class Banana(sl.Model):
@@ -59,6 +59,21 @@ class CorrelatedGaussian(sl.Model):
 
     def log_prob(self, x):
         return sl.multi_normal_cholesky_lpdf(x, self.m, self.L)
+
+
+class PrecisionGaussian(sl.Model):
+    r""":math:`x \sim \mathrm{N}(\mu, P^{-1})` written as the quadratic form
+    :math:`-\tfrac12 (x - \mu)^\top P (x - \mu)`: a constant Hessian ``P``, so
+    Riemannian HMC's SoftAbs metric is the exact precision wherever alpha does not
+    lift it (the case where a trajectory floor should stay 0)."""
+    D = sl.data.int(lower=1)
+    mu = sl.data.vector("D")
+    P = sl.data.matrix("D", "D")
+    x = sl.param.vector("D")
+
+    def log_prob(self, x):
+        r = x - self.mu
+        return -0.5 * sl.dot(r, self.P @ r)
 
 
 def correlated_cov(D=8, lo=0.3, hi=3.0, rho=0.9):

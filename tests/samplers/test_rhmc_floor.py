@@ -10,26 +10,14 @@ import math
 import numpy as np
 import pytest
 
-import stanlite as sl
 from stanlite.errors import ArgumentError
 from stanlite.models.neal_funnel import NealFunnel
+from stanlite.models.synthetic import PrecisionGaussian
 from stanlite.samplers import rhmc
 from stanlite.samplers.hamiltonian import Point
 from stanlite.samplers.rhmc import (FLOOR_BLOCK, FLOOR_SCALE, FLOOR_THRESHOLD,
                                     SoftAbsMetric, auto_min_int_time, make_kernel,
                                     scale_understatement, spike_estimate)
-
-
-def _gauss_cls(d):
-    class CorrGauss(sl.Model):
-        mu = sl.data.vector(d)
-        P = sl.data.matrix(d, d)
-        x = sl.param.vector(d)
-
-        def log_prob(self, x):
-            r = x - self.mu
-            return -0.5 * sl.dot(r, self.P @ r)
-    return CorrGauss
 
 
 def _corr(d, seed=0):
@@ -195,7 +183,7 @@ def test_floor_adapts_at_every_window_end_but_the_last(monkeypatch):
         return real(self)
     monkeypatch.setattr(SoftAbsMetric, "adapt_min_int_time", adapt)
     mu, C = _corr(3)
-    m = _gauss_cls(3)(mu=mu, P=np.linalg.inv(C))
+    m = PrecisionGaussian(D=3, mu=mu, P=np.linalg.inv(C))
     # a fixed alpha: the floor alone makes the windows
     fit = m.sample(chains=1, warmup=300, draws=5, seed=3, progress=False,
                    parallel=False, sampler="rhmc", sampler_options={"alpha": 30.0})
@@ -216,7 +204,7 @@ def test_floor_adapts_at_every_window_end_but_the_last(monkeypatch):
 def test_gaussian_at_defaults_gets_no_floor_and_keeps_its_moments():
     d = 10
     mu, C = _corr(d)
-    m = _gauss_cls(d)(mu=mu, P=np.linalg.inv(C))
+    m = PrecisionGaussian(D=d, mu=mu, P=np.linalg.inv(C))
     fit = m.sample(chains=1, warmup=300, draws=400, seed=5, progress=False,
                    parallel=False, sampler="rhmc")
     st = fit.chain_states[0]
