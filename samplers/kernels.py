@@ -137,7 +137,11 @@ class SoftAbsNuts(Kernel):
     def live(self, dim, state):
         # (from the state's sampler_options, with the alpha chosen in warmup)
         from .rhmc import make_kernel
-        return make_kernel(dim, state.sampler_options)
+        met, kern = make_kernel(dim, state.sampler_options)
+        # a chain resumed past its first window's end: alpha no longer follows it
+        ends = state.window_ends
+        met.follows = not ends or state.iteration <= min(ends)
+        return met, kern
 
     def window_end(self, model, state, live, last=False):
         # alpha from the warmup's Hessians (rhmc.py), except at the last window's
@@ -152,6 +156,7 @@ class SoftAbsNuts(Kernel):
         # given step size, so the step size must be averaged under the floor that
         # sampling uses.
         met = live.metric
+        met.follows = False     # from here alpha changes at window ends only
         if last and len(live.ends) > 1:
             met.floor_noted = False         # nothing reads the floor's sums any more
             return None
@@ -163,9 +168,24 @@ class SoftAbsNuts(Kernel):
 
     def adapt_stepsize(self, live, info, eps):
         # a transition whose implicit step was too large (cured by substeps) lowers
-        # the step size by the factor the substeps needed at most (rhmc.py)
-        from .rhmc import adapt_stepsize
-        return adapt_stepsize(live.da, live.metric, info, eps)
+        # the step size by the factor the substeps needed at most (rhmc.py); and
+        # until the first window's end alpha follows the chain's samples (warmup
+        # only: this runs in warmup alone; SoftAbsMetric.follow)
+        from .rhmc import FOLLOW_RESTART, adapt_stepsize
+        met = live.metric
+        eps = adapt_stepsize(live.da, met, info, eps)
+        if met.da_alpha is None:
+            met.da_alpha = met.alpha        # the alpha the step size is adapted for
+        alpha = met.follow()
+        if max(alpha / met.da_alpha, met.da_alpha / alpha) > FOLLOW_RESTART:
+            # a new metric, as at a window's end: the step size the averaging has
+            # learnt is for the old one, and at adapt_delta 0.99 it climbs back by a
+            # few percent a transition (pk_steady_state: alpha 7.5 -> 0.4 in its
+            # first 8 transitions left 0.012 and 255-511 steps a transition);
+            # restarted, its first proposal is ten times the current step (Stan's)
+            live.da.restart(eps)
+            met.da_alpha = alpha
+        return eps
 
     def final_stepsize(self, da):
         from .rhmc import final_stepsize

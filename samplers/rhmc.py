@@ -148,7 +148,10 @@ at iteration 33 out in the tail (log sigma -1.86, log k2 -1.57), where the Hessi
 eigenvalue 1.6 falls towards SoftAbs's floor ``1/alpha`` along the step, so the
 velocity ``Sigma(q)^-1 p`` grows five-fold over two steps' length and
 ``q1 = q0 + e (v0 + v(q1))`` has no solution (second differences of ``v`` scale as
-h^2 from 1e-3 to 1e-7: smooth).
+h^2 from 1e-3 to 1e-7: smooth). That was at alpha 5.59 (the first point's); with
+alpha bounded by the metric's condition number (``MAX_CONDITION``, below: 0.15-0.26
+there) such steps fold only at step sizes of ~0.2 and above, which the bulk's energy
+errors do not reach at adapt_delta 0.99.
 Sampling then uses half of dual averaging's final average (:func:`final_stepsize`),
 and alpha is not adapted at the last window's end (``kernels.SoftAbsNuts``), so that
 the average is over the whole last window rather than the term buffer's 50
@@ -164,11 +167,32 @@ noise in the third derivatives (``pk_steady_state``'s absorption/elimination fac
 lost digits where two rates met, until it was written as a divided difference).
 
 ``alpha`` (:func:`auto_alpha`, the default ``"auto"``): ``ALPHA_SCALE`` (30) over the
-median |eigenvalue| of the Hessian at the chain's first point, then at the end of
-each of Stan's warmup windows but the last (where a new alpha would leave the step
-size 50 iterations to settle) over the median of those scales at the latter half of
-the warmup's draws (:meth:`SoftAbsMetric.adapt_alpha`; ``adapt_alpha``), kept in the
-chain's state (``sampler_options["alpha"]``) so that a resumed chain keeps its metric.
+Hessian's curvature scale (:func:`curvature_scale`: the median |eigenvalue|, but at
+least a tenth of the largest, ``ALPHA_SCALE / MAX_CONDITION``, so that the metric's
+condition number ``alpha max |lam|`` is at most ``MAX_CONDITION`` = 300) at the
+chain's first point; then, until the first warmup window's end, after every warmup
+transition (:meth:`SoftAbsMetric.follow`), and at the end of each of Stan's warmup
+windows but the last (where a new alpha would leave the step size 50 iterations to
+settle), over the median of those scales at the latter half of the warmup's draws
+so far (:meth:`SoftAbsMetric.adapt_alpha`; ``adapt_alpha``), kept in the chain's
+state (``sampler_options["alpha"]``) so that a resumed chain keeps its metric.
+Why the bound (issue 24, ``pk_steady_state``): there the Hessian's |eigenvalues|
+are ~1 (a direction whose curvature changes sign across the posterior: -1.5 to 2.5),
+~20 and ~1300, so the median put the floor ``1/alpha`` at 0.7 (0.18 with the first
+point's 5.59), under the soft curvature's swings and 2000 times below the stiff
+one; the implicit equations then fold in log k2's tails at steps of 0.01-0.08 (the
+velocity in the soft direction growing several-fold along a step), and warmup's
+step size fell to 0.0025 (1023 steps a transition). Single steps from NUTS draws in
+the upper tail (48 a cell) fail at eps 0.08 in 8 of 48 at alpha 5.59, 7 at 1.43, 1
+at 0.3, 0 at 0.2, 0.1, 0.05 (at 0.16: 11, 3, 1, 0, 0 of 48 for 1.43, 0.3, 0.2,
+0.1, 0.05), while the energy errors stay alike (median |dH| 7e-4 to 2e-3 at 0.08).
+With the bound alpha is 0.15-0.26 there (floor ~4-6, the stiff direction followed);
+the funnels' and the banana's spectra are narrower (the largest |lam| typically 6.5x
+the median at d = 10, 2x on the banana: their alphas do not change; 27x at d = 51,
+where alpha is bounded by ~10 instead of ~28 - inside the range its chains already
+adapt to, 17.5-190). Why follow the chain at first: the initialisation's point
+need not look like the posterior (pk_steady_state's gave 5.59, and the first window
+ran at 127-255 steps a transition).
 On the funnel, where v mixes slowly, the adapted alphas still differ between chains
 (8.8-151 over 4 x 1000 warmup draws, against 12-110 from the first points).
 SoftAbs lifts eigenvalues below about ``1/alpha`` to ``1/alpha``: a constant is a
@@ -251,7 +275,7 @@ __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_a
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
            "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK", "FloorSums",
            "scale_understatement", "spike_estimate", "auto_min_int_time",
-           "adapt_stepsize", "failure_accept_stat",
+           "MAX_CONDITION", "FOLLOW_RESTART", "adapt_stepsize", "failure_accept_stat",
            "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
 
 #: ``model.sample(sampler="rhmc")``'s ``adapt_delta`` when not given. Measured
@@ -355,7 +379,8 @@ def final_stepsize(da):
 #: ``sampler_options`` of ``model.sample(sampler="rhmc")`` and their defaults
 OPTION_DEFAULTS = {
     "alpha": "auto",          # SoftAbs sharpness: ALPHA_SCALE / the Hessian's median
-                              # |eigenvalue| at the chain's first point, or a number
+                              # |eigenvalue| (at least a tenth of the largest) at the
+                              # chain's first point, adapted in warmup; or a number
     "adapt_alpha": None,      # alpha adapted at the ends of warmup windows (None:
                               # when alpha is "auto"; kept True in the chain's state
                               # once the chosen alpha replaced "auto")
@@ -455,6 +480,10 @@ class SoftAbsMetric:
                                       # transition needed (1: none; make_kernel)
         self.compiled_step = True     # the whole step in compiled code where it can run
         self.adapts_alpha = False     # alpha adapted at warmup windows' ends (make_kernel)
+        self.follows = True           # ... and after every warmup transition until the
+                                      # first window's end (follow())
+        self.da_alpha = None          # the alpha warmup's step size was last restarted
+                                      # for (kernels.SoftAbsNuts.adapt_stepsize)
         self._scales = []             # log curvature scales noted since the last window
         self._jit_buffers = None
         self._zero = np.zeros(dim)
@@ -587,9 +616,9 @@ class SoftAbsMetric:
         covariance for :meth:`adapt_min_int_time`."""
         geo = z.aux
         if isinstance(geo, Geometry) and geo.q is z.q:
-            s = curvature_scale(geo.lam)
-            if math.isfinite(s) and s > 0:
-                self._scales.append(math.log(s))
+            s = (curvature_scale(geo.lam, False), curvature_scale(geo.lam, True))
+            if all(math.isfinite(x) and x > 0 for x in s):
+                self._scales.append((math.log(s[0]), math.log(s[1])))
             if self.adapts_floor and self.floor_noted and np.all(np.isfinite(geo.finv)):
                 self._floor_sums.add(z.q, geo.Q, geo.finv)
 
@@ -618,7 +647,7 @@ class SoftAbsMetric:
             self.on_floor(t)
         return t
 
-    def adapt_alpha(self):
+    def adapt_alpha(self, bounded=True):
         """At the end of a warmup window (chain.py, Stan's windows): ``alpha =
         ALPHA_SCALE / exp(median log scale)`` over the latter half of the warmup's
         samples so far (the scales noted by :meth:`observe`); no change without
@@ -635,8 +664,32 @@ class SoftAbsMetric:
         the metric; the chain then searches the step size again, as Stan does after
         a metric window."""
         if self._scales:
-            recent = self._scales[len(self._scales) // 2:]
+            recent = [x[bounded] for x in self._scales[len(self._scales) // 2:]]
             self._set_alpha(ALPHA_SCALE / math.exp(float(np.median(recent))))
+        return self.alpha
+
+    def follow(self):
+        """After a warmup transition (kernels.SoftAbsNuts.adapt_stepsize): until the
+        first window's end, where :meth:`adapt_alpha` first runs, alpha follows the
+        chain - :meth:`adapt_alpha` after every transition - when it adapts at all.
+        -> alpha.
+
+        Why. The first point is wherever the initialisation put it, and its
+        curvature need not be the posterior's: on ``pk_steady_state`` a random
+        start's Hessian (|eigenvalues| ~3, ~3, ~120) gave alpha 5.59, where the
+        posterior's (~1, ~20, ~1300) give 0.15-0.26; with 5.59 implicit steps fold
+        in log k2's tails at steps of 0.01-0.05, and the first window (100
+        transitions of a 1000-iteration warmup) ran at 127-255 steps a transition.
+        The chain reaches the typical set in a few transitions; the median over the
+        latter half of its samples follows it there. The step size's dual averaging
+        is restarted when alpha has moved by more than ``FOLLOW_RESTART`` (2) since
+        it last started (kernels.SoftAbsNuts.adapt_stepsize): at adapt_delta 0.99
+        the step size climbs back by only a few percent a transition, and the step
+        learnt for the first point's alpha (7.5, 0.012) cost 255-511 steps a
+        transition at the posterior's (0.16-0.4). Warmup only, so the metric is
+        fixed while sampling."""
+        if self.adapts_alpha and self.follows:
+            return self.adapt_alpha(bounded=False)
         return self.alpha
 
     def hamiltonian(self, model, q, p):
@@ -929,16 +982,39 @@ class SoftAbsMetric:
 ALPHA_SCALE = 30.0
 
 
-def curvature_scale(lam):
-    """The typical curvature of a Hessian with eigenvalues ``lam``: the median
-    ``|lam|`` (0 for no eigenvalues). ``alpha = ALPHA_SCALE / scale``."""
+#: while alpha follows the chain (:meth:`SoftAbsMetric.follow`), a change by more than
+#: this factor since the step size's dual averaging last (re)started restarts it, as a
+#: new metric at a window's end does
+FOLLOW_RESTART = 2.0
+
+#: the largest condition number ``alpha max |lam|`` :func:`auto_alpha` gives SoftAbs's
+#: metric (see :func:`curvature_scale`; the module docstring for the measurements on
+#: ``pk_steady_state``). 300: above the funnels' and the banana's typical max/median
+#: |eigenvalue| times ALPHA_SCALE at d = 10 and 2 (their alphas unchanged), far below
+#: pk_steady_state's 1300 x 30 / 20.
+MAX_CONDITION = 300.0
+
+
+def curvature_scale(lam, bounded=True):
+    """The curvature scale of a Hessian with eigenvalues ``lam`` that ``alpha =
+    ALPHA_SCALE / scale`` is chosen from: the median ``|lam|``, but (``bounded``) at
+    least ``ALPHA_SCALE / MAX_CONDITION`` of the largest (0 for no eigenvalues).
+
+    The bound keeps SoftAbs's metric - whose eigenvalues run from about ``1/alpha``
+    to ``max |lam|`` - at a condition number of at most ``MAX_CONDITION``. It is
+    applied to the warmup's samples at windows' ends (:meth:`SoftAbsMetric.
+    adapt_alpha`), not to the transient before the first one (see there)."""
     lam = np.abs(np.asarray(lam, dtype=float))
-    return float(np.median(lam)) if lam.size else 0.0
+    if not lam.size:
+        return 0.0
+    med = float(np.median(lam))
+    return float(max(med, lam.max() * (ALPHA_SCALE / MAX_CONDITION))) if bounded else med
 
 
-def auto_alpha(A):
+def auto_alpha(A, bounded=False):
     """SoftAbs's ``alpha`` for a problem whose potential has the Hessian ``A`` at the
-    chain's first point: ``ALPHA_SCALE / median |lam|``.
+    chain's first point: ``ALPHA_SCALE / curvature_scale(lam)`` =
+    ``min(ALPHA_SCALE / median |lam|, MAX_CONDITION / max |lam|)``.
 
     ``alpha`` is an inverse curvature: SoftAbs lifts eigenvalues below about
     ``1/alpha`` to ``1/alpha``. A fixed ``alpha`` is a statement about the units of
@@ -948,9 +1024,14 @@ def auto_alpha(A):
     typical one are followed, the near-zero ones (where the Hessian changes sign)
     lifted. Measured on the funnel (``benchmarks/README.md``): alpha 1 gives 16% of
     transitions divergent and never enters the neck, 10-30 times the curvature
-    scale none or a few. Without curvature (all eigenvalues 0) it is 1."""
+    scale none or a few. Where the spectrum is wide (a stiff direction beside soft
+    ones, ``pk_steady_state``'s ~1, ~20, ~1300) the floor is raised to a
+    ``MAX_CONDITION``-th of the largest curvature: the soft directions are lifted
+    together and the metric stops changing several-fold along a step there (the
+    implicit steps' folds, module docstring). Without curvature (all eigenvalues 0)
+    it is 1."""
     lam = np.abs(np.linalg.eigvalsh(0.5 * (A + A.T)))
-    s = curvature_scale(lam)
+    s = curvature_scale(lam, bounded)
     if not (math.isfinite(s) and s > 0):
         s = float(lam.max()) if lam.size and np.isfinite(lam).all() and lam.max() > 0 \
             else ALPHA_SCALE

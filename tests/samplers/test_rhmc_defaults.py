@@ -13,7 +13,8 @@ import stanlite as sl
 from stanlite.models.neal_funnel import NealFunnel
 from stanlite.samplers import rhmc
 from stanlite.samplers.hamiltonian import Point
-from stanlite.samplers.rhmc import ALPHA_SCALE, SoftAbsMetric, auto_alpha, make_kernel
+from stanlite.samplers.rhmc import (ALPHA_SCALE, MAX_CONDITION, SoftAbsMetric, auto_alpha,
+                                    curvature_scale, make_kernel, softabs)
 
 
 class Gauss(sl.Model):
@@ -26,7 +27,7 @@ class Gauss(sl.Model):
 
 
 def test_alpha_follows_the_hessian_scale():
-    prec = np.array([0.5, 2.0, 40.0])
+    prec = np.array([0.5, 2.0, 8.0])
     # ALPHA_SCALE / median |eigenvalue|, and a problem in other units (every
     # curvature c times larger) gets alpha / c: the same metric up to units
     assert auto_alpha(np.diag(prec)) == pytest.approx(ALPHA_SCALE / 2.0)
@@ -40,8 +41,47 @@ def test_alpha_follows_the_hessian_scale():
     assert met.alpha == seen[0] == geo.alpha == pytest.approx(ALPHA_SCALE / 2.0)
 
 
+def test_alpha_bounds_the_metric_condition_number():
+    # a stiff direction beside soft ones (pk_steady_state: |eigenvalues| ~1, ~20,
+    # ~1300): the median would put SoftAbs's floor 1/alpha far below the stiff
+    # curvature; the scale is at least ALPHA_SCALE / MAX_CONDITION of the largest,
+    # so alpha * max |lam| - the metric's condition number - is MAX_CONDITION
+    lam = np.array([1.0, -20.0, 1300.0])
+    assert curvature_scale(lam) == pytest.approx(1300.0 * ALPHA_SCALE / MAX_CONDITION)
+    alpha = auto_alpha(np.diag(lam), bounded=True)
+    assert alpha * 1300.0 == pytest.approx(MAX_CONDITION)
+    f = softabs(lam, alpha)
+    assert f.max() / f.min() <= MAX_CONDITION
+    # unbounded (the first point's choice, and alpha following the chain before
+    # the first window's end): the median alone
+    assert curvature_scale(lam, bounded=False) == pytest.approx(20.0)
+    assert auto_alpha(np.diag(lam)) == pytest.approx(ALPHA_SCALE / 20.0)
+    # where the spectrum is narrower the median decides, as before
+    assert curvature_scale(np.array([0.5, 2.0, 8.0])) == pytest.approx(2.0)
+    # scale-free: every curvature c times larger gives alpha / c
+    assert auto_alpha(np.diag(7.0 * lam), bounded=True) == pytest.approx(alpha / 7.0)
+
+
+def test_the_bound_applies_at_window_ends_not_while_following():
+    """A wide spectrum (max 65x the median): while alpha follows the chain it is
+    ALPHA_SCALE / median; at a window's end (adapt_alpha) the bounded scale. Why:
+    a transient point (the funnel's first transitions, v falling before the x's
+    shrink) can have one huge curvature; bounded, alpha fell to 0.005 there, every
+    direction was made that stiff, the chain stopped, and the followed alpha
+    stayed (measured: trajectories of 1023 steps and a floor of 88.7)."""
+    met = SoftAbsMetric(3, alpha=1.0)
+    met.adapts_alpha = True
+    q = np.zeros(3)
+    for _ in range(4):
+        geo = rhmc.Geometry(q, np.diag([1.0, -20.0, 1300.0]), met.alpha)
+        met.observe(Point(q, None, 0.0, None, aux=geo))
+    assert met.follow() == pytest.approx(ALPHA_SCALE / 20.0)
+    met.follows = False
+    assert met.adapt_alpha() == pytest.approx(MAX_CONDITION / 1300.0)
+
+
 def test_chosen_alpha_is_kept_in_the_chain_state(tmp_path):
-    prec = np.array([0.5, 2.0, 40.0])
+    prec = np.array([0.5, 2.0, 8.0])
     m = Gauss(prec=prec)
     opts = {}
     met, _ = make_kernel(3, opts)
@@ -165,8 +205,103 @@ def test_alpha_adapts_to_the_latter_half_of_the_warmup():
     assert seen == [met.alpha]
 
 
+def test_alpha_follows_the_chain_until_the_first_window_end():
+    """follow(): after each warmup transition, adapt_alpha() while no window has
+    ended - so a first point unlike the posterior does not set the first window's
+    metric - and nothing once one has (or when alpha does not adapt)."""
+    met = SoftAbsMetric(3, alpha=1.0)
+    met.adapts_alpha = True
+    q = np.zeros(3)
+    for k in range(4):                                    # scales e^0 .. e^3
+        geo = rhmc.Geometry(q, np.diag([math.exp(k), -math.exp(k), 1e-3]), met.alpha)
+        met.observe(Point(q, None, 0.0, None, aux=geo))
+        recent = np.arange(k + 1.0)[(k + 1) // 2:]      # the latter half of the logs
+        assert met.follow() == pytest.approx(ALPHA_SCALE / math.exp(np.median(recent)))
+    followed = met.alpha
+    met.follows = False                                   # a window has ended
+    geo = rhmc.Geometry(q, np.diag([1e4, 1e4, 1e4]), met.alpha)
+    for _ in range(10):
+        met.observe(Point(q, None, 0.0, None, aux=geo))
+        assert met.follow() == followed
+    fixed = SoftAbsMetric(3, alpha=2.0)                   # adapts_alpha False
+    fixed.observe(Point(q, None, 0.0, None, aux=geo))
+    assert fixed.follow() == 2.0
+
+
+def test_a_followed_alpha_that_moves_twofold_restarts_the_step_size_averaging():
+    from types import SimpleNamespace
+    from stanlite.samplers.adaptation import DualAveraging
+    from stanlite.samplers.hamiltonian import TransitionInfo
+    from stanlite.samplers.kernels import SoftAbsNuts
+    met = SoftAbsMetric(3, alpha=ALPHA_SCALE)            # chosen at scale 1
+    met.adapts_alpha = True
+    da = DualAveraging(0.99)
+    da.restart(0.1)
+    live = SimpleNamespace(da=da, metric=met)
+    q = np.zeros(3)
+
+    def transition(scale):
+        met.observe(Point(q, None, 0.0, None,
+                          aux=rhmc.Geometry(q, np.diag([scale, scale, scale]), met.alpha)))
+        return SoftAbsNuts().adapt_stepsize(live, TransitionInfo(1.0, 1, 0, False, 0.0), 0.1)
+    eps = transition(1.5)                 # alpha 30 -> 20: averaging goes on
+    assert da.counter == 1 and met.alpha == pytest.approx(ALPHA_SCALE / 1.5)
+    eps = transition(20.0)                # median of the latter half: scale 20
+    assert met.alpha == pytest.approx(ALPHA_SCALE / 20.0)
+    assert da.counter == 0 and da.mu == pytest.approx(math.log(10 * eps))
+    assert met.da_alpha == met.alpha
+    met.follows = False                   # after the first window: no following
+    transition(1e4)
+    assert da.counter == 1 and met.alpha == pytest.approx(ALPHA_SCALE / 20.0)
+
+
+def test_a_chain_resumed_past_its_first_window_does_not_follow():
+    from types import SimpleNamespace
+    from stanlite.samplers.kernels import SoftAbsNuts
+    for it, follows in ((0, True), (99, True), (100, False), (400, False)):
+        st = SimpleNamespace(sampler_options={"alpha": 2.0, "adapt_alpha": True},
+                             window_ends=[99, 149], iteration=it)
+        assert SoftAbsNuts().live(3, st)[0].follows is follows
+    st = SimpleNamespace(sampler_options={"alpha": 2.0}, window_ends=[], iteration=5)
+    assert SoftAbsNuts().live(3, st)[0].follows is True
+
+
+class Quartic(sl.Model):
+    """-log p = x^2 / 2 + x^4 / 4 per coordinate: curvature 1 + 3 x^2, steep far out."""
+    x = sl.param.vector(2)
+
+    def log_prob(self, x):
+        return -sl.sum(0.5 * x * x + 0.25 * x ** 4)
+
+
+def test_warmup_alpha_follows_the_chain_then_stays(monkeypatch):
+    # from a first point far out (curvature ~3 x^2 = 48), alpha follows the chain's
+    # draws (curvature ~1-3) in the first window, changes only at window ends after
+    # it, and never in sampling
+    seen = []
+    real = SoftAbsMetric.follow
+
+    def follow(self):
+        before, following = self.alpha, self.follows
+        out = real(self)
+        seen.append((before, out, following))
+        return out
+    monkeypatch.setattr(SoftAbsMetric, "follow", follow)
+    m = Quartic()
+    fit = m.sample(chains=1, warmup=150, draws=5, seed=5, progress=False,
+                   parallel=False, sampler="rhmc", init=np.array([4.0, 4.0]))
+    st = fit.chain_states[0]
+    assert len(seen) == 150                             # warmup transitions only
+    first = st.window_ends[0]
+    # the first point's alpha (scale ~49) is left within the first window
+    assert seen[0][0] < 0.5 * seen[first - 1][1]
+    # after the first window's end follow() changes nothing
+    assert all(b == a and not f for b, a, f in seen[first + 1:])
+    assert st.sampler_options["alpha"] == seen[-1][1]
+
+
 def test_alpha_adaptation_is_kept_in_the_chain_state():
-    m = Gauss(prec=np.array([0.5, 2.0, 40.0]))
+    m = Gauss(prec=np.array([0.5, 2.0, 8.0]))
     fit = m.sample(chains=1, warmup=150, draws=5, seed=2, progress=False, parallel=False,
                    sampler="rhmc")
     st = fit.chain_states[0]
@@ -192,13 +327,15 @@ def test_last_window_keeps_alpha_and_the_step_size_averaging(monkeypatch):
     # warmup 200: Stan's windows end at 99 and 149. alpha adapts at 99 only; at the
     # last end (149) it is kept and the step size's averaging is not restarted, so
     # it averages the 100 iterations after 99, not the term buffer's 50; sampling's
-    # step size is FINAL_STEP_FACTOR times that average
+    # step size is FINAL_STEP_FACTOR times that average (calls at window ends only:
+    # before the first one alpha follows the chain, SoftAbsMetric.follow)
     calls = []
     real = SoftAbsMetric.adapt_alpha
 
-    def adapt(self):
-        calls.append(self.alpha)
-        return real(self)
+    def adapt(self, bounded=True):
+        if not self.follows:
+            calls.append(self.alpha)
+        return real(self, bounded)
     monkeypatch.setattr(SoftAbsMetric, "adapt_alpha", adapt)
     m = Gauss(prec=np.array([0.5, 2.0, 40.0]))
     fit = m.sample(chains=1, warmup=200, draws=5, seed=3, progress=False,
