@@ -167,15 +167,17 @@ noise in the third derivatives (``pk_steady_state``'s absorption/elimination fac
 lost digits where two rates met, until it was written as a divided difference).
 
 ``alpha`` (:func:`auto_alpha`, the default ``"auto"``): ``ALPHA_SCALE`` (30) over the
-Hessian's curvature scale (:func:`curvature_scale`: the median |eigenvalue|, but at
-least a tenth of the largest, ``ALPHA_SCALE / MAX_CONDITION``, so that the metric's
-condition number ``alpha max |lam|`` is at most ``MAX_CONDITION`` = 300) at the
+Hessian's curvature scale (:func:`curvature_scale`: the median |eigenvalue|) at the
 chain's first point; then, until the first warmup window's end, after every warmup
-transition (:meth:`SoftAbsMetric.follow`), and at the end of each of Stan's warmup
-windows but the last (where a new alpha would leave the step size 50 iterations to
-settle), over the median of those scales at the latter half of the warmup's draws
-so far (:meth:`SoftAbsMetric.adapt_alpha`; ``adapt_alpha``), kept in the chain's
-state (``sampler_options["alpha"]``) so that a resumed chain keeps its metric.
+transition over the median of those scales at the latter half of the warmup's
+samples so far (:meth:`SoftAbsMetric.follow`); and at the end of each of Stan's
+warmup windows but the last (where a new alpha would leave the step size 50
+iterations to settle) likewise, but with each sample's scale at least a tenth of its
+largest |eigenvalue| (``ALPHA_SCALE / MAX_CONDITION``), so that the metric's
+condition number ``alpha max |lam|`` is at most ``MAX_CONDITION`` = 300 at the
+typical sample (:meth:`SoftAbsMetric.adapt_alpha`; ``adapt_alpha``). The chosen
+alpha is kept in the chain's state (``sampler_options["alpha"]``) so that a resumed
+chain keeps its metric.
 Why the bound (issue 24, ``pk_steady_state``): there the Hessian's |eigenvalues|
 are ~1 (a direction whose curvature changes sign across the posterior: -1.5 to 2.5),
 ~20 and ~1300, so the median put the floor ``1/alpha`` at 0.7 (0.18 with the first
@@ -192,7 +194,13 @@ the median at d = 10, 2x on the banana: their alphas do not change; 27x at d = 5
 where alpha is bounded by ~10 instead of ~28 - inside the range its chains already
 adapt to, 17.5-190). Why follow the chain at first: the initialisation's point
 need not look like the posterior (pk_steady_state's gave 5.59, and the first window
-ran at 127-255 steps a transition).
+ran at 127-255 steps a transition). Why not bound the followed alpha: the funnel's
+first transitions pass points where v has fallen before the x's shrank, whose
+v-curvature ``sum x^2 e^-v / 2`` is 10^4-10^5; bounded there, alpha fell to 0.005,
+every direction was made as stiff as that one, the chain stopped moving and the
+followed alpha with it (one chain, 300 warmup: 1023 steps a transition and a
+trajectory floor of 88.7 against 6-11 unbounded). At a window's end the scales are
+the latter half of the warmup's samples, from the typical set.
 On the funnel, where v mixes slowly, the adapted alphas still differ between chains
 (8.8-151 over 4 x 1000 warmup draws, against 12-110 from the first points).
 SoftAbs lifts eigenvalues below about ``1/alpha`` to ``1/alpha``: a constant is a
@@ -610,9 +618,9 @@ class SoftAbsMetric:
         return self.alpha
 
     def observe(self, z):
-        """Note the curvature scale (:func:`curvature_scale`) of the Hessian at a
-        transition's sample ``z`` (its cached geometry; nothing if it has none) for
-        :meth:`adapt_alpha`, and (when the floor adapts) the sample with its local
+        """Note the curvature scales (:func:`curvature_scale`, unbounded and
+        bounded) of the Hessian at a transition's sample ``z`` (its cached
+        geometry; nothing if it has none) for :meth:`adapt_alpha`, and (when the floor adapts) the sample with its local
         covariance for :meth:`adapt_min_int_time`."""
         geo = z.aux
         if isinstance(geo, Geometry) and geo.q is z.q:
@@ -650,7 +658,8 @@ class SoftAbsMetric:
     def adapt_alpha(self, bounded=True):
         """At the end of a warmup window (chain.py, Stan's windows): ``alpha =
         ALPHA_SCALE / exp(median log scale)`` over the latter half of the warmup's
-        samples so far (the scales noted by :meth:`observe`); no change without
+        samples so far (the scales noted by :meth:`observe`: :func:`curvature_scale`
+        ``bounded`` or not, :meth:`follow` uses the unbounded); no change without
         any. -> alpha.
 
         Why not the first point's: the first point is wherever the initialisation
@@ -671,7 +680,8 @@ class SoftAbsMetric:
     def follow(self):
         """After a warmup transition (kernels.SoftAbsNuts.adapt_stepsize): until the
         first window's end, where :meth:`adapt_alpha` first runs, alpha follows the
-        chain - :meth:`adapt_alpha` after every transition - when it adapts at all.
+        chain - :meth:`adapt_alpha` after every transition, without the condition
+        number's bound (the module docstring says why) - when it adapts at all.
         -> alpha.
 
         Why. The first point is wherever the initialisation put it, and its
@@ -1013,7 +1023,8 @@ def curvature_scale(lam, bounded=True):
 
 def auto_alpha(A, bounded=False):
     """SoftAbs's ``alpha`` for a problem whose potential has the Hessian ``A`` at the
-    chain's first point: ``ALPHA_SCALE / curvature_scale(lam)`` =
+    chain's first point: ``ALPHA_SCALE / curvature_scale(lam, bounded)`` =
+    ``ALPHA_SCALE / median |lam|``, or (``bounded``, as at warmup windows' ends)
     ``min(ALPHA_SCALE / median |lam|, MAX_CONDITION / max |lam|)``.
 
     ``alpha`` is an inverse curvature: SoftAbs lifts eigenvalues below about
