@@ -299,6 +299,7 @@ def _live_fields(state, live, warm):
         new.update(da=_da_dict(live.da), welford=_welford_dict(live.welford))
         if live.gadapt is not None:
             new["grad_adapt"] = live.gadapt.to_dict()
+    new.update(live.kernel_of.live_fields(live, warm))
     return new
 
 

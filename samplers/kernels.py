@@ -62,6 +62,12 @@ class Kernel:
         from .hamiltonian import make_metric
         return make_metric(state.metric, dim, state.inv_metric), self.transition()
 
+    def live_fields(self, live, warm):
+        """The kernel's own fields of the chain's state after an iteration (``warm``:
+        a warmup one), committed with it (:func:`.chain._live_fields`); a Euclidean
+        kernel keeps nothing of its own."""
+        return {}
+
     def window_end(self, model, state, live, last=False):
         """The metric after a slow window of Stan's warmup ends (``last``: the
         last one): the window's regularised variances (the Welford accumulator
@@ -111,8 +117,9 @@ class SoftAbsNuts(Kernel):
     """Riemannian HMC with the SoftAbs metric of the local Hessian (:mod:`.rhmc`):
     NUTS trajectories, or static ones (``sampler_options["num_steps"]``). No
     Euclidean metric: warmup adapts the step size and, when ``alpha`` is "auto",
-    SoftAbs's alpha at the ends of Stan's windows, and when ``min_int_time`` is
-    "auto", the trajectories' floor there."""
+    SoftAbs's alpha (after every transition until the first window's end, then at
+    the ends of Stan's windows), and when ``min_int_time`` is "auto", the
+    trajectories' floor at the windows' ends."""
 
     name = "rhmc"
     euclidean = False
@@ -135,13 +142,32 @@ class SoftAbsNuts(Kernel):
         return met, "softabs", met.adapts_alpha or met.adapts_floor
 
     def live(self, dim, state):
-        # (from the state's sampler_options, with the alpha chosen in warmup)
+        # (from the state's sampler_options, with the alpha chosen in warmup; the
+        # metric writes what it chooses into its own copy, which the chain commits
+        # with the iteration - live_fields - so that an interrupted iteration leaves
+        # the state's options as they were)
         from .rhmc import make_kernel
-        met, kern = make_kernel(dim, state.sampler_options)
-        # a chain resumed past its first window's end: alpha no longer follows it
+        opts = None if state.sampler_options is None else dict(state.sampler_options)
+        met, kern = make_kernel(dim, opts)
+        met.options = opts
+        met.restore_adaptation(state.kernel_adapt)
+        # a chain resumed past its first window's end: alpha no longer follows it;
+        # nor in a warmup too short for windows (under 20 iterations), whose last
+        # transitions would otherwise move alpha and restart the step size's
+        # averaging just before sampling fixes it
         ends = state.window_ends
-        met.follows = not ends or state.iteration <= min(ends)
+        met.follows = bool(ends) and state.iteration <= min(ends)
+        met.floor_noted = not ends or state.iteration <= max(ends)
         return met, kern
+
+    def live_fields(self, live, warm):
+        # the options with the chosen alpha and floor; in warmup, what the
+        # adaptation has gathered (SoftAbsMetric.adaptation_state)
+        met = live.metric
+        new = {} if met.options is None else {"sampler_options": dict(met.options)}
+        if warm and (met.adapts_alpha or met.adapts_floor):
+            new["kernel_adapt"] = met.adaptation_state()
+        return new
 
     def window_end(self, model, state, live, last=False):
         # alpha from the warmup's Hessians (rhmc.py), except at the last window's
@@ -150,7 +176,7 @@ class SoftAbsNuts(Kernel):
         # lands decides the sampling phase's failed implicit steps (measured on the
         # banana: final step sizes 0.028-0.052 between four chains of one run).
         # Kept, the averaging runs over the whole last window (rhmc.py). A warmup
-        # with one window (under 200 iterations) adapts alpha there: once
+        # with one window (under 200 iterations) adapts alpha there: once.
         # The trajectory floor (min_int_time "auto") likewise, and for the same
         # reason not at the last end: longer trajectories lower the acceptance at a
         # given step size, so the step size must be averaged under the floor that
@@ -174,15 +200,16 @@ class SoftAbsNuts(Kernel):
         from .rhmc import FOLLOW_RESTART, adapt_stepsize
         met = live.metric
         eps = adapt_stepsize(live.da, met, info, eps)
+        if not (met.adapts_alpha and met.follows):
+            return eps              # (a window's end restarts the averaging itself)
         if met.da_alpha is None:
             met.da_alpha = met.alpha        # the alpha the step size is adapted for
         alpha = met.follow()
         if max(alpha / met.da_alpha, met.da_alpha / alpha) > FOLLOW_RESTART:
             # a new metric, as at a window's end: the step size the averaging has
             # learnt is for the old one, and at adapt_delta 0.99 it climbs back by a
-            # few percent a transition (pk_steady_state: alpha 7.5 -> 0.4 in its
-            # first 8 transitions left 0.012 and 255-511 steps a transition);
-            # restarted, its first proposal is ten times the current step (Stan's)
+            # few percent a transition (SoftAbsMetric.follow); restarted, its first
+            # proposal is ten times the current step (Stan's)
             live.da.restart(eps)
             met.da_alpha = alpha
         return eps

@@ -148,10 +148,10 @@ at iteration 33 out in the tail (log sigma -1.86, log k2 -1.57), where the Hessi
 eigenvalue 1.6 falls towards SoftAbs's floor ``1/alpha`` along the step, so the
 velocity ``Sigma(q)^-1 p`` grows five-fold over two steps' length and
 ``q1 = q0 + e (v0 + v(q1))`` has no solution (second differences of ``v`` scale as
-h^2 from 1e-3 to 1e-7: smooth). That was at alpha 5.59 (the first point's); with
-alpha bounded by the metric's condition number (``MAX_CONDITION``, below: 0.15-0.26
-there) such steps fold only at step sizes of ~0.2 and above, which the bulk's energy
-errors do not reach at adapt_delta 0.99.
+h^2 from 1e-3 to 1e-7: smooth). That was at alpha 5.59 (the first point's); once
+alpha is bounded by the metric's condition number at the first window's end
+(``MAX_CONDITION``, below: 0.2-0.3 there) such steps fold only at step sizes of ~0.2
+and above, which the bulk's energy errors do not reach at adapt_delta 0.99.
 Sampling then uses half of dual averaging's final average (:func:`final_stepsize`),
 and alpha is not adapted at the last window's end (``kernels.SoftAbsNuts``), so that
 the average is over the whole last window rather than the term buffer's 50
@@ -387,8 +387,8 @@ def final_stepsize(da):
 #: ``sampler_options`` of ``model.sample(sampler="rhmc")`` and their defaults
 OPTION_DEFAULTS = {
     "alpha": "auto",          # SoftAbs sharpness: ALPHA_SCALE / the Hessian's median
-                              # |eigenvalue| (at least a tenth of the largest) at the
-                              # chain's first point, adapted in warmup; or a number
+                              # |eigenvalue| at the chain's first point, adapted in
+                              # warmup (module docstring); or a number
     "adapt_alpha": None,      # alpha adapted at the ends of warmup windows (None:
                               # when alpha is "auto"; kept True in the chain's state
                               # once the chosen alpha replaced "auto")
@@ -473,6 +473,8 @@ class SoftAbsMetric:
         self.dim = dim
         self.alpha = None if alpha is None else float(alpha)
         self.on_alpha = None          # called with alpha when it is chosen (make_kernel)
+        self.options = None           # the chain's sampler_options this metric writes
+                                      # its choices into (kernels.SoftAbsNuts.live)
         self.tol = float(fixed_point_tol)
         self.max_iter = max_fixed_point
         self.max_halvings = int(max_halvings)
@@ -492,7 +494,8 @@ class SoftAbsMetric:
                                       # first window's end (follow())
         self.da_alpha = None          # the alpha warmup's step size was last restarted
                                       # for (kernels.SoftAbsNuts.adapt_stepsize)
-        self._scales = []             # log curvature scales noted since the last window
+        self._scales = []             # (unbounded, bounded) log curvature scales of
+                                      # the warmup's samples (observe())
         self._jit_buffers = None
         self._zero = np.zeros(dim)
         self.min_int_time = 0.0       # read by nuts._python_tree (make_kernel sets it)
@@ -630,6 +633,28 @@ class SoftAbsMetric:
             if self.adapts_floor and self.floor_noted and np.all(np.isfinite(geo.finv)):
                 self._floor_sums.add(z.q, geo.Q, geo.finv)
 
+    def adaptation_state(self):
+        """What warmup's adaptation of alpha and the floor has gathered, as plain
+        data for the chain's state (``ChainState.kernel_adapt``, committed with
+        each warmup iteration: kernels.SoftAbsNuts.live_fields), so that a chain
+        paused and resumed - by the user, or by the parallel runner's probe of a
+        run's size - continues exactly as one that was not: the samples' curvature
+        scales (an ``(n, 2)`` array, unbounded and bounded logs), the alpha the step
+        size's averaging was last restarted for, and the floor's sums (dropped after
+        the last window's end, where nothing reads them any more)."""
+        return {"scales": np.array(self._scales, dtype=float).reshape(-1, 2),
+                "da_alpha": self.da_alpha,
+                "floor": self._floor_sums.to_dict() if self.floor_noted else None}
+
+    def restore_adaptation(self, d):
+        """Read back :meth:`adaptation_state` (None: nothing gathered yet)."""
+        if not d:
+            return
+        self._scales = [(float(u), float(b)) for u, b in
+                        np.asarray(d["scales"], dtype=float).reshape(-1, 2)]
+        self.da_alpha = None if d["da_alpha"] is None else float(d["da_alpha"])
+        self._floor_sums = FloorSums.from_dict(d["floor"])
+
     def adapt_min_int_time(self):
         """At the end of a warmup window: ``min_int_time`` from the latter half of the
         warmup's samples so far (:func:`scale_understatement` of their covariance
@@ -687,17 +712,17 @@ class SoftAbsMetric:
         Why. The first point is wherever the initialisation put it, and its
         curvature need not be the posterior's: on ``pk_steady_state`` a random
         start's Hessian (|eigenvalues| ~3, ~3, ~120) gave alpha 5.59, where the
-        posterior's (~1, ~20, ~1300) give 0.15-0.26; with 5.59 implicit steps fold
-        in log k2's tails at steps of 0.01-0.05, and the first window (100
+        posterior's (~1, ~20, ~1300) give ~1.4 (unbounded); with 5.59 implicit steps
+        fold in log k2's tails at steps of 0.01-0.05, and the first window (100
         transitions of a 1000-iteration warmup) ran at 127-255 steps a transition.
         The chain reaches the typical set in a few transitions; the median over the
         latter half of its samples follows it there. The step size's dual averaging
         is restarted when alpha has moved by more than ``FOLLOW_RESTART`` (2) since
         it last started (kernels.SoftAbsNuts.adapt_stepsize): at adapt_delta 0.99
-        the step size climbs back by only a few percent a transition, and the step
-        learnt for the first point's alpha (7.5, 0.012) cost 255-511 steps a
-        transition at the posterior's (0.16-0.4). Warmup only, so the metric is
-        fixed while sampling."""
+        the step size climbs back by only a few percent a transition, and a step
+        learnt for a first point's alpha 20-50 times the posterior's cost 255-511
+        steps a transition (measured on pk_steady_state). Warmup only, so the
+        metric is fixed while sampling."""
         if self.adapts_alpha and self.follows:
             return self.adapt_alpha(bounded=False)
         return self.alpha
@@ -997,8 +1022,9 @@ ALPHA_SCALE = 30.0
 #: new metric at a window's end does
 FOLLOW_RESTART = 2.0
 
-#: the largest condition number ``alpha max |lam|`` :func:`auto_alpha` gives SoftAbs's
-#: metric (see :func:`curvature_scale`; the module docstring for the measurements on
+#: the largest condition number ``alpha max |lam|`` the alpha chosen at a warmup
+#: window's end gives SoftAbs's metric at the typical sample (:func:`curvature_scale`,
+#: :meth:`SoftAbsMetric.adapt_alpha`; the module docstring for the measurements on
 #: ``pk_steady_state``). 300: above the funnels' and the banana's typical max/median
 #: |eigenvalue| times ALPHA_SCALE at d = 10 and 2 (their alphas unchanged), far below
 #: pk_steady_state's 1300 x 30 / 20.
@@ -1021,11 +1047,11 @@ def curvature_scale(lam, bounded=True):
     return float(max(med, lam.max() * (ALPHA_SCALE / MAX_CONDITION))) if bounded else med
 
 
-def auto_alpha(A, bounded=False):
+def auto_alpha(A):
     """SoftAbs's ``alpha`` for a problem whose potential has the Hessian ``A`` at the
-    chain's first point: ``ALPHA_SCALE / curvature_scale(lam, bounded)`` =
-    ``ALPHA_SCALE / median |lam|``, or (``bounded``, as at warmup windows' ends)
-    ``min(ALPHA_SCALE / median |lam|, MAX_CONDITION / max |lam|)``.
+    chain's first point: ``ALPHA_SCALE / median |lam|`` (:func:`curvature_scale`,
+    unbounded: the first point need not be typical; warmup then adapts it,
+    :meth:`SoftAbsMetric.follow` and :meth:`SoftAbsMetric.adapt_alpha`).
 
     ``alpha`` is an inverse curvature: SoftAbs lifts eigenvalues below about
     ``1/alpha`` to ``1/alpha``. A fixed ``alpha`` is a statement about the units of
@@ -1035,14 +1061,9 @@ def auto_alpha(A, bounded=False):
     typical one are followed, the near-zero ones (where the Hessian changes sign)
     lifted. Measured on the funnel (``benchmarks/README.md``): alpha 1 gives 16% of
     transitions divergent and never enters the neck, 10-30 times the curvature
-    scale none or a few. Where the spectrum is wide (a stiff direction beside soft
-    ones, ``pk_steady_state``'s ~1, ~20, ~1300) the floor is raised to a
-    ``MAX_CONDITION``-th of the largest curvature: the soft directions are lifted
-    together and the metric stops changing several-fold along a step there (the
-    implicit steps' folds, module docstring). Without curvature (all eigenvalues 0)
-    it is 1."""
+    scale none or a few. Without curvature (all eigenvalues 0) it is 1."""
     lam = np.abs(np.linalg.eigvalsh(0.5 * (A + A.T)))
-    s = curvature_scale(lam, bounded)
+    s = curvature_scale(lam, bounded=False)
     if not (math.isfinite(s) and s > 0):
         s = float(lam.max()) if lam.size and np.isfinite(lam).all() and lam.max() > 0 \
             else ALPHA_SCALE
@@ -1206,7 +1227,7 @@ def make_kernel(dim, options=None):
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
         if metric.adapts_alpha or metric.adapts_floor:
-            # (noted in sampling too, where nothing reads them: one float a draw;
+            # (noted in sampling too, where nothing reads them: two floats a draw;
             # the floor's sums stop at the last window's end, kernels.py)
             metric.observe(z)
         if metric.max_halvings:

@@ -123,10 +123,28 @@ class FloorSums:
             n = dq.shape[0]
             self.blocks.append([0, np.zeros(n), np.zeros((n, n)), np.zeros((n, n))])
         b = self.blocks[-1]
-        b[0] += 1
-        b[1] += dq
-        b[2] += np.outer(dq, dq)
-        b[3] += (Q * finv) @ Q.T
+        # a new block rather than one changed in place: a chain's committed state
+        # holds the blocks (to_dict), and an iteration that is not committed must
+        # not reach into it
+        self.blocks[-1] = [b[0] + 1, b[1] + dq, b[2] + np.outer(dq, dq),
+                           b[3] + (Q * finv) @ Q.T]
+
+    def to_dict(self):
+        """Plain data for a chain's state (its blocks are never changed in place, so
+        this shares their arrays); :meth:`from_dict` reads it back."""
+        return {"shift": self.shift,
+                "blocks": [{"n": b[0], "sum": b[1], "outer": b[2], "local": b[3]}
+                           for b in self.blocks]}
+
+    @classmethod
+    def from_dict(cls, d):
+        out = cls()
+        if d:
+            out.shift = None if d["shift"] is None else np.asarray(d["shift"], dtype=float)
+            out.blocks = [[int(b["n"]), np.asarray(b["sum"], dtype=float),
+                           np.asarray(b["outer"], dtype=float),
+                           np.asarray(b["local"], dtype=float)] for b in d["blocks"]]
+        return out
 
     def latter_half(self):
         """``(cov, local, m)`` of the blocks from the one holding the middle sample

@@ -40,7 +40,9 @@ class ChainState:
       ``metric``/``inv_metric`` of a new chain (the Riemannian kernel keeps its chosen
       alpha in the chain's own ``sampler_options`` dict); ``Kernel.live`` rebuilds
       the metric from ``metric`` and ``inv_metric`` (Euclidean) or from
-      ``sampler_options`` (Riemannian); ``Kernel.window_end`` reads ``metric``. A
+      ``sampler_options`` and ``kernel_adapt`` (Riemannian: ``Kernel.live_fields``
+      gives the chain what it commits of these); ``Kernel.window_end`` reads
+      ``metric``. A
       transition sees none of it, only the chain's live point, step size and
       generator;
     - the runner (``samplers/runner.py``) writes ``interrupted`` and ``elapsed``;
@@ -83,7 +85,9 @@ class ChainState:
     for dense_e; for softabs the starting one, not used again), ``da`` (the step
     size's dual averaging, ``{"counter", "s_bar", "x_bar", "mu", "delta"}``),
     ``welford`` (the current window's running variances, ``Welford.to_dict()``),
-    ``grad_adapt`` (nutpie's adaptation, ``GradientAdaptation.to_dict()``, or None).
+    ``grad_adapt`` (nutpie's adaptation, ``GradientAdaptation.to_dict()``, or None),
+    ``kernel_adapt`` (the Riemannian kernel's warmup adaptation of alpha and the
+    trajectory floor, ``SoftAbsMetric.adaptation_state()``, or None).
 
     Diagnostics: ``n_rejected`` (integrator steps whose log density failed, warmup
     included), ``rejections`` (``{reason: count}`` of those,
@@ -129,6 +133,7 @@ class ChainState:
     da: dict | None = None
     welford: dict | None = None
     grad_adapt: dict | None = None
+    kernel_adapt: dict | None = None
     # diagnostics
     n_rejected: int | None = None
     rejections: dict | None = None

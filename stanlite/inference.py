@@ -86,8 +86,9 @@ def sample(model: Model, chains: int = 4, draws: int | None = None, warmup: int 
     (:data:`stanlite.samplers.rhmc.ADAPT_DELTA`); the step size adapts, and
     SoftAbs's alpha when "auto" (``metric`` and ``inv_metric`` are ignored).
     ``sampler_options`` (rhmc only): ``alpha`` (SoftAbs sharpness; "auto": from the
-    first Hessian, then at each warmup window's end from the Hessians at the latter
-    half of the warmup's draws),
+    first Hessian, then after each warmup transition until the first window's end
+    and at each window's end but the last from the Hessians at the latter half of the
+    warmup's draws, bounded there to a metric condition number of 300),
     ``adapt_alpha`` (default: whether alpha is "auto"), ``num_steps``
     (None: NUTS; an int: static trajectories of that many steps),
     ``fixed_point_tol`` (1e-8), ``max_fixed_point`` (50) and ``max_halvings`` (3)
