@@ -272,9 +272,9 @@ from .rhmc_geometry import (  # noqa: F401  (_TraceAt: rhmc._TraceAt in the test
     PROFILE, Geometry, _clock, _HessianTape, _RetapedTrace, _TraceAt, _traced_log_density,
     reset_profile, softabs, softabs_derivative, softabs_divided_differences)
 # the trajectory floor's estimator (min_int_time "auto"): rhmc_floor.py, re-exported
-from .rhmc_floor import (FLOOR_BLOCK, FLOOR_SCALE, FLOOR_THRESHOLD,  # noqa: F401
-                         FloorSums, auto_min_int_time, scale_understatement,
-                         spike_estimate)
+from .rhmc_floor import (FLOOR_BLOCK, FLOOR_GROWTH, FLOOR_SCALE,  # noqa: F401
+                         FLOOR_THRESHOLD, FloorSums, auto_min_int_time, floor_cap,
+                         scale_understatement, spike_estimate)
 from .static_hmc import static_hmc
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
@@ -283,6 +283,7 @@ __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_a
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
            "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK", "FloorSums",
            "scale_understatement", "spike_estimate", "auto_min_int_time",
+           "FLOOR_GROWTH", "floor_cap",
            "MAX_CONDITION", "FOLLOW_RESTART", "adapt_stepsize", "failure_accept_stat",
            "OPTION_DEFAULTS", "PROFILE", "reset_profile"]
 
@@ -665,7 +666,8 @@ class SoftAbsMetric:
         Why the latter half of all the samples, as :meth:`adapt_alpha`: on the funnel
         a window of 25-50 draws sits in one part of v's range and would understate
         its spread; the floor chosen at one window lengthens the next windows'
-        trajectories, so v's spread (and the floor) grows window by window."""
+        trajectories, so v's spread (and the floor) grows window by window. It grows
+        at most by ``FLOOR_GROWTH`` a window (:func:`floor_cap`)."""
         est = self._floor_sums.latter_half()
         if est is None:
             return self.min_int_time
@@ -673,7 +675,7 @@ class SoftAbsMetric:
         lam = scale_understatement(cov, local)
         if not math.isfinite(lam):
             return self.min_int_time
-        t = auto_min_int_time(lam, m, self.dim)
+        t = min(auto_min_int_time(lam, m, self.dim), floor_cap(self.min_int_time))
         self.floor_history.append((m, lam, t))
         self.min_int_time = t
         if self.on_floor is not None:

@@ -123,9 +123,10 @@ def test_the_funnel_from_exact_draws():
     # the latter half of the 800 draws, in whole blocks
     assert n_used == 400 and 400 % FLOOR_BLOCK == 0
     assert 3.8 < math.sqrt(lam) < 5.5, lam
-    assert t == t_hist == seen[-1] == pytest.approx(FLOOR_SCALE * math.sqrt(
-        spike_estimate(lam, 400, 10)))
-    assert 7.5 < t < 11.0
+    uncapped = FLOOR_SCALE * math.sqrt(spike_estimate(lam, 400, 10))
+    assert 7.5 < uncapped < 11.0
+    # the first window's end grows the floor from none to at most 8 (floor_cap)
+    assert t == t_hist == seen[-1] == pytest.approx(min(uncapped, rhmc.floor_cap(0.0)))
     # the same from the sums by hand
     half = qs[400:]
     local = np.mean([(g.Q * g.finv) @ g.Q.T
@@ -236,3 +237,27 @@ def test_funnel_at_defaults_chooses_a_floor():
     # every trajectory lasts at least the floor: 2^depth - 1 >= t / eps states
     assert np.all(n >= (1 << math.ceil(math.log2(math.ceil(t / eps)))) - 1)
     assert int(np.sum(fit.sampler_stats["divergent__"])) == 0
+
+
+def test_the_floor_grows_at_most_twofold_a_window():
+    """floor_cap: one window's end moves the floor by at most FLOOR_GROWTH over the
+    last (or over the smallest non-zero floor): a lone excursion of the warmup
+    (the funnel's seed 2: lambda 8 -> 1335 between two windows) cannot multiply
+    the trajectories' length; a real gap is reached over the windows."""
+    from stanlite.samplers.rhmc import (FLOOR_GROWTH, FLOOR_SCALE, FLOOR_THRESHOLD,
+                                        SoftAbsMetric, floor_cap)
+    smallest = FLOOR_SCALE * FLOOR_THRESHOLD
+    assert floor_cap(0.0) == FLOOR_GROWTH * smallest
+    assert floor_cap(10.0) == FLOOR_GROWTH * 10.0
+    met = SoftAbsMetric(3, alpha=1.0)
+    met.adapts_floor = True
+    rng = np.random.default_rng(0)
+    for q in 100.0 * rng.standard_normal((100, 3)):   # spread 100 x the local scale
+        met._floor_sums.add(q, np.eye(3), np.ones(3))
+    uncapped = auto_min_int_time(scale_understatement(*met._floor_sums.latter_half()[:2]),
+                                 50, 3)
+    assert uncapped > 100.0                           # ~2 x 100
+    seen = [met.adapt_min_int_time() for _ in range(4)]
+    assert seen == pytest.approx([FLOOR_GROWTH * smallest * FLOOR_GROWTH ** k
+                                  for k in range(4)])
+    assert [h[2] for h in met.floor_history] == seen
