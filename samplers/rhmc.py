@@ -504,6 +504,7 @@ class SoftAbsMetric:
         self.on_floor = None          # called with a newly chosen min_int_time
         self._floor_sums = FloorSums()  # warmup samples and local covariances
         self.floor_history = []       # (draws used, lambda_max, floor) per window end
+        self.floor_wanted = None      # the last window end's floor before floor_cap
         self.floor_noted = True       # False after the last window's end (kernels.py)
 
     @property
@@ -645,7 +646,8 @@ class SoftAbsMetric:
         the last window's end, where nothing reads them any more)."""
         return {"scales": np.array(self._scales, dtype=float).reshape(-1, 2),
                 "da_alpha": self.da_alpha,
-                "floor": self._floor_sums.to_dict() if self.floor_noted else None}
+                "floor": self._floor_sums.to_dict() if self.floor_noted else None,
+                "floor_wanted": self.floor_wanted}
 
     def restore_adaptation(self, d):
         """Read back :meth:`adaptation_state` (None: nothing gathered yet)."""
@@ -655,6 +657,8 @@ class SoftAbsMetric:
                         np.asarray(d["scales"], dtype=float).reshape(-1, 2)]
         self.da_alpha = None if d["da_alpha"] is None else float(d["da_alpha"])
         self._floor_sums = FloorSums.from_dict(d["floor"])
+        w = d.get("floor_wanted")       # (absent from states saved before it was kept)
+        self.floor_wanted = None if w is None else float(w)
 
     def adapt_min_int_time(self):
         """At the end of a warmup window: ``min_int_time`` from the latter half of the
@@ -675,8 +679,12 @@ class SoftAbsMetric:
         lam = scale_understatement(cov, local)
         if not math.isfinite(lam):
             return self.min_int_time
-        t = min(auto_min_int_time(lam, m, self.dim), floor_cap(self.min_int_time))
+        want = auto_min_int_time(lam, m, self.dim)
+        t = min(want, floor_cap(self.min_int_time))
         self.floor_history.append((m, lam, t))
+        # kept for diagnose(): a floor the cap held below its estimate at the last
+        # adapting window's end is one warmup was too short to reach
+        self.floor_wanted = want
         self.min_int_time = t
         if self.on_floor is not None:
             self.on_floor(t)

@@ -580,7 +580,9 @@ class Fit:
 
     def diagnose(self) -> str:
         """Stan's checks in words: divergences, tree-depth saturation, E-BFMI per
-        chain, R-hat, effective sample size."""
+        chain, R-hat, effective sample size; then what the sampler says of its own
+        adaptation (``sampler="rhmc"``: a trajectory floor warmup ended before
+        reaching)."""
         msgs = []
         st = self._stats
         n_total = self.num_chains * self.num_draws
@@ -635,12 +637,24 @@ class Fit:
                             + ": estimates of their quantiles are unreliable; run longer.")
             else:
                 msgs.append("Effective sample sizes satisfactory.")
+        msgs.extend(self._kernel_messages())
         rejected = self._rejections_message()
         if rejected:
             msgs.append(rejected)
         if self.interrupted:
             msgs.append("The run was interrupted: these are the draws completed so far.")
         return "\n".join(msgs)
+
+    def _kernel_messages(self):
+        """What the sampler's kernel says of its own adaptation (``Kernel.diagnose``:
+        RHMC's trajectory floor), from the chains with draws."""
+        states = [self.chain_states[i] for i in self._rows or ()]
+        name = states[0].sampler if states else None
+        if name is None:
+            return []
+        from .samplers.kernels import KERNELS
+        k = KERNELS.get(name)
+        return [] if k is None else k.diagnose(states, list(self._rows))
 
     def _divergences_message(self, nd, n_total):
         """The divergences in words. A rejected proposal (the density failed: a

@@ -223,9 +223,10 @@ def test_gaussian_at_defaults_gets_no_floor_and_keeps_its_moments():
         assert abs(dev2.mean() - C[j, j]) < 4.0 * dev2.std() / math.sqrt(ess2), j
 
 
-def test_funnel_at_defaults_chooses_a_floor():
+def test_funnel_at_defaults_chooses_a_floor(tmp_path):
     # d = 10, one chain of 300 warmup iterations: the floor the windows chose is
     # about v's half-period (8-10); with it the chain crosses v's range
+    import stanlite as sl
     m = NealFunnel(D=10)
     fit = m.sample(chains=1, warmup=300, draws=100, seed=2, progress=False,
                    parallel=False, sampler="rhmc")
@@ -237,6 +238,13 @@ def test_funnel_at_defaults_chooses_a_floor():
     # every trajectory lasts at least the floor: 2^depth - 1 >= t / eps states
     assert np.all(n >= (1 << math.ceil(math.log2(math.ceil(t / eps)))) - 1)
     assert int(np.sum(fit.sampler_stats["divergent__"])) == 0
+    # this short warmup's last adapting window had an excursion (v ~ 9.6) that put
+    # the estimate far above the floor's twofold limit (floor_cap): diagnose() says
+    # the floor ended warmup below its estimate, also for the fit read back
+    assert st.kernel_adapt["floor_wanted"] > 2.0 * t
+    assert "trajectory floor (min_int_time) ended warmup below" in fit.diagnose()
+    path = fit.save(tmp_path / "fit.nc")
+    assert "chain 0: " in sl.load_fit(path, model=m).diagnose()
 
 
 def test_the_floor_grows_at_most_twofold_a_window():
@@ -261,3 +269,29 @@ def test_the_floor_grows_at_most_twofold_a_window():
     assert seen == pytest.approx([FLOOR_GROWTH * smallest * FLOOR_GROWTH ** k
                                   for k in range(4)])
     assert [h[2] for h in met.floor_history] == seen
+    # the estimate the cap held the floor below is kept with the chain's state
+    assert met.floor_wanted == pytest.approx(uncapped)
+    again = SoftAbsMetric(3, alpha=1.0)
+    again.restore_adaptation(met.adaptation_state())
+    assert again.floor_wanted == met.floor_wanted
+
+
+def _state(floor, wanted, c=0):
+    from stanlite.chain_state import ChainState
+    return ChainState(chain_id=c, iteration=20, num_warmup=10, num_draws=10,
+                      sampler="rhmc", sampler_options={"min_int_time": floor},
+                      kernel_adapt=None if wanted is False else {"floor_wanted": wanted})
+
+
+def test_diagnose_names_a_floor_its_cap_held_below_the_estimate():
+    from stanlite.samplers.kernels import KERNELS
+    k = KERNELS["rhmc"]
+    # reached, none (a Gaussian: 0 and 0), not adapted, not recorded: nothing said
+    assert k.diagnose([_state(8.0, 8.0), _state(0.0, 0.0, 1), _state(5.0, None, 2),
+                       _state(5.0, False, 3)], [0, 1, 2, 3]) == []
+    msg = k.diagnose([_state(8.0, 8.0), _state(8.0, 23.4, 1)], [0, 1])
+    assert len(msg) == 1
+    assert "chain 1: 8, estimate 23.4" in msg[0] and "chain 0" not in msg[0]
+    assert "longer warmup" in msg[0]
+    # the Euclidean kernels add nothing
+    assert KERNELS["nuts"].diagnose([_state(8.0, 23.4)], [0]) == []
