@@ -68,12 +68,6 @@ class Kernel:
         kernel keeps nothing of its own."""
         return {}
 
-    def diagnose(self, states, rows):
-        """What ``fit.diagnose()`` says of this kernel's own adaptation (sentences),
-        from the chain states of ``fit[name]``'s chains (``rows``: their 0-based
-        indices, as ``fit.draws(chain=i)``); a Euclidean kernel adds nothing."""
-        return []
-
     def window_end(self, model, state, live, last=False):
         """The metric after a slow window of Stan's warmup ends (``last``: the
         last one): the window's regularised variances (the Welford accumulator
@@ -174,30 +168,6 @@ class SoftAbsNuts(Kernel):
         if warm and (met.adapts_alpha or met.adapts_floor):
             new["kernel_adapt"] = met.adaptation_state()
         return new
-
-    def diagnose(self, states, rows):
-        # A trajectory floor that its growth limit (rhmc_floor.floor_cap: at most
-        # twofold a window's end) held below warmup's last estimate: warmup ended
-        # before the floor reached what the draws asked for, and a direction the
-        # metric understates (the funnel's v at d = 51 after 400 warmup iterations,
-        # floor 8 against ~20) then mixes slowly enough to bias its estimates.
-        held = []
-        for c, s in zip(rows, states):
-            want = (s.kernel_adapt or {}).get("floor_wanted")
-            floor = (s.sampler_options or {}).get("min_int_time")
-            if want is not None and isinstance(floor, (int, float)) \
-                    and want > 1.01 * floor:
-                held.append((c, float(floor), float(want)))
-        if not held:
-            return []
-        which = "; ".join(f"chain {c}: {f:.3g}, estimate {w:.3g}" for c, f, w in held)
-        # (no advice to fix the floor at the estimate: a lone excursion of a short
-        # warmup can put that at ten times what the posterior needs, rhmc_floor.py)
-        return [f"RHMC's trajectory floor (min_int_time) ended warmup below its own "
-                f"estimate ({which}): it may at most double at each warmup window's "
-                "end, and warmup ended first. Directions the SoftAbs metric understates "
-                "(a funnel's neck) may then mix too slowly to trust their estimates: "
-                "run a longer warmup (1000 iterations or more)."]
 
     def window_end(self, model, state, live, last=False):
         # alpha from the warmup's Hessians (rhmc.py), except at the last window's

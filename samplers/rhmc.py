@@ -647,7 +647,26 @@ class SoftAbsMetric:
         return {"scales": np.array(self._scales, dtype=float).reshape(-1, 2),
                 "da_alpha": self.da_alpha,
                 "floor": self._floor_sums.to_dict() if self.floor_noted else None,
-                "floor_wanted": self.floor_wanted}
+                "floor_wanted": self.floor_wanted, "note": self.floor_note()}
+
+    def floor_note(self):
+        """What ``fit.diagnose()`` repeats for this chain (``ChainState.kernel_adapt
+        ["note"]``, as of warmup's last iteration), or None: a trajectory floor that
+        its growth limit (:func:`floor_cap`: at most twofold a window's end) held
+        below the last adapting window's estimate. Warmup ended before the floor
+        reached what the draws asked for, and a direction the metric understates
+        (the funnel's v at d = 51 after 400 warmup iterations: floor 8 against ~20)
+        may then mix slowly enough to bias its estimates. (No advice to fix the
+        floor at the estimate: one excursion of a short warmup can put that at ten
+        times what the posterior needs, :mod:`.rhmc_floor`.)"""
+        want, floor = self.floor_wanted, self.min_int_time
+        if want is None or not want > 1.01 * floor:
+            return None
+        return (f"RHMC's trajectory floor (min_int_time) ended warmup at {floor:.3g}, "
+                f"below its own estimate {want:.3g}: it may at most double at each "
+                "warmup window's end, and warmup ended first. Directions the SoftAbs "
+                "metric understates (a funnel's neck) may then mix too slowly to trust "
+                "their estimates: run a longer warmup (1000 iterations or more).")
 
     def restore_adaptation(self, d):
         """Read back :meth:`adaptation_state` (None: nothing gathered yet)."""

@@ -646,15 +646,15 @@ class Fit:
         return "\n".join(msgs)
 
     def _kernel_messages(self):
-        """What the sampler's kernel says of its own adaptation (``Kernel.diagnose``:
-        RHMC's trajectory floor), from the chains with draws."""
-        states = [self.chain_states[i] for i in self._rows or ()]
-        name = states[0].sampler if states else None
-        if name is None:
-            return []
-        from .samplers.kernels import KERNELS
-        k = KERNELS.get(name)
-        return [] if k is None else k.diagnose(states, list(self._rows))
+        """What the sampler's kernel noted of its own warmup adaptation, per chain
+        with draws (``ChainState.kernel_adapt["note"]``: RHMC's trajectory floor,
+        :meth:`stanlite.samplers.rhmc.SoftAbsMetric.floor_note`)."""
+        out = []
+        for i in self._rows or ():
+            note = (getattr(self.chain_states[i], "kernel_adapt", None) or {}).get("note")
+            if note:
+                out.append(f"Chain {i}: {note}")
+        return out
 
     def _divergences_message(self, nd, n_total):
         """The divergences in words. A rejected proposal (the density failed: a

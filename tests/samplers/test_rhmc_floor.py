@@ -242,9 +242,10 @@ def test_funnel_at_defaults_chooses_a_floor(tmp_path):
     # the estimate far above the floor's twofold limit (floor_cap): diagnose() says
     # the floor ended warmup below its estimate, also for the fit read back
     assert st.kernel_adapt["floor_wanted"] > 2.0 * t
-    assert "trajectory floor (min_int_time) ended warmup below" in fit.diagnose()
+    assert f"Chain 0: RHMC's trajectory floor (min_int_time) ended warmup at {t:.3g}" \
+        in fit.diagnose()
     path = fit.save(tmp_path / "fit.nc")
-    assert "chain 0: " in sl.load_fit(path, model=m).diagnose()
+    assert "Chain 0: RHMC's trajectory floor" in sl.load_fit(path, model=m).diagnose()
 
 
 def test_the_floor_grows_at_most_twofold_a_window():
@@ -276,22 +277,15 @@ def test_the_floor_grows_at_most_twofold_a_window():
     assert again.floor_wanted == met.floor_wanted
 
 
-def _state(floor, wanted, c=0):
-    from stanlite.chain_state import ChainState
-    return ChainState(chain_id=c, iteration=20, num_warmup=10, num_draws=10,
-                      sampler="rhmc", sampler_options={"min_int_time": floor},
-                      kernel_adapt=None if wanted is False else {"floor_wanted": wanted})
-
-
-def test_diagnose_names_a_floor_its_cap_held_below_the_estimate():
-    from stanlite.samplers.kernels import KERNELS
-    k = KERNELS["rhmc"]
-    # reached, none (a Gaussian: 0 and 0), not adapted, not recorded: nothing said
-    assert k.diagnose([_state(8.0, 8.0), _state(0.0, 0.0, 1), _state(5.0, None, 2),
-                       _state(5.0, False, 3)], [0, 1, 2, 3]) == []
-    msg = k.diagnose([_state(8.0, 8.0), _state(8.0, 23.4, 1)], [0, 1])
-    assert len(msg) == 1
-    assert "chain 1: 8, estimate 23.4" in msg[0] and "chain 0" not in msg[0]
-    assert "longer warmup" in msg[0]
-    # the Euclidean kernels add nothing
-    assert KERNELS["nuts"].diagnose([_state(8.0, 23.4)], [0]) == []
+def test_a_floor_its_cap_held_below_the_estimate_leaves_a_note():
+    met = SoftAbsMetric(3, alpha=1.0)
+    assert met.floor_note() is None                   # nothing adapted
+    met.min_int_time, met.floor_wanted = 8.0, 8.0
+    assert met.floor_note() is None                   # reached
+    met.min_int_time, met.floor_wanted = 0.0, 0.0
+    assert met.floor_note() is None                   # a Gaussian: no floor wanted
+    met.min_int_time, met.floor_wanted = 8.0, 23.4
+    note = met.adaptation_state()["note"]
+    assert note == met.floor_note()
+    assert "ended warmup at 8, below its own estimate 23.4" in note
+    assert "longer warmup" in note
