@@ -201,6 +201,24 @@ every direction was made as stiff as that one, the chain stopped moving and the
 followed alpha with it (one chain, 300 warmup: 1023 steps a transition and a
 trajectory floor of 88.7 against 6-11 unbounded). At a window's end the scales are
 the latter half of the warmup's samples, from the typical set.
+Where no curvature changes sign (issue 24, the funnel's mouth at d = 51). The bound
+is for a curvature that crosses zero, whose swing the lift must cover. The funnel has
+none - one negative eigenvalue (along the x's own direction and v) at every typical
+point - but its x curvatures ``e^-v`` span e^-9 to e^9, and under the bounded alpha
+(~10 at d = 51) SoftAbs gives the x a local variance of at most alpha in the mouth,
+against their spread ``e^v`` (1600 at v = 7.4). There ``1/2 log det Sigma`` no longer
+pays for the x's volume, and v moves as under a Euclidean metric, an energy-limited
+random walk (mean |dv| 0.3 a transition against ~2 elsewhere): one chain of four
+spent a third of its draws at v > 5 (exact 4.8%), ESS(v) 14 from 4000 draws, R-hat
+1.21. So at a window's end where every warmup sample so far - at least
+``FIXED_SIGN_SAMPLES`` (200) - has one inertia (:func:`fixed_inertia`), alpha may
+reach ``FIXED_SIGN_CONDITION`` (1e5) over the median largest |eigenvalue|, which
+follows the x's curvature up to v ~ 8 at d = 51. From a point in the mouth (v = 7.5,
+one chain, 150 + 150): alpha 3000 left it within 25 transitions at 62 steps each,
+alpha 10 was still at v 5.6-6.6 after 300, at 160 steps each. The funnels, the
+Gaussians and the logistic regression have one inertia at every draw; the banana
+(48% of 1000 NUTS draws with a negative eigenvalue) and ``pk_steady_state`` (2.3%)
+do not and keep the bounded alpha.
 On the funnel, where v mixes slowly, the adapted alphas still differ between chains
 (8.8-151 over 4 x 1000 warmup draws, against 12-110 from the first points).
 SoftAbs lifts eigenvalues below about ``1/alpha`` to ``1/alpha``: a constant is a
@@ -275,10 +293,16 @@ from .rhmc_geometry import (  # noqa: F401  (_TraceAt: rhmc._TraceAt in the test
 from .rhmc_floor import (FLOOR_BLOCK, FLOOR_GROWTH, FLOOR_SCALE,  # noqa: F401
                          FLOOR_THRESHOLD, FloorSums, auto_min_int_time, floor_cap,
                          scale_understatement, spike_estimate)
+# alpha's choice (auto_alpha, curvature_scale, the inertia test): rhmc_alpha.py,
+# re-exported
+from .rhmc_alpha import (ALPHA_SCALE, FIXED_SIGN_CONDITION, FIXED_SIGN_SAMPLES,  # noqa: F401
+                         FOLLOW_RESTART, INERTIA_TOL, MAX_CONDITION, auto_alpha,
+                         curvature_scale, fixed_inertia, inertia)
 from .static_hmc import static_hmc
 
 __all__ = ["SoftAbsMetric", "Geometry", "softabs", "softabs_derivative", "auto_alpha",
-           "curvature_scale",
+           "curvature_scale", "inertia", "fixed_inertia", "FIXED_SIGN_CONDITION",
+           "FIXED_SIGN_SAMPLES", "INERTIA_TOL",
            "softabs_divided_differences", "make_kernel", "static_transition",
            "ADAPT_DELTA", "ALPHA_SCALE", "FINAL_STEP_FACTOR", "final_stepsize",
            "MIN_INT_TIME", "FLOOR_SCALE", "FLOOR_THRESHOLD", "FLOOR_BLOCK", "FloorSums",
@@ -495,8 +519,9 @@ class SoftAbsMetric:
                                       # first window's end (follow())
         self.da_alpha = None          # the alpha warmup's step size was last restarted
                                       # for (kernels.SoftAbsNuts.adapt_stepsize)
-        self._scales = []             # (unbounded, bounded) log curvature scales of
-                                      # the warmup's samples (observe())
+        self._scales = []             # (unbounded, bounded) log curvature scales,
+                                      # log max |lam| and the inertia of the warmup's
+                                      # samples (observe())
         self._jit_buffers = None
         self._zero = np.zeros(dim)
         self.min_int_time = 0.0       # read by nuts._python_tree (make_kernel sets it)
@@ -629,9 +654,11 @@ class SoftAbsMetric:
         covariance for :meth:`adapt_min_int_time`."""
         geo = z.aux
         if isinstance(geo, Geometry) and geo.q is z.q:
-            s = (curvature_scale(geo.lam, False), curvature_scale(geo.lam, True))
+            s = (curvature_scale(geo.lam, False), curvature_scale(geo.lam, True),
+                 float(np.abs(geo.lam).max(initial=0.0)))
             if all(math.isfinite(x) and x > 0 for x in s):
-                self._scales.append((math.log(s[0]), math.log(s[1])))
+                self._scales.append((math.log(s[0]), math.log(s[1]), math.log(s[2]),
+                                     float(inertia(geo.lam))))
             if self.adapts_floor and self.floor_noted and np.all(np.isfinite(geo.finv)):
                 self._floor_sums.add(z.q, geo.Q, geo.finv)
 
@@ -644,7 +671,7 @@ class SoftAbsMetric:
         scales (an ``(n, 2)`` array, unbounded and bounded logs), the alpha the step
         size's averaging was last restarted for, and the floor's sums (dropped after
         the last window's end, where nothing reads them any more)."""
-        return {"scales": np.array(self._scales, dtype=float).reshape(-1, 2),
+        return {"scales": np.array(self._scales, dtype=float).reshape(-1, 4),
                 "da_alpha": self.da_alpha,
                 "floor": self._floor_sums.to_dict() if self.floor_noted else None,
                 "floor_wanted": self.floor_wanted, "note": self.floor_note()}
@@ -672,8 +699,12 @@ class SoftAbsMetric:
         """Read back :meth:`adaptation_state` (None: nothing gathered yet)."""
         if not d:
             return
-        self._scales = [(float(u), float(b)) for u, b in
-                        np.asarray(d["scales"], dtype=float).reshape(-1, 2)]
+        sc = np.asarray(d["scales"], dtype=float)
+        if sc.size and sc.reshape(len(sc), -1).shape[1] == 2:
+            # a state saved before the largest |eigenvalue| and the inertia were
+            # noted: no inertia known, so adapt_alpha keeps the bounded rule
+            sc = np.column_stack([sc.reshape(-1, 2), np.full((len(sc), 2), np.nan)])
+        self._scales = [tuple(float(x) for x in row) for row in sc.reshape(-1, 4)]
         self.da_alpha = None if d["da_alpha"] is None else float(d["da_alpha"])
         self._floor_sums = FloorSums.from_dict(d["floor"])
         w = d.get("floor_wanted")       # (absent from states saved before it was kept)
@@ -714,7 +745,10 @@ class SoftAbsMetric:
         ALPHA_SCALE / exp(median log scale)`` over the latter half of the warmup's
         samples so far (the scales noted by :meth:`observe`: :func:`curvature_scale`
         ``bounded`` or not, :meth:`follow` uses the unbounded); no change without
-        any. -> alpha.
+        any. Where every sample so far has one inertia (:func:`fixed_inertia`: no
+        curvature changes sign), the bounded alpha may grow to
+        ``FIXED_SIGN_CONDITION`` over the median largest |eigenvalue| (the module
+        docstring: the funnel's mouth). -> alpha.
 
         Why not the first point's: the first point is wherever the initialisation
         put it (on the funnel its scale ``e^-v`` varied alpha over 12-110 between
@@ -727,8 +761,15 @@ class SoftAbsMetric:
         the metric; the chain then searches the step size again, as Stan does after
         a metric window."""
         if self._scales:
-            recent = [x[bounded] for x in self._scales[len(self._scales) // 2:]]
-            self._set_alpha(ALPHA_SCALE / math.exp(float(np.median(recent))))
+            rows = self._scales[len(self._scales) // 2:]
+            alpha = ALPHA_SCALE / math.exp(float(np.median([x[bounded] for x in rows])))
+            if bounded and fixed_inertia([x[3] for x in self._scales]):
+                # no curvature changes sign among the typical samples: the lift only
+                # keeps the metric invertible, down to a FIXED_SIGN_CONDITION-th of
+                # the largest curvature (module docstring: a funnel's mouth)
+                largest = math.exp(float(np.median([x[2] for x in rows])))
+                alpha = max(alpha, FIXED_SIGN_CONDITION / largest)
+            self._set_alpha(alpha)
         return self.alpha
 
     def follow(self):
@@ -1039,64 +1080,6 @@ class SoftAbsMetric:
         if not -math.inf < h < math.inf:
             return Point(q, p1, lp, grad, v1, math.inf, geo1)
         return Point(q, p1, lp, grad, v1, h, geo1)
-
-
-#: ``alpha = ALPHA_SCALE / s`` with ``s`` the median |eigenvalue| of the potential's
-#: Hessian at the chain's first point (see :func:`auto_alpha`)
-ALPHA_SCALE = 30.0
-
-
-#: while alpha follows the chain (:meth:`SoftAbsMetric.follow`), a change by more than
-#: this factor since the step size's dual averaging last (re)started restarts it, as a
-#: new metric at a window's end does
-FOLLOW_RESTART = 2.0
-
-#: the largest condition number ``alpha max |lam|`` the alpha chosen at a warmup
-#: window's end gives SoftAbs's metric at the typical sample (:func:`curvature_scale`,
-#: :meth:`SoftAbsMetric.adapt_alpha`; the module docstring for the measurements on
-#: ``pk_steady_state``). 300: above the funnels' and the banana's typical max/median
-#: |eigenvalue| times ALPHA_SCALE at d = 10 and 2 (their alphas unchanged), far below
-#: pk_steady_state's 1300 x 30 / 20.
-MAX_CONDITION = 300.0
-
-
-def curvature_scale(lam, bounded=True):
-    """The curvature scale of a Hessian with eigenvalues ``lam`` that ``alpha =
-    ALPHA_SCALE / scale`` is chosen from: the median ``|lam|``, but (``bounded``) at
-    least ``ALPHA_SCALE / MAX_CONDITION`` of the largest (0 for no eigenvalues).
-
-    The bound keeps SoftAbs's metric - whose eigenvalues run from about ``1/alpha``
-    to ``max |lam|`` - at a condition number of at most ``MAX_CONDITION``. It is
-    applied to the warmup's samples at windows' ends (:meth:`SoftAbsMetric.
-    adapt_alpha`), not to the transient before the first one (see there)."""
-    lam = np.abs(np.asarray(lam, dtype=float))
-    if not lam.size:
-        return 0.0
-    med = float(np.median(lam))
-    return float(max(med, lam.max() * (ALPHA_SCALE / MAX_CONDITION))) if bounded else med
-
-
-def auto_alpha(A):
-    """SoftAbs's ``alpha`` for a problem whose potential has the Hessian ``A`` at the
-    chain's first point: ``ALPHA_SCALE / median |lam|`` (:func:`curvature_scale`,
-    unbounded: the first point need not be typical; warmup then adapts it,
-    :meth:`SoftAbsMetric.follow` and :meth:`SoftAbsMetric.adapt_alpha`).
-
-    ``alpha`` is an inverse curvature: SoftAbs lifts eigenvalues below about
-    ``1/alpha`` to ``1/alpha``. A fixed ``alpha`` is a statement about the units of
-    the parameters (Stan's default 1 lifts every curvature below 1, i.e. every
-    direction whose scale exceeds 1); this one scales with the problem, so that
-    ``1/alpha`` is a thirtieth of the typical curvature: the curvatures near the
-    typical one are followed, the near-zero ones (where the Hessian changes sign)
-    lifted. Measured on the funnel (``benchmarks/README.md``): alpha 1 gives 16% of
-    transitions divergent and never enters the neck, 10-30 times the curvature
-    scale none or a few. Without curvature (all eigenvalues 0) it is 1."""
-    lam = np.abs(np.linalg.eigvalsh(0.5 * (A + A.T)))
-    s = curvature_scale(lam, bounded=False)
-    if not (math.isfinite(s) and s > 0):
-        s = float(lam.max()) if lam.size and np.isfinite(lam).all() and lam.max() > 0 \
-            else ALPHA_SCALE
-    return ALPHA_SCALE / s
 
 
 def _fixed_point(G, x0, W, tol, max_iter, depth=4):
