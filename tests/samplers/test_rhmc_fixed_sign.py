@@ -12,7 +12,7 @@ there moves as it would under a Euclidean metric (an energy-limited random walk)
 import numpy as np
 import pytest
 
-import stanlite as sl
+from stanlite.models.synthetic import PrecisionGaussian
 from stanlite.samplers import rhmc
 from stanlite.samplers.hamiltonian import Point
 from stanlite.samplers.rhmc import (ALPHA_SCALE, FIXED_SIGN_CONDITION, FIXED_SIGN_SAMPLES,
@@ -154,22 +154,14 @@ def test_adaptation_state_keeps_the_inertia():
         funnel_hessian(0.0, np.ones(d - 1)))).max()
 
 
-class Gauss(sl.Model):
-    """N(0, diag(1/prec)): a constant Hessian diag(prec), no crossing anywhere."""
-    prec = sl.data.vector(3)
-    x = sl.param.vector(3)
-
-    def log_prob(self, x):
-        return -0.5 * sl.sum(self.prec * x * x)
-
-
 def test_a_chain_with_fixed_signs_samples_exactly_under_the_larger_alpha():
     # warmup 500: Stan's windows end at 99, 149, 249 (and 449, the last); the one at
     # 249 has 250 samples of one inertia, so alpha becomes FIXED_SIGN_CONDITION / 40
     # there; the draws are those of N(0, diag(1/prec)) within their MCSE
     prec = np.array([0.5, 2.0, 40.0])
-    fit = Gauss(prec=prec).sample(chains=2, warmup=500, draws=500, seed=7,
-                                  progress=False, parallel=False, sampler="rhmc")
+    model = PrecisionGaussian(D=3, mu=np.zeros(3), P=np.diag(prec))
+    fit = model.sample(chains=2, warmup=500, draws=500, seed=7, progress=False,
+                       parallel=False, sampler="rhmc")
     for st in fit.chain_states:
         assert st.sampler_options["alpha"] == pytest.approx(FIXED_SIGN_CONDITION / 40.0)
     assert int(np.sum(fit.sampler_stats["divergent__"])) == 0
