@@ -767,9 +767,11 @@ class SoftAbsMetric:
             rows = self._scales[len(self._scales) // 2:]
             alpha = ALPHA_SCALE / math.exp(float(np.median([x[bounded] for x in rows])))
             if bounded and fixed_inertia([x[3] for x in self._scales]):
-                # no curvature changes sign among the typical samples: the lift only
-                # keeps the metric invertible, down to a FIXED_SIGN_CONDITION-th of
-                # the largest curvature (module docstring: a funnel's mouth)
+                # no curvature changed sign at any warmup sample so far (the
+                # transient's included, so one crossing seen keeps the bound for
+                # good): the lift only keeps the metric invertible, down to a
+                # FIXED_SIGN_CONDITION-th of the typical largest curvature (module
+                # docstring: a funnel's mouth)
                 largest = math.exp(float(np.median([x[2] for x in rows])))
                 alpha = max(alpha, FIXED_SIGN_CONDITION / largest)
             self._set_alpha(alpha)
@@ -1242,7 +1244,7 @@ def make_kernel(dim, options=None):
         else:
             z, info = static_transition(model, metric, z, eps, rng, max_depth, num_steps=L)
         if metric.adapts_alpha or metric.adapts_floor:
-            # (noted in sampling too, where nothing reads them: two floats a draw;
+            # (noted in sampling too, where nothing reads them: four floats a draw;
             # the floor's sums stop at the last window's end, kernels.py)
             metric.observe(z)
         if metric.max_halvings:
